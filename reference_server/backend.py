@@ -1,0 +1,43 @@
+"""The compute backend interface shared by the schedulers and the engines.
+
+The scheduler's step loop (one thread) owns the backend; nothing else calls it.
+A backend holds a fixed number of sequence slots, each with a preallocated KV
+cache of `max_seq_len` positions. Token ids are bytes (0..255) plus specials,
+from `reference_server.model.tokenizer`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    temperature: float = 0.0  # 0 = greedy
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StepTiming:
+    wall_ms: float  # host wall time of the step
+    gpu_ms: float | None  # device time from CUDA events; None on CPU and in `sim`
+
+
+class ComputeBackend(Protocol):
+    name: str  # "torch" | "sim"
+    device: str  # "cuda", "cpu", or "sim"
+    max_slots: int
+    max_seq_len: int  # prompt + generated tokens per slot
+    vocab_size: int
+
+    def prefill(
+        self, slots: list[int], prompts: list[list[int]], params: list[SamplingParams]
+    ) -> tuple[list[int], StepTiming]:
+        """Fill each slot's KV cache with its prompt; return each one's first generated token."""
+
+    def decode(self, slots: list[int], last_tokens: list[int]) -> tuple[list[int], StepTiming]:
+        """One decode step for every listed slot at its own position; return the next tokens."""
+
+    def release(self, slot: int) -> None:
+        """Forget a finished sequence; its slot may be reused by the next prefill."""

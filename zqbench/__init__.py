@@ -1,0 +1,8 @@
+"""zqbench: prove how an LLM inference endpoint behaves under load.
+
+Data flows one way:
+
+    scenario -> schedule -> engine (transport + dialect) -> samples -> metrics -> SLO gate -> outputs
+"""
+
+__version__ = "0.1.0"

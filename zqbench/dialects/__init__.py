@@ -1,0 +1,1 @@
+"""Protocol dialects: build requests and parse responses for one API family."""

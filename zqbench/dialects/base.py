@@ -1,0 +1,70 @@
+"""The dialect interface: request building and incremental response parsing.
+
+A dialect turns a `RequestSpec` into an `HttpRequest`, and gives the transport a
+fresh `StreamParser` (a `ResponseSink`) per request. The parser never raises: a
+malformed stream becomes an error class on the sample (`bad_sse`, `bad_json`,
+`stream_error`, `http_<code>`, ...), and the run goes on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from zqbench.transport.base import HttpRequest, ResponseSink
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """What to ask for; the dialect decides how it looks on the wire."""
+
+    request_class: str
+    prompt: str
+    max_tokens: int
+    stream: bool = True
+    prompt_tokens_estimate: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DialectConfig:
+    model: str
+    api_key: str | None = None  # read from the environment by the caller; never logged
+    extra_headers: tuple[tuple[str, str], ...] = ()
+    anthropic_version: str = "2023-06-01"
+    include_usage: bool = True  # OpenAI stream_options.include_usage
+
+    def __repr__(self) -> str:  # keep the key out of every repr, log and traceback
+        key = "<redacted>" if self.api_key else None
+        return f"DialectConfig(model={self.model!r}, api_key={key}, extra_headers=<{len(self.extra_headers)}>)"
+
+
+@dataclass(slots=True)
+class ResponseSummary:
+    """What one response meant, as the parser understood it."""
+
+    status: int = 0
+    t_headers: int | None = None
+    t_first_token: int | None = None
+    token_times: list[int] = field(default_factory=list)  # arrival of each content chunk
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    tokens_from_usage: bool = False
+    error: str | None = None  # None when the response was complete and well formed
+    srv_received: float | None = None
+    srv_dispatch: float | None = None
+    srv_start: float | None = None
+    srv_gpu_ms: float | None = None
+    retry_after_s: float | None = None
+    text_chars: int = 0  # characters of generated text (for the client-side token estimate)
+
+
+class StreamParser(ResponseSink, Protocol):
+    summary: ResponseSummary
+
+
+class Dialect(Protocol):
+    name: str  # "anthropic" | "openai"
+
+    def build(self, spec: RequestSpec) -> HttpRequest: ...
+
+    def parser(self, spec: RequestSpec) -> StreamParser: ...

@@ -1,0 +1,67 @@
+"""The exceptions zqbench raises, and the exit code each maps to.
+
+    ZqbenchError                 exit code
+    ├── UsageError               2  bad flag, scenario, SLO expression or config
+    │   └── ScenarioError        2  a scenario file that does not load or validate
+    ├── TargetError              3  the target could not be reached, or the run could not start
+    ├── InvalidRunError          4  the generator could not hold the schedule, too few samples
+    └── InterruptedRun           130 Ctrl-C / SIGTERM; partial results were kept
+
+SLO failures are not exceptions: a finished run returns a verdict, and
+`exit_code_for_verdict` maps it. Only `zqbench.cli` calls `sys.exit`.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_SLO_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TARGET = 3
+EXIT_INVALID = 4
+EXIT_INTERRUPTED = 130
+
+
+class ZqbenchError(Exception):
+    """Base class: a one-line message for the user and an exit code."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(ZqbenchError):
+    exit_code = EXIT_USAGE
+
+
+class ScenarioError(UsageError):
+    """A scenario that does not load; the message names the file, the key and what is allowed."""
+
+
+class TargetError(ZqbenchError):
+    exit_code = EXIT_TARGET
+
+
+class InvalidRunError(ZqbenchError):
+    exit_code = EXIT_INVALID
+
+
+class InterruptedRun(ZqbenchError):
+    exit_code = EXIT_INTERRUPTED
+
+
+def exit_code_for_verdict(verdict: str, *, inconclusive_fails: bool = True) -> int:
+    """Map a run verdict (`pass`, `fail`, `inconclusive`, `invalid`) to the DESIGN.md exit code."""
+    if verdict == "pass":
+        return EXIT_OK
+    if verdict == "fail":
+        return EXIT_SLO_FAILED
+    if verdict == "inconclusive":
+        return EXIT_SLO_FAILED if inconclusive_fails else EXIT_OK
+    if verdict == "invalid":
+        return EXIT_INVALID
+    raise ValueError(f"unknown verdict {verdict!r}")

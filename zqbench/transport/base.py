@@ -1,0 +1,102 @@
+"""The transport interface the load engine drives.
+
+    TransportError            -> Sample.error
+    ├── ConnectError          "connect"   could not open a connection
+    ├── RequestTimeout        "timeout"   the per-request deadline passed
+    ├── ConnectionReset       "reset"     the peer closed or reset mid-request
+    ├── ProtocolViolation     "protocol"  bytes that are not valid HTTP
+    └── BodyTooLarge          "too_large" the body passed the configured cap
+
+A transport sends one request and reports what it receives to a `ResponseSink`
+as it arrives, stamping each event with `time.perf_counter_ns()` at the moment
+the bytes were read, so no parsing cost is charged to the server. The dialect's
+stream parser is the sink; the transport never interprets the body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class TransportError(Exception):
+    error_class = "transport"
+
+
+class ConnectError(TransportError):
+    error_class = "connect"
+
+
+class RequestTimeout(TransportError):
+    error_class = "timeout"
+
+
+class ConnectionReset(TransportError):
+    error_class = "reset"
+
+
+class ProtocolViolation(TransportError):
+    error_class = "protocol"
+
+
+class BodyTooLarge(TransportError):
+    error_class = "too_large"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    method: str
+    path: str  # path and query, e.g. "/v1/messages"
+    headers: tuple[tuple[str, str], ...]
+    body: bytes = b""
+
+
+class ResponseSink(Protocol):
+    """Receives a response as it arrives. Implemented by the dialects' stream parsers."""
+
+    def on_headers(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
+        """Status line and headers; header names lower-cased."""
+
+    def on_data(self, data: bytes, t_ns: int) -> None:
+        """A piece of the body exactly as read from the socket (any split)."""
+
+    def on_end(self, t_ns: int) -> None:
+        """The body is complete."""
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What the transport itself observed; the sink holds what the body meant."""
+
+    t_send: int = 0  # first byte of the request handed to the connection
+    t_end: int = 0  # last byte received, or the moment of failure
+    bytes_in: int = 0
+    http_version: str = "1.1"
+    error: TransportError | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLimits:
+    max_connections: int = 1024  # HTTP/1.1: concurrent requests need one connection each
+    warm_connections: int = 8  # opened before the measured schedule starts
+    max_body_bytes: int = 64 * 1024 * 1024
+    connect_timeout_s: float = 5.0
+
+
+class Transport(Protocol):
+    """One connection pool to one origin. Not thread-safe; one per event loop."""
+
+    http_version: str
+
+    async def open(self) -> None:
+        """Resolve the target and open `warm_connections`; raise ConnectError if unreachable."""
+
+    async def send(self, request: HttpRequest, sink: ResponseSink, timeout_s: float) -> Exchange:
+        """Send one request; never raises for per-request failures, they land in `Exchange.error`.
+
+        `timeout_s` bounds the whole exchange (connect + send + full body)."""
+
+    async def close(self) -> None:
+        """Close every connection."""
