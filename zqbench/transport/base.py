@@ -5,7 +5,8 @@
     ├── RequestTimeout        "timeout"   the per-request deadline passed
     ├── ConnectionReset       "reset"     the peer closed or reset mid-request
     ├── ProtocolViolation     "protocol"  bytes that are not valid HTTP
-    └── BodyTooLarge          "too_large" the body passed the configured cap
+    ├── BodyTooLarge          "too_large" the body passed the configured cap
+    └── Cancelled             "cancelled" the run was interrupted while it was in flight
 
 A transport sends one request and reports what it receives to a `ResponseSink`
 as it arrives, stamping each event with `time.perf_counter_ns()` at the moment
@@ -42,6 +43,10 @@ class ProtocolViolation(TransportError):
 
 class BodyTooLarge(TransportError):
     error_class = "too_large"
+
+
+class Cancelled(TransportError):
+    error_class = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
