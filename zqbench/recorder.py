@@ -57,7 +57,7 @@ class SampleRecorder:
         if not self._rows:
             return
         rows, self._rows = self._rows, []
-        columns = list(zip(*rows))
+        columns = list(zip(*rows, strict=False))
         arrays = [
             pa.array(column, type=field.type)
             for column, field in zip(columns, ARROW_SCHEMA, strict=True)

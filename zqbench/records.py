@@ -84,7 +84,5 @@ if tuple(ARROW_SCHEMA.names) != SAMPLE_FIELDS:  # the two declarations must not 
 
 def samples_to_table(samples: list[Sample]) -> pa.Table:
     """Columnar conversion, one pass per column (cheap for the 1 s flush batches)."""
-    columns = {
-        name: [getattr(s, name) for s in samples] for name in SAMPLE_FIELDS
-    }
+    columns = {name: [getattr(s, name) for s in samples] for name in SAMPLE_FIELDS}
     return pa.Table.from_pydict(columns, schema=ARROW_SCHEMA)

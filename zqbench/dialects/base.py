@@ -35,7 +35,8 @@ class DialectConfig:
 
     def __repr__(self) -> str:  # keep the key out of every repr, log and traceback
         key = "<redacted>" if self.api_key else None
-        return f"DialectConfig(model={self.model!r}, api_key={key}, extra_headers=<{len(self.extra_headers)}>)"
+        n_headers = len(self.extra_headers)
+        return f"DialectConfig(model={self.model!r}, api_key={key}, extra_headers=<{n_headers}>)"
 
 
 @dataclass(slots=True)

@@ -13,6 +13,7 @@ RECENT = 2048  # latencies kept for the "so far" percentiles
 @dataclass(slots=True)
 class LiveStats:
     sent: int = 0
+    due: int = 0  # open loop: requests whose intended time has passed (the offered load)
     done: int = 0
     ok: int = 0
     inflight: int = 0
@@ -35,6 +36,7 @@ class LiveStats:
     def snapshot(self) -> dict[str, object]:
         return {
             "sent": self.sent,
+            "due": self.due,
             "done": self.done,
             "ok": self.ok,
             "inflight": self.inflight,
@@ -48,9 +50,9 @@ def merge_snapshots(snapshots: list[dict[str, object]]) -> dict[str, object]:
     """Sum counters across workers; pool recent latencies for the percentiles."""
     status: Counter[str] = Counter()
     recent: list[float] = []
-    total = {"sent": 0, "done": 0, "ok": 0, "inflight": 0, "stage": 0}
+    total = {"sent": 0, "due": 0, "done": 0, "ok": 0, "inflight": 0, "stage": 0}
     for snap in snapshots:
-        for key in ("sent", "done", "ok", "inflight"):
+        for key in ("sent", "due", "done", "ok", "inflight"):
             total[key] += int(snap[key])  # type: ignore[call-overload]
         total["stage"] = max(total["stage"], int(snap["stage"]))  # type: ignore[call-overload]
         status.update(snap["status"])  # type: ignore[arg-type]

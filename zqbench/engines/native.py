@@ -78,7 +78,7 @@ class OpenLoopWork:
 
 @dataclass(frozen=True, slots=True)
 class ClosedLoopWork:
-    """VUs follow `target_at(t)`; this worker runs global VU indices i with i % n_workers == worker."""
+    """VUs follow `target_at(t)`; worker w runs the global VU indices i with i % n_workers == w."""
 
     target_at: Callable[[int], int]  # t_ns since start -> total VUs wanted
     stage_at: Callable[[int], int]
@@ -121,6 +121,7 @@ class NativeWorker:
             stream_path(Path(spec.out_dir), spec.worker), flush_interval_s=spec.flush_interval_s
         )
         self._tasks: set[asyncio.Task[None]] = set()
+        self._intended: np.ndarray | None = None  # open loop: for the offered-load counter
 
     # ------------------------------------------------------------------ one request
     async def _request(
@@ -160,10 +161,7 @@ class NativeWorker:
     ) -> None:
         start = self.start_ns
         error: str | None
-        if exchange.error is not None:
-            error = exchange.error.error_class
-        else:
-            error = summary.error
+        error = exchange.error.error_class if exchange.error is not None else summary.error
         itl_mean, itl_p99, itl_max = summarize_itl(summary.token_times)
         t_send = exchange.t_send or now_ns()
         t_end = exchange.t_end or now_ns()
@@ -198,12 +196,7 @@ class NativeWorker:
             retry_after_s=summary.retry_after_s,
         )
         self.recorder.add(sample)
-        if error is None:
-            key = str(summary.status)
-        elif summary.status:
-            key = str(summary.status)
-        else:
-            key = f"transport:{error}"
+        key = str(summary.status) if error is None or summary.status else f"transport:{error}"
         self.control.stats.record(key, error is None, (t_end - t_send) / 1e6)
 
     def _spawn(self, coro: Any) -> None:
@@ -229,6 +222,7 @@ class NativeWorker:
 
     async def run_open(self, work: OpenLoopWork) -> None:
         start = self.start_ns
+        self._intended = work.times_ns
         times = work.times_ns.tolist()
         ids = work.request_ids.tolist()
         stages = work.stages.tolist()
@@ -256,7 +250,6 @@ class NativeWorker:
         rng = np.random.default_rng([work.seed, vu])
         weights = np.asarray(work.class_weights, dtype=float)
         cumulative = np.cumsum(weights / weights.sum())
-        n = self.spec.n_workers
         seq = 0
         try:
             while running.get(vu, False) and not self.control.should_stop():
@@ -308,6 +301,9 @@ class NativeWorker:
             now = time.monotonic()
             if self.control.on_progress is not None and now - last_progress >= interval:
                 last_progress = now
+                if self._intended is not None:
+                    elapsed = now_ns() - self.start_ns
+                    self.control.stats.due = int(np.searchsorted(self._intended, elapsed, "right"))
                 self.control.on_progress(self.control.stats.snapshot())
 
     async def _drain(self) -> None:

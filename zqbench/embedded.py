@@ -1,0 +1,124 @@
+"""The embedded default target: the bundled reference server, started as a subprocess.
+
+zqbench never imports `reference_server`; it starts `python -m reference_server`
+on a free loopback port, waits for `GET /health`, and stops it by PID afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from zqbench.errors import TargetError
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def get_health(base_url: str, timeout_s: float = 1.0) -> dict[str, object]:
+    with urllib.request.urlopen(base_url + "/health", timeout=timeout_s) as resp:
+        return json.loads(resp.read())  # type: ignore[no-any-return]
+
+
+@dataclass
+class EmbeddedServer:
+    """`with EmbeddedServer(...) as srv:` -> `srv.base_url` answers until the block ends."""
+
+    engine: str = "auto"
+    scheduler: str = "zero-queue"
+    max_batch_size: int | None = None
+    extra_args: tuple[str, ...] = ()
+    log_path: Path | None = None
+    startup_timeout_s: float = 120.0
+    host: str = "127.0.0.1"
+    port: int = 0
+    health: dict[str, object] = field(default_factory=dict)
+    _proc: subprocess.Popen[bytes] | None = None
+    _log: object = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "reference_server",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--engine",
+            self.engine,
+            "--scheduler",
+            self.scheduler,
+        ]
+        if self.max_batch_size is not None:
+            cmd += ["--max-batch-size", str(self.max_batch_size)]
+        return cmd + list(self.extra_args)
+
+    def start(self) -> EmbeddedServer:
+        if not self.port:
+            self.port = free_port(self.host)
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self._log = log
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            code = self._proc.poll()
+            if code is not None:
+                where = f"; see {self.log_path}" if self.log_path else ""
+                raise TargetError(
+                    f"the embedded reference server exited with code {code} during startup{where}"
+                )
+            try:
+                self.health = get_health(self.base_url)
+                return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+                time.sleep(0.1)
+        self.stop()
+        raise TargetError(
+            f"the embedded reference server did not answer {self.base_url}/health within "
+            f"{self.startup_timeout_s:.0f} s; pass --target URL to use another server"
+        )
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # drains in-flight requests, then exits
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        if self._log not in (None, subprocess.DEVNULL):
+            self._log.close()  # type: ignore[attr-defined]
+            self._log = None
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,210 @@
+"""Run a schedule in this process, or split across `--workers N` processes.
+
+All workers share one start time on CLOCK_MONOTONIC (system-wide on Linux), set
+only after every worker has opened its connection pool, so warm-up is never
+charged to the schedule. Each worker writes its own sample stream; the caller
+merges them. Ctrl-C in the parent stops every worker; the children ignore SIGINT
+themselves so that the parent decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing as mp
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from zqbench.engines.live import merge_snapshots
+from zqbench.engines.native import (
+    ClosedLoopWork,
+    OpenLoopWork,
+    WorkerControl,
+    WorkerSpec,
+    now_ns,
+    open_worker,
+    run_async,
+)
+from zqbench.errors import InterruptedRun, TargetError
+from zqbench.transport.base import ConnectError
+
+Work = OpenLoopWork | ClosedLoopWork
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+START_LEAD_NS = 50_000_000  # the first intended send is this long after everyone is ready
+READY_TIMEOUT_S = 60.0
+
+
+class StopFlag:
+    """Set by a signal handler or the caller; read by workers between sends."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
+def run_in_process(
+    spec: WorkerSpec,
+    work: Work,
+    *,
+    on_progress: ProgressCallback | None = None,
+    stop: StopFlag | None = None,
+    handle_signals: bool = True,
+) -> tuple[int, bool]:
+    """Run one worker here. Returns (start_monotonic_ns, interrupted)."""
+    stop = stop or StopFlag()
+
+    def progress(snapshot: dict[str, Any]) -> None:
+        if on_progress is not None:
+            on_progress(merge_snapshots([snapshot]))
+
+    async def main() -> tuple[int, bool]:
+        loop = asyncio.get_running_loop()
+        installed: list[int] = []
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, stop.set)
+                    installed.append(sig)
+        try:
+            control = WorkerControl(should_stop=stop.is_set, on_progress=progress)
+            try:
+                worker = await open_worker(spec, control)
+            except ConnectError as exc:
+                raise TargetError(str(exc)) from None
+            worker.start_ns = now_ns() + START_LEAD_NS
+            await worker.run(work)
+            return worker.start_ns, stop.is_set()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    result: tuple[int, bool] = run_async(main())
+    return result
+
+
+# ---------------------------------------------------------------------- many processes
+def _child(
+    spec: WorkerSpec,
+    work: Work,
+    ready_q: Any,
+    progress_q: Any,
+    start_value: Any,
+    stop_event: Any,
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+
+    async def main() -> None:
+        control = WorkerControl(
+            should_stop=stop_event.is_set,
+            on_progress=lambda snap: progress_q.put((spec.worker, snap)),
+        )
+        try:
+            worker = await open_worker(spec, control)
+        except ConnectError as exc:
+            ready_q.put((spec.worker, "error", str(exc)))
+            return
+        except Exception as exc:  # reported to the parent as a failed start, never lost
+            ready_q.put((spec.worker, "error", f"{type(exc).__name__}: {exc}"))
+            return
+        ready_q.put((spec.worker, "ready", ""))
+        while start_value.value == 0:
+            if stop_event.is_set():
+                worker.recorder.close()
+                await worker.transport.close()
+                return
+            await asyncio.sleep(0.002)
+        worker.start_ns = int(start_value.value)
+        await worker.run(work)
+
+    run_async(main())
+
+
+def run_in_processes(
+    specs: list[WorkerSpec],
+    works: list[Work],
+    *,
+    on_progress: ProgressCallback | None = None,
+    stop: StopFlag | None = None,
+) -> tuple[int, bool]:
+    """Run one spawned process per worker. Returns (start_monotonic_ns, interrupted)."""
+    ctx = mp.get_context("spawn")  # fork would copy a running event loop and its sockets
+    ready_q = ctx.Queue()
+    progress_q = ctx.Queue()
+    start_value = ctx.Value("q", 0)
+    stop_event = ctx.Event()
+    stop = stop or StopFlag()
+    procs = [
+        ctx.Process(
+            target=_child,
+            args=(spec, work, ready_q, progress_q, start_value, stop_event),
+            name=f"zqbench-worker-{spec.worker}",
+        )
+        for spec, work in zip(specs, works, strict=True)
+    ]
+    interrupted = False
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, on_sigint)
+        signal.signal(signal.SIGTERM, on_sigint)
+    try:
+        for p in procs:
+            p.start()
+        ready = 0
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while ready < len(procs):
+            if stop.is_set():
+                stop_event.set()
+                raise InterruptedRun("interrupted before the load started")
+            try:
+                _, state, message = ready_q.get(timeout=0.1)
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    stop_event.set()
+                    raise TargetError(
+                        "workers did not open their connections within 60 s"
+                    ) from None
+                continue
+            if state == "error":
+                stop_event.set()
+                raise TargetError(message)
+            ready += 1
+        start_ns = now_ns() + START_LEAD_NS
+        start_value.value = start_ns
+
+        latest: dict[int, dict[str, Any]] = {}
+        while any(p.is_alive() for p in procs) or not progress_q.empty():
+            if stop.is_set():
+                stop_event.set()
+            try:
+                worker, snap = progress_q.get(timeout=0.2)
+                latest[worker] = snap
+                if on_progress is not None:
+                    on_progress(merge_snapshots(list(latest.values())))
+            except queue.Empty:
+                pass
+        return start_ns, interrupted or stop.is_set()
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)

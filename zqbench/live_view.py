@@ -1,0 +1,117 @@
+"""The live progress display of `zqbench run` (rich), and its final one-screen summary."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+
+def _fmt_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+class LiveView:
+    """Receives merged worker snapshots (any thread) and renders them about 4 times a second."""
+
+    def __init__(self, *, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.console = Console(stderr=True)
+        self._lock = threading.Lock()
+        self._snap: dict[str, Any] = {}
+        self._history: deque[tuple[float, int, int]] = deque(maxlen=16)
+        self._t0 = time.monotonic()
+        self._live: Live | None = None
+
+    def note(self, message: str) -> None:
+        self.console.print(f"[dim]zqbench:[/dim] {message}")
+
+    def update(self, snapshot: dict[str, Any]) -> None:
+        with self._lock:
+            self._snap = snapshot
+            self._history.append(
+                (time.monotonic(), int(snapshot.get("sent", 0)), int(snapshot.get("due", 0)))
+            )
+
+    def _rates(self) -> tuple[float | None, float | None]:
+        if len(self._history) < 2:
+            return None, None
+        t0, sent0, due0 = self._history[0]
+        t1, sent1, due1 = self._history[-1]
+        dt = t1 - t0
+        if dt <= 0:
+            return None, None
+        offered = (due1 - due0) / dt if due1 else None
+        return offered, (sent1 - sent0) / dt
+
+    def __rich__(self) -> Table:
+        with self._lock:
+            snap = dict(self._snap)
+            offered, achieved = self._rates()
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        elapsed = time.monotonic() - self._t0
+        table.add_row("stage", str(snap.get("stage", "-")))
+        table.add_row("elapsed", f"{elapsed:.0f} s")
+        rate = f"{achieved:.0f} req/s" if achieved is not None else "-"
+        if offered is not None:
+            rate = f"{rate} (offered {offered:.0f} req/s)"
+        table.add_row("sent", f"{snap.get('sent', 0)}  {rate}")
+        table.add_row("in flight", str(snap.get("inflight", 0)))
+        table.add_row(
+            "latency", f"p50 {_fmt_ms(snap.get('p50_ms'))}  p99 {_fmt_ms(snap.get('p99_ms'))}"
+        )
+        status = snap.get("status") or {}
+        mix = "  ".join(f"{k}: {v}" for k, v in sorted(status.items()))
+        table.add_row("status", mix or "-")
+        return table
+
+    def __enter__(self) -> LiveView:
+        self._t0 = time.monotonic()
+        if self.enabled and sys.stderr.isatty():
+            self._live = Live(self, console=self.console, refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.__exit__(exc_type, exc, tb)
+            self._live = None
+
+    def final(self, summary: dict[str, Any], out_dir: Path) -> None:
+        """A few lines any log can keep: the verdict, each SLO, where the outputs are."""
+        verdict = str(summary.get("verdict", "?"))
+        style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}.get(verdict, "magenta")
+        requests = summary.get("requests", {})
+        console = Console(stderr=False)
+        console.print(
+            Text.assemble(
+                ("verdict: ", "bold"),
+                (verdict.upper(), f"bold {style}"),
+                f"   requests: sent {requests.get('sent')}, ok {requests.get('ok')}, "
+                f"failed {requests.get('failed')}",
+            )
+        )
+        for slo in summary.get("slos", []):
+            console.print(
+                f"  {slo.get('verdict', '?'):<12} {slo.get('expr')}  {slo.get('message', '')}"
+            )
+        validity = summary.get("validity", {})
+        for reason in validity.get("reasons", []) if not validity.get("ok", True) else []:
+            console.print(f"  [magenta]invalid[/magenta]: {reason}")
+        console.print(f"outputs: {out_dir}")

@@ -1,0 +1,363 @@
+"""`run_scenario`: the library API behind `zqbench run`.
+
+scenario -> schedule -> workers (engine) -> samples on disk -> summary -> outputs.
+The CLI parses flags into `RunOptions` and calls this; tests call it directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import pyarrow.parquet as pq
+
+import zqbench
+from zqbench import recorder
+from zqbench.dialects import DIALECTS
+from zqbench.dialects.base import DialectConfig
+from zqbench.embedded import EmbeddedServer
+from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
+from zqbench.engines.workers import StopFlag, Work, run_in_process, run_in_processes
+from zqbench.errors import EXIT_INTERRUPTED, TargetError, UsageError, exit_code_for_verdict
+from zqbench.load.closed_loop import vu_plan
+from zqbench.load.mix import assign_classes
+from zqbench.load.open_loop import arrival_times
+from zqbench.metrics.slo import parse_slo
+from zqbench.metrics.summary import RunInfo, summarize
+from zqbench.outputs import write_outputs
+from zqbench.outputs.paths import default_out_dir
+from zqbench.outputs.redact import redact_url
+from zqbench.prompts import synth_prompt
+from zqbench.scenario import Scenario, load_scenario
+from zqbench.transport.base import PoolLimits
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+OPEN_LOOP = ("constant-arrival-rate", "ramping-arrival-rate")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    scenario: str = "burst"
+    target: str | None = None  # None: start the bundled reference server
+    api: str | None = None  # overrides the scenario's
+    model: str | None = None
+    headers: tuple[str, ...] = ()  # "Name: value"
+    api_key_env: str | None = None  # the key is read from this variable, never from argv
+    http2: bool = False
+    workers: int = 1
+    seed: int = 0
+    rate_scale: float = 1.0
+    duration_scale: float = 1.0
+    slos: tuple[str, ...] = ()  # added to the scenario's
+    out: Path | None = None
+    reports_root: Path = Path("reports")
+    max_connections: int = 1024
+    warm_connections: int | None = None  # None: sized from the expected concurrency
+    timeout_s: float | None = None  # overrides the scenario's per-request timeout
+    max_tokens: int | None = None
+    insecure: bool = False
+    spin_us: int = 1500
+    inconclusive_fails: bool = True
+    # The embedded reference server (used when target is None).
+    server_engine: str = "auto"
+    server_scheduler: str = "zero-queue"
+    server_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    out_dir: Path
+    summary: dict[str, Any]
+    exit_code: int
+    interrupted: bool
+    target_note: str = ""
+
+
+@dataclass
+class _Target:
+    base_url: str
+    model: str
+    note: str = ""
+    server: EmbeddedServer | None = field(default=None, repr=False)
+
+
+def _parse_headers(raw: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    parsed = []
+    for item in raw:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise UsageError(f"--header {item!r} is not 'Name: value'")
+        parsed.append((name.strip(), value.strip()))
+    return tuple(parsed)
+
+
+def _api_key(env_var: str | None) -> str | None:
+    if env_var is None:
+        return None
+    value = os.environ.get(env_var)
+    if not value:
+        raise UsageError(f"--api-key-env {env_var}: the variable is not set or empty")
+    return value
+
+
+def _check_target_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--target {redact_url(url)!r} is not an http:// or https:// URL")
+    return url.rstrip("/")
+
+
+def _check_reachable(base_url: str, timeout_s: float = 5.0) -> None:
+    """Fail fast (exit 3) with the address, before any worker starts."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        if isinstance(exc, TimeoutError | socket.timeout):
+            reason = f"no answer within {timeout_s:.0f} s"
+        raise TargetError(f"cannot reach {host}:{port}: {reason}") from None
+
+
+@contextlib.contextmanager
+def _target(options: RunOptions, out_dir: Path) -> Iterator[_Target]:
+    if options.target is not None:
+        base_url = _check_target_url(options.target)
+        _check_reachable(base_url)
+        if not options.model:
+            raise UsageError("--model is required with --target (the model name the server serves)")
+        yield _Target(base_url, options.model)
+        return
+    server = EmbeddedServer(
+        engine=options.server_engine,
+        scheduler=options.server_scheduler,
+        extra_args=options.server_args,
+        log_path=out_dir / "reference_server.log",
+    )
+    with server:
+        health = server.health
+        note = (
+            f"embedded reference server at {server.base_url} "
+            f"(engine={health.get('engine')}, scheduler={health.get('scheduler')})"
+        )
+        model = options.model or str(health.get("model") or "refserver")
+        yield _Target(server.base_url, model, note, server)
+
+
+def _class_specs(scenario: Scenario, seed: int, max_tokens: int | None) -> tuple[ClassSpec, ...]:
+    specs = []
+    for i, cls in enumerate(scenario.request.mix):
+        tokens = max(1, int(cls.prompt_tokens))
+        specs.append(
+            ClassSpec(
+                name=cls.name,
+                prompt=synth_prompt(tokens, seed=seed * 1000 + i),
+                max_tokens=max_tokens or cls.max_tokens or scenario.request.max_tokens,
+                prompt_tokens_estimate=tokens,
+            )
+        )
+    return tuple(specs)
+
+
+def _warm_connections(options: RunOptions, scenario: Scenario) -> int:
+    if options.warm_connections is not None:
+        return max(0, min(options.warm_connections, options.max_connections))
+    if options.http2:
+        return 1
+    load = scenario.load
+    if load.executor in OPEN_LOOP:
+        peak = max([load.start_rate or 0.0, load.rate or 0.0, *[s.target for s in load.stages]])
+        # Little's law with a guessed 100 ms latency, bounded: enough for the first second.
+        guess = int(peak * 0.1) + 4
+    else:
+        guess = max([load.vus or 0, *[int(s.target) for s in load.stages]])
+    return max(1, min(guess, 64, options.max_connections))
+
+
+def _works(
+    scenario: Scenario, options: RunOptions, n_classes: int
+) -> tuple[list[Work], int, float, list[dict[str, Any]]]:
+    """The schedule split across workers; also the offered count, offered rate and stages."""
+    load = scenario.load
+    weights = tuple(float(c.weight) for c in scenario.request.mix)
+    if load.executor in OPEN_LOOP:
+        schedule = arrival_times(load, options.seed)
+        classes = assign_classes(weights, len(schedule.times_ns), options.seed)
+        ids = np.arange(len(schedule.times_ns), dtype=np.int64)
+        works: list[Work] = []
+        for w in range(options.workers):
+            sel = slice(w, None, options.workers)  # interleaved: each worker gets every Nth
+            works.append(
+                OpenLoopWork(
+                    request_ids=ids[sel],
+                    times_ns=schedule.times_ns[sel],
+                    stages=schedule.stage[sel],
+                    classes=classes[sel].astype(np.int32),
+                )
+            )
+        offered = len(schedule.times_ns)
+        duration_s = schedule.duration_ns / 1e9
+        stages = [
+            {"index": i, "start_s": a / 1e9, "end_s": b / 1e9}
+            for i, (a, b) in enumerate(schedule.stage_bounds_ns)
+        ]
+        return works, offered, offered / duration_s if duration_s else 0.0, stages
+    plan = vu_plan(load)
+    think_ns = int((load.think_time_s or 0.0) * 1e9)
+    works = [
+        ClosedLoopWork(
+            target_at=plan.target_at,
+            stage_at=plan.stage_at,
+            duration_ns=plan.duration_ns,
+            think_time_ns=think_ns,
+            class_weights=weights,
+            seed=options.seed,
+        )
+        for _ in range(options.workers)
+    ]
+    stages = [
+        {"index": i, "start_s": a / 1e9, "end_s": b / 1e9}
+        for i, (a, b) in enumerate(plan.stage_bounds_ns)
+    ]
+    return works, 0, 0.0, stages
+
+
+def _environment(options: RunOptions, target: _Target) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "zqbench": zqbench.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "hostname": socket.gethostname(),
+        "workers": options.workers,
+        "http2": options.http2,
+        "seed": options.seed,
+        "rate_scale": options.rate_scale,
+        "duration_scale": options.duration_scale,
+    }
+    if target.server is not None:
+        env["reference_server"] = {
+            k: target.server.health.get(k) for k in ("engine", "scheduler", "device", "model")
+        }
+    return env
+
+
+def prepare_scenario(options: RunOptions) -> Scenario:
+    """Load, scale and override the scenario; validate the flags that depend on it."""
+    if options.workers < 1:
+        raise UsageError(f"--workers {options.workers}: must be at least 1")
+    if options.rate_scale <= 0 or options.duration_scale <= 0:
+        raise UsageError("--rate-scale and --duration-scale must be greater than 0")
+    scenario = load_scenario(options.scenario).scaled(
+        rate_scale=options.rate_scale, duration_scale=options.duration_scale
+    )
+    api = options.api or scenario.api
+    if api not in DIALECTS:
+        raise UsageError(f"--api {api!r}: choose one of {', '.join(DIALECTS)}")
+    if api != scenario.api:
+        scenario = replace(scenario, api=api)
+    for expr in (*scenario.slo, *options.slos):
+        parse_slo(expr)  # a bad expression fails before any traffic (exit 2)
+    return scenario
+
+
+def run_scenario(
+    options: RunOptions,
+    *,
+    on_progress: ProgressCallback | None = None,
+    on_target: Callable[[str], None] | None = None,
+    stop: StopFlag | None = None,
+) -> RunResult:
+    scenario = prepare_scenario(options)
+    headers = _parse_headers(options.headers)
+    api_key = _api_key(options.api_key_env)
+    started_at = datetime.now(timezone.utc)
+    out_dir = options.out or default_out_dir(options.reports_root, scenario.name, started_at)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    with _target(options, out_dir) as target:
+        if on_target is not None:
+            on_target(target.note or f"target {redact_url(target.base_url)}")
+        classes = _class_specs(scenario, options.seed, options.max_tokens)
+        works, offered, offered_rate, stages = _works(scenario, options, len(classes))
+        limits = PoolLimits(
+            max_connections=options.max_connections,
+            warm_connections=_warm_connections(options, scenario),
+        )
+        dialect_config = DialectConfig(model=target.model, api_key=api_key, extra_headers=headers)
+        timeout_s = options.timeout_s or scenario.request.timeout_s
+        specs = [
+            WorkerSpec(
+                worker=w,
+                n_workers=options.workers,
+                base_url=target.base_url,
+                http2=options.http2,
+                limits=limits,
+                api=scenario.api,
+                dialect_config=dialect_config,
+                classes=classes,
+                stream=scenario.request.stream,
+                timeout_s=timeout_s,
+                out_dir=str(out_dir),
+                spin_ns=options.spin_us * 1000,
+                insecure=options.insecure,
+            )
+            for w in range(options.workers)
+        ]
+        start_epoch_ns = time.time_ns()
+        start_mono_ns = time.perf_counter_ns()
+        if options.workers == 1:
+            start_ns, interrupted = run_in_process(
+                specs[0], works[0], on_progress=on_progress, stop=stop
+            )
+        else:
+            start_ns, interrupted = run_in_processes(
+                specs, works, on_progress=on_progress, stop=stop
+            )
+        end_ns = time.perf_counter_ns()
+        # One anchor on both clocks, at the run's start (the monotonic origin of every t_*).
+        start_epoch_ns += start_ns - start_mono_ns
+        env = _environment(options, target)
+
+    clock = {"start_monotonic_ns": start_ns, "start_epoch_ns": start_epoch_ns}
+    recorder.finalize(out_dir, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
+    samples = pq.read_table(out_dir / recorder.PARQUET_NAME).to_pandas()
+    run_info = RunInfo(
+        scenario_name=scenario.name,
+        scenario=scenario.to_dict(),
+        target=redact_url(target.base_url),
+        api=scenario.api,
+        started_at=started_at.isoformat(timespec="seconds"),
+        start_monotonic_ns=start_ns,
+        start_epoch_ns=start_epoch_ns,
+        duration_s=(end_ns - start_ns) / 1e9,
+        offered_requests=offered,
+        offered_rate=offered_rate,
+        open_loop=scenario.load.executor in OPEN_LOOP,
+        environment=env,
+        stages=stages,
+        interrupted=interrupted,
+    )
+    summary = summarize(samples, run=run_info, slos=[*scenario.slo, *options.slos])
+    write_outputs(out_dir, summary)
+    if interrupted:
+        code = EXIT_INTERRUPTED
+    else:
+        code = exit_code_for_verdict(
+            str(summary["verdict"]), inconclusive_fails=options.inconclusive_fails
+        )
+    return RunResult(out_dir, summary, code, interrupted, target.note)
