@@ -1,0 +1,362 @@
+"""Per-request metric columns, derived from the samples DataFrame (../../shared/DESIGN.md).
+
+Every metric below is one small function from the sample columns to one value per
+request, in nanoseconds, NaN where the metric is not defined for that request. A metric
+with no defined value at all is *unavailable* and carries a reason; it is never 0.
+
+"Successful" (`ok`) means `error` is null and the HTTP status is 2xx. Latency, TTFB,
+TTFT, TPOT and ITL describe successful requests only; failures enter the
+error-adjusted variants as +inf.
+
+Client times (`t_*`) are nanoseconds on the client's monotonic clock relative to the
+run's start; server stamps (`srv_*`) are the server's epoch seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+NS_PER_S = 1_000_000_000
+JITTER_WINDOW = 100  # successful requests per dispatch_jitter window
+REFUSAL_STATUSES = (429, 503, 529)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The sample columns as float64 arrays (NaN for null), plus the success mask."""
+
+    t_intended: np.ndarray
+    t_send: np.ndarray
+    t_headers: np.ndarray
+    t_first_token: np.ndarray
+    t_end: np.ndarray
+    status: np.ndarray  # int64
+    ok: np.ndarray  # bool
+    output_tokens: np.ndarray
+    itl_mean_ns: np.ndarray
+    itl_p99_ns: np.ndarray
+    itl_max_ns: np.ndarray
+    srv_received: np.ndarray
+    srv_dispatch: np.ndarray
+    srv_start: np.ndarray
+    start_epoch_ns: int = 0
+    clock_offset_ns: int = 0  # server clock minus client clock
+
+
+def _num(df: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in df.columns:
+        return np.full(len(df), np.nan)
+    return df[name].to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def columns_of(
+    samples: pd.DataFrame, *, start_epoch_ns: int = 0, clock_offset_ns: int = 0
+) -> Columns:
+    status = samples["status"].to_numpy(dtype=np.int64)
+    ok = samples["error"].isna().to_numpy() & (status >= 200) & (status < 300)
+    return Columns(
+        t_intended=_num(samples, "t_intended"),
+        t_send=_num(samples, "t_send"),
+        t_headers=_num(samples, "t_headers"),
+        t_first_token=_num(samples, "t_first_token"),
+        t_end=_num(samples, "t_end"),
+        status=status,
+        ok=ok,
+        output_tokens=_num(samples, "output_tokens"),
+        itl_mean_ns=_num(samples, "itl_mean_ns"),
+        itl_p99_ns=_num(samples, "itl_p99_ns"),
+        itl_max_ns=_num(samples, "itl_max_ns"),
+        srv_received=_num(samples, "srv_received"),
+        srv_dispatch=_num(samples, "srv_dispatch"),
+        srv_start=_num(samples, "srv_start"),
+        start_epoch_ns=start_epoch_ns,
+        clock_offset_ns=clock_offset_ns,
+    )
+
+
+def _ok_only(c: Columns, values: np.ndarray) -> np.ndarray:
+    return np.where(c.ok, values, np.nan)
+
+
+# --- one function per metric (ns per request, NaN where undefined) ------------------------
+
+
+def latency(c: Columns) -> np.ndarray:
+    """latency = t_end - t_send, successful requests."""
+    return _ok_only(c, c.t_end - c.t_send)
+
+
+def latency_corrected(c: Columns) -> np.ndarray:
+    """latency_corrected = t_end - t_intended, successful requests (open loop only).
+
+    Measured from when the schedule meant to send, so a generator or connection pool
+    that fell behind cannot hide queueing (coordinated omission)."""
+    return _ok_only(c, c.t_end - c.t_intended)
+
+
+def latency_error_adjusted(c: Columns) -> np.ndarray:
+    """latency for successful requests; +inf for every failed or refused request."""
+    return np.where(c.ok, c.t_end - c.t_send, np.inf)
+
+
+def latency_corrected_error_adjusted(c: Columns) -> np.ndarray:
+    """latency_corrected for successful requests; +inf for failed ones (open loop only)."""
+    values = np.where(c.ok, c.t_end - c.t_intended, np.inf)
+    return np.where(np.isnan(c.t_intended), np.nan, values)
+
+
+def ttfb(c: Columns) -> np.ndarray:
+    """ttfb = t_headers - t_send, successful requests."""
+    return _ok_only(c, c.t_headers - c.t_send)
+
+
+def ttft(c: Columns) -> np.ndarray:
+    """ttft = t_first_token - t_send, successful requests."""
+    return _ok_only(c, c.t_first_token - c.t_send)
+
+
+def tpot(c: Columns) -> np.ndarray:
+    """tpot = (t_end - t_first_token) / (output_tokens - 1), successful, output_tokens > 1.
+
+    vLLM's formula; output_tokens comes from the server's usage when it reports one."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = (c.t_end - c.t_first_token) / (c.output_tokens - 1)
+    return _ok_only(c, np.where(c.output_tokens > 1, values, np.nan))
+
+
+def itl(c: Columns) -> np.ndarray:
+    """itl = the request's mean gap between consecutive content chunks (itl_mean_ns).
+
+    One value per request (not the pooled gaps of all requests: those need the token
+    side table), so its percentiles are percentiles over requests."""
+    return _ok_only(c, c.itl_mean_ns)
+
+
+def itl_p99(c: Columns) -> np.ndarray:
+    """itl_p99 = the request's own p99 inter-chunk gap (nearest rank, ceil(0.99 n))."""
+    return _ok_only(c, c.itl_p99_ns)
+
+
+def itl_max(c: Columns) -> np.ndarray:
+    """itl_max = the request's longest gap between content chunks (a stall)."""
+    return _ok_only(c, c.itl_max_ns)
+
+
+def schedule_lag(c: Columns) -> np.ndarray:
+    """schedule_lag = t_send - t_intended, every request (the generator's own lateness)."""
+    return c.t_send - c.t_intended
+
+
+def server_queue(c: Columns) -> np.ndarray:
+    """server_queue = (srv_dispatch - srv_received) * 1e9, server clock only."""
+    return (c.srv_dispatch - c.srv_received) * NS_PER_S
+
+
+def _srv_relative_ns(c: Columns, epoch_s: np.ndarray) -> np.ndarray:
+    """Server epoch seconds -> ns since the run's start on the epoch clock.
+
+    The whole seconds of start_epoch_ns are subtracted first, so float64 keeps the
+    header's microsecond digits instead of rounding 1.7e18 ns to 256 ns steps."""
+    base_s = c.start_epoch_ns // NS_PER_S
+    return (epoch_s - base_s) * NS_PER_S - (c.start_epoch_ns - base_s * NS_PER_S)
+
+
+def dispatch_delay(c: Columns) -> np.ndarray:
+    """dispatch_delay = srv_start - (start_epoch_ns + t_send + clock_offset_ns).
+
+    The client's send time mapped to the server's epoch clock (offset 0 on one host)."""
+    return _ok_only(c, _srv_relative_ns(c, c.srv_start) - (c.t_send + c.clock_offset_ns))
+
+
+def time_to_reject(c: Columns) -> np.ndarray:
+    """time_to_reject = t_end - t_send of refused requests (status 429, 503 or 529)."""
+    refused = np.isin(c.status, REFUSAL_STATUSES)
+    return np.where(refused, c.t_end - c.t_send, np.nan)
+
+
+def dispatch_jitter(delay_ns: np.ndarray, t_send: np.ndarray) -> np.ndarray:
+    """dispatch_jitter = population std (ddof 0) of dispatch_delay over consecutive windows.
+
+    Requests with a dispatch_delay are taken in send order (t_send) and cut into windows
+    of 100; a trailing partial window is dropped. One value per window (ns)."""
+    defined = ~np.isnan(delay_ns)
+    ordered = delay_ns[defined][np.argsort(t_send[defined], kind="stable")]
+    windows = len(ordered) // JITTER_WINDOW
+    if windows == 0:
+        return np.empty(0)
+    return ordered[: windows * JITTER_WINDOW].reshape(windows, JITTER_WINDOW).std(axis=1)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    func: Callable[[Columns], np.ndarray]
+    ok_only: bool  # undefined for failed requests
+    missing: str  # why it is unavailable when no request defines it
+
+
+REQUEST_METRICS: dict[str, MetricSpec] = {
+    s.name: s
+    for s in (
+        MetricSpec("latency", latency, True, "no successful request"),
+        MetricSpec(
+            "latency_corrected",
+            latency_corrected,
+            True,
+            "closed loop: requests have no intended send time",
+        ),
+        MetricSpec("latency_error_adjusted", latency_error_adjusted, False, "no request sent"),
+        MetricSpec(
+            "latency_corrected_error_adjusted",
+            latency_corrected_error_adjusted,
+            False,
+            "closed loop: requests have no intended send time",
+        ),
+        MetricSpec("ttfb", ttfb, True, "no response headers were recorded"),
+        MetricSpec("ttft", ttft, True, "no first token was recorded"),
+        MetricSpec("tpot", tpot, True, "no successful request had more than one output token"),
+        MetricSpec("itl", itl, True, "no inter-token gaps were recorded (fewer than 2 chunks)"),
+        MetricSpec("itl_p99", itl_p99, True, "no inter-token gaps were recorded"),
+        MetricSpec("itl_max", itl_max, True, "no inter-token gaps were recorded"),
+        MetricSpec(
+            "schedule_lag", schedule_lag, False, "closed loop: requests have no intended send time"
+        ),
+        MetricSpec(
+            "server_queue",
+            server_queue,
+            False,
+            "the target sent no X-Request-Received-Time/X-Request-Dispatch-Time headers",
+        ),
+        MetricSpec(
+            "dispatch_delay",
+            dispatch_delay,
+            True,
+            "the target sent no X-Request-Start-Time header",
+        ),
+        MetricSpec("time_to_reject", time_to_reject, False, "no request was refused (429/503/529)"),
+    )
+}
+
+WINDOW_METRICS = ("dispatch_jitter",)
+DURATION_METRICS: tuple[str, ...] = (*REQUEST_METRICS, *WINDOW_METRICS)
+# Per-request metrics a goodput request must meet (upper bounds of SLOs on these).
+GOODPUT_METRICS = frozenset(
+    {
+        "latency",
+        "latency_corrected",
+        "ttfb",
+        "ttft",
+        "tpot",
+        "itl",
+        "itl_p99",
+        "itl_max",
+        "server_queue",
+        "dispatch_delay",
+    }
+)
+
+
+def status_key(status: int, error: str | None) -> str:
+    """The status-mix key of one request.
+
+    "200", "503": an HTTP status (error null or http_<status>); "transport:timeout":
+    status 0 with its error class; "200:bad_sse": an HTTP status with another error."""
+    if status == 0:
+        return f"transport:{error or 'unknown'}"
+    if error is None or error == f"http_{status}":
+        return str(status)
+    return f"{status}:{error}"
+
+
+@dataclass(frozen=True)
+class MetricFrame:
+    """Per-request metric values (ns, NaN = undefined) with the grouping columns."""
+
+    columns: Columns
+    stage: np.ndarray
+    request_class: np.ndarray  # object array of str
+    status_keys: np.ndarray  # object array of str
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.stage)
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.columns.ok
+
+    def mask(self, stage: int | None = None, request_class: str | None = None) -> np.ndarray:
+        keep = np.ones(self.n, dtype=bool)
+        if stage is not None:
+            keep &= self.stage == stage
+        if request_class is not None:
+            keep &= self.request_class == request_class
+        return keep
+
+    def sorted_seconds(self, name: str, keep: np.ndarray | None = None) -> np.ndarray:
+        """Ascending defined values of a duration metric in seconds (inf kept)."""
+        keep = np.ones(self.n, dtype=bool) if keep is None else keep
+        if name == "dispatch_jitter":
+            raw = dispatch_jitter(self.values["dispatch_delay"][keep], self.columns.t_send[keep])
+        else:
+            raw = self.values[name][keep]
+            raw = raw[~np.isnan(raw)]
+        return np.sort(raw) / NS_PER_S
+
+    def unavailable_reason(self, name: str) -> str | None:
+        """Why a duration metric has no value over the whole run; None when it has one."""
+        if name == "dispatch_jitter":
+            reason = self.unavailable_reason("dispatch_delay")
+            if reason is not None:
+                return reason
+            defined = int(np.count_nonzero(~np.isnan(self.values["dispatch_delay"])))
+            if defined < JITTER_WINDOW:
+                return (
+                    f"only {defined} requests carry X-Request-Start-Time;"
+                    f" one jitter window needs {JITTER_WINDOW}"
+                )
+            return None
+        spec = REQUEST_METRICS[name]
+        if np.any(~np.isnan(self.values[name])):
+            return None
+        if self.n == 0:
+            return "no request sent"
+        if spec.ok_only and not np.any(self.ok):
+            return "no successful request"
+        return spec.missing
+
+
+def build_frame(
+    samples: pd.DataFrame, *, start_epoch_ns: int = 0, clock_offset_ns: int = 0
+) -> MetricFrame:
+    """Derive every per-request metric column (vectorised; no per-row Python but the
+    status keys, which are computed once per distinct (status, error) pair)."""
+    c = columns_of(samples, start_epoch_ns=start_epoch_ns, clock_offset_ns=clock_offset_ns)
+    errors = samples["error"].astype(object).fillna("").to_numpy(dtype=object)
+    codes, uniques = pd.factorize(pd.MultiIndex.from_arrays([c.status, errors]))
+    keys = np.array([status_key(int(s), e or None) for s, e in uniques], dtype=object)
+    return MetricFrame(
+        columns=c,
+        stage=samples["stage"].to_numpy(dtype=np.int64),
+        request_class=samples["request_class"].to_numpy(dtype=object),
+        status_keys=keys[codes] if len(codes) else np.empty(0, dtype=object),
+        values={name: spec.func(c) for name, spec in REQUEST_METRICS.items()},
+    )
+
+
+def goodput_count(frame: MetricFrame, bounds: Iterable[tuple[str, str, float]]) -> int:
+    """Successful requests meeting every per-request bound (metric, '<' or '<=', seconds).
+
+    A request with no value for a bounded metric (e.g. no first token) does not count.
+    With no bounds, every successful request counts."""
+    good = frame.ok.copy()
+    for metric, op, threshold_s in bounds:
+        values = frame.values[metric] / NS_PER_S
+        with np.errstate(invalid="ignore"):
+            good &= values < threshold_s if op == "<" else values <= threshold_s
+    return int(np.count_nonzero(good))

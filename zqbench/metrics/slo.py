@@ -1,0 +1,372 @@
+"""The SLO language and the gate: `METRIC[:AGG] OP VALUE[UNIT]` -> pass / fail / inconclusive.
+
+Grammar (whitespace around OP and before UNIT is allowed):
+
+    METRIC   a duration metric (latency, ttft, ...), a rate (errors, status_<code>),
+             or a scalar (goodput, throughput, gpu_density)
+    AGG      pNN (p50, p99, p99.9; p999 = p99.9), pNN/pNN (ratio), mean, min, max, rate
+    OP       <  <=  >  >=
+    VALUE    a decimal number
+    UNIT     us, ms, s (durations: required), % (rates and gpu_density: optional)
+
+How each gate decides (95% intervals):
+
+    percentile   distribution-free order-statistic CI (quantiles.py): pass when the CI
+                 lies on the right side of the threshold, fail when it lies on the wrong
+                 side, otherwise inconclusive with "about N more samples would decide"
+    rate         Wilson score interval for the proportion, same rule
+    pNN/pNN      point estimate (no CI): the worst request class with enough samples
+    mean/min/max point estimate (no CI); a scalar (goodput, gpu_density) likewise
+    unavailable  inconclusive, with the reason the metric has no value
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from zqbench.errors import UsageError
+from zqbench.metrics import quantiles
+from zqbench.metrics.frame import DURATION_METRICS, GOODPUT_METRICS, MetricFrame
+
+RATE_METRICS = ("errors", "status_<code>")
+SCALAR_METRICS = ("goodput", "throughput", "gpu_density")
+KNOWN_METRICS = (*DURATION_METRICS, *RATE_METRICS, *SCALAR_METRICS)
+OPS = ("<", "<=", ">", ">=")
+TIME_UNITS = {"us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0}  # units per second
+VERDICTS = ("pass", "fail", "inconclusive")
+
+_SYNTAX = re.compile(
+    r"^\s*(?P<metric>[A-Za-z_][A-Za-z0-9_]*)"
+    r"(?::(?P<agg>[^<>=\s]+))?"
+    r"\s*(?P<op><=|>=|<|>)\s*"
+    r"(?P<value>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
+    r"\s*(?P<unit>[A-Za-zµ%]+)?\s*$"
+)
+_PERCENTILE = re.compile(r"^p(?P<digits>[0-9]+(?:\.[0-9]+)?)$")
+_STATUS = re.compile(r"^status_(?P<code>[0-9]{1,3})$")
+
+_FORM = "expected METRIC[:AGG] OP VALUE[UNIT], e.g. latency:p99<150ms"
+_AGGS = "pNN (p50, p99, p99.9), pNN/pNN, mean, min, max"
+
+
+@dataclass(frozen=True)
+class Slo:
+    """One parsed SLO. `threshold` is in base units: seconds, a fraction, req/s or a ratio."""
+
+    expr: str
+    metric: str
+    agg: str  # "p99", "p99/p50", "mean", "min", "max", "rate" or "value"
+    op: str
+    threshold: float
+    unit: str  # as written ("ms", "%", "")
+    q: float | None = None  # the percentile as a fraction, for "pNN"
+    ratio: tuple[float, float] | None = None  # (q_top, q_bottom) for "pNN/pNN"
+
+
+@dataclass(frozen=True)
+class SloResult:
+    expr: str
+    metric: str
+    value: float | None  # None: unavailable; may be inf (error-adjusted)
+    threshold: float
+    verdict: str  # pass | fail | inconclusive
+    ci_low: float | None  # None: unbounded or no interval
+    ci_high: float | None
+    message: str
+    n: int = 0
+    samples_needed: int | None = None
+
+
+def _bad(text: str, why: str) -> UsageError:
+    return UsageError(f"bad SLO {text!r}: {why}")
+
+
+def _percentile(text: str, agg: str) -> float:
+    """'p99' -> 0.99, 'p99.9' and 'p999' -> 0.999, 'p50' -> 0.5."""
+    match = _PERCENTILE.match(agg)
+    if match is None:
+        raise _bad(text, f"{agg!r} is not an aggregate; allowed: {_AGGS}")
+    digits = match["digits"]
+    if "." not in digits and len(digits) > 2 and digits.startswith("99"):
+        digits = "99." + digits[2:]
+    percent = float(digits)
+    if not 0.0 < percent < 100.0:
+        raise _bad(text, f"percentile {agg!r} must lie strictly between p0 and p100")
+    return round(percent / 100.0, 12)
+
+
+def parse_slo(text: str) -> Slo:
+    """Parse one SLO expression; a bad one raises UsageError with a one-line message."""
+    match = _SYNTAX.match(text)
+    if match is None:
+        raise _bad(text, f"{_FORM} (OP: < <= > >=; units: us ms s %)")
+    metric, agg, op, unit = match["metric"], match["agg"], match["op"], match["unit"] or ""
+    value = float(match["value"])
+    if unit and unit not in TIME_UNITS and unit != "%":
+        raise _bad(text, f"unknown unit {unit!r}; allowed: us, ms, s, %")
+
+    if metric in DURATION_METRICS:
+        if agg is None:
+            raise _bad(text, f"{metric} needs an aggregate, e.g. {metric}:p99; allowed: {_AGGS}")
+        if "/" in agg:
+            top, _, bottom = agg.partition("/")
+            ratio = (_percentile(text, top), _percentile(text, bottom))
+            if unit:
+                raise _bad(text, f"a ratio {agg} takes no unit")
+            return Slo(text, metric, agg, op, value, "", ratio=ratio)
+        q = None if agg in ("mean", "min", "max") else _percentile(text, agg)
+        if unit not in TIME_UNITS:
+            raise _bad(text, f"{metric}:{agg} needs a time unit: us, ms or s")
+        return Slo(text, metric, agg, op, value / TIME_UNITS[unit], unit, q=q)
+
+    if metric == "errors" or _STATUS.match(metric):
+        if agg not in (None, "rate"):
+            raise _bad(text, f"{metric} takes only the aggregate 'rate'")
+        if unit not in ("", "%"):
+            raise _bad(text, f"a rate takes no unit or %, not {unit!r}")
+        fraction = value / 100.0 if unit == "%" else value
+        if fraction > 1.0:
+            raise _bad(text, "a rate lies between 0 and 1 (0% and 100%)")
+        return Slo(text, metric, "rate", op, fraction, unit)
+
+    if metric in SCALAR_METRICS:
+        if agg is not None:
+            raise _bad(text, f"{metric} takes no aggregate, e.g. {metric}>=0.85")
+        if metric == "gpu_density" and unit not in ("", "%"):
+            raise _bad(text, f"gpu_density is a fraction: no unit or %, not {unit!r}")
+        if metric != "gpu_density" and unit:
+            raise _bad(text, f"{metric} is in requests per second and takes no unit")
+        return Slo(text, metric, "value", op, value / 100.0 if unit == "%" else value, unit)
+
+    known = ", ".join(KNOWN_METRICS)
+    raise _bad(text, f"unknown metric {metric!r}; known: {known}")
+
+
+def parse_slos(texts: Sequence[str]) -> list[Slo]:
+    return [parse_slo(text) for text in texts]
+
+
+def goodput_bounds(slos: Sequence[Slo]) -> list[tuple[str, str, float]]:
+    """The per-request bounds that define goodput: every upper-bound SLO (< or <=) on a
+    per-request duration metric, whatever its aggregate (a request either meets the
+    threshold or not). Ratios are not per-request bounds."""
+    return [
+        (s.metric, s.op, s.threshold)
+        for s in slos
+        if s.metric in GOODPUT_METRICS and s.op in ("<", "<=") and s.ratio is None
+    ]
+
+
+# --- formatting -------------------------------------------------------------------------
+
+
+def format_value(value: float | None, unit: str) -> str:
+    """A value in its SLO's units: seconds shown in the unit written, fractions as %."""
+    if value is None:
+        return "n/a"
+    if math.isinf(value):
+        return "inf"
+    if unit in TIME_UNITS:
+        scaled = value * TIME_UNITS[unit]
+        return f"{scaled:.4g} {unit}"
+    if unit == "%":
+        return f"{value * 100:.4g}%"
+    return f"{value:.4g}"
+
+
+def _interval(low: float | None, high: float | None, unit: str) -> str:
+    lo = "-inf" if low is None else format_value(low, unit)
+    hi = "+inf" if high is None else format_value(high, unit)
+    return f"[{lo}, {hi}]"
+
+
+def _tail(verdict: str, op: str, threshold: str, needed: int | None) -> str:
+    if verdict == "pass":
+        return f"{op} {threshold}: pass"
+    if verdict == "fail":
+        return f"not {op} {threshold}: fail"
+    if needed is None:
+        return f"straddles {threshold}: inconclusive; more samples would not decide it"
+    return f"straddles {threshold}: inconclusive; about {needed:,} more samples would decide"
+
+
+# --- evaluation -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the gate reads besides the per-request frame."""
+
+    duration_s: float
+    goodput: float | None = None  # req/s
+    throughput: float | None = None  # req/s
+    telemetry: Mapping[str, float] | None = None  # e.g. {"gpu_density": 0.91}
+    min_ratio_samples: int = 100
+
+
+def _unavailable(slo: Slo, reason: str) -> SloResult:
+    return SloResult(
+        slo.expr,
+        slo.metric,
+        None,
+        slo.threshold,
+        "inconclusive",
+        None,
+        None,
+        f"{slo.metric} unavailable: {reason}",
+    )
+
+
+def _evaluate_percentile(slo: Slo, values: np.ndarray, q: float) -> SloResult:
+    point = quantiles.quantile(values, q)
+    low, high = quantiles.quantile_ci(values, q)
+    verdict = quantiles.decide(slo.op, low, high, slo.threshold)
+    needed = None
+    if verdict == "inconclusive":
+        needed = quantiles.samples_needed(values, q, slo.op, slo.threshold)
+    unit = slo.unit
+    threshold = format_value(slo.threshold, unit)
+    message = (
+        f"{slo.agg} = {format_value(point, unit)}, 95% CI {_interval(low, high, unit)}"
+        f" (n = {len(values):,}) {_tail(verdict, slo.op, threshold, needed)}"
+    )
+    return SloResult(
+        slo.expr,
+        slo.metric,
+        point,
+        slo.threshold,
+        verdict,
+        low,
+        high,
+        message,
+        n=len(values),
+        samples_needed=needed,
+    )
+
+
+def _point(slo: Slo, value: float, n: int, what: str) -> SloResult:
+    verdict = quantiles.decide(slo.op, value, value, slo.threshold)
+    threshold = format_value(slo.threshold, slo.unit)
+    message = (
+        f"{what} = {format_value(value, slo.unit)} (point estimate, no CI)"
+        f" {_tail(verdict, slo.op, threshold, None)}"
+    )
+    return SloResult(slo.expr, slo.metric, value, slo.threshold, verdict, None, None, message, n=n)
+
+
+def _evaluate_ratio(
+    slo: Slo, ratio: tuple[float, float], frame: MetricFrame, evidence: Evidence
+) -> SloResult:
+    top, bottom = ratio
+    worst: tuple[float, str, int] | None = None
+    for name in sorted(set(frame.request_class.tolist())):
+        values = frame.sorted_seconds(slo.metric, frame.mask(request_class=name))
+        if len(values) < evidence.min_ratio_samples:
+            continue
+        denominator = quantiles.quantile(values, bottom)
+        numerator = quantiles.quantile(values, top)
+        if not denominator or numerator is None:  # p50 of 0 s: no meaningful ratio
+            continue
+        ratio = numerator / denominator
+        if worst is None or ratio > worst[0]:
+            worst = (ratio, name, len(values))
+    if worst is None:
+        return _unavailable(
+            slo, f"no request class has {evidence.min_ratio_samples} or more samples"
+        )
+    ratio, name, n = worst
+    return _point(slo, ratio, n, f"{slo.agg} (worst class {name!r}, n = {n:,})")
+
+
+def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloResult:
+    n = frame.n
+    if n == 0:
+        return _unavailable(slo, "no request sent")
+    if slo.metric == "errors":
+        hits = int(np.count_nonzero(~frame.ok))
+    else:
+        code = int(slo.metric.removeprefix("status_"))
+        hits = int(np.count_nonzero(frame.columns.status == code))
+    rate = hits / n
+    low, high = quantiles.wilson_interval(hits, n)
+    verdict = quantiles.decide(slo.op, low, high, slo.threshold)
+    needed = None
+    if verdict == "inconclusive":
+        needed = quantiles.rate_samples_needed(hits, n, slo.op, slo.threshold)
+    unit = "%"
+    message = (
+        f"rate = {format_value(rate, unit)} ({hits:,} of {n:,}), 95% Wilson CI"
+        f" {_interval(low, high, unit)}"
+        f" {_tail(verdict, slo.op, format_value(slo.threshold, unit), needed)}"
+    )
+    return SloResult(
+        slo.expr,
+        slo.metric,
+        rate,
+        slo.threshold,
+        verdict,
+        low,
+        high,
+        message,
+        n=n,
+        samples_needed=needed,
+    )
+
+
+def _evaluate_scalar(slo: Slo, evidence: Evidence) -> SloResult:
+    if slo.metric == "gpu_density":
+        value = (evidence.telemetry or {}).get("gpu_density")
+        if value is None:
+            return _unavailable(slo, "no GPU telemetry was collected")
+        return _point(slo, float(value), 0, "gpu_density")
+    value = evidence.goodput if slo.metric == "goodput" else evidence.throughput
+    if value is None:
+        return _unavailable(slo, "the run has no duration")
+    return _point(slo, value, 0, f"{slo.metric} (req/s)")
+
+
+def evaluate_slo(slo: Slo, frame: MetricFrame, evidence: Evidence) -> SloResult:
+    """Decide one SLO against the run's per-request metrics."""
+    if slo.agg == "rate":
+        return _evaluate_rate(slo, frame)
+    if slo.agg == "value":
+        return _evaluate_scalar(slo, evidence)
+    reason = frame.unavailable_reason(slo.metric)
+    if reason is not None:
+        return _unavailable(slo, reason)
+    if slo.ratio is not None:
+        return _evaluate_ratio(slo, slo.ratio, frame, evidence)
+    values = frame.sorted_seconds(slo.metric)
+    if len(values) == 0:
+        return _unavailable(slo, "no value")
+    if slo.q is not None:
+        return _evaluate_percentile(slo, values, slo.q)
+    if slo.agg == "mean":
+        finite = values[np.isfinite(values)]
+        if len(finite) < len(values):
+            return _point(slo, math.inf, len(values), "mean")
+        return _point(slo, float(np.mean(values)), len(values), "mean")
+    value = float(values[-1] if slo.agg == "max" else values[0])
+    return _point(slo, value, len(values), slo.agg)
+
+
+def evaluate_slos(slos: Sequence[Slo], frame: MetricFrame, evidence: Evidence) -> list[SloResult]:
+    return [evaluate_slo(slo, frame, evidence) for slo in slos]
+
+
+def run_verdict(valid: bool, results: Sequence[SloResult]) -> str:
+    """invalid if the run is invalid; else fail if any SLO fails; else inconclusive if
+    any is inconclusive; else pass (also with no SLOs)."""
+    if not valid:
+        return "invalid"
+    verdicts = {r.verdict for r in results}
+    if "fail" in verdicts:
+        return "fail"
+    if "inconclusive" in verdicts:
+        return "inconclusive"
+    return "pass"
