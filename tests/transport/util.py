@@ -1,0 +1,41 @@
+"""Shared bits of the transport tests: build a transport by kind, run sends concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from tests.servers import RecordingSink
+from zqbench.transport.aiohttp_h1 import AiohttpTransport
+from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, Transport
+
+KINDS = ["h1"]
+T = TypeVar("T")
+
+
+def make(kind: str, url: str, **limits: object) -> Transport:
+    lim = PoolLimits(**limits)  # type: ignore[arg-type]
+    if kind == "h1":
+        return AiohttpTransport(url, lim, insecure=True)
+    raise ValueError(kind)
+
+
+def get(path: str, req_id: str = "", **headers: str) -> HttpRequest:
+    hs = tuple(headers.items()) + ((("x-req-id", req_id),) if req_id else ())
+    return HttpRequest("GET", path, hs)
+
+
+async def send(tr: Transport, req: HttpRequest, timeout_s: float = 5.0):
+    sink = RecordingSink()
+    ex: Exchange = await tr.send(req, sink, timeout_s)
+    return ex, sink
+
+
+def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(coro_fn())  # type: ignore[arg-type]
+
+
+def median_ms(xs: list[int]) -> float:
+    return statistics.median(xs) / 1e6

@@ -1,0 +1,115 @@
+"""Helpers the transports share: the parsed base URL and the per-request deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import sys
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from urllib.parse import urlsplit
+
+from zqbench.errors import UsageError
+from zqbench.transport.base import RequestTimeout
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where requests go: scheme, host, port, and a path prefix put before every request path."""
+
+    scheme: str
+    host: str
+    port: int
+    prefix: str  # "" or "/something" (no trailing slash)
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "https"
+
+    @property
+    def authority(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        default = 443 if self.tls else 80
+        return host if self.port == default else f"{host}:{self.port}"
+
+    @property
+    def address(self) -> str:
+        """host:port, as error messages name the target."""
+        return f"{self.host}:{self.port}"
+
+    def url(self, path: str) -> str:
+        return f"{self.scheme}://{self.authority}{self.prefix}{path}"
+
+
+def parse_base_url(base_url: str) -> Origin:
+    """Validate a target URL; a bad one is the user's mistake, so UsageError with one line."""
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port
+    except ValueError as e:
+        raise UsageError(f"bad target URL {base_url!r}: {e}") from None
+    if parts.scheme not in ("http", "https"):
+        raise UsageError(f"bad target URL {base_url!r}: the scheme must be http or https")
+    if not parts.hostname:
+        raise UsageError(f"bad target URL {base_url!r}: no host")
+    if parts.query or parts.fragment:
+        raise UsageError(f"bad target URL {base_url!r}: no query or fragment allowed")
+    if parts.username or parts.password:
+        # Credentials in the URL would end up in reports; headers carry them instead.
+        raise UsageError(f"bad target URL {base_url!r}: put credentials in headers, not the URL")
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    if port == 0:
+        raise UsageError(f"bad target URL {base_url!r}: port 0")
+    return Origin(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+
+
+def client_ssl_context(insecure: bool, alpn: list[str]) -> ssl.SSLContext:
+    """The default, verifying context; `insecure` accepts self-signed certificates."""
+    ctx = ssl.create_default_context()
+    if insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(alpn)
+    return ctx
+
+
+class Deadline:
+    """`with Deadline(s):` cancels the current task after `s` seconds and raises RequestTimeout.
+
+    A cancel that comes from outside (the run stopping) still propagates as CancelledError;
+    only our own timer becomes a timeout. Works on Python 3.10 (no asyncio.timeout there).
+    """
+
+    __slots__ = ("_handle", "_task", "fired", "timeout_s")
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.fired = False
+
+    def __enter__(self) -> Deadline:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("Deadline needs a running task")
+        self._task = task
+        self._handle = asyncio.get_running_loop().call_later(self.timeout_s, self._fire)
+        return self
+
+    def _fire(self) -> None:
+        self.fired = True
+        self._task.cancel()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._handle.cancel()
+        # Our cancel may surface as CancelledError or as whatever a library made of it.
+        if self.fired and et is not None:
+            if sys.version_info >= (3, 11) and self._task.cancelling():
+                self._task.uncancel()
+            raise RequestTimeout(f"no complete response within {self.timeout_s:g} s") from None
+
+
+def now_ns() -> int:
+    return time.perf_counter_ns()
