@@ -1,0 +1,7 @@
+"""`python -m reference_server`: the same as `zqbench serve`."""
+
+import sys
+
+from reference_server.cli import main
+
+sys.exit(main())

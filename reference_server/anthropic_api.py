@@ -1,0 +1,137 @@
+"""The Anthropic Messages dialect: request parsing, JSON body and exact SSE frames.
+
+Stream: message_start, content_block_start, ping, content_block_delta..., content_block_stop,
+message_delta (stop_reason, cumulative usage, and our `zq_timing`), message_stop.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from reference_server.request import (
+    GenRequest,
+    bad,
+    get_bool,
+    get_float,
+    get_int,
+    get_profile,
+    get_stops,
+    get_str,
+    need_dict,
+    text_of,
+)
+from reference_server.sequence import Sequence
+
+_ROLES = ("user", "assistant")
+
+
+def parse(body: Any, max_tokens_limit: int, profile_header: str | None) -> GenRequest:
+    body = need_dict(body)
+    model = get_str(body, "model", required=True)
+    max_tokens = get_int(body, "max_tokens", 1, max_tokens_limit)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad("messages: must be a non-empty list")
+    parts = []
+    system = body.get("system")
+    if system is not None:
+        parts.append(text_of(system, "system"))
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise bad(f"messages[{i}]: must be an object")
+        if m.get("role") not in _ROLES:
+            raise bad(f"messages[{i}].role: must be 'user' or 'assistant'")
+        parts.append(text_of(m.get("content"), f"messages[{i}].content"))
+    return GenRequest(
+        model=model or "",
+        prompt_text="\n".join(parts),
+        max_tokens=max_tokens,
+        stop=get_stops(body.get("stop_sequences"), "stop_sequences", 16),
+        stream=get_bool(body, "stream"),
+        include_usage=True,
+        temperature=get_float(body, "temperature", 0.0, 1.0, 0.0),
+        seed=0,
+        profile=get_profile(body, profile_header),
+    )
+
+
+def _frame(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def _usage(seq: Sequence) -> dict[str, int]:
+    return {
+        "input_tokens": len(seq.prompt),
+        "output_tokens": seq.output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+
+
+def stream_head(seq: Sequence, msg_id: str, model: str) -> bytes:
+    message = {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**_usage(seq), "output_tokens": 0},
+    }
+    return (
+        _frame("message_start", {"type": "message_start", "message": message})
+        + _frame(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        )
+        + _frame("ping", {"type": "ping"})
+    )
+
+
+def stream_text(text: str) -> bytes:
+    return _frame(
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+    )
+
+
+def stream_tail(seq: Sequence, timing: dict[str, Any]) -> bytes:
+    return (
+        _frame("content_block_stop", {"type": "content_block_stop", "index": 0})
+        + _frame(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": seq.stop_reason, "stop_sequence": seq.stop_sequence},
+                "usage": {"output_tokens": seq.output_tokens},
+                "zq_timing": timing,
+            },
+        )
+        + _frame("message_stop", {"type": "message_stop"})
+    )
+
+
+def stream_error(err_type: str, message: str) -> bytes:
+    return _frame("error", {"type": "error", "error": {"type": err_type, "message": message}})
+
+
+def body(seq: Sequence, msg_id: str, model: str, timing: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {
+            "id": msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": seq.text}],
+            "stop_reason": seq.stop_reason,
+            "stop_sequence": seq.stop_sequence,
+            "usage": _usage(seq),
+            "zq_timing": timing,
+        }
+    ).encode()

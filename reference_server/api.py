@@ -1,0 +1,511 @@
+"""The ASGI app: routes, auth, body limits, timing headers, and the generation handlers.
+
+Raw ASGI, no framework: the per-request overhead is what a zero-queue server is
+judged on. The handler reads the body, parses it in the route's dialect, asks
+the scheduler for a slot, and only then answers: a refusal before any byte of a
+response goes out, or a response head once compute has started, so the head
+can carry all three timing headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from reference_server import anthropic_api, openai_api
+from reference_server.backend import ComputeBackend, SamplingParams
+from reference_server.config import ServerConfig
+from reference_server.engine import Engine
+from reference_server.errors import ApiError, render, stream_error_type
+from reference_server.metrics import Metrics
+from reference_server.model import tokenizer
+from reference_server.request import GenRequest
+from reference_server.scheduler import Scheduler
+from reference_server.sequence import Sequence, State
+
+log = logging.getLogger("reference_server")
+
+Headers = list[tuple[bytes, bytes]]
+_POST_ROUTES = ("/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions")
+_GET_ROUTES = ("/v1/models", "/health", "/metrics")
+_REJECT_KIND = {"queue_timeout": "rate_limit", "shutdown": "overloaded"}
+
+
+class Disconnected(Exception):
+    """The client went away while we were reading its request."""
+
+
+def _ts(t: float) -> bytes:
+    return f"{t:.6f}".encode()
+
+
+class App:
+    def __init__(self, config: ServerConfig, backend: ComputeBackend) -> None:
+        self.config = config
+        self.backend = backend
+        self.scheduler = Scheduler(
+            config.scheduler,
+            max_slots=min(config.max_batch_size, backend.max_slots),
+            kv_budget_tokens=config.kv_budget_tokens,
+            queue_timeout_s=config.queue_timeout_s,
+            dispatch_latency_target_us=config.dispatch_latency_target_us,
+        )
+        self.metrics = Metrics(
+            config.scheduler, backend.name, backend.device, config.preset, config.seed
+        )
+        self.metrics.slots.set(self.scheduler.max_slots)
+        self.engine: Engine | None = None
+        self.models = (config.served_model_name, config.preset)
+        self.in_flight = 0
+        self._key = config.api_key.encode() if config.api_key else None
+        self._common: Headers = [
+            (b"x-engine", backend.name.encode()),
+            (b"x-scheduler", config.scheduler.encode()),
+        ]
+
+    # ---- lifecycle --------------------------------------------------------------
+
+    def start_engine(self) -> None:
+        if self.engine is None:
+            self.engine = Engine(
+                self.backend, self.scheduler, self.metrics, asyncio.get_running_loop()
+            )
+            self.engine.start()
+
+    def stop_engine(self) -> None:
+        if self.engine is not None:
+            self.engine.stop()
+            self.engine = None
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Refuse new work; wait (bounded) for in-flight requests. True when all finished."""
+        self.scheduler.draining = True
+        deadline = time.monotonic() + timeout_s
+        while self.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return self.in_flight == 0
+
+    # ---- ASGI -------------------------------------------------------------------
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                try:
+                    self.start_engine()
+                except Exception as exc:  # report to the server, which exits
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                self.stop_engine()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path: str = scope["path"]
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        dialect = (
+            "openai"
+            if path.startswith("/v1/chat")
+            or ("anthropic-version" not in headers and not path.startswith("/v1/messages"))
+            else "anthropic"
+        )
+        rid = "req_" + os.urandom(12).hex()
+        resp = _Response(send, rid, self._common)
+        self.in_flight += 1
+        self.metrics.in_flight.inc()
+        try:
+            await self._route(scope, headers, path, receive, resp, dialect)
+        except ApiError as err:
+            await self._send_error(resp, err, dialect)
+        except Disconnected:
+            resp.status = 499
+        except Exception:
+            if resp.started:  # most likely the client went away mid-stream
+                log.debug("response to %s ended early", path, exc_info=True)
+            else:
+                log.exception("unhandled error in %s %s", scope.get("method"), path)
+                await self._send_error(resp, ApiError("api_error", "internal error"), dialect)
+        finally:
+            self.in_flight -= 1
+            self.metrics.in_flight.dec()
+            route = path if path in _POST_ROUTES or path in _GET_ROUTES else "other"
+            self.metrics.http_requests.labels(route, str(resp.status)).inc()
+
+    async def _send_error(self, resp: _Response, err: ApiError, dialect: str) -> None:
+        if resp.started:  # too late for a status: end the stream with an error event
+            if not resp.finished:
+                await resp.body_part(self._stream_error(err, dialect), more=False)
+            return
+        if resp.received is None:
+            resp.received = time.time()
+        status, body = render(err, dialect, resp.rid)
+        await resp.full(status, body, b"application/json", err.headers)
+
+    def _stream_error(self, err: ApiError, dialect: str) -> bytes:
+        etype = stream_error_type(dialect, err.kind)
+        if dialect == "anthropic":
+            return anthropic_api.stream_error(etype, err.message)
+        return openai_api.Stream("", "", False).error(etype, err.message)
+
+    # ---- routing ------------------------------------------------------------------
+
+    async def _route(
+        self,
+        scope: dict[str, Any],
+        headers: dict[str, str],
+        path: str,
+        receive: Any,
+        resp: _Response,
+        dialect: str,
+    ) -> None:
+        method = scope["method"]
+        model_path = path.startswith("/v1/models/") and len(path) > len("/v1/models/")
+        if path in _POST_ROUTES:
+            allowed = b"POST"
+        elif path in _GET_ROUTES or model_path:
+            allowed = b"GET"
+        else:
+            raise ApiError("route_not_found", f"no route for {path}")
+        if method.encode() != allowed and not (allowed == b"GET" and method == "HEAD"):
+            raise ApiError(
+                "method_not_allowed",
+                f"{method} not allowed on {path}",
+                [(b"allow", allowed)],
+            )
+        if path == "/health":
+            return await resp.full(200, self._health(), b"application/json")
+        if path == "/metrics":
+            return await resp.full(200, self.metrics.render(), b"text/plain; version=0.0.4")
+        self._check_auth(headers)
+        if path == "/v1/models":
+            return await resp.full(200, self._models_page(), b"application/json")
+        if model_path:
+            return await resp.full(
+                200, self._model(path[len("/v1/models/") :]), b"application/json"
+            )
+        body = await self._read_json(headers, receive, resp)
+        profile_header = headers.get("x-execution-profile")
+        if path == "/v1/chat/completions":
+            req = openai_api.parse(
+                body, self.config.max_tokens_limit, self.config.default_max_tokens, profile_header
+            )
+        elif path == "/v1/messages":
+            req = anthropic_api.parse(body, self.config.max_tokens_limit, profile_header)
+        else:  # count_tokens: the same request, without max_tokens
+            if isinstance(body, dict):
+                body = {**body, "max_tokens": 1}
+            req = anthropic_api.parse(body, self.config.max_tokens_limit, profile_header)
+            n = len(tokenizer.encode(req.prompt_text))
+            return await resp.full(
+                200, json.dumps({"input_tokens": n}).encode(), b"application/json"
+            )
+        if req.model not in self.models:
+            raise ApiError(
+                "not_found", f"model: {req.model!r} not found; serving {self.models[0]!r}"
+            )
+        await self._generate(req, dialect, receive, resp)
+
+    def _check_auth(self, headers: dict[str, str]) -> None:
+        if self._key is None:
+            return
+        given = headers.get("x-api-key")
+        if given is None:
+            auth = headers.get("authorization", "")
+            given = auth[7:] if auth[:7].lower() == "bearer " else ""
+        if not hmac.compare_digest(given.encode("latin-1"), self._key):
+            raise ApiError("authentication", "invalid x-api-key")
+
+    async def _read_json(self, headers: dict[str, str], receive: Any, resp: _Response) -> Any:
+        limit = self.config.body_limit
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise ApiError("too_large", f"request body exceeds {limit} bytes")
+        chunks, size = [], 0
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                raise Disconnected
+            part = msg.get("body", b"")
+            size += len(part)
+            if size > limit:
+                raise ApiError("too_large", f"request body exceeds {limit} bytes")
+            chunks.append(part)
+            if not msg.get("more_body", False):
+                break
+        resp.received = time.time()
+        resp.received_perf = time.perf_counter()
+        try:
+            return json.loads(b"".join(chunks))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError("invalid_request", f"body is not valid JSON: {exc}") from None
+
+    # ---- generation -----------------------------------------------------------------
+
+    async def _generate(self, req: GenRequest, dialect: str, receive: Any, resp: _Response) -> None:
+        prompt = tokenizer.encode(req.prompt_text)
+        limit = self.config.max_context
+        if len(prompt) + req.max_tokens > limit:
+            raise ApiError(
+                "invalid_request",
+                f"prompt ({len(prompt)} tokens) + max_tokens ({req.max_tokens}) "
+                f"exceeds the context limit of {limit} tokens",
+            )
+        seq = Sequence(
+            resp.rid,
+            prompt,
+            req.max_tokens,
+            req.stop,
+            SamplingParams(temperature=req.temperature, seed=req.seed),
+            req.profile,
+            resp.received or time.time(),
+            resp.received_perf or time.perf_counter(),
+            asyncio.get_running_loop(),
+        )
+        refusal = self.scheduler.submit(seq)
+        if refusal is not None:
+            self.metrics.rejected.labels(refusal).inc()
+            raise self._overloaded(refusal)
+        watcher = asyncio.ensure_future(_watch_disconnect(receive, seq, self.scheduler))
+        try:
+            await self._await_start(seq)
+            resp.dispatch, resp.start = seq.dispatch, seq.start
+            if req.stream:
+                await self._stream(seq, req, dialect, resp)
+            else:
+                await self._wait_end(seq)
+                timing = _timing(seq)
+                msg_id = ("msg_" if dialect == "anthropic" else "chatcmpl-") + resp.rid[4:]
+                render_body = anthropic_api.body if dialect == "anthropic" else openai_api.body
+                await resp.full(
+                    200, render_body(seq, msg_id, req.model, timing), b"application/json"
+                )
+        finally:
+            watcher.cancel()
+            if seq.state not in (State.FINISHED, State.REJECTED):
+                seq.aborted = True  # the engine frees the slot at its next step boundary
+                self.scheduler.wake()
+
+    def _overloaded(self, reason: str) -> ApiError:
+        headers: Headers = []
+        if self.config.retry_after_s > 0:
+            headers.append((b"retry-after", f"{self.config.retry_after_s:g}".encode()))
+            headers.append((b"retry-after-ms", f"{self.config.retry_after_s * 1e3:.0f}".encode()))
+        if self.config.no_sdk_retry:
+            headers.append((b"x-should-retry", b"false"))
+        if reason == "queue_timeout":
+            return ApiError("rate_limit", "queued longer than the queue timeout", headers)
+        if reason in ("draining", "shutdown"):
+            return ApiError("overloaded", "server is shutting down", headers)
+        what = {"no_slot": "no free sequence slot", "kv_budget": "no KV-cache budget"}
+        return ApiError("overloaded", f"Overloaded: {what.get(reason, reason)}", headers)
+
+    async def _await_start(self, seq: Sequence) -> None:
+        while True:
+            for kind, data in await _next_events(seq, keep_after_start=True):
+                if kind == "start":
+                    return
+                if kind == "reject":
+                    self.metrics.rejected.labels(data or "unknown").inc()
+                    raise self._overloaded(data or "shutdown")
+                if kind == "error":
+                    raise ApiError("api_error", data or "engine failure")
+
+    async def _wait_end(self, seq: Sequence) -> None:
+        while True:
+            for kind, data in await _next_events(seq):
+                if kind == "end":
+                    return
+                if kind == "error":
+                    raise ApiError("api_error", data or "engine failure")
+
+    async def _stream(self, seq: Sequence, req: GenRequest, dialect: str, resp: _Response) -> None:
+        anthropic = dialect == "anthropic"
+        oa = openai_api.Stream("chatcmpl-" + resp.rid[4:], req.model, req.include_usage)
+        head = (
+            anthropic_api.stream_head(seq, "msg_" + resp.rid[4:], req.model)
+            if anthropic
+            else oa.head()
+        )
+        await resp.start_stream(head)
+        while True:
+            out, done = [], False
+            for kind, data in await _next_events(seq):
+                if kind == "text" and data:
+                    out.append(data)
+                elif kind == "end":
+                    done = True
+                elif kind == "error":
+                    raise ApiError("api_error", data or "engine failure")
+            # Everything that arrived since the last write goes out as one delta.
+            chunk = b""
+            if out:
+                text = "".join(out)
+                chunk = anthropic_api.stream_text(text) if anthropic else oa.text(text)
+            if done:
+                timing = _timing(seq)
+                tail = anthropic_api.stream_tail(seq, timing) if anthropic else oa.tail(seq, timing)
+                await resp.body_part(chunk + tail, more=False)
+                return
+            if chunk:
+                await resp.body_part(chunk, more=True)
+
+    # ---- small GET routes -----------------------------------------------------------
+
+    def _health(self) -> bytes:
+        eng = self.engine
+        return json.dumps(
+            {
+                "status": "draining" if self.scheduler.draining else "healthy",
+                "dispatch_jitter_us": round(eng.dispatch_jitter_us(), 3) if eng else 0.0,
+                "server_time": time.time(),
+                "scheduler": self.config.scheduler,
+                "engine": self.backend.name,
+                "device": self.backend.device,
+                "model": self.config.served_model_name,
+                "preset": self.config.preset,
+                "seed": self.config.seed,
+                "slots": self.scheduler.max_slots,
+                "slots_used": self.scheduler.num_slots_used,
+                "waiting": self.scheduler.num_waiting,
+                "max_context": self.config.max_context,
+            }
+        ).encode()
+
+    def _model_info(self, model_id: str) -> dict[str, Any]:
+        # A union of both SDKs' model shapes: each ignores the other's keys.
+        return {
+            "id": model_id,
+            "object": "model",
+            "created": 1764374400,
+            "owned_by": "zqbench",
+            "type": "model",
+            "display_name": f"zqbench reference ({self.backend.name}, {self.config.preset})",
+            "created_at": "2025-11-29T00:00:00Z",
+            "max_input_tokens": self.config.max_context - 1,
+            "max_tokens": self.config.max_tokens_limit,
+        }
+
+    def _models_page(self) -> bytes:
+        mid = self.config.served_model_name
+        page = {
+            "object": "list",
+            "data": [self._model_info(mid)],
+            "has_more": False,
+            "first_id": mid,
+            "last_id": mid,
+        }
+        return json.dumps(page).encode()
+
+    def _model(self, model_id: str) -> bytes:
+        if model_id not in self.models:
+            raise ApiError("not_found", f"model: {model_id!r} not found")
+        return json.dumps(self._model_info(model_id)).encode()
+
+
+def _timing(seq: Sequence) -> dict[str, Any]:
+    return {
+        "received": round(seq.received, 6),
+        "dispatch": round(seq.dispatch, 6) if seq.dispatch else None,
+        "start": round(seq.start, 6) if seq.start else None,
+        "gpu_ms": round(seq.gpu_ms, 4) if seq.gpu_ms is not None else None,
+    }
+
+
+async def _next_events(seq: Sequence, keep_after_start: bool = False) -> list[tuple[str, Any]]:
+    """Wait for, and take, the events the engine posted. With `keep_after_start`,
+    events after "start" stay queued for the streaming loop."""
+    while not seq.events:
+        await seq.wake.wait()
+        seq.wake.clear()
+    out = []
+    while seq.events:
+        ev = seq.events.popleft()
+        out.append(ev)
+        if keep_after_start and ev[0] == "start":
+            break
+    return out
+
+
+async def _watch_disconnect(receive: Any, seq: Sequence, scheduler: Scheduler) -> None:
+    """Marks the sequence aborted when the client disconnects, so its slot frees up."""
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            seq.aborted = True
+            scheduler.wake()
+            return
+
+
+class _Response:
+    """One response: common headers, timing headers, and whether the head went out."""
+
+    __slots__ = (
+        "common",
+        "dispatch",
+        "finished",
+        "received",
+        "received_perf",
+        "rid",
+        "send",
+        "start",
+        "started",
+        "status",
+    )
+
+    def __init__(self, send: Any, rid: str, common: Headers) -> None:
+        self.send, self.rid, self.common = send, rid, common
+        self.received: float | None = None
+        self.received_perf: float | None = None
+        self.dispatch: float | None = None
+        self.start: float | None = None
+        self.started = self.finished = False
+        self.status = 0
+
+    def _headers(self, content_type: bytes, extra: Headers) -> Headers:
+        h: Headers = [(b"content-type", content_type), (b"request-id", self.rid.encode())]
+        h += self.common
+        if self.received is not None:
+            h.append((b"x-request-received-time", _ts(self.received)))
+        if self.dispatch is not None:
+            h.append((b"x-request-dispatch-time", _ts(self.dispatch)))
+        if self.start is not None:
+            h.append((b"x-request-start-time", _ts(self.start)))
+        return h + extra
+
+    async def full(
+        self, status: int, body: bytes, content_type: bytes, extra: Headers | None = None
+    ) -> None:
+        if self.received is None:
+            self.received = time.time()
+        self.status, self.started = status, True
+        headers = self._headers(content_type, extra or [])
+        headers.append((b"content-length", str(len(body)).encode()))
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": body})
+        self.finished = True
+
+    async def start_stream(self, first: bytes) -> None:
+        self.status, self.started = 200, True
+        headers = self._headers(
+            b"text/event-stream; charset=utf-8", [(b"cache-control", b"no-cache")]
+        )
+        await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+        await self.send({"type": "http.response.body", "body": first, "more_body": True})
+
+    async def body_part(self, data: bytes, more: bool) -> None:
+        await self.send({"type": "http.response.body", "body": data, "more_body": more})
+        if not more:
+            self.finished = True

@@ -1,0 +1,131 @@
+"""Command line: flags over an optional config.yaml, then serve.
+
+`main(argv)` returns an exit code (0 clean stop, 2 bad configuration); only
+`__main__` calls sys.exit. argparse, not typer: the server must start fast and
+import nothing heavy before it knows which engine it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from reference_server.config import (
+    DEVICES,
+    ENGINES,
+    HTTP_MODES,
+    KV_DTYPES,
+    SCHEDULERS,
+    ServerConfig,
+    api_key_from_env,
+    load_yaml,
+)
+
+# argparse dest -> ServerConfig field
+_FIELDS = {
+    "engine": "engine",
+    "scheduler": "scheduler",
+    "host": "host",
+    "port": "port",
+    "max_batch_size": "max_batch_size",
+    "preset": "preset",
+    "device": "device",
+    "seed": "seed",
+    "served_model_name": "served_model_name",
+    "max_context": "max_context",
+    "max_tokens_limit": "max_tokens_limit",
+    "default_max_tokens": "default_max_tokens",
+    "body_limit": "body_limit",
+    "retry_after": "retry_after_s",
+    "no_sdk_retry": "no_sdk_retry",
+    "queue_timeout": "queue_timeout_s",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_concurrent_kernels": "max_concurrent_kernels",
+    "dispatch_latency_target_us": "dispatch_latency_target_us",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "http": "http",
+    "ssl_cert": "ssl_cert",
+    "ssl_key": "ssl_key",
+    "drain_timeout": "drain_timeout_s",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="reference_server",
+        description="zqbench's reference inference server: a zero-queue endpoint and its "
+        "queued (fifo) twin, over a small torch transformer or a calibrated simulation.",
+    )
+    a = p.add_argument
+    a("--config", help="config.yaml (keys: see docs/reference-server.md); flags override it")
+    a("--engine", choices=ENGINES, help="compute engine; auto = torch if importable, else sim")
+    a("--scheduler", choices=SCHEDULERS, help="admission: zero-queue (refuse) or fifo (queue)")
+    a("--host", help="bind address (default 127.0.0.1)")
+    a("--port", type=int, help="TCP port (default 8000)")
+    a("--max-batch-size", type=int, help="sequence slots: requests computed at once (default 8)")
+    a("--preset", "--model-path", dest="preset", help="torch model preset or checkpoint")
+    a("--device", choices=DEVICES, help="torch device (default auto: cuda if available)")
+    a("--seed", type=int, help="weights and sampling seed (default 0)")
+    a("--served-model-name", help="model id served and accepted (default zq-reference)")
+    a("--max-context", type=int, help="prompt + output tokens per request (default 2048)")
+    a("--max-tokens-limit", type=int, help="largest max_tokens accepted (default 2048)")
+    a("--default-max-tokens", type=int, help="OpenAI route default max_tokens (default 256)")
+    a("--body-limit", type=int, help="request body limit in bytes (default 32 MiB)")
+    a("--retry-after", type=float, help="Retry-After seconds on refusals; 0 omits (default 1)")
+    a(
+        "--no-sdk-retry",
+        action="store_const",
+        const=True,
+        help="send x-should-retry: false on refusals, so SDK clients do not retry them",
+    )
+    a("--queue-timeout", type=float, help="fifo: seconds a request may wait before 429")
+    a("--gpu-memory-utilization", type=float, help="fraction of the KV cache admission may use")
+    a("--max-concurrent-kernels", type=int, help="CPU: torch intra-op threads")
+    a("--dispatch-latency-target-us", type=float, help="zero-queue: refuse if the step ends later")
+    a("--kv-cache-dtype", choices=KV_DTYPES, help="torch KV cache dtype (default auto)")
+    a("--http", choices=HTTP_MODES, help="auto = HTTP/1.1 and h2c on one port (default)")
+    a("--ssl-cert", help="TLS certificate (PEM); with --ssl-key enables https + ALPN h2")
+    a("--ssl-key", help="TLS private key (PEM)")
+    a("--drain-timeout", type=float, help="seconds SIGTERM waits for in-flight requests")
+    a("--api-key-env", metavar="VAR", help="require the API key held in environment VAR")
+    a("--api-key", help="require this API key (prefer --api-key-env: argv is visible)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    values: dict[str, Any] = load_yaml(args.config) if args.config else {}
+    for dest, field in _FIELDS.items():
+        v = getattr(args, dest)
+        if v is not None:
+            values[field] = v
+    if args.api_key_env:
+        values["api_key"] = api_key_from_env(args.api_key_env)
+    elif args.api_key:
+        values["api_key"] = args.api_key
+    return ServerConfig(**values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except (ValueError, TypeError, OSError) as exc:
+        print(f"reference_server: configuration error: {exc}", file=sys.stderr)
+        return 2
+    from reference_server.server import serve  # imports granian only when serving
+
+    try:
+        return serve(config)
+    except ValueError as exc:
+        print(f"reference_server: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"reference_server: cannot start: {exc}", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The OpenAI chat-completions dialect: request parsing, JSON body and SSE chunks.
+
+Stream: a role chunk, content chunks, a chunk with finish_reason, then (with
+stream_options.include_usage) a usage chunk with empty choices, then `data: [DONE]`.
+`zq_timing` rides on the usage chunk, or on the finish chunk without usage.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from reference_server.request import (
+    GenRequest,
+    bad,
+    get_bool,
+    get_float,
+    get_int,
+    get_profile,
+    get_stops,
+    get_str,
+    need_dict,
+    text_of,
+)
+from reference_server.sequence import Sequence
+
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+_FINISH = {"max_tokens": "length", "stop_sequence": "stop"}
+
+
+def parse(
+    body: Any, max_tokens_limit: int, default_max_tokens: int, profile_header: str | None
+) -> GenRequest:
+    body = need_dict(body)
+    model = get_str(body, "model", required=True)
+    key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = get_int(body, key, 1, max_tokens_limit, default=default_max_tokens)
+    get_int(body, "n", 1, 1, default=1)  # one choice per request
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad("messages: must be a non-empty list")
+    parts = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise bad(f"messages[{i}]: must be an object")
+        if m.get("role") not in _ROLES:
+            raise bad(f"messages[{i}].role: must be one of {', '.join(_ROLES)}")
+        parts.append(text_of(m.get("content"), f"messages[{i}].content", allow_none=True))
+    stream = get_bool(body, "stream")
+    opts = body.get("stream_options")
+    if opts is not None and not isinstance(opts, dict):
+        raise bad("stream_options: must be an object")
+    include_usage = bool(opts and get_bool(opts, "include_usage"))
+    seed = body.get("seed")
+    if seed is not None:
+        seed = get_int(body, "seed", -(2**63), 2**63 - 1)
+    return GenRequest(
+        model=model or "",
+        prompt_text="\n".join(parts),
+        max_tokens=max_tokens,
+        stop=get_stops(body.get("stop"), "stop", 4),
+        stream=stream,
+        include_usage=include_usage,
+        temperature=get_float(body, "temperature", 0.0, 2.0, 0.0),
+        seed=seed or 0,
+        profile=get_profile(body, profile_header),
+    )
+
+
+def _chunk(cid: str, model: str, created: int, choices: list[Any], **extra: Any) -> bytes:
+    data = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "system_fingerprint": None,
+        "choices": choices,
+        **extra,
+    }
+    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _usage(seq: Sequence) -> dict[str, int]:
+    n_in = len(seq.prompt)
+    return {
+        "prompt_tokens": n_in,
+        "completion_tokens": seq.output_tokens,
+        "total_tokens": n_in + seq.output_tokens,
+    }
+
+
+class Stream:
+    """Renders one streamed completion; holds the id, model and include_usage choice."""
+
+    def __init__(self, cid: str, model: str, include_usage: bool) -> None:
+        self.cid, self.model, self.include_usage = cid, model, include_usage
+        self.created = int(time.time())
+        self._extra: dict[str, Any] = {"usage": None} if include_usage else {}
+
+    def _choice(self, delta: dict[str, Any], finish: str | None) -> list[Any]:
+        return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+
+    def head(self) -> bytes:
+        delta = {"role": "assistant", "content": ""}
+        return _chunk(self.cid, self.model, self.created, self._choice(delta, None), **self._extra)
+
+    def text(self, text: str) -> bytes:
+        choices = self._choice({"content": text}, None)
+        return _chunk(self.cid, self.model, self.created, choices, **self._extra)
+
+    def tail(self, seq: Sequence, timing: dict[str, Any]) -> bytes:
+        finish = self._choice({}, _FINISH.get(seq.stop_reason or "", "length"))
+        if not self.include_usage:
+            out = _chunk(self.cid, self.model, self.created, finish, zq_timing=timing)
+        else:
+            out = _chunk(self.cid, self.model, self.created, finish, usage=None)
+            out += _chunk(
+                self.cid, self.model, self.created, [], usage=_usage(seq), zq_timing=timing
+            )
+        return out + b"data: [DONE]\n\n"
+
+    def error(self, err_type: str, message: str) -> bytes:
+        err = {"error": {"message": message, "type": err_type, "param": None, "code": None}}
+        return b"data: " + json.dumps(err).encode() + b"\n\n"
+
+
+def body(seq: Sequence, cid: str, model: str, timing: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {
+            "id": cid,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": None,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": seq.text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": _FINISH.get(seq.stop_reason or "", "length"),
+                }
+            ],
+            "usage": _usage(seq),
+            "zq_timing": timing,
+        }
+    ).encode()

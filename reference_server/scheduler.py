@@ -1,0 +1,153 @@
+"""Admission: who gets a sequence slot, and when. Two policies over one engine.
+
+zero-queue: an arriving request reserves a free slot (and its KV positions)
+synchronously, under the lock, in the handler that read it. That reservation is
+the dispatch: the request joins the running batch at the next step boundary.
+With no slot or KV budget free it is refused at once; nothing ever waits.
+
+fifo: the classic design. Every request joins an unbounded FIFO queue; at each
+step boundary the engine moves requests from the head of the queue into free
+slots. An optional queue timeout turns long waits into a refusal (429).
+
+Both share `take_new` and `release`, so the engine loop is identical for both.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+from reference_server.sequence import Sequence, State
+
+ZERO_QUEUE = "zero-queue"
+FIFO = "fifo"
+
+
+class Scheduler:
+    def __init__(
+        self,
+        kind: str,
+        max_slots: int,
+        kv_budget_tokens: int,
+        queue_timeout_s: float | None = None,
+        dispatch_latency_target_us: float | None = None,
+    ) -> None:
+        if kind not in (ZERO_QUEUE, FIFO):
+            raise ValueError(f"unknown scheduler {kind!r}; expected zero-queue or fifo")
+        self.kind = kind
+        self.max_slots = max_slots
+        self.kv_budget_tokens = kv_budget_tokens
+        self.queue_timeout_s = queue_timeout_s
+        self.dispatch_latency_target_s = (
+            dispatch_latency_target_us / 1e6 if dispatch_latency_target_us else None
+        )
+        self._lock = threading.Lock()
+        self._work = threading.Event()
+        self._free = list(range(max_slots - 1, -1, -1))
+        self._reserved_tokens = 0
+        self._admitted: deque[Sequence] = deque()  # hold slots, not yet computed
+        self._waiting: deque[Sequence] = deque()  # fifo queue
+        self._waiting_first: deque[Sequence] = deque()  # fifo, low-latency profile
+        self.draining = False
+        # Written by the engine thread before each step: when it expects the step to end.
+        self.step_end_perf = 0.0
+
+    # ---- asyncio side -------------------------------------------------------
+
+    def submit(self, seq: Sequence) -> str | None:
+        """Admit or queue `seq`; returns None when accepted, else why it was refused."""
+        with self._lock:
+            if self.draining:
+                return "draining"
+            if seq.reserved_tokens > self.kv_budget_tokens:
+                return "kv_budget"
+            if self.kind == ZERO_QUEUE:
+                if not self._free:
+                    return "no_slot"
+                if self._reserved_tokens + seq.reserved_tokens > self.kv_budget_tokens:
+                    return "kv_budget"
+                target = self.dispatch_latency_target_s
+                if target is not None and self.step_end_perf - time.perf_counter() > target:
+                    return "dispatch_target"
+                self._assign(seq)
+                self._admitted.append(seq)
+            elif seq.profile == "low-latency":
+                self._waiting_first.append(seq)
+            else:
+                self._waiting.append(seq)
+        self._work.set()
+        return None
+
+    def _assign(self, seq: Sequence) -> None:
+        seq.slot = self._free.pop()
+        self._reserved_tokens += seq.reserved_tokens
+        seq.dispatch = time.time()
+        seq.state = State.ADMITTED
+
+    def wake(self) -> None:
+        self._work.set()
+
+    # ---- engine thread ------------------------------------------------------
+
+    def wait_for_work(self, timeout: float) -> None:
+        self._work.wait(timeout)
+        self._work.clear()
+
+    def take_new(self) -> tuple[list[Sequence], list[Sequence]]:
+        """At a step boundary: (requests to prefill now, fifo requests that timed out)."""
+        expired: list[Sequence] = []
+        with self._lock:
+            if self.kind == FIFO:
+                if self.queue_timeout_s is not None:
+                    oldest_ok = time.perf_counter() - self.queue_timeout_s
+                    for q in (self._waiting_first, self._waiting):
+                        # Each deque is in arrival order, so expired requests are at its head.
+                        while q and q[0].received_perf < oldest_ok:
+                            expired.append(q.popleft())
+                for q in (self._waiting_first, self._waiting):
+                    while q and self._free:
+                        head = q[0]
+                        if head.aborted:
+                            q.popleft()
+                            continue
+                        if self._reserved_tokens + head.reserved_tokens > self.kv_budget_tokens:
+                            break  # head-of-line blocking: FIFO keeps its order
+                        q.popleft()
+                        self._assign(head)
+                        self._admitted.append(head)
+            new = list(self._admitted)
+            self._admitted.clear()
+        return new, expired
+
+    def release(self, seq: Sequence) -> None:
+        """Give back a slot and its KV reservation (finished, aborted or failed)."""
+        if seq.slot is None:
+            return
+        with self._lock:
+            self._free.append(seq.slot)
+            self._reserved_tokens -= seq.reserved_tokens
+        seq.slot = None
+        self._work.set()
+
+    def drain_waiting(self) -> list[Sequence]:
+        """On shutdown: everything still queued, to be refused."""
+        with self._lock:
+            out = [*self._waiting_first, *self._waiting]
+            self._waiting_first.clear()
+            self._waiting.clear()
+        return out
+
+    # ---- observation --------------------------------------------------------
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting) + len(self._waiting_first)
+
+    @property
+    def num_slots_used(self) -> int:
+        return self.max_slots - len(self._free)
+
+    @property
+    def kv_usage(self) -> float:
+        return self._reserved_tokens / self.kv_budget_tokens if self.kv_budget_tokens else 0.0
