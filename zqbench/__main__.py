@@ -1,0 +1,3 @@
+from zqbench.cli import main
+
+main()
