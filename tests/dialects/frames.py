@@ -1,0 +1,144 @@
+"""Captured-style wire frames (../shared/research/reference-server.md §1-§2) and feeding helpers."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from itertools import pairwise
+
+from zqbench.dialects.base import ResponseSummary
+
+# ------------------------------------------------------------------ Anthropic Messages
+A_EVENTS = [
+    (
+        "message_start",
+        '{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant",'
+        '"model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
+        '"usage":{"input_tokens":5,"output_tokens":1}}}',
+    ),
+    (
+        "content_block_start",
+        '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}',
+    ),
+    ("ping", '{"type": "ping"}'),
+    (
+        "content_block_delta",
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}',
+    ),
+    (
+        "content_block_delta",
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":", wörld"}}',
+    ),
+    ("ping", '{"type": "ping"}'),
+    (
+        "content_block_delta",
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" ☃!"}}',
+    ),
+    ("content_block_stop", '{"type":"content_block_stop","index":0}'),
+    (
+        "message_delta",
+        '{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},'
+        '"usage":{"output_tokens":4},'
+        '"zq_timing":{"received":1764400000.000100,"dispatch":1764400000.000200,'
+        '"start":1764400000.000300,"gpu_ms":1.25}}',
+    ),
+    ("message_stop", '{"type":"message_stop"}'),
+]
+A_TEXT = "Hello, wörld ☃!"
+
+
+def a_frame(event: str, data: str) -> bytes:
+    return f"event: {event}\ndata: {data}\n\n".encode()
+
+
+def a_stream(events: Iterable[tuple[str, str]] = A_EVENTS) -> bytes:
+    return b"".join(a_frame(e, d) for e, d in events)
+
+
+A_STREAM = a_stream()
+
+A_BODY = (
+    '{"id":"msg_01","type":"message","role":"assistant","model":"m",'
+    '"content":[{"type":"text","text":"Hello, wörld"}],'
+    '"stop_reason":"end_turn","stop_sequence":null,'
+    '"usage":{"input_tokens":12,"output_tokens":34,"cache_creation_input_tokens":0,'
+    '"cache_read_input_tokens":0},"zq_timing":{"gpu_ms":2.5}}'
+).encode()
+
+A_ERROR_BODY = (
+    b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},'
+    b'"request_id":"req_011"}'
+)
+
+# ------------------------------------------------------------------ OpenAI chat completions
+_O_HEAD = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764400000,"model":"m",'
+O_CHUNKS = [
+    _O_HEAD + '"system_fingerprint":null,"choices":[{"index":0,"delta":{"role":"assistant",'
+    '"content":""},"logprobs":null,"finish_reason":null}],"usage":null}',
+    _O_HEAD + '"system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"Hello"},'
+    '"logprobs":null,"finish_reason":null}],"usage":null}',
+    _O_HEAD + '"system_fingerprint":null,"choices":[{"index":0,"delta":{"content":", wörld"},'
+    '"logprobs":null,"finish_reason":null}],"usage":null}',
+    _O_HEAD + '"system_fingerprint":null,"choices":[{"index":0,"delta":{"content":" ☃!"},'
+    '"logprobs":null,"finish_reason":"length"}],"usage":null}',
+    _O_HEAD + '"system_fingerprint":null,"choices":[],'
+    '"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8},'
+    '"zq_timing":{"received":1764400000.0001,"dispatch":1764400000.0002,'
+    '"start":1764400000.0003,"gpu_ms":0.75}}',
+    "[DONE]",
+]
+
+
+def o_stream(chunks: Iterable[str] = O_CHUNKS) -> bytes:
+    return b"".join(f"data: {c}\n\n".encode() for c in chunks)
+
+
+O_STREAM = o_stream()
+
+O_BODY = (
+    '{"id":"chatcmpl-1","object":"chat.completion","created":1764400000,"model":"m",'
+    '"choices":[{"index":0,"message":{"role":"assistant","content":"Hello, wörld"},'
+    '"logprobs":null,"finish_reason":"stop"}],'
+    '"usage":{"prompt_tokens":7,"completion_tokens":9,"total_tokens":16},'
+    '"zq_timing":{"gpu_ms":3.0}}'
+).encode()
+
+O_ERROR_BODY = (
+    b'{"error":{"message":"Rate limit reached","type":"rate_limit_exceeded",'
+    b'"param":null,"code":"rate_limit_exceeded"}}'
+)
+
+SSE_HEADERS = {"content-type": "text/event-stream"}
+JSON_HEADERS = {"content-type": "application/json"}
+
+
+# ------------------------------------------------------------------ helpers
+def feed(
+    parser,
+    pieces: Iterable[bytes],
+    *,
+    status: int = 200,
+    headers: Mapping[str, str] = SSE_HEADERS,
+    t0: int = 1000,
+):
+    """Headers at t0, piece i at t0 + 1 + i, end one tick later. Returns the summary."""
+    parser.on_headers(status, headers, t0)
+    t = t0
+    for t, piece in enumerate(pieces, start=t0 + 1):
+        parser.on_data(piece, t)
+    parser.on_end(t + 1)
+    return parser.summary
+
+
+def split_at(data: bytes, cuts: Iterable[int]) -> list[bytes]:
+    bounds = [0, *sorted(set(cuts)), len(data)]
+    return [data[a:b] for a, b in pairwise(bounds)]
+
+
+def meaning(summary: ResponseSummary) -> dict:
+    """A summary without its arrival times (which depend on the split), plus the chunk count."""
+    d = dataclasses.asdict(summary)
+    for key in ("t_headers", "t_first_token", "token_times"):
+        d.pop(key)
+    d["n_chunks"] = len(summary.token_times)
+    return d

@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import math
+import traceback
+from email.utils import formatdate
+
+import pytest
+
+from zqbench.dialects import DIALECTS, AnthropicDialect, OpenAIDialect, get_dialect
+from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.dialects.common import (
+    Secret,
+    describe_error_body,
+    estimate_tokens,
+    parse_epoch,
+    parse_retry_after,
+)
+from zqbench.dialects.itl import summarize_itl
+from zqbench.errors import UsageError
+
+KEY = "sk-SECRET-do-not-print-42"
+
+
+# ------------------------------------------------------------------ registry
+def test_get_dialect():
+    assert DIALECTS == ("anthropic", "openai")
+    cfg = DialectConfig(model="m")
+    assert isinstance(get_dialect("anthropic", cfg), AnthropicDialect)
+    assert isinstance(get_dialect("openai", cfg), OpenAIDialect)
+    for name in DIALECTS:
+        assert get_dialect(name, cfg).name == name
+
+
+def test_unknown_dialect():
+    with pytest.raises(UsageError) as info:
+        get_dialect("x", DialectConfig(model="m", api_key=KEY))
+    assert str(info.value) == "unknown --api 'x': choose anthropic or openai"
+    assert info.value.exit_code == 2
+
+
+# ------------------------------------------------------------------ secrets
+@pytest.mark.parametrize("name", DIALECTS)
+def test_api_key_never_printed(name):
+    cfg = DialectConfig(
+        model="m", api_key=KEY, extra_headers=(("Authorization", f"Bearer {KEY}"), ("x-a", "b"))
+    )
+    dialect = get_dialect(name, cfg)
+    req = dialect.build(RequestSpec("c", "p", 4))
+    parser = dialect.parser(RequestSpec("c", "p", 4))
+    parser.on_headers(401, {}, 1)
+    parser.on_data(b'{"error":{"type":"authentication_error","message":"bad key"}}', 2)
+    parser.on_end(3)
+    for text in (
+        repr(cfg),
+        repr(dialect),
+        repr(req),
+        str(req),
+        repr(req.headers),
+        repr(parser.summary),
+        str(parser.error_detail),
+    ):
+        assert KEY not in text, text
+    try:
+        raise RuntimeError(req)
+    except RuntimeError:
+        assert KEY not in traceback.format_exc()
+    # ... yet the transport gets the real value however it reads it.
+    secrets = [v for _, v in req.headers if isinstance(v, Secret)]
+    assert len(secrets) == 2
+    for v in secrets:
+        assert KEY in v and KEY in str(v) and KEY in f"{v}" and KEY.encode() in v.encode()
+        assert KEY in "%s" % v  # noqa: UP031
+
+
+# ------------------------------------------------------------------ header values
+@pytest.mark.parametrize(
+    ("value", "want"),
+    [
+        ("1764400000.123456", 1764400000.123456),
+        (" 1764400000 ", 1764400000.0),
+        (None, None),
+        ("", None),
+        ("abc", None),
+        ("nan", None),
+        ("inf", None),
+        ("-5", None),
+        ("1,5", None),
+    ],
+)
+def test_parse_epoch(value, want):
+    assert parse_epoch(value) == want
+
+
+def test_retry_after():
+    assert parse_retry_after({"retry-after": "3"}) == 3.0
+    assert parse_retry_after({"retry-after": "0.25"}) == 0.25
+    assert parse_retry_after({"retry-after": "0"}) == 0.0
+    assert parse_retry_after({"retry-after-ms": "250"}) == 0.25
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert parse_retry_after({"retry-after-ms": "junk", "retry-after": "9"}) == 9.0
+    assert parse_retry_after({}) is None
+    for junk in ("-1", "nan", "soon", "", "Mon, 99 Foo 2026 25:61:61 GMT"):
+        assert parse_retry_after({"retry-after": junk}) is None, junk
+
+
+def test_retry_after_http_date():
+    now = 1_764_400_000.0
+    date = formatdate(now + 30, usegmt=True)
+    assert parse_retry_after({"retry-after": date}, now=now) == 30.0
+    assert parse_retry_after({"retry-after": formatdate(now - 30, usegmt=True)}, now=now) == 0.0
+    # Default `now` is the wall clock.
+    import time
+
+    live = parse_retry_after({"retry-after": formatdate(time.time() + 60, usegmt=True)})
+    assert live is not None and 55 <= live <= 61
+
+
+def test_describe_error_body():
+    assert describe_error_body(b"") is None
+    assert describe_error_body(b"<html>") is None
+    assert describe_error_body(b"[" * 100_000) is None  # nesting too deep: no RecursionError
+    assert describe_error_body(b'{"error":"plain"}') == "plain"
+    assert (
+        describe_error_body(b'{"object":"error","message":"m","type":"BadRequestError","code":400}')
+        == "BadRequestError: m"
+    )
+    assert len(describe_error_body(b'{"error":{"message":"' + b"x" * 1000 + b'"}}')) == 200
+
+
+def test_estimate_tokens():
+    assert [estimate_tokens(n) for n in (0, 1, 2, 5, 6, 8, 400)] == [0, 1, 1, 1, 2, 2, 100]
+
+
+# ------------------------------------------------------------------ ITL
+def test_itl_too_few_chunks():
+    assert summarize_itl([]) == (None, None, None)
+    assert summarize_itl([5]) == (None, None, None)
+
+
+def test_itl_known_answers():
+    assert summarize_itl([0, 10]) == (10, 10, 10)
+    # gaps 10, 30, 20 -> mean 20; n=3, rank ceil(2.97)=3 -> 30
+    assert summarize_itl([0, 10, 40, 60]) == (20, 30, 30)
+    # gaps 0, 0, 5 (chunks read together): mean 5/3 rounds to 2
+    assert summarize_itl([7, 7, 7, 12]) == (2, 5, 5)
+
+
+def test_itl_p99_rank_at_100_and_200_gaps():
+    # 100 gaps 1..100: rank ceil(99) = 99 -> 99 (not the max).
+    times = [0]
+    for g in range(1, 101):
+        times.append(times[-1] + g)
+    assert summarize_itl(times) == (round(5050 / 100), 99, 100)
+    # 200 gaps 1..200 in shuffled order: rank 198 -> 198.
+    gaps = list(range(1, 201))
+    gaps = gaps[::2] + gaps[1::2]
+    times = [0]
+    for g in gaps:
+        times.append(times[-1] + g)
+    mean, p99, mx = summarize_itl(times)
+    assert (mean, p99, mx) == (round(sum(gaps) / 200), 198, 200)
+    # 101 gaps: rank ceil(99.99) = 100 of 101.
+    times = list(range(0, 102))
+    times[-1] = 1000
+    assert summarize_itl(times)[1:] == (1, 1000 - 100)
+    assert math.ceil(0.99 * 101) == 100

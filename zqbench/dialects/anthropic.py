@@ -1,0 +1,166 @@
+"""The Anthropic Messages dialect: `POST /v1/messages`, streamed as named SSE events.
+
+Stream (../shared/research/reference-server.md §1.3): `message_start` (usage.input_tokens),
+`content_block_start`, `content_block_delta`* (text_delta), `content_block_stop`,
+`message_delta` (cumulative usage.output_tokens, stop_reason, optionally `zq_timing`),
+`message_stop`; `ping` anywhere; `error` mid-stream; unknown event types are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.dialects.common import (
+    DEFAULT_MAX_BODY_BYTES,
+    ResponseParser,
+    Secret,
+    apply_zq_timing,
+    count,
+    describe_error,
+    header_tuple,
+    stream_error_class,
+)
+from zqbench.dialects.sse import SSEEvent
+from zqbench.transport.base import HttpRequest
+
+PATH = "/v1/messages"
+
+# Events whose data we read; everything else (ping, content_block_stop, new types) is skipped
+# without even parsing its JSON. "message" is an event without an `event:` line: its JSON
+# `type` names it instead.
+_READ = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "message_delta",
+        "message_stop",
+        "error",
+        "message",
+    }
+)
+
+
+class AnthropicParser(ResponseParser):
+    __slots__ = ()
+
+    def _event(self, event: SSEEvent, t_ns: int, at_eof: bool) -> None:
+        name = event.event
+        if name not in _READ:
+            return
+        try:
+            obj = json.loads(event.data)
+        except Exception:
+            self._bad_data(at_eof)
+            return
+        if not isinstance(obj, dict):
+            self._bad_data(at_eof)
+            return
+        if name == "message":
+            name = obj.get("type")
+        if name == "content_block_delta":
+            delta = obj.get("delta")
+            if isinstance(delta, dict) and delta.get("type") == "text_delta":
+                text = delta.get("text")
+                if isinstance(text, str) and text:
+                    self._token(text, t_ns)
+        elif name == "message_start":
+            message = obj.get("message")
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if isinstance(usage, dict):
+                self._usage(usage, output=False)
+        elif name == "content_block_start":
+            # The block normally starts empty; text here, if any, is generated text too.
+            block = obj.get("content_block")
+            if isinstance(block, dict) and block.get("type") == "text":
+                text = block.get("text")
+                if isinstance(text, str) and text:
+                    self._token(text, t_ns)
+        elif name == "message_delta":
+            usage = obj.get("usage")
+            if isinstance(usage, dict):
+                self._usage(usage, output=True)
+            delta = obj.get("delta")
+            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
+                self.stop_reason = delta["stop_reason"]
+            apply_zq_timing(self.summary, obj.get("zq_timing"))
+        elif name == "message_stop":
+            apply_zq_timing(self.summary, obj.get("zq_timing"))
+            self._finish_stream()
+        elif name == "error":
+            err = obj.get("error")
+            self.error_detail = describe_error(err)
+            self._fail(stream_error_class(err))
+
+    def _usage(self, usage: dict[str, Any], *, output: bool) -> None:
+        s = self.summary
+        prompt = count(usage.get("input_tokens"))
+        if prompt is not None:
+            s.prompt_tokens = prompt
+        if output:  # message_start's output_tokens is a placeholder; message_delta's is cumulative
+            out = count(usage.get("output_tokens"))
+            if out is not None:
+                s.output_tokens = out
+                s.tokens_from_usage = True
+
+    def _body_json(self, obj: dict[str, Any], t_ns: int) -> None:
+        if obj.get("type") == "error" or obj.get("error"):
+            err = obj.get("error")
+            self.error_detail = describe_error(err)
+            self._fail(stream_error_class(err))
+            return
+        content = obj.get("content")
+        if not isinstance(content, list):
+            self._fail("bad_json")
+            return
+        text = "".join(
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
+        self._body_text(text)
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self._usage(usage, output=True)
+        if isinstance(obj.get("stop_reason"), str):
+            self.stop_reason = obj["stop_reason"]
+
+
+class AnthropicDialect:
+    name = "anthropic"
+
+    def __init__(self, config: DialectConfig, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+        self.config = config
+        self.max_body_bytes = max_body_bytes
+        base = [
+            ("content-type", "application/json"),
+            ("anthropic-version", config.anthropic_version),
+        ]
+        if config.api_key:
+            base.append(("x-api-key", Secret(config.api_key)))
+        self.headers = header_tuple(base, config.extra_headers)
+        self._model = json.dumps(config.model).encode()
+        self._heads: dict[int, bytes] = {}  # max_tokens -> the body up to the prompt
+
+    def __repr__(self) -> str:
+        return f"AnthropicDialect({self.config!r})"
+
+    def build(self, spec: RequestSpec) -> HttpRequest:
+        # Every prompt differs (the engine makes them unique), so only the JSON around it is
+        # cached: the body is head + the encoded prompt + a fixed tail.
+        head = self._heads.get(spec.max_tokens)
+        if head is None:
+            head = b'{"model":%s,"max_tokens":%d,"messages":[{"role":"user","content":' % (
+                self._model,
+                int(spec.max_tokens),
+            )
+            if len(self._heads) < 64:
+                self._heads[spec.max_tokens] = head
+        tail = b'}],"stream":true}' if spec.stream else b'}],"stream":false}'
+        body = head + json.dumps(spec.prompt).encode("ascii") + tail
+        return HttpRequest("POST", PATH, self.headers, body)
+
+    def parser(self, spec: RequestSpec) -> AnthropicParser:
+        return AnthropicParser(spec.stream, max_body_bytes=self.max_body_bytes)

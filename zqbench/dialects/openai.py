@@ -1,0 +1,152 @@
+"""The OpenAI chat-completions dialect: `POST /v1/chat/completions`, `data:`-only SSE.
+
+Stream (../shared/research/reference-server.md §2): chunks `{"choices":[{"delta":{"content"}}]}`,
+with `stream_options.include_usage` one more chunk with `"choices": []` and `usage`, then
+`data: [DONE]`. A chunk with a truthy `error` key (or vLLM's flat `"object": "error"`) is an
+error. `zq_timing` may ride at the top level of the final chunk or of the body.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.dialects.common import (
+    DEFAULT_MAX_BODY_BYTES,
+    ResponseParser,
+    Secret,
+    apply_zq_timing,
+    count,
+    describe_error,
+    header_tuple,
+    stream_error_class,
+)
+from zqbench.dialects.sse import SSEEvent
+from zqbench.transport.base import HttpRequest
+
+PATH = "/v1/chat/completions"
+
+
+def _error_of(obj: dict[str, Any]) -> Any:
+    """The error a chunk or body carries, or None."""
+    err = obj.get("error")
+    if err:
+        return err
+    if obj.get("object") == "error":  # vLLM's older flat shape
+        return obj
+    return None
+
+
+class OpenAIParser(ResponseParser):
+    __slots__ = ()
+
+    def _event(self, event: SSEEvent, t_ns: int, at_eof: bool) -> None:
+        data = event.data
+        if data.startswith("[DONE]"):  # the SDK's own test
+            self._finish_stream()
+            return
+        if event.event != "message" and event.event != "error":
+            return  # another named event is not a chat chunk (servers may add their own)
+        try:
+            obj = json.loads(data)
+        except Exception:
+            self._bad_data(at_eof)
+            return
+        if not isinstance(obj, dict):
+            self._bad_data(at_eof)
+            return
+        err = _error_of(obj)
+        if err is None and event.event == "error":
+            err = obj  # `event: error`, as some OpenAI-compatible servers send
+        if err is not None:
+            self.error_detail = describe_error(err)
+            self._fail(stream_error_class(err))
+            return
+        choices = obj.get("choices")
+        if choices and isinstance(choices, list):
+            choice = choices[0]
+            if isinstance(choice, dict):
+                delta = choice.get("delta")
+                if isinstance(delta, dict):
+                    text = delta.get("content")
+                    if isinstance(text, str) and text:
+                        self._token(text, t_ns)
+                reason = choice.get("finish_reason")
+                if isinstance(reason, str):
+                    self.stop_reason = reason
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self._usage(usage)
+        timing = obj.get("zq_timing")
+        if timing is not None:
+            apply_zq_timing(self.summary, timing)
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        s = self.summary
+        prompt = count(usage.get("prompt_tokens"))
+        if prompt is not None:
+            s.prompt_tokens = prompt
+        out = count(usage.get("completion_tokens"))
+        if out is not None:
+            s.output_tokens = out
+            s.tokens_from_usage = True
+
+    def _body_json(self, obj: dict[str, Any], t_ns: int) -> None:
+        err = _error_of(obj)
+        if err is not None:
+            self.error_detail = describe_error(err)
+            self._fail(stream_error_class(err))
+            return
+        choices = obj.get("choices")
+        if not isinstance(choices, list):
+            self._fail("bad_json")
+            return
+        text = ""
+        if choices and isinstance(choices[0], dict):
+            message = choices[0].get("message")
+            if isinstance(message, dict) and isinstance(message.get("content"), str):
+                text = message["content"]
+            if isinstance(choices[0].get("finish_reason"), str):
+                self.stop_reason = choices[0]["finish_reason"]
+        self._body_text(text)
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self._usage(usage)
+
+
+class OpenAIDialect:
+    name = "openai"
+
+    def __init__(self, config: DialectConfig, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+        self.config = config
+        self.max_body_bytes = max_body_bytes
+        base = [("content-type", "application/json")]
+        if config.api_key:
+            base.append(("authorization", Secret(f"Bearer {config.api_key}")))
+        self.headers = header_tuple(base, config.extra_headers)
+        self._head = (
+            b'{"model":%s,"messages":[{"role":"user","content":' % json.dumps(config.model).encode()
+        )
+        if config.include_usage:
+            self._stream_tail = b',"stream":true,"stream_options":{"include_usage":true}}'
+        else:
+            self._stream_tail = b',"stream":true}'
+
+    def __repr__(self) -> str:
+        return f"OpenAIDialect({self.config!r})"
+
+    def build(self, spec: RequestSpec) -> HttpRequest:
+        # Prompts are unique per request; the JSON around the prompt is fixed bytes.
+        body = b"".join(
+            (
+                self._head,
+                json.dumps(spec.prompt).encode("ascii"),
+                b'}],"max_tokens":%d' % int(spec.max_tokens),
+                self._stream_tail if spec.stream else b',"stream":false}',
+            )
+        )
+        return HttpRequest("POST", PATH, self.headers, body)
+
+    def parser(self, spec: RequestSpec) -> OpenAIParser:
+        return OpenAIParser(spec.stream, max_body_bytes=self.max_body_bytes)

@@ -1,0 +1,200 @@
+"""An incremental Server-Sent Events decoder (WHATWG HTML "event stream interpretation").
+
+Bytes arrive split anywhere: inside a multi-byte UTF-8 character, between `\\r` and `\\n`,
+in the middle of a field name. `SSEDecoder.feed` takes each piece as it comes and returns
+the events that piece completed, in order.
+
+Speed matters (one call per socket read, thousands of requests per second), so each piece
+is handled by a few C-level operations: one incremental UTF-8 decode of the whole piece
+(which also rejects invalid UTF-8 anywhere in the stream, and copes with a character split
+across pieces), one line-ending normalisation, one split. Python only loops over lines,
+never over bytes.
+
+Rules followed (https://html.spec.whatwg.org/multipage/server-sent-events.html):
+- lines end with `\\r\\n`, `\\n` or `\\r`; a `\\r` at the end of one piece and a `\\n` at the
+  start of the next are one line ending;
+- a leading UTF-8 BOM is dropped;
+- `:` starts a comment; `field:value` with one optional space after the colon; a line with no
+  colon is a field with an empty value; unknown fields are ignored (counted in
+  `unknown_fields`);
+- `data` lines accumulate, joined with `\\n`; `event` sets the type (default `"message"`);
+  `id` sets the last event id unless it contains NUL; `retry` takes ASCII digits only;
+- a blank line dispatches the event, unless no `data` line was seen (then it only resets the
+  event type).
+
+Errors are flagged, never raised: `error` becomes `"bad_sse"` for invalid UTF-8 or a line /
+event larger than `max_event_chars` (memory stays bounded whatever the peer sends), and the
+decoder then ignores everything else. Events completed before the bad byte are still
+returned, so the outcome does not depend on how the bytes were split.
+"""
+
+from __future__ import annotations
+
+import codecs
+from typing import NamedTuple
+
+DEFAULT_MAX_EVENT_CHARS = 8 * 1024 * 1024
+
+_utf8_decoder = codecs.getincrementaldecoder("utf-8")
+
+
+class SSEEvent(NamedTuple):
+    event: str  # "message" when the event had no `event:` line
+    data: str  # the `data:` lines joined with "\n"
+    id: str  # the last event id seen so far ("" if none)
+
+
+class SSEDecoder:
+    __slots__ = (
+        "_data",
+        "_data_len",
+        "_dec",
+        "_event",
+        "_max",
+        "_pend",
+        "_pend_len",
+        "_skip_lf",
+        "_started",
+        "error",
+        "last_event_id",
+        "retry_ms",
+        "unknown_fields",
+    )
+
+    def __init__(self, max_event_chars: int = DEFAULT_MAX_EVENT_CHARS) -> None:
+        self._dec = _utf8_decoder("strict")
+        # The incomplete last line, in pieces: joined only once its end arrives, so a long
+        # line read in many small pieces costs linear, not quadratic, time.
+        self._pend: list[str] = []
+        self._pend_len = 0
+        self._skip_lf = False  # the previous piece ended in "\r": a leading "\n" is its pair
+        self._started = False  # first characters seen (for the BOM)
+        self._data: list[str] = []
+        self._data_len = 0
+        self._event = ""
+        self._max = max_event_chars
+        self.error: str | None = None
+        self.last_event_id = ""
+        self.retry_ms: int | None = None
+        self.unknown_fields = 0
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        """Decode one piece of the stream; return the events it completed."""
+        if self.error is not None:
+            return []
+        try:
+            text = self._dec.decode(data)
+        except UnicodeDecodeError as exc:
+            # Keep the events completed before the bad byte, then stop for good.
+            # `exc.object` is the decoder's pending bytes plus `data`; all before `start` is valid.
+            good = exc.object[: exc.start].decode("utf-8", "replace")
+            events = self._text(good)
+            self._fail()
+            return events
+        return self._text(text)
+
+    def finish(self) -> SSEEvent | None:
+        """End of stream: return the event that was pending without its closing blank line.
+
+        The WHATWG rules discard it; a caller that wants to be lenient (a final event whose
+        last blank line never came) can use it. Bytes of an unfinished UTF-8 character are
+        dropped: the stream was cut, which the caller learns from the missing end event.
+        """
+        if self.error is not None:
+            return None
+        if self._pend:
+            # The unterminated last line still counts (one non-blank line never dispatches).
+            line = "".join(self._pend)
+            self._pend = []
+            self._pend_len = 0
+            self._lines([line], [])
+        if self._data and self.error is None:
+            event = SSEEvent(self._event or "message", "\n".join(self._data), self.last_event_id)
+            self._data = []
+            self._data_len = 0
+            self._event = ""
+            return event
+        return None
+
+    # ------------------------------------------------------------------ internals
+    def _fail(self) -> None:
+        self.error = "bad_sse"
+        self._pend = []
+        self._data = []
+
+    def _text(self, text: str) -> list[SSEEvent]:
+        if not text:
+            return []
+        if not self._started:
+            self._started = True
+            if text[0] == "\ufeff":
+                text = text[1:]
+                if not text:
+                    return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if text[0] == "\n":
+                text = text[1:]
+                if not text:
+                    return []
+        if "\r" in text:
+            # A trailing "\r" already ends its line; remember to drop a "\n" that may follow.
+            self._skip_lf = text[-1] == "\r"
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if "\n" not in text:  # the common "part of a line" case: just keep it
+            self._pend.append(text)
+            self._pend_len += len(text)
+            if self._pend_len > self._max:
+                self._fail()
+            return []
+        if self._pend:
+            self._pend.append(text)
+            text = "".join(self._pend)
+            self._pend = []
+            self._pend_len = 0
+        lines = text.split("\n")
+        last = lines.pop()
+        out: list[SSEEvent] = []
+        self._lines(lines, out)
+        if last and self.error is None:
+            self._pend.append(last)
+            self._pend_len = len(last)
+            if self._pend_len > self._max:
+                self._fail()
+        return out
+
+    def _lines(self, lines: list[str], out: list[SSEEvent]) -> None:
+        limit = self._max
+        for line in lines:
+            if not line:
+                if self._data:
+                    data = "\n".join(self._data)
+                    out.append(SSEEvent(self._event or "message", data, self.last_event_id))
+                    self._data = []
+                    self._data_len = 0
+                self._event = ""
+                continue
+            if len(line) > limit:
+                self._fail()
+                return
+            name, _, value = line.partition(":")
+            if not name:
+                continue  # a comment (the line starts with ":")
+            if value[:1] == " ":
+                value = value[1:]
+            if name == "data":
+                self._data_len += len(value) + 1
+                if self._data_len > limit:
+                    self._fail()
+                    return
+                self._data.append(value)
+            elif name == "event":
+                self._event = value
+            elif name == "id":
+                if "\0" not in value:
+                    self.last_event_id = value
+            elif name == "retry":
+                if value.isascii() and value.isdigit():
+                    self.retry_ms = int(value)
+            else:
+                self.unknown_fields += 1
