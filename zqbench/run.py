@@ -12,7 +12,7 @@ import platform
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -158,15 +158,15 @@ def _target(options: RunOptions, out_dir: Path) -> Iterator[_Target]:
         yield _Target(server.base_url, model, note, server)
 
 
-def _class_specs(scenario: Scenario, seed: int, max_tokens: int | None) -> tuple[ClassSpec, ...]:
+def _class_specs(scenario: Scenario, seed: int) -> tuple[ClassSpec, ...]:
     specs = []
     for i, cls in enumerate(scenario.request.mix):
-        tokens = max(1, int(cls.prompt_tokens))
+        tokens = max(2, int(cls.prompt_tokens))  # at least one byte of text after BOS
         specs.append(
             ClassSpec(
                 name=cls.name,
                 prompt=synth_prompt(tokens, seed=seed * 1000 + i),
-                max_tokens=max_tokens or cls.max_tokens or scenario.request.max_tokens,
+                max_tokens=scenario.request.max_tokens_for(cls),
                 prompt_tokens_estimate=tokens,
             )
         )
@@ -189,49 +189,36 @@ def _warm_connections(options: RunOptions, scenario: Scenario) -> int:
 
 
 def _works(
-    scenario: Scenario, options: RunOptions, n_classes: int
+    scenario: Scenario, options: RunOptions
 ) -> tuple[list[Work], int, float, list[dict[str, Any]]]:
     """The schedule split across workers; also the offered count, offered rate and stages."""
     load = scenario.load
-    weights = tuple(float(c.weight) for c in scenario.request.mix)
+    mix = scenario.request.mix
     if load.executor in OPEN_LOOP:
         schedule = arrival_times(load, options.seed)
-        classes = assign_classes(weights, len(schedule.times_ns), options.seed)
-        ids = np.arange(len(schedule.times_ns), dtype=np.int64)
-        works: list[Work] = []
-        for w in range(options.workers):
-            sel = slice(w, None, options.workers)  # interleaved: each worker gets every Nth
-            works.append(
-                OpenLoopWork(
-                    request_ids=ids[sel],
-                    times_ns=schedule.times_ns[sel],
-                    stages=schedule.stage[sel],
-                    classes=classes[sel].astype(np.int32),
-                )
+        classes = assign_classes(mix, schedule.offered, options.seed)
+        works: list[Work] = [
+            OpenLoopWork(
+                request_ids=part.request_ids,
+                times_ns=part.times_ns,
+                stages=part.stage,
+                classes=classes[part.request_ids].astype(np.int32),
             )
-        offered = len(schedule.times_ns)
+            for part in schedule.split(options.workers)
+        ]
         duration_s = schedule.duration_ns / 1e9
         stages = [
             {"index": i, "start_s": a / 1e9, "end_s": b / 1e9}
             for i, (a, b) in enumerate(schedule.stage_bounds_ns)
         ]
-        return works, offered, offered / duration_s if duration_s else 0.0, stages
+        rate = schedule.offered / duration_s if duration_s else 0.0
+        return works, schedule.offered, rate, stages
     plan = vu_plan(load)
-    think_ns = int((load.think_time_s or 0.0) * 1e9)
-    works = [
-        ClosedLoopWork(
-            target_at=plan.target_at,
-            stage_at=plan.stage_at,
-            duration_ns=plan.duration_ns,
-            think_time_ns=think_ns,
-            class_weights=weights,
-            seed=options.seed,
-        )
-        for _ in range(options.workers)
-    ]
+    works = [ClosedLoopWork(plan=plan, mix=mix, seed=options.seed) for _ in range(options.workers)]
+    bounds = plan.bounds_ns
     stages = [
-        {"index": i, "start_s": a / 1e9, "end_s": b / 1e9}
-        for i, (a, b) in enumerate(plan.stage_bounds_ns)
+        {"index": i, "start_s": bounds[i] / 1e9, "end_s": bounds[i + 1] / 1e9}
+        for i in range(len(bounds) - 1)
     ]
     return works, 0, 0.0, stages
 
@@ -268,8 +255,9 @@ def prepare_scenario(options: RunOptions) -> Scenario:
     api = options.api or scenario.api
     if api not in DIALECTS:
         raise UsageError(f"--api {api!r}: choose one of {', '.join(DIALECTS)}")
-    if api != scenario.api:
-        scenario = replace(scenario, api=api)
+    scenario = scenario.with_overrides(
+        api=api, max_tokens=options.max_tokens, timeout_s=options.timeout_s
+    )
     for expr in (*scenario.slo, *options.slos):
         parse_slo(expr)  # a bad expression fails before any traffic (exit 2)
     return scenario
@@ -292,14 +280,13 @@ def run_scenario(
     with _target(options, out_dir) as target:
         if on_target is not None:
             on_target(target.note or f"target {redact_url(target.base_url)}")
-        classes = _class_specs(scenario, options.seed, options.max_tokens)
-        works, offered, offered_rate, stages = _works(scenario, options, len(classes))
+        classes = _class_specs(scenario, options.seed)
+        works, offered, offered_rate, stages = _works(scenario, options)
         limits = PoolLimits(
             max_connections=options.max_connections,
             warm_connections=_warm_connections(options, scenario),
         )
         dialect_config = DialectConfig(model=target.model, api_key=api_key, extra_headers=headers)
-        timeout_s = options.timeout_s or scenario.request.timeout_s
         specs = [
             WorkerSpec(
                 worker=w,
@@ -311,10 +298,11 @@ def run_scenario(
                 dialect_config=dialect_config,
                 classes=classes,
                 stream=scenario.request.stream,
-                timeout_s=timeout_s,
+                timeout_s=scenario.request.timeout_s,
                 out_dir=str(out_dir),
                 spin_ns=options.spin_us * 1000,
                 insecure=options.insecure,
+                drain_timeout_s=scenario.load.graceful_stop_s,
             )
             for w in range(options.workers)
         ]

@@ -27,8 +27,11 @@ from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, ResponseSummary
 from zqbench.dialects.itl import summarize_itl
 from zqbench.engines.live import LiveStats
+from zqbench.load.closed_loop import VuPlan
+from zqbench.load.mix import ClassPicker
 from zqbench.recorder import SampleRecorder, stream_path
 from zqbench.records import Sample
+from zqbench.scenario import RequestClass
 from zqbench.transport.base import Cancelled, Exchange, PoolLimits, Transport
 from zqbench.transport.factory import make_transport
 
@@ -78,13 +81,10 @@ class OpenLoopWork:
 
 @dataclass(frozen=True, slots=True)
 class ClosedLoopWork:
-    """VUs follow `target_at(t)`; worker w runs the global VU indices i with i % n_workers == w."""
+    """VUs follow the plan; worker w runs the global VU indices i with i % n_workers == w."""
 
-    target_at: Callable[[int], int]  # t_ns since start -> total VUs wanted
-    stage_at: Callable[[int], int]
-    duration_ns: int
-    think_time_ns: int
-    class_weights: tuple[float, ...]
+    plan: VuPlan
+    mix: tuple[RequestClass, ...]
     seed: int
     poll_ns: int = 10_000_000
 
@@ -247,25 +247,23 @@ class NativeWorker:
 
     # ------------------------------------------------------------------ closed loop
     async def _vu(self, vu: int, work: ClosedLoopWork, running: dict[int, bool]) -> None:
-        rng = np.random.default_rng([work.seed, vu])
-        weights = np.asarray(work.class_weights, dtype=float)
-        cumulative = np.cumsum(weights / weights.sum())
+        picker = ClassPicker(work.mix, work.seed, vu)
+        plan = work.plan
         seq = 0
         try:
             while running.get(vu, False) and not self.control.should_stop():
                 t = now_ns() - self.start_ns
-                if t >= work.duration_ns:
+                if t >= plan.duration_ns:
                     break
-                class_index = int(np.searchsorted(cumulative, rng.random(), side="right"))
-                class_index = min(class_index, len(weights) - 1)
+                class_index = picker.next_index()
                 # Unique global id: VU-major, so ids never collide across workers and VUs.
                 request_id = (vu << 32) | seq
                 seq += 1
-                stage = work.stage_at(t)
+                stage = plan.stage_at(t)
                 self.control.stats.stage = stage
                 await self._request(request_id, None, stage, class_index)
-                if work.think_time_ns:
-                    await asyncio.sleep(work.think_time_ns / 1e9)
+                if plan.think_time_ns:
+                    await asyncio.sleep(plan.think_time_ns / 1e9)
         finally:
             running.pop(vu, None)
 
@@ -274,10 +272,10 @@ class NativeWorker:
         w, n = self.spec.worker, self.spec.n_workers
         while True:
             t = now_ns() - self.start_ns
-            if t >= work.duration_ns or self.control.should_stop():
-                self.control.stopped_early = t < work.duration_ns
+            if t >= work.plan.duration_ns or self.control.should_stop():
+                self.control.stopped_early = t < work.plan.duration_ns
                 break
-            target = work.target_at(t)
+            target = work.plan.target_at(t)
             mine = range(w, target, n)
             wanted = set(mine)
             for vu in wanted:
