@@ -12,6 +12,7 @@ from zqbench.dialects.common import (
     Secret,
     describe_error_body,
     estimate_tokens,
+    loads,
     parse_epoch,
     parse_retry_after,
 )
@@ -164,3 +165,18 @@ def test_itl_p99_rank_at_100_and_200_gaps():
     times[-1] = 1000
     assert summarize_itl(times)[1:] == (1, 1000 - 100)
     assert math.ceil(0.99 * 101) == 100
+
+
+@pytest.mark.parametrize(
+    "text", ['{"a":1}', ' {"a":1}', '{"a":1} \n', "[1]", '"s"', "3", "null", "\t{}"]
+)
+def test_loads_accepts_what_json_accepts(text):
+    import json
+
+    assert loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["", " ", "{", '{"a":1} x', "{}{}", "nope", "[1,]", "NaNx"])
+def test_loads_rejects_what_json_rejects(text):
+    with pytest.raises(ValueError):
+        loads(text)

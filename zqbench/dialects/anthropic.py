@@ -20,6 +20,7 @@ from zqbench.dialects.common import (
     count,
     describe_error,
     header_tuple,
+    loads,
     stream_error_class,
 )
 from zqbench.dialects.sse import SSEEvent
@@ -51,7 +52,7 @@ class AnthropicParser(ResponseParser):
         if name not in _READ:
             return
         try:
-            obj = json.loads(event.data)
+            obj = loads(event.data)
         except Exception:
             self._bad_data(at_eof)
             return

@@ -20,6 +20,7 @@ from zqbench.dialects.common import (
     count,
     describe_error,
     header_tuple,
+    loads,
     stream_error_class,
 )
 from zqbench.dialects.sse import SSEEvent
@@ -49,7 +50,7 @@ class OpenAIParser(ResponseParser):
         if event.event != "message" and event.event != "error":
             return  # another named event is not a chat chunk (servers may add their own)
         try:
-            obj = json.loads(data)
+            obj = loads(data)
         except Exception:
             self._bad_data(at_eof)
             return

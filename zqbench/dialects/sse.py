@@ -5,7 +5,7 @@ in the middle of a field name. `SSEDecoder.feed` takes each piece as it comes an
 the events that piece completed, in order.
 
 Speed matters (one call per socket read, thousands of requests per second), so each piece
-is handled by a few C-level operations: one incremental UTF-8 decode of the whole piece
+is handled by a few C-level operations: one UTF-8 decode of the whole piece
 (which also rejects invalid UTF-8 anywhere in the stream, and copes with a character split
 across pieces), one line-ending normalisation, one split. Python only loops over lines,
 never over bytes.
@@ -35,7 +35,8 @@ from typing import NamedTuple
 
 DEFAULT_MAX_EVENT_CHARS = 8 * 1024 * 1024
 
-_utf8_decoder = codecs.getincrementaldecoder("utf-8")
+_utf8_decode = codecs.utf_8_decode  # C; with final=False it leaves a split character undecoded
+_tuple_new = tuple.__new__
 
 
 class SSEEvent(NamedTuple):
@@ -48,13 +49,13 @@ class SSEDecoder:
     __slots__ = (
         "_data",
         "_data_len",
-        "_dec",
         "_event",
         "_max",
         "_pend",
         "_pend_len",
         "_skip_lf",
         "_started",
+        "_tail",
         "error",
         "last_event_id",
         "retry_ms",
@@ -62,7 +63,7 @@ class SSEDecoder:
     )
 
     def __init__(self, max_event_chars: int = DEFAULT_MAX_EVENT_CHARS) -> None:
-        self._dec = _utf8_decoder("strict")
+        self._tail = b""  # the first bytes of a UTF-8 character split across pieces
         # The incomplete last line, in pieces: joined only once its end arrives, so a long
         # line read in many small pieces costs linear, not quadratic, time.
         self._pend: list[str] = []
@@ -82,15 +83,16 @@ class SSEDecoder:
         """Decode one piece of the stream; return the events it completed."""
         if self.error is not None:
             return []
+        if self._tail:
+            data = self._tail + data
         try:
-            text = self._dec.decode(data)
+            text, used = _utf8_decode(data, "strict", False)
         except UnicodeDecodeError as exc:
             # Keep the events completed before the bad byte, then stop for good.
-            # `exc.object` is the decoder's pending bytes plus `data`; all before `start` is valid.
-            good = exc.object[: exc.start].decode("utf-8", "replace")
-            events = self._text(good)
+            events = self._text(data[: exc.start].decode("utf-8", "replace"))
             self._fail()
             return events
+        self._tail = data[used:] if used < len(data) else b""
         return self._text(text)
 
     def finish(self) -> SSEEvent | None:
@@ -120,6 +122,7 @@ class SSEDecoder:
     def _fail(self) -> None:
         self.error = "bad_sse"
         self._pend = []
+        self._tail = b""
         self._data = []
 
     def _text(self, text: str) -> list[SSEEvent]:
@@ -164,13 +167,19 @@ class SSEDecoder:
         return out
 
     def _lines(self, lines: list[str], out: list[SSEEvent]) -> None:
+        # Hot loop: locals instead of attribute lookups, and the event tuple is built with
+        # tuple.__new__ (NamedTuple's own __new__ is a Python-level call).
         limit = self._max
+        data = self._data
+        new_event = _tuple_new
         for line in lines:
             if not line:
-                if self._data:
-                    data = "\n".join(self._data)
-                    out.append(SSEEvent(self._event or "message", data, self.last_event_id))
-                    self._data = []
+                if data:
+                    text = data[0] if len(data) == 1 else "\n".join(data)
+                    out.append(
+                        new_event(SSEEvent, (self._event or "message", text, self.last_event_id))
+                    )
+                    data = self._data = []
                     self._data_len = 0
                 self._event = ""
                 continue
@@ -180,14 +189,14 @@ class SSEDecoder:
             name, _, value = line.partition(":")
             if not name:
                 continue  # a comment (the line starts with ":")
-            if value[:1] == " ":
+            if value and value[0] == " ":
                 value = value[1:]
             if name == "data":
                 self._data_len += len(value) + 1
                 if self._data_len > limit:
                     self._fail()
                     return
-                self._data.append(value)
+                data.append(value)
             elif name == "event":
                 self._event = value
             elif name == "id":
