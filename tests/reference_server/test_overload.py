@@ -47,7 +47,7 @@ async def _raw_request(
 async def _burst(
     url: str, scrape: bool = False
 ) -> tuple[list[tuple[int, float, dict[str, str]]], list[float]]:
-    """Fire N_REQUESTS at once; returns (status, seconds, headers) each, and waiting-gauge samples."""
+    """Fire N_REQUESTS at once: (status, seconds, headers) each, and waiting-gauge samples."""
     host, port = url.removeprefix("http://").split(":")
     body = json.dumps(BODY).encode()
     go = asyncio.Event()
