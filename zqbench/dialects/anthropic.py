@@ -60,7 +60,8 @@ class AnthropicParser(ResponseParser):
             self._bad_data(at_eof)
             return
         if name == "message":
-            name = obj.get("type")
+            kind = obj.get("type")
+            name = kind if isinstance(kind, str) else ""
         if name == "content_block_delta":
             delta = obj.get("delta")
             if isinstance(delta, dict) and delta.get("type") == "text_delta":
