@@ -1,0 +1,75 @@
+"""A builder for samples DataFrames shaped exactly like samples.parquet read back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from zqbench.records import ARROW_SCHEMA
+
+MS = 1_000_000  # ns
+
+
+def build_samples(
+    latency_ms: Sequence[float] | None = None,
+    *,
+    n: int | None = None,
+    interval_ms: float = 10.0,
+    **columns: Any,
+) -> pd.DataFrame:
+    """Successful open-loop requests sent every `interval_ms`, t_end = t_send + latency.
+
+    Any column may be overridden with a scalar or a sequence; the frame goes through
+    Arrow with ARROW_SCHEMA, so dtypes and nulls are those of a real samples.parquet.
+    """
+    if latency_ms is None:
+        latency_ms = [10.0] * (n or 0)
+    count = len(latency_ms)
+    t_send = (np.arange(count) * interval_ms * MS).astype(np.int64)
+    latency_ns = (np.asarray(latency_ms, dtype=np.float64) * MS).astype(np.int64)
+    data: dict[str, Any] = {
+        "request_id": np.arange(count),
+        "worker": 0,
+        "stage": 0,
+        "request_class": "default",
+        "t_intended": t_send,
+        "t_send": t_send,
+        "t_headers": t_send + latency_ns // 4,
+        "t_first_token": t_send + latency_ns // 2,
+        "t_end": t_send + latency_ns,
+        "status": 200,
+        "error": None,
+        "prompt_tokens": 32,
+        "output_tokens": 11,
+        "tokens_from_usage": True,
+        "itl_mean_ns": None,
+        "itl_p99_ns": None,
+        "itl_max_ns": None,
+        "n_chunks": 11,
+        "srv_received": None,
+        "srv_dispatch": None,
+        "srv_start": None,
+        "srv_gpu_ms": None,
+        "http_version": "1.1",
+        "bytes_in": 1000,
+        "retry_after_s": None,
+    }
+    data.update(columns)
+    arrays = {}
+    for name in ARROW_SCHEMA.names:
+        value = data[name]
+        if isinstance(value, (np.ndarray, list, tuple, pd.Series)):
+            arrays[name] = list(value) if not isinstance(value, np.ndarray) else value.tolist()
+        else:
+            arrays[name] = [value] * count
+    return pa.Table.from_pydict(arrays, schema=ARROW_SCHEMA).to_pandas()
+
+
+@pytest.fixture
+def make_samples() -> Callable[..., pd.DataFrame]:
+    return build_samples
