@@ -43,7 +43,8 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     max_batch_size: int = 8
-    preset: str = "tiny"
+    preset: str = "tiny"  # or a checkpoint path (config.yaml: model_path)
+    checkpoint_preset: str = "tiny"  # the architecture of a checkpoint given as model_path
     device: str = "auto"
     seed: int = 0
     served_model_name: str = "zq-reference"

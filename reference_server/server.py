@@ -53,8 +53,11 @@ def build_backend(config: ServerConfig) -> ComputeBackend:
         raise ValueError("--device cuda: torch sees no CUDA device")
     if device == "cpu" and config.max_concurrent_kernels:
         torch.set_num_threads(config.max_concurrent_kernels)
+    # model_path: a preset name, or a saved checkpoint (its shape must match a preset's).
+    is_file = Path(config.preset).is_file()
     return TorchBackend(
-        preset=config.preset,
+        preset=config.checkpoint_preset if is_file else config.preset,
+        checkpoint=config.preset if is_file else None,
         device=device,
         max_slots=config.max_batch_size,
         max_seq_len=config.max_context,
