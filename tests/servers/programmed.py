@@ -23,6 +23,8 @@ must send `POST /v1/messages` can still pick a behaviour). Times are millisecond
     /close?bytes=N               head promising 2N bytes, N bytes, then a clean close (FIN)
     /garbage                     bytes that are not HTTP, then close
     /big?bytes=N                 an N-byte body (default 20 MB) in 64 KiB writes
+    /goaway                      h2: GOAWAY saying this stream was not processed;
+                                 HTTP/1.1: close without answering
     /echo                        the request body back
     /status?code=C               an empty response with that status
 
@@ -31,8 +33,11 @@ Control paths (not recorded): `/_truth[?id=X]` returns the ground truth as JSON,
 
 `conns` counts accepted connections except those whose first request is a control path.
 Ground truth per request, keyed by the `x-req-id` header (or a server counter):
-`conn` (connection number), `proto`, `path`, `t_recv`, `t_head` (head written), `t_chunks`
-(each body write), `t_end` (last byte written), `outcome`.
+`conn` (connection number), `proto` ("1.1" or "2"), `path`, `t_recv`, `t_head` (head),
+`t_chunks` (each body write), `t_end` (last byte); write stamps are taken right before the
+write call, so a client can never read those bytes earlier. `outcome`: `ok`, `hang`,
+`tcp_reset`, `stream_reset`, `closed`, `garbage`, `goaway`, or `client_reset` (with
+`t_client_reset`) when an h2 client sent RST_STREAM.
 """
 
 from __future__ import annotations
@@ -57,7 +62,8 @@ import h2.exceptions
 import h2.settings
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-GARBAGE = b"\x00\xff\xfeTHIS IS NOT HTTP\x01\x02\r\n\r\n\x00garbage garbage\r\n"
+# A 16 MiB frame length (too large for any HTTP/2 peer) and no HTTP/1 status line either.
+GARBAGE = b"\xff\xff\xff\x00\x00THIS IS NOT HTTP\r\n\r\n\x00garbage garbage\r\n"
 now = time.perf_counter_ns
 
 
@@ -114,6 +120,9 @@ class Responder:
     def write_raw(self, data: bytes) -> None:
         raise NotImplementedError
 
+    def goaway(self) -> None:
+        raise NotImplementedError
+
 
 def _int(q: dict[str, list[str]], name: str, default: int) -> int:
     return int(float(q[name][0])) if name in q else default
@@ -165,13 +174,14 @@ async def handle(r: Responder, target: str, req_id: str, body: bytes, t_recv: in
 
     async def head(status: int, length: int | None, ctype: str = "text/plain") -> None:
         await sleep_until(STATE.stall_until)
-        await r.head(status, [("content-type", ctype), ("x-req-id", req_id)], length)
+        # Stamped just before the write: a reader cannot see the bytes earlier than this.
         rec["t_head"] = now()
+        await r.head(status, [("content-type", ctype), ("x-req-id", req_id)], length)
 
     async def data(chunk: bytes) -> None:
         await sleep_until(STATE.stall_until)
-        await r.data(chunk)
         chunks.append(now())
+        await r.data(chunk)
 
     async def end() -> None:
         await r.end()
@@ -236,6 +246,10 @@ async def handle(r: Responder, target: str, req_id: str, body: bytes, t_recv: in
             sent += len(piece)
         chunks.append(now())
         await end()
+    elif path == "/goaway":
+        rec["t_end"] = now()
+        rec["outcome"] = "goaway"
+        r.goaway()
     elif path == "/echo":
         await head(200, len(body), "application/octet-stream")
         if body:
@@ -276,6 +290,7 @@ class Conn(asyncio.Protocol):
         self.window: dict[int, asyncio.Event] = {}
         self.streams: dict[int, tuple[dict[str, str], bytearray]] = {}
         self.id = 0
+        self.stream_req: dict[int, str] = {}  # h2 stream id -> x-req-id
         self.served = False  # has served a request (control connections are uncounted)
 
     # -- asyncio plumbing
@@ -399,6 +414,10 @@ class Conn(asyncio.Protocol):
                     if w is not None:
                         w.set()
             elif isinstance(ev, h2.events.StreamReset):
+                req_id = self.stream_req.pop(ev.stream_id, None)
+                if req_id in STATE.truth:
+                    STATE.truth[req_id]["outcome"] = "client_reset"
+                    STATE.truth[req_id]["t_client_reset"] = t
                 w = self.window.pop(ev.stream_id, None)
                 if w is not None:
                     w.set()
@@ -409,6 +428,7 @@ class Conn(asyncio.Protocol):
     def _h2_request(self, sid: int, t: int) -> None:
         headers, body = self.streams.pop(sid)
         req_id = headers.get("x-req-id") or f"auto-{next_auto()}"
+        self.stream_req[sid] = req_id
         r = H2Responder(self, sid)
         self.spawn(handle(r, _target_of(headers[":path"], headers), req_id, bytes(body), t, self))
 
@@ -467,6 +487,9 @@ class H1Responder(Responder):
     def write_raw(self, data: bytes) -> None:
         self._write(data)
 
+    def goaway(self) -> None:
+        self.close_tcp()
+
 
 class H2Responder(Responder):
     proto = "2"
@@ -505,6 +528,7 @@ class H2Responder(Responder):
     async def end(self) -> None:
         self.c.h2.end_stream(self.sid)  # type: ignore[union-attr]
         self.c.window.pop(self.sid, None)
+        self.c.stream_req.pop(self.sid, None)
         self.c.flush()
 
     def reset_stream(self) -> None:
@@ -520,6 +544,10 @@ class H2Responder(Responder):
 
     def write_raw(self, data: bytes) -> None:
         self.c.transport.write(data)  # type: ignore[union-attr]
+
+    def goaway(self) -> None:
+        self.c.h2.close_connection(last_stream_id=max(0, self.sid - 2))  # type: ignore[union-attr]
+        self.c.flush()
 
 
 async def serve(port: int, certfile: str | None, keyfile: str | None) -> None:

@@ -10,8 +10,9 @@ from typing import TypeVar
 from tests.servers import RecordingSink
 from zqbench.transport.aiohttp_h1 import AiohttpTransport
 from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, Transport
+from zqbench.transport.h2_client import H2Transport
 
-KINDS = ["h1"]
+KINDS = ["h1", "h2"]
 T = TypeVar("T")
 
 
@@ -19,6 +20,8 @@ def make(kind: str, url: str, **limits: object) -> Transport:
     lim = PoolLimits(**limits)  # type: ignore[arg-type]
     if kind == "h1":
         return AiohttpTransport(url, lim, insecure=True)
+    if kind == "h2":
+        return H2Transport(url, lim, insecure=True)
     raise ValueError(kind)
 
 

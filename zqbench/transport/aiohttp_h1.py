@@ -151,8 +151,10 @@ class AiohttpTransport:
         connector = self._session.connector
         assert connector is not None
         timeout = aiohttp.ClientTimeout(sock_connect=self.limits.connect_timeout_s)
+        # ssl=True as session.request() passes by default: the pool key must match the
+        # measured requests' key, or they would never reuse these connections.
         req = aiohttp.ClientRequest(
-            "GET", URL(self._base + "/"), loop=asyncio.get_running_loop(), ssl=self._ssl
+            "GET", URL(self._base + "/"), loop=asyncio.get_running_loop(), ssl=True
         )
         # All n connect attempts run at once; the connector pools each one on release().
         results = await asyncio.gather(

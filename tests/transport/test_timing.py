@@ -1,0 +1,80 @@
+"""Client stamps match the server's ground truth (same CLOCK_MONOTONIC) under moderate load."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+
+import pytest
+
+from tests.servers import ProgrammedServer, RecordingSink
+from tests.transport.util import KINDS, get, make, run
+from zqbench.transport.base import Exchange
+
+STREAMS, TOKENS, EVERY_MS = 20, 20, 10
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_stream_stamps_within_1ms_of_server_send_times(
+    kind: str, programmed_server: ProgrammedServer
+) -> None:
+    """20 concurrent SSE streams x 20 events, 10 ms apart (~2000 events/s): every client stamp
+    is at or after the server's write, and the median gap is under 1 ms."""
+    path = f"/sse?n={TOKENS}&every={EVERY_MS}&first=5&head=2"
+
+    async def go() -> list[tuple[str, Exchange, RecordingSink]]:
+        tr = make(kind, programmed_server.url, warm_connections=STREAMS)
+        await tr.open()
+        try:
+
+            async def one(i: int) -> tuple[str, Exchange, RecordingSink]:
+                rid = f"timing-{kind}-{i}"
+                sink = RecordingSink()
+                await asyncio.sleep(i * 0.002)  # stagger, as an open-loop schedule would
+                ex = await tr.send(get(path, rid), sink, 10)
+                return rid, ex, sink
+
+            return await asyncio.gather(*(one(i) for i in range(STREAMS)))
+        finally:
+            await tr.close()
+
+    results = run(go)
+    head_gaps, data_gaps = [], []
+    for rid, ex, sink in results:
+        assert ex.error is None
+        truth = programmed_server.truth(rid)
+        assert truth is not None and truth["outcome"] == "ok"
+        assert ex.t_send <= truth["t_recv"]
+        head_gaps.append(sink.t_headers - truth["t_head"])
+        body = sink.body
+        ends, pos = [], 0
+        while (pos := body.find(b"\n\n", pos) + 2) > 1:
+            ends.append(pos)
+        assert len(ends) == len(truth["t_chunks"]) == TOKENS + 1
+        for end, t_server in zip(ends, truth["t_chunks"], strict=True):
+            data_gaps.append(sink.time_of_byte(end - 1) - t_server)
+        assert sink.t_end >= sink.chunks[-1][0]
+    assert min(head_gaps) >= 0 and min(data_gaps) >= 0  # never before the server sent it
+    assert statistics.median(head_gaps) < 1_000_000, statistics.median(head_gaps)
+    assert statistics.median(data_gaps) < 1_000_000, statistics.median(data_gaps)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ttfb_is_at_least_the_programmed_delay(kind: str, programmed_server: ProgrammedServer):
+    async def go() -> list[tuple[Exchange, RecordingSink]]:
+        tr = make(kind, programmed_server.url, warm_connections=4)
+        await tr.open()
+        try:
+            out = []
+            for i in range(10):
+                sink = RecordingSink()
+                ex = await tr.send(get("/delay?ms=25&size=10", f"ttfb-{kind}-{i}"), sink, 5)
+                out.append((ex, sink))
+            return out
+        finally:
+            await tr.close()
+
+    for ex, sink in run(go):
+        assert ex.error is None and sink.status == 200 and ex.bytes_in == 10
+        ttfb = sink.t_headers - ex.t_send
+        assert 25_000_000 <= ttfb < 60_000_000
