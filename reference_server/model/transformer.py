@@ -103,6 +103,22 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return rotated.flatten(-2).type_as(x)
 
 
+def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """SDPA where each kv head serves a group of n_rep query heads, without copying k and v.
+
+    q: [B, H, S, D]; k, v: [B, Hkv, L, D]; mask: [B or 1, 1, S, L] bool (True = attend).
+    The n_rep query heads of a group (heads g*n_rep .. g*n_rep+n_rep-1, the layout of
+    `k.repeat_interleave(n_rep, dim=1)`) are stacked along the sequence axis, so one SDPA
+    call per kv head covers them all and no [B, H, L, D] copy of the cache is made.
+    """
+    bsz, n_heads, seqlen, head_dim = q.shape
+    n_rep = n_heads // k.shape[1]
+    q = q.reshape(bsz, k.shape[1], n_rep * seqlen, head_dim)  # q: [B, Hkv, n_rep*S, D]
+    mask = mask.repeat(1, 1, n_rep, 1)  # row r of the stacked q is query r % S
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, Hkv, n_rep*S, D]
+    return out.view(bsz, n_heads, seqlen, head_dim)
+
+
 class KVCache(nn.Module):
     """Static keys and values of one layer: [n_slots, n_kv_heads, max_seq_len, head_dim] each.
 
@@ -159,7 +175,7 @@ class Attention(nn.Module):
         mask: Tensor | None,
         kv_len: int,
     ) -> Tensor:
-        """x: [B, S, d_model]. Without slots: plain causal attention, no cache (reference path)."""
+        """x: [B, S, d_model]. Without slots: causal attention over x alone (reference path)."""
         bsz, seqlen, _ = x.shape
         q = self.wq(x).view(bsz, seqlen, self.n_heads, self.head_dim)  # q: [B, S, H, D]
         k = self.wk(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)  # k: [B, S, Hkv, D]
@@ -168,20 +184,17 @@ class Attention(nn.Module):
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # q: [B, H, S, D]; k, v: [B, Hkv, S, D]
 
         if slots is None:
-            keys, values, is_causal = k, v, True
+            # Reference path, deliberately the textbook way (the tests compare against it):
+            # repeat each kv head for its query heads, causal SDPA, no cache.
+            n_rep = self.n_heads // self.n_kv_heads
+            k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, S, D]
         else:
-            if self.kv_cache is None or positions is None:
+            if self.kv_cache is None or positions is None or mask is None:
                 raise ValueError("call Transformer.setup_caches before a cached forward")
             keys, values = self.kv_cache.update(slots, positions, k, v, kv_len)
             keys, values = keys.to(q.dtype), values.to(q.dtype)  # k: [B, Hkv, kv_len, D]
-            is_causal = False
-
-        # Grouped-query attention: repeat each kv head for its group of query heads. An
-        # explicit repeat (as gpt-fast) keeps every SDPA backend with a mask available.
-        n_rep = self.n_heads // self.n_kv_heads
-        keys = keys.repeat_interleave(n_rep, dim=1)  # k: [B, H, L, D]
-        values = values.repeat_interleave(n_rep, dim=1)
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=is_causal)
+            out = grouped_query_attention(q, keys, values, mask)  # [B, H, S, D]
         out = out.transpose(1, 2).reshape(bsz, seqlen, self.n_heads * self.head_dim)
         return self.wo(out)  # [B, S, d_model]
 
@@ -324,7 +337,7 @@ def build_model(
     # weights that are overwritten anyway (seconds for the large preset).
     with torch.device("meta"):
         model = Transformer(args)
-    model = model.to_empty(device=device).to(dtype)
+    model = model.to(dtype).to_empty(device=device)
     if checkpoint is None:
         init_dummy_weights(model, seed)
     else:

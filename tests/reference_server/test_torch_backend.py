@@ -20,7 +20,12 @@ from reference_server.model.tokenizer import (  # noqa: E402
     encode,
 )
 from reference_server.model.torch_runner import TorchBackend, graph_buckets  # noqa: E402
-from reference_server.model.transformer import PRESETS, Transformer, build_model  # noqa: E402
+from reference_server.model.transformer import (  # noqa: E402
+    PRESETS,
+    Transformer,
+    build_model,
+    grouped_query_attention,
+)
 
 pytestmark = pytest.mark.torch
 
@@ -80,6 +85,19 @@ def test_model_cached_decode_at_per_row_positions_matches_uncached_forward() -> 
                 full = model.forward_uncached(seqs[slot][None, : lengths[slot] + 1])[0, -1]
                 torch.testing.assert_close(cached[row], full, rtol=1e-4, atol=1e-4)
                 lengths[slot] += 1
+
+
+def test_grouped_query_attention_equals_repeated_kv_heads() -> None:
+    """Stacking a group's query heads along the sequence equals repeating the kv heads."""
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn(3, 8, 5, 16, generator=gen)  # [B, H, S, D]
+    k, v = torch.randn(2, 3, 2, 11, 16, generator=gen)  # [B, Hkv, L, D] each
+    mask = torch.rand(3, 1, 5, 11, generator=gen) < 0.7
+    mask[..., 0] = True  # every query attends to something
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q, k.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1), attn_mask=mask
+    )
+    torch.testing.assert_close(grouped_query_attention(q, k, v, mask), expected)
 
 
 def test_backend_batched_decode_matches_uncached_greedy_recompute(tiny: TorchBackend) -> None:
