@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
+import pytest
 
-from tests.reference_server.conftest import MODEL, ROOT, start_server
+from tests.reference_server.conftest import MODEL, ROOT, free_port, start_server
 
 
 def test_help_works() -> None:
@@ -61,3 +64,32 @@ def test_sigterm_drains_in_flight_then_exits() -> None:
     assert server.proc.wait(15) == 0
     assert b"listening on" in (server.proc.stdout.read() if server.proc.stdout else b"")
     server.stop()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a certificate")
+def test_tls_negotiates_http2_by_alpn(tmp_path: Path) -> None:
+    """Given a certificate, the server speaks TLS and negotiates HTTP/2 through ALPN."""
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    port = free_port()
+    args = ["--engine", "sim", "--port", str(port), "--ssl-cert", str(cert), "--ssl-key", str(key)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reference_server", *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with httpx.Client(http2=True, verify=False, timeout=2) as client:
+            for _ in range(200):  # bounded: about 20 s
+                try:
+                    r = client.get(f"https://127.0.0.1:{port}/health")
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            assert r.status_code == 200 and r.http_version == "HTTP/2"
+    finally:
+        proc.terminate()
+        proc.wait(15)
