@@ -60,14 +60,16 @@ def build_samples(
         "retry_after_s": None,
     }
     data.update(columns)
-    arrays = {}
-    for name in ARROW_SCHEMA.names:
-        value = data[name]
-        if isinstance(value, (np.ndarray, list, tuple, pd.Series)):
-            arrays[name] = list(value) if not isinstance(value, np.ndarray) else value.tolist()
+    arrays = []
+    for schema_field in ARROW_SCHEMA:
+        value = data[schema_field.name]
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            arrays.append(pa.array(value, type=schema_field.type))
+        elif isinstance(value, (np.ndarray, list, tuple, pd.Series)):
+            arrays.append(pa.array(list(value), type=schema_field.type))
         else:
-            arrays[name] = [value] * count
-    return pa.Table.from_pydict(arrays, schema=ARROW_SCHEMA).to_pandas()
+            arrays.append(pa.array([value] * count, type=schema_field.type))
+    return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA).to_pandas()
 
 
 @pytest.fixture

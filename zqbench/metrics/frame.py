@@ -274,11 +274,16 @@ def status_key(status: int, error: str | None) -> str:
 
 @dataclass(frozen=True)
 class MetricFrame:
-    """Per-request metric values (ns, NaN = undefined) with the grouping columns."""
+    """Per-request metric values (ns, NaN = undefined) with the grouping columns.
+
+    Stages and request classes are kept as integer codes (`stages[i]`, `classes[i]`),
+    so a group mask is one integer comparison."""
 
     columns: Columns
-    stage: np.ndarray
-    request_class: np.ndarray  # object array of str
+    stage: np.ndarray  # int64 stage index per request
+    class_code: np.ndarray  # int64 index into `classes`
+    classes: tuple[str, ...]  # sorted
+    stages: tuple[int, ...]  # sorted
     status_keys: np.ndarray  # object array of str
     values: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -295,7 +300,9 @@ class MetricFrame:
         if stage is not None:
             keep &= self.stage == stage
         if request_class is not None:
-            keep &= self.request_class == request_class
+            if request_class not in self.classes:
+                return np.zeros(self.n, dtype=bool)
+            keep &= self.class_code == self.classes.index(request_class)
         return keep
 
     def sorted_seconds(self, name: str, keep: np.ndarray | None = None) -> np.ndarray:
@@ -307,6 +314,33 @@ class MetricFrame:
             raw = self.values[name][keep]
             raw = raw[~np.isnan(raw)]
         return np.sort(raw) / NS_PER_S
+
+    def grouped_sorted_seconds(
+        self, name: str
+    ) -> tuple[np.ndarray, dict[int, np.ndarray], dict[str, np.ndarray]]:
+        """(overall, by stage, by class) ascending seconds, from ONE sort of the metric:
+        filtering an ascending array keeps it ascending."""
+        if name == "dispatch_jitter":  # windows are cut within each group
+            return (
+                self.sorted_seconds(name),
+                {s: self.sorted_seconds(name, self.mask(stage=s)) for s in self.stages},
+                {c: self.sorted_seconds(name, self.mask(request_class=c)) for c in self.classes},
+            )
+        raw = self.values[name]
+        defined = np.flatnonzero(~np.isnan(raw))
+        order = defined[np.argsort(raw[defined])]
+        overall = raw[order] / NS_PER_S
+        if len(self.stages) == 1:
+            by_stage = {self.stages[0]: overall}
+        else:
+            stage_of = self.stage[order]
+            by_stage = {s: overall[stage_of == s] for s in self.stages}
+        if len(self.classes) == 1:
+            by_class = {self.classes[0]: overall}
+        else:
+            class_of = self.class_code[order]
+            by_class = {c: overall[class_of == i] for i, c in enumerate(self.classes)}
+        return overall, by_stage, by_class
 
     def unavailable_reason(self, name: str) -> str | None:
         """Why a duration metric has no value over the whole run; None when it has one."""
@@ -331,20 +365,32 @@ class MetricFrame:
         return spec.missing
 
 
+def _status_keys(status: np.ndarray, error: pd.Series) -> np.ndarray:
+    """The status key of every request, computed once per distinct (status, error) pair."""
+    error_code, error_names = pd.factorize(error, use_na_sentinel=True)  # null -> -1
+    pair = status.astype(np.int64) * (len(error_names) + 1) + (error_code + 1)
+    pairs, inverse = np.unique(pair, return_inverse=True)
+    keys = []
+    for value in pairs.tolist():
+        code, err = divmod(value, len(error_names) + 1)
+        keys.append(status_key(code, None if err == 0 else str(error_names[err - 1])))
+    return np.array(keys, dtype=object)[inverse] if len(pairs) else np.empty(0, dtype=object)
+
+
 def build_frame(
     samples: pd.DataFrame, *, start_epoch_ns: int = 0, clock_offset_ns: int = 0
 ) -> MetricFrame:
-    """Derive every per-request metric column (vectorised; no per-row Python but the
-    status keys, which are computed once per distinct (status, error) pair)."""
+    """Derive every per-request metric column (vectorised; no per-row Python)."""
     c = columns_of(samples, start_epoch_ns=start_epoch_ns, clock_offset_ns=clock_offset_ns)
-    errors = samples["error"].astype(object).fillna("").to_numpy(dtype=object)
-    codes, uniques = pd.factorize(pd.MultiIndex.from_arrays([c.status, errors]))
-    keys = np.array([status_key(int(s), e or None) for s, e in uniques], dtype=object)
+    class_code, class_names = pd.factorize(samples["request_class"].astype(str), sort=True)
+    stage = samples["stage"].to_numpy(dtype=np.int64)
     return MetricFrame(
         columns=c,
-        stage=samples["stage"].to_numpy(dtype=np.int64),
-        request_class=samples["request_class"].to_numpy(dtype=object),
-        status_keys=keys[codes] if len(codes) else np.empty(0, dtype=object),
+        stage=stage,
+        class_code=class_code.astype(np.int64),
+        classes=tuple(str(name) for name in class_names),
+        stages=tuple(int(s) for s in np.unique(stage)),
+        status_keys=_status_keys(c.status, samples["error"]),
         values={name: spec.func(c) for name, spec in REQUEST_METRICS.items()},
     )
 

@@ -264,7 +264,7 @@ def _evaluate_ratio(
 ) -> SloResult:
     top, bottom = ratio
     worst: tuple[float, str, int] | None = None
-    for name in sorted(set(frame.request_class.tolist())):
+    for name in frame.classes:
         values = frame.sorted_seconds(slo.metric, frame.mask(request_class=name))
         if len(values) < evidence.min_ratio_samples:
             continue

@@ -1,0 +1,309 @@
+"""summary.json as a dict: every number a report shows, computed once from the samples.
+
+    summarize(samples, run=RunInfo(...), slos=["latency:p99<150ms"]) -> dict
+
+Durations are seconds (floats). Percentiles are nearest-rank order statistics
+(quantiles.py) with 95% distribution-free CIs for p50 and p99. JSON has no infinity:
+an error-adjusted value that lands on a failed request is the string "inf"; null
+means "no value" (unavailable, or an unbounded CI side). A metric with no value at all
+is `{"n": 0, "unavailable": "<reason>"}`, never zeros.
+
+Everything is vectorised numpy: one sort per metric and group, no per-row Python.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from zqbench.metrics import quantiles
+from zqbench.metrics.frame import (
+    DURATION_METRICS,
+    NS_PER_S,
+    MetricFrame,
+    build_frame,
+    goodput_count,
+)
+from zqbench.metrics.slo import (
+    Evidence,
+    SloResult,
+    evaluate_slos,
+    goodput_bounds,
+    parse_slos,
+    run_verdict,
+)
+
+SCHEMA = "zqbench.summary/1"
+PERCENTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+CI_PERCENTILES = ("p50", "p99")
+RATIO_METRICS = ("latency", "ttft")
+
+
+@dataclass(frozen=True)
+class StageInfo:
+    """One scenario stage: its name and its span in seconds from the run's start."""
+
+    name: str
+    start_s: float
+    end_s: float
+    target_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class ValidityThresholds:
+    """When a run is invalid rather than slow (all configurable)."""
+
+    max_schedule_lag_p99_s: float = 0.010  # the generator fell behind its schedule
+    min_achieved_ratio: float = 0.97  # achieved / offered load
+    min_samples: int = 100  # requests sent
+    min_ratio_samples: int = 100  # per class, for p99/p50 ratios
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the run knows besides its samples."""
+
+    scenario: str
+    target: str  # URL, already without credentials
+    api: str
+    started_at: str  # ISO 8601, UTC
+    start_monotonic_ns: int
+    start_epoch_ns: int
+    duration_s: float
+    open_loop: bool = True
+    scenario_config: Mapping[str, Any] = field(default_factory=dict)
+    offered_requests: int | None = None  # the schedule's request count (open loop)
+    offered_rate: float | None = None  # req/s the schedule offered (mean over the run)
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    stages: Sequence[StageInfo] = ()
+    validity: ValidityThresholds = field(default_factory=ValidityThresholds)
+    clock_offset_ns: int = 0  # server clock minus client clock
+    clock_offset_source: str = "same host"
+    telemetry: Mapping[str, float] = field(default_factory=dict)  # e.g. {"gpu_density": 0.9}
+
+
+def json_number(value: float | None) -> float | str | None:
+    """A float for JSON: None stays null, +inf becomes "inf" (-inf "-inf"), NaN null."""
+    if value is None or math.isnan(value):
+        return None
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return float(value)
+
+
+def stats(sorted_s: np.ndarray) -> dict[str, Any]:
+    """n, mean, min, p50..p999, max and the p50/p99 CIs of an ascending array (seconds)."""
+    n = len(sorted_s)
+    if n == 0:
+        return {"n": 0}
+    out: dict[str, Any] = {"n": n, "mean": json_number(float(np.mean(sorted_s)))}
+    out["min"] = json_number(float(sorted_s[0]))
+    for name, q in PERCENTILES.items():
+        out[name] = json_number(quantiles.quantile(sorted_s, q))
+    out["max"] = json_number(float(sorted_s[-1]))
+    ci = {}
+    for name in CI_PERCENTILES:
+        low, high = quantiles.quantile_ci(sorted_s, PERCENTILES[name])
+        ci[name] = [json_number(low), json_number(high)]
+    out["ci"] = ci
+    return out
+
+
+def metric_summary(frame: MetricFrame, name: str) -> dict[str, Any]:
+    """Overall stats plus by_stage / by_class breakdowns of one duration metric."""
+    reason = frame.unavailable_reason(name)
+    if reason is not None:
+        return {"n": 0, "unavailable": reason}
+    overall, by_stage, by_class = frame.grouped_sorted_seconds(name)
+    out = stats(overall)
+    out["by_stage"] = {str(stage): stats(values) for stage, values in by_stage.items()}
+    out["by_class"] = {cls: stats(values) for cls, values in by_class.items()}
+    return out
+
+
+def ratio_summary(frame: MetricFrame, name: str, min_samples: int) -> dict[str, Any]:
+    """p99/p50 of a metric per request class; the run's value is the worst class with at
+    least `min_samples` values (a mix of lengths is not one distribution)."""
+    by_class: dict[str, Any] = {}
+    worst: tuple[float, str] | None = None
+    for cls in frame.classes:
+        values = frame.sorted_seconds(name, frame.mask(request_class=cls))
+        p50 = quantiles.quantile(values, 0.5)
+        p99 = quantiles.quantile(values, 0.99)
+        ratio = None if not p50 or p99 is None else p99 / p50
+        by_class[cls] = {"p99_p50": json_number(ratio), "n": len(values)}
+        if ratio is not None and len(values) >= min_samples and (worst is None or ratio > worst[0]):
+            worst = (ratio, cls)
+    return {
+        "p99_p50": None if worst is None else json_number(worst[0]),
+        "worst_class": None if worst is None else worst[1],
+        "min_samples": min_samples,
+        "by_class": by_class,
+    }
+
+
+def status_counts(keys: np.ndarray) -> dict[str, int]:
+    """{"200": n, "503": n, "transport:timeout": n}, most frequent first."""
+    if len(keys) == 0:
+        return {}
+    counts = pd.Series(keys).value_counts(sort=True)
+    return {str(k): int(v) for k, v in counts.items()}
+
+
+def status_mix(frame: MetricFrame) -> dict[str, Any]:
+    """Counts and shares of each status key, overall and per stage."""
+    overall = status_counts(frame.status_keys)
+    total = max(1, frame.n)
+    by_stage = {}
+    for stage in frame.stages:
+        keys = frame.status_keys[frame.stage == stage]
+        by_stage[str(stage)] = {
+            "counts": status_counts(keys),
+            "share": {k: v / len(keys) for k, v in status_counts(keys).items()},
+        }
+    return {
+        "share": {k: v / total for k, v in overall.items()},
+        "by_stage": by_stage,
+    }
+
+
+def load_summary(frame: MetricFrame, run: RunInfo) -> dict[str, Any]:
+    """Offered versus achieved load.
+
+    achieved_rate = (sent - 1) / (last t_send - first t_send), in req/s.
+    achieved_ratio = sent / offered_requests when the schedule's count is known,
+    else achieved_rate / offered_rate; null in closed loop."""
+    sent = frame.n
+    t_send = frame.columns.t_send
+    span_s = (float(np.max(t_send)) - float(np.min(t_send))) / NS_PER_S if sent else 0.0
+    achieved_rate = (sent - 1) / span_s if sent > 1 and span_s > 0 else None
+    if run.offered_requests:
+        ratio: float | None = sent / run.offered_requests
+    elif run.offered_rate and achieved_rate is not None:
+        ratio = achieved_rate / run.offered_rate
+    else:
+        ratio = None
+    return {
+        "open_loop": run.open_loop,
+        "offered_requests": run.offered_requests,
+        "offered_rate": run.offered_rate,
+        "achieved_rate": achieved_rate,
+        "achieved_ratio": ratio,
+    }
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def validity(frame: MetricFrame, run: RunInfo, load: Mapping[str, Any]) -> dict[str, Any]:
+    """A run is invalid, not merely slow, when the generator could not hold the schedule
+    (schedule_lag p99 over its limit, or achieved/offered load under its limit) or when
+    it sent too few requests to say anything."""
+    limits = run.validity
+    reasons = []
+    if frame.n < limits.min_samples:
+        reasons.append(
+            f"only {frame.n} requests were sent; a valid run needs at least {limits.min_samples}"
+        )
+    if frame.unavailable_reason("schedule_lag") is None:
+        lag = quantiles.quantile(frame.sorted_seconds("schedule_lag"), 0.99)
+        if lag is not None and lag > limits.max_schedule_lag_p99_s:
+            reasons.append(
+                f"the generator fell behind its schedule: schedule_lag p99 = {_ms(lag)}"
+                f" > {_ms(limits.max_schedule_lag_p99_s)}"
+            )
+    ratio = load["achieved_ratio"]
+    if ratio is not None and ratio < limits.min_achieved_ratio:
+        reasons.append(
+            f"the generator achieved {ratio:.1%} of the offered load"
+            f" (< {limits.min_achieved_ratio:.0%})"
+        )
+    return {"ok": not reasons, "reasons": reasons, "thresholds": asdict(limits)}
+
+
+def slo_record(result: SloResult) -> dict[str, Any]:
+    return {
+        "expr": result.expr,
+        "metric": result.metric,
+        "value": json_number(result.value),
+        "threshold": result.threshold,
+        "verdict": result.verdict,
+        "ci_low": json_number(result.ci_low),
+        "ci_high": json_number(result.ci_high),
+        "n": result.n,
+        "samples_needed": result.samples_needed,
+        "message": result.message,
+    }
+
+
+def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> dict[str, Any]:
+    """The summary.json dict of a run (../../shared/DESIGN.md, "summary.json").
+
+    Raises UsageError for a bad SLO expression."""
+    parsed = parse_slos(list(slos))
+    frame = build_frame(
+        samples, start_epoch_ns=run.start_epoch_ns, clock_offset_ns=run.clock_offset_ns
+    )
+    ok = int(np.count_nonzero(frame.ok))
+    duration = run.duration_s if run.duration_s > 0 else None
+    good = goodput_count(frame, goodput_bounds(parsed))
+    tokens = frame.columns.output_tokens[frame.ok]
+    evidence = Evidence(
+        duration_s=run.duration_s,
+        goodput=None if duration is None else good / duration,
+        throughput=None if duration is None else ok / duration,
+        telemetry=dict(run.telemetry),
+        min_ratio_samples=run.validity.min_ratio_samples,
+    )
+    results = evaluate_slos(parsed, frame, evidence)
+    load = load_summary(frame, run)
+    valid = validity(frame, run, load)
+    return {
+        "schema": SCHEMA,
+        "verdict": run_verdict(valid["ok"], results),
+        "scenario": {"name": run.scenario, "config": dict(run.scenario_config)},
+        "target": run.target,
+        "api": run.api,
+        "started_at": run.started_at,
+        "duration": run.duration_s,
+        "clock": {
+            "start_monotonic_ns": run.start_monotonic_ns,
+            "start_epoch_ns": run.start_epoch_ns,
+            "server_offset_ns": run.clock_offset_ns,
+            "server_offset_source": run.clock_offset_source,
+        },
+        "environment": dict(run.environment),
+        "stages": [
+            {"index": i, "name": s.name, "start": s.start_s, "end": s.end_s}
+            | ({"target_rate": s.target_rate} if s.target_rate is not None else {})
+            for i, s in enumerate(run.stages)
+        ],
+        "load": load,
+        "requests": {"sent": frame.n, "ok": ok, "failed": frame.n - ok},
+        "throughput": {
+            "requests_per_s": evidence.throughput,
+            "goodput_per_s": evidence.goodput,
+            "goodput_requests": good,
+            "output_tokens_per_s": (
+                None
+                if duration is None or np.all(np.isnan(tokens))
+                else float(np.nansum(tokens)) / duration
+            ),
+        },
+        "status_codes": status_counts(frame.status_keys),
+        "status_mix": status_mix(frame),
+        "metrics": {name: metric_summary(frame, name) for name in DURATION_METRICS},
+        "ratios": {
+            name: ratio_summary(frame, name, run.validity.min_ratio_samples)
+            for name in RATIO_METRICS
+        },
+        "telemetry": dict(run.telemetry),
+        "slos": [slo_record(r) for r in results],
+        "validity": valid,
+    }
