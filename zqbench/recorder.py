@@ -44,6 +44,10 @@ class SampleRecorder:
         self._writer = ipc.new_stream(self._file, ARROW_SCHEMA)
         self._last_flush = time.monotonic()
         self.written = 0
+        # pyarrow initialises its conversion and IPC machinery lazily, taking ~0.3 s on the
+        # first batch. Pay that here, before the schedule starts, not mid-run in the loop.
+        empty = [pa.array([], type=f.type) for f in ARROW_SCHEMA]
+        self._writer.write_batch(pa.RecordBatch.from_arrays(empty, schema=ARROW_SCHEMA))
 
     def add(self, sample: Sample) -> None:
         self._rows.append(tuple(getattr(sample, name) for name in SAMPLE_FIELDS))
