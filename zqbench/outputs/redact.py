@@ -1,0 +1,76 @@
+"""Secrets never reach an output: credentials are removed from URLs, headers and mappings.
+
+    redact_url("https://user:pw@api.x.com/v1?api_key=sk-1&model=m")
+        -> "https://api.x.com/v1?api_key=<redacted>&model=m"
+    redact_headers({"Authorization": "Bearer sk-1", "Accept": "*/*"})
+        -> {"Authorization": "<redacted>", "Accept": "*/*"}
+    redact(obj)  # any JSON-like value: sensitive keys, URLs and key-looking strings
+
+A name is sensitive when it contains authorization, cookie, secret, passw, api-key /
+api_key / apikey, signature, or ends in key / token (so x-api-key, access_token and
+refresh_token are redacted, while max_tokens and output_tokens, which are counts, are not).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+REDACTED = "<redacted>"
+
+_SENSITIVE_NAME = re.compile(
+    r"authorization|cookie|secret|passw|api[-_]?key|signature|(^|[-_.])(key|token|sig)$",
+    re.IGNORECASE,
+)
+# Bearer/Basic credentials and well-known API key shapes, wherever they appear in a string.
+_SECRET_VALUE = re.compile(
+    r"(?i:\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]+"
+    r"|\bsk-[A-Za-z0-9_-]{8,}"
+    r"|\b(?:ghp|gho|github_pat|hf|xox[abp])_[A-Za-z0-9_]{8,}"
+)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+
+
+def is_sensitive(name: str) -> bool:
+    """True for header, parameter or field names that carry credentials."""
+    return bool(_SENSITIVE_NAME.search(name))
+
+
+def redact_url(url: str) -> str:
+    """The URL without userinfo, with the values of sensitive query parameters redacted."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return REDACTED
+    netloc = parts.netloc.rpartition("@")[2]
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, REDACTED if is_sensitive(k) else v) for k, v in pairs], safe="<>")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_text(text: str) -> str:
+    """URLs in the text lose their credentials; bearer tokens and API keys are redacted."""
+    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    return _SECRET_VALUE.sub(REDACTED, text)
+
+
+def redact_headers(headers: dict[str, str]) -> dict[str, str]:
+    """Header values of Authorization, x-api-key and any name with key/token/secret."""
+    return {k: REDACTED if is_sensitive(k) else v for k, v in headers.items()}
+
+
+def redact(value: Any) -> Any:
+    """A copy of a JSON-like value with every secret replaced by "<redacted>"."""
+    if isinstance(value, dict):
+        return {
+            k: (REDACTED if isinstance(k, str) and is_sensitive(k) and v is not None else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
