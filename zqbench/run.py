@@ -33,12 +33,14 @@ from zqbench.load.closed_loop import vu_plan
 from zqbench.load.mix import assign_classes
 from zqbench.load.open_loop import arrival_times
 from zqbench.metrics.slo import parse_slo
-from zqbench.metrics.summary import RunInfo, summarize
-from zqbench.outputs import write_outputs
-from zqbench.outputs.paths import default_out_dir
+from zqbench.metrics.summary import RunInfo, StageInfo, summarize
+from zqbench.outputs.json_out import write_summary
+from zqbench.outputs.junit import write_junit
+from zqbench.outputs.markdown import write_summary_md
+from zqbench.outputs.paths import make_out_dir
 from zqbench.outputs.redact import redact_url
 from zqbench.prompts import synth_prompt
-from zqbench.scenario import Scenario, load_scenario
+from zqbench.scenario import LoadConfig, Scenario, load_scenario
 from zqbench.transport.base import PoolLimits
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -188,9 +190,13 @@ def _warm_connections(options: RunOptions, scenario: Scenario) -> int:
     return max(1, min(guess, 64, options.max_connections))
 
 
+def _stage_name(load: LoadConfig, index: int) -> str:
+    return load.stages[index].name or f"stage {index}"
+
+
 def _works(
     scenario: Scenario, options: RunOptions
-) -> tuple[list[Work], int, float, list[dict[str, Any]]]:
+) -> tuple[list[Work], int, float, list[StageInfo]]:
     """The schedule split across workers; also the offered count, offered rate and stages."""
     load = scenario.load
     mix = scenario.request.mix
@@ -208,7 +214,7 @@ def _works(
         ]
         duration_s = schedule.duration_ns / 1e9
         stages = [
-            {"index": i, "start_s": a / 1e9, "end_s": b / 1e9}
+            StageInfo(_stage_name(load, i), a / 1e9, b / 1e9, load.stages[i].target)
             for i, (a, b) in enumerate(schedule.stage_bounds_ns)
         ]
         rate = schedule.offered / duration_s if duration_s else 0.0
@@ -217,7 +223,7 @@ def _works(
     works = [ClosedLoopWork(plan=plan, mix=mix, seed=options.seed) for _ in range(options.workers)]
     bounds = plan.bounds_ns
     stages = [
-        {"index": i, "start_s": bounds[i] / 1e9, "end_s": bounds[i + 1] / 1e9}
+        StageInfo(_stage_name(load, i), bounds[i] / 1e9, bounds[i + 1] / 1e9)
         for i in range(len(bounds) - 1)
     ]
     return works, 0, 0.0, stages
@@ -263,6 +269,17 @@ def prepare_scenario(options: RunOptions) -> Scenario:
     return scenario
 
 
+def write_outputs(out_dir: Path, summary: dict[str, Any], *, inconclusive_fails: bool) -> None:
+    """summary.json, summary.md and junit.xml; samples.parquet is already in place."""
+    write_summary(summary, out_dir / "summary.json")
+    write_summary_md(summary, out_dir / "summary.md")
+    write_junit(
+        summary,
+        out_dir / "junit.xml",
+        inconclusive_as="failure" if inconclusive_fails else "skipped",
+    )
+
+
 def run_scenario(
     options: RunOptions,
     *,
@@ -274,8 +291,7 @@ def run_scenario(
     headers = _parse_headers(options.headers)
     api_key = _api_key(options.api_key_env)
     started_at = datetime.now(timezone.utc)
-    out_dir = options.out or default_out_dir(options.reports_root, scenario.name, started_at)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_out_dir(options.out, scenario.name, now=started_at, root=options.reports_root)
 
     with _target(options, out_dir) as target:
         if on_target is not None:
@@ -325,23 +341,22 @@ def run_scenario(
     recorder.finalize(out_dir, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
     samples = pq.read_table(out_dir / recorder.PARQUET_NAME).to_pandas()
     run_info = RunInfo(
-        scenario_name=scenario.name,
-        scenario=scenario.to_dict(),
+        scenario=scenario.name,
         target=redact_url(target.base_url),
         api=scenario.api,
         started_at=started_at.isoformat(timespec="seconds"),
         start_monotonic_ns=start_ns,
         start_epoch_ns=start_epoch_ns,
         duration_s=(end_ns - start_ns) / 1e9,
-        offered_requests=offered,
-        offered_rate=offered_rate,
         open_loop=scenario.load.executor in OPEN_LOOP,
-        environment=env,
+        scenario_config=scenario.to_dict(),
+        offered_requests=offered or None,
+        offered_rate=offered_rate or None,
+        environment={**env, "interrupted": interrupted},
         stages=stages,
-        interrupted=interrupted,
     )
     summary = summarize(samples, run=run_info, slos=[*scenario.slo, *options.slos])
-    write_outputs(out_dir, summary)
+    write_outputs(out_dir, summary, inconclusive_fails=options.inconclusive_fails)
     if interrupted:
         code = EXIT_INTERRUPTED
     else:
