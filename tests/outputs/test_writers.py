@@ -1,0 +1,130 @@
+"""summary.json, summary.md and junit.xml from a real summary; output folder names."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from zqbench.outputs.json_out import read_summary, write_summary
+from zqbench.outputs.junit import render_junit, write_junit
+from zqbench.outputs.markdown import render_summary_md, write_summary_md
+from zqbench.outputs.paths import default_out_dir, make_out_dir, scenario_slug
+
+from .conftest import make_summary
+
+SLOS = ["latency:p99<2s", "latency:p99<500ms", "latency:p99<992ms"]  # pass, fail, inconclusive
+
+
+def test_summary_json_round_trip_without_secrets(tmp_path: Path) -> None:
+    """summary.json is written atomically, parses back, and holds no API key."""
+    summary = make_summary(SLOS)
+    path = write_summary(summary, tmp_path / "summary.json")
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]  # no temp file left
+    text = path.read_text()
+    assert "sk-ant-secret" not in text
+    loaded = read_summary(path)
+    assert loaded["schema"] == "zqbench.summary/1"
+    assert loaded["scenario"]["config"]["headers"]["x-api-key"] == "<redacted>"
+    assert loaded["metrics"]["latency"]["p99"] == pytest.approx(0.99)
+
+
+def test_summary_json_refuses_nan(tmp_path: Path) -> None:
+    """A NaN never reaches summary.json (it would mean a silent 'no value')."""
+    with pytest.raises(ValueError):
+        write_summary({"x": float("nan")}, tmp_path / "summary.json")
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_junit_one_testcase_per_slo(tmp_path: Path) -> None:
+    """Parsed back by xml.etree: validity case + one case per SLO, failures where due."""
+    summary = make_summary(SLOS)
+    root = ET.parse(write_junit(summary, tmp_path / "junit.xml")).getroot()
+    assert root.tag == "testsuite"
+    cases = {case.get("name"): case for case in root.iter("testcase")}
+    assert list(cases) == ["run validity", *SLOS]
+    assert cases["run validity"].find("error") is None
+    assert cases["latency:p99<2s"].find("failure") is None
+    assert cases["latency:p99<500ms"].find("failure").get("type") == "slo_failed"
+    inconclusive = cases["latency:p99<992ms"].find("failure")
+    assert inconclusive.get("type") == "slo_inconclusive"
+    assert "more samples would decide" in inconclusive.get("message")
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "2", "0")
+
+
+def test_junit_inconclusive_as_skipped() -> None:
+    """inconclusive_as='skipped' turns the inconclusive gate into <skipped>."""
+    root = ET.fromstring(render_junit(make_summary(SLOS), inconclusive_as="skipped"))
+    case = next(c for c in root.iter("testcase") if c.get("name") == "latency:p99<992ms")
+    assert case.find("failure") is None
+    assert case.find("skipped") is not None
+    assert (root.get("failures"), root.get("skipped")) == ("1", "1")
+
+
+def test_junit_invalid_run_is_an_error() -> None:
+    """A lagging generator: the run validity testcase carries an error with the reason."""
+    root = ET.fromstring(render_junit(make_summary(["latency:p99<2s"], lag_ms=20)))
+    error = next(root.iter("testcase")).find("error")
+    assert error is not None and error.get("type") == "invalid_run"
+    assert "schedule_lag p99 = 20 ms > 10 ms" in error.get("message")
+    assert root.get("errors") == "1"
+
+
+def test_summary_md_content(tmp_path: Path) -> None:
+    """Verdict line, SLO table with verdicts, per-stage latency rows, status mix."""
+    summary = make_summary(SLOS, failures=10)
+    text = write_summary_md(summary, tmp_path / "summary.md").read_text()
+    first = text.splitlines()[0]
+    assert first == "## zqbench: ❌ FAIL · `burst` → `http://127.0.0.1:8000/v1`"
+    assert "1,000 requests sent, 990 ok, 10 failed in 10.0 s" in text
+    assert "| `latency:p99<2s` | ✅ PASS |" in text
+    assert "| `latency:p99<500ms` | ❌ FAIL |" in text
+    assert "| `latency:p99<992ms` | ⚠️ INCONCLUSIVE |" in text
+    assert "| `latency` | stage 0 (warm) | 490 |" in text
+    assert "| `latency` | stage 1 (burst) | 500 |" in text
+    assert "| `503` | 10 | 1.00% |" in text
+    assert "`server_queue`: the target sent no" in text
+    assert "sk-ant" not in text
+
+
+def test_summary_md_invalid_run_lists_reasons() -> None:
+    text = render_summary_md(make_summary([], lag_ms=20))
+    assert text.startswith("## zqbench: 🚫 INVALID")
+    assert "- the generator fell behind its schedule: schedule_lag p99 = 20 ms > 10 ms" in text
+
+
+def test_summary_md_error_adjusted_infinity() -> None:
+    """An error-adjusted percentile landing on a failure shows as ∞, not a number."""
+    text = render_summary_md(make_summary([], failures=20))
+    row = next(
+        line for line in text.splitlines() if line.startswith("| `latency_error_adjusted` | all")
+    )
+    assert row.endswith("| ∞ | ∞ | ∞ |")
+
+
+def test_default_out_dir_name() -> None:
+    now = datetime(2026, 11, 29, 10, 45, 1, tzinfo=timezone.utc)
+    assert default_out_dir("burst", now=now) == Path("reports/20261129T104501Z-burst")
+    assert scenario_slug("scenarios/packet loss.toml") == "packet-loss"
+
+
+def test_make_out_dir(tmp_path: Path) -> None:
+    """--out is used as given; the default folder is never reused within one second."""
+    now = datetime(2026, 11, 29, 10, 45, 1, tzinfo=timezone.utc)
+    first = make_out_dir(None, "burst", now=now, root=tmp_path)
+    second = make_out_dir(None, "burst", now=now, root=tmp_path)
+    assert first.name == "20261129T104501Z-burst"
+    assert second.name == "20261129T104501Z-burst-2"
+    chosen = make_out_dir(tmp_path / "mine", "burst")
+    assert chosen == tmp_path / "mine" and chosen.is_dir()
+    assert make_out_dir(tmp_path / "mine", "burst") == chosen
+
+
+def test_json_summary_matches_markdown_numbers(tmp_path: Path) -> None:
+    """The renderers read the saved summary: re-rendering from JSON gives the same page."""
+    summary = make_summary(SLOS)
+    loaded = json.loads(write_summary(summary, tmp_path / "s.json").read_text())
+    assert render_summary_md(loaded) == render_summary_md(summary)
