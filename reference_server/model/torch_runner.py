@@ -154,9 +154,8 @@ class TorchBackend:
 
     def kv_cache_bytes(self) -> int:
         """Bytes of all KV cache buffers, including the scratch slot."""
-        return sum(
-            b.numel() * b.element_size() for n, b in self.model.named_buffers() if "cache" in n
-        )
+        caches = [b for name, b in self.model.named_buffers() if name.endswith("_cache")]
+        return sum(b.numel() * b.element_size() for b in caches)
 
     def warmup(self) -> None:
         """One prefill + decode on slot 0 (then released), and CUDA graph capture on CUDA."""
@@ -165,8 +164,9 @@ class TorchBackend:
         prompt = [BOS] + [ord("a")] * min(15, self.max_seq_len - 2)
         self.prefill([0], [prompt], [SamplingParams()])
         if self.use_cuda_graphs and self._graphs is None:
-            self._capture_graphs()
-        self.decode([0], [ord("a")])
+            self._graphs = self._capture_graphs()
+        if self._length[0] < self.max_seq_len:  # room for one decode step
+            self.decode([0], [ord("a")])
         self.release(0)
 
     def prefill(

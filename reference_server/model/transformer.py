@@ -135,6 +135,8 @@ class KVCache(nn.Module):
         device: torch.device,
     ) -> None:
         super().__init__()
+        self.k_cache: Tensor
+        self.v_cache: Tensor
         shape = (n_slots, n_kv_heads, max_seq_len, head_dim)
         self.register_buffer("k_cache", torch.zeros(shape, dtype=dtype, device=device), False)
         self.register_buffer("v_cache", torch.zeros(shape, dtype=dtype, device=device), False)
@@ -245,13 +247,16 @@ class Transformer(nn.Module):
         self.rope_cos: Tensor
         self.rope_sin: Tensor
 
+    def blocks(self) -> list[TransformerBlock]:
+        return [layer for layer in self.layers if isinstance(layer, TransformerBlock)]
+
     def setup_caches(self, n_slots: int, kv_dtype: torch.dtype) -> None:
         """Allocate the KV caches ([n_slots, Hkv, max_seq_len, D] per layer) and RoPE tables."""
         if n_slots < 1:
             raise ValueError(f"n_slots must be >= 1, got {n_slots}")
         device = self.output.weight.device
         a = self.args
-        for layer in self.layers:
+        for layer in self.blocks():
             layer.attention.kv_cache = KVCache(
                 n_slots, a.n_kv_heads, a.max_seq_len, a.head_dim, kv_dtype, device
             )

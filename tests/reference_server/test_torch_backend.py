@@ -273,6 +273,16 @@ def test_warmup_leaves_every_slot_free() -> None:
     )
 
 
+def test_warmup_with_the_smallest_context() -> None:
+    """max_seq_len 2 holds a 1-token prompt and one generated token: no decode step fits."""
+    backend = TorchBackend(max_seq_len=2)
+    backend.warmup()
+    tokens, _ = backend.prefill([0], [[BOS]], [GREEDY])
+    assert len(tokens) == 1
+    with pytest.raises(ValueError, match="exceed max_seq_len 2"):
+        backend.decode([0], tokens)
+
+
 def test_graph_buckets() -> None:
     assert graph_buckets(1) == [1]
     assert graph_buckets(8) == [1, 2, 4, 8]
