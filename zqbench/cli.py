@@ -193,6 +193,23 @@ def serve(ctx: typer.Context) -> None:
     raise typer.Exit(code)
 
 
+def _register_command_groups() -> None:
+    """Commands that live in their own CLI modules (reports, conformance)."""
+    import importlib
+
+    for module in ("zqbench.cli_reports", "zqbench.cli_conform"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        mod.register(app)
+
+
+_register_command_groups()
+
+
 def main() -> None:
     try:
         app()
