@@ -16,6 +16,7 @@ from reference_server.request import (
     get_float,
     get_int,
     get_profile,
+    get_seed,
     get_stops,
     get_str,
     need_dict,
@@ -51,7 +52,9 @@ def parse(body: Any, max_tokens_limit: int, profile_header: str | None) -> GenRe
         stream=get_bool(body, "stream"),
         include_usage=True,
         temperature=get_float(body, "temperature", 0.0, 1.0, 0.0),
-        seed=0,
+        seed=get_seed(body),  # not in the Messages API: send it with the SDK's extra_body
+        top_p=get_float(body, "top_p", 0.0, 1.0, 1.0),
+        top_k=get_int(body, "top_k", 0, 2**31 - 1, default=0),
         profile=get_profile(body, profile_header),
     )
 

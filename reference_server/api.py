@@ -62,6 +62,7 @@ class App:
         self.engine: Engine | None = None
         self.models = (config.served_model_name, config.preset)
         self.in_flight = 0
+        self._n_generations = 0  # numbers the generation requests, for derived seeds
         self._key = config.api_key.encode() if config.api_key else None
         self._common: Headers = [
             (b"x-engine", backend.name.encode()),
@@ -268,7 +269,7 @@ class App:
             prompt,
             req.max_tokens,
             req.stop,
-            SamplingParams(temperature=req.temperature, seed=req.seed),
+            self.sampling(req),
             req.profile,
             resp.received or time.time(),
             resp.received_perf or time.perf_counter(),
@@ -297,6 +298,15 @@ class App:
             if seq.state not in (State.FINISHED, State.REJECTED):
                 seq.aborted = True  # the engine frees the slot at its next step boundary
                 self.scheduler.wake()
+
+    def sampling(self, req: GenRequest) -> SamplingParams:
+        """The request's sampling parameters. Without a `seed` field the seed is derived
+        from the server seed and the request's number n (0, 1, ... since start):
+        (seed * 2**32 + n) mod 2**64, so a restarted server replays the same sequence of seeds."""
+        n = self._n_generations
+        self._n_generations += 1
+        seed = req.seed if req.seed is not None else (self.config.seed * 2**32 + n) % 2**64
+        return SamplingParams(req.temperature, seed, req.top_p, req.top_k)
 
     def _overloaded(self, reason: str) -> ApiError:
         headers: Headers = []

@@ -14,8 +14,15 @@ from typing import Protocol
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
-    temperature: float = 0.0  # 0 = greedy
+    """How one request picks its tokens. temperature 0 is greedy, and then the other
+    fields do not matter; otherwise tokens are drawn from softmax(logits / temperature),
+    restricted to the `top_k` most likely tokens (0 = all) and then to the smallest set
+    whose probability reaches `top_p`, with a generator seeded by `seed`."""
+
+    temperature: float = 0.0
     seed: int = 0
+    top_p: float = 1.0
+    top_k: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from reference_server.request import (
     get_float,
     get_int,
     get_profile,
+    get_seed,
     get_stops,
     get_str,
     need_dict,
@@ -52,9 +53,6 @@ def parse(
     if opts is not None and not isinstance(opts, dict):
         raise bad("stream_options: must be an object")
     include_usage = bool(opts and get_bool(opts, "include_usage"))
-    seed = body.get("seed")
-    if seed is not None:
-        seed = get_int(body, "seed", -(2**63), 2**63 - 1)
     return GenRequest(
         model=model or "",
         prompt_text="\n".join(parts),
@@ -63,7 +61,9 @@ def parse(
         stream=stream,
         include_usage=include_usage,
         temperature=get_float(body, "temperature", 0.0, 2.0, 0.0),
-        seed=seed or 0,
+        seed=get_seed(body),
+        top_p=get_float(body, "top_p", 0.0, 1.0, 1.0),
+        top_k=get_int(body, "top_k", 0, 2**31 - 1, default=0),  # vLLM's extension
         profile=get_profile(body, profile_header),
     )
 

@@ -24,7 +24,9 @@ class GenRequest:
     stream: bool
     include_usage: bool
     temperature: float
-    seed: int
+    seed: int | None  # None: the server derives one (api.App.sampling)
+    top_p: float
+    top_k: int
     profile: str
 
 
@@ -78,6 +80,13 @@ def get_bool(body: dict[str, Any], key: str) -> bool:
     if not isinstance(v, bool):
         raise bad(f"{key}: must be a boolean")
     return v
+
+
+def get_seed(body: dict[str, Any]) -> int | None:
+    """The request's sampling seed (OpenAI's `seed`; accepted on both routes), or None."""
+    if body.get("seed") is None:
+        return None
+    return get_int(body, "seed", -(2**63), 2**64 - 1)
 
 
 def get_profile(body: dict[str, Any], header: str | None) -> str:

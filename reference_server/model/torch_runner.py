@@ -72,6 +72,22 @@ class _DecodeGraphs:
     graphs: dict[int, torch.cuda.CUDAGraph]  # bucket batch size -> graph, ascending
 
 
+def _filtered_probs(logits: Tensor, top_k: int, top_p: float) -> Tensor:
+    """logits: [V] -> probabilities over the top_k most likely tokens (0 = all), then
+    over the smallest prefix of those whose probability reaches top_p (at least one)."""
+    if top_k > 0 and top_k < logits.numel():
+        kth = torch.topk(logits, top_k).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        # Drop a token when the tokens ranked above it already reach top_p.
+        drop = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) >= top_p
+        drop[0] = False
+        probs = probs.scatter(0, order, sorted_probs.masked_fill(drop, 0.0))
+    return probs
+
+
 class TorchBackend:
     name = "torch"
 
@@ -145,7 +161,7 @@ class TorchBackend:
         # generated token is not in the cache yet: it is written by the next decode).
         self._active = [False] * max_slots
         self._length = [0] * max_slots
-        self._temperature = [0.0] * max_slots
+        self._params = [SamplingParams()] * max_slots
         self._generators: list[torch.Generator | None] = [None] * max_slots
 
         self._graphs: _DecodeGraphs | None = None  # captured on first CUDA decode or warmup
@@ -181,8 +197,10 @@ class TorchBackend:
         self._check_slots(slots, want_active=False)
         for slot, prompt, p in zip(slots, prompts, params, strict=True):
             self._check_prompt(slot, prompt)
-            if p.temperature < 0:
-                raise ValueError(f"temperature must be >= 0, got {p.temperature} (slot {slot})")
+            if p.temperature < 0 or p.top_k < 0 or not 0 <= p.top_p <= 1:
+                raise ValueError(
+                    f"need temperature >= 0, top_k >= 0 and top_p in 0..1, got {p} (slot {slot})"
+                )
         if not slots:
             return [], StepTiming(wall_ms=0.0, gpu_ms=None)
 
@@ -203,7 +221,7 @@ class TorchBackend:
             for slot, length, p in zip(slots, lengths, params, strict=True):
                 self._active[slot] = True
                 self._length[slot] = length
-                self._temperature[slot] = p.temperature
+                self._params[slot] = p
                 self._generators[slot] = self._make_generator(p) if p.temperature > 0 else None
             next_tokens = self._sample(slots, logits)
         for slot in slots:
@@ -247,7 +265,7 @@ class TorchBackend:
         self._check_slot_index(slot)
         self._active[slot] = False
         self._length[slot] = 0
-        self._temperature[slot] = 0.0
+        self._params[slot] = SamplingParams()
         self._generators[slot] = None
 
     # -- decode paths -------------------------------------------------------------------
@@ -328,9 +346,9 @@ class TorchBackend:
             logits = logits.float() + self._logit_bias  # only printable ASCII survives
             chosen = logits.argmax(dim=-1)  # [B]
             for row, slot in enumerate(slots):
-                temperature = self._temperature[slot]
-                if temperature > 0:
-                    probs = torch.softmax(logits[row] / temperature, dim=-1)
+                p = self._params[slot]
+                if p.temperature > 0:
+                    probs = _filtered_probs(logits[row] / p.temperature, p.top_k, p.top_p)
                     # Each slot's own generator: its tokens depend only on its seed and
                     # its own context, never on which other slots share the batch.
                     chosen[row] = torch.multinomial(probs, 1, generator=self._generators[slot])[0]
