@@ -1,0 +1,665 @@
+"""The report's figures, as PNG files. The only zqbench module that imports matplotlib.
+
+    plots = render_plots(summary, frame, out_dir / "plots", gpu=None)   # -> list[Plot]
+
+matplotlib is imported lazily (inside functions) with the Agg backend through
+`matplotlib.figure.Figure`, never pyplot: no global figure state, no GUI, safe in threads.
+A figure whose data the run does not have (no timing headers, no telemetry) is skipped,
+not drawn empty. Runs with many requests are drawn as per-bin percentile bands instead
+of one point per request (SCATTER_MAX), so a million samples render in about a second.
+Times on every x axis are seconds since the run's start; durations are milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zqbench.metrics import quantiles
+from zqbench.metrics.frame import JITTER_WINDOW, NS_PER_S, MetricFrame, dispatch_jitter
+from zqbench.reporting import series
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+SCATTER_MAX = 20_000  # above this many points a time plot draws percentile bands
+DPI = 100
+MS = 1e3
+FLOOR_MS = 1e-3  # 1 µs: where values <= 0 are drawn on a log axis
+COLORS = {
+    "latency": "#1f77b4",
+    "latency_corrected": "#9467bd",
+    "ttft": "#2ca02c",
+    "reject": "#d62728",
+    "offered": "#7f7f7f",
+    "sent": "#1f77b4",
+    "ok": "#2ca02c",
+    "queue": "#ff7f0e",
+    "dispatch": "#1f77b4",
+}
+RUN_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+PERCENTILE_TICKS = {
+    "50%": 0.5,
+    "90%": 0.9,
+    "99%": 0.99,
+    "99.9%": 0.999,
+    "99.99%": 0.9999,
+    "99.999%": 0.99999,
+}
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str  # file stem, e.g. "timeline"
+    title: str
+    caption: str  # one sentence: how to read it
+    path: Path
+
+
+# --- shared helpers ---------------------------------------------------------------------
+
+
+def _figure(rows: int = 1, cols: int = 1, *, height: float = 3.6, **kw: Any) -> Figure:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, height * rows), dpi=DPI, layout="constrained")
+    fig.subplots(rows, cols, squeeze=False, **kw)
+    return fig
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # No "Software" metadata: the same run renders byte-identical PNGs on any version.
+    fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})
+    return path
+
+
+def _seconds(ns: np.ndarray) -> np.ndarray:
+    return ns / NS_PER_S
+
+
+def _ms_floor(values_s: np.ndarray) -> np.ndarray:
+    """Seconds -> ms, values <= 0 raised to 1 µs so a log axis can show them."""
+    return np.maximum(values_s * MS, FLOOR_MS)
+
+
+def _stage_lines(ax: Axes, stages: Sequence[Mapping[str, Any]], span_s: float, label: bool) -> None:
+    """Dotted lines at stage boundaries; names above the axes where the stage is wide
+    enough for its name (narrow stages are numbered only, so labels never overlap)."""
+    for stage in stages:
+        if stage["start"] > 0:
+            ax.axvline(stage["start"], color="0.4", linestyle=":", linewidth=1)
+        if not label:
+            continue
+        width = (stage["end"] - stage["start"]) / max(span_s, 1e-9)
+        name = str(stage["name"])
+        text = name if width * 95 > len(name) + 4 else str(stage["index"])
+        mid = (stage["start"] + min(stage["end"], span_s)) / 2
+        ax.text(
+            mid,
+            1.01,
+            text,
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color="0.3",
+            clip_on=False,
+        )
+
+
+def _time_series(
+    ax: Axes,
+    t_s: np.ndarray,
+    v_ms: np.ndarray,
+    bin_edges: np.ndarray,
+    color: str,
+    label: str,
+    *,
+    marker: str = ".",
+) -> None:
+    """One point per request, or p50-p99 bands with a max line when there are many."""
+    keep = ~np.isnan(t_s) & ~np.isnan(v_ms)
+    t_s, v_ms = t_s[keep], v_ms[keep]
+    if len(t_s) == 0:
+        return
+    if len(t_s) <= SCATTER_MAX:
+        ax.scatter(
+            t_s,
+            v_ms,
+            s=4 if marker == "." else 10,
+            marker=marker,
+            color=color,
+            alpha=0.5,
+            linewidths=0.8,
+            label=f"{label} (each request)",
+        )
+        return
+    bands = series.percentile_bands(t_s, v_ms, bin_edges)
+    x = bands.centers
+    ax.fill_between(
+        x,
+        bands.levels["p50"],
+        bands.levels["p99"],
+        color=color,
+        alpha=0.25,
+        step="mid",
+        label=f"{label} p50-p99 per bin",
+    )
+    ax.plot(
+        x,
+        bands.levels["p50"],
+        color=color,
+        linewidth=1.2,
+        drawstyle="steps-mid",
+        label=f"{label} p50",
+    )
+    ax.plot(
+        x,
+        bands.levels["max"],
+        color=color,
+        linewidth=0.8,
+        linestyle="--",
+        drawstyle="steps-mid",
+        label=f"{label} max",
+    )
+
+
+def _no_data(ax: Axes, message: str) -> None:
+    """A message in place of an empty panel (x ticks kept: the axis may be shared)."""
+    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center", fontsize=9,
+            color="0.4", wrap=True)  # fmt: skip
+    ax.set_yticks([])
+
+
+def _log_axis(ax: Axes, axis: str = "y") -> None:
+    """A log axis labelled in plain numbers (0.1, 2, 500), not 5x10^2; minor ticks get
+    labels only when the axis spans about one decade or less (else they would crowd)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    target.set_major_formatter(plain)
+    target.set_minor_formatter(plain if low > 0 and high / low < 12 else NullFormatter())
+
+
+class RunData:
+    """What every figure reads from one run: times in seconds, the metric frame, the summary."""
+
+    def __init__(self, summary: Mapping[str, Any], frame: MetricFrame) -> None:
+        self.summary = summary
+        self.frame = frame
+        c = frame.columns
+        self.t_send = _seconds(c.t_send)
+        self.t_end = _seconds(c.t_end)
+        self.t_intended = _seconds(c.t_intended)
+        span = float(np.nanmax(self.t_end)) if frame.n else 0.0
+        self.span = max(span, float(summary.get("duration") or 0.0), 1e-3)
+        self.width = series.bin_width(self.span)
+        self.edges = series.edges(self.span, self.width)
+        self.stages = list(summary.get("stages", []))
+
+    def values_s(self, metric: str) -> np.ndarray:
+        return self.frame.values[metric] / NS_PER_S
+
+    def available(self, metric: str) -> bool:
+        return self.frame.unavailable_reason(metric) is None
+
+    def stage_lines(self, axes: Sequence[Axes]) -> None:
+        for i, ax in enumerate(axes):
+            _stage_lines(ax, self.stages, self.span, label=(i == 0))
+
+
+# --- the figures ----------------------------------------------------------------------
+
+
+def timeline(run: RunData, path: Path) -> Plot:
+    fig = _figure(2, 1, height=2.9, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    top, bottom = fig.axes
+    _time_series(
+        top, run.t_send, run.values_s("latency") * MS, run.edges, COLORS["latency"], "latency (ok)"
+    )
+    if run.available("time_to_reject"):
+        _time_series(
+            top,
+            run.t_send,
+            _ms_floor(run.values_s("time_to_reject")),
+            run.edges,
+            COLORS["reject"],
+            "time to reject",
+            marker="x",
+        )
+    _log_axis(top)
+    top.set_ylabel("latency (ms, log)")
+    top.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    top.grid(True, which="major", alpha=0.3)
+
+    if run.frame.columns.t_intended.size and not np.all(np.isnan(run.t_intended)):
+        offered = series.rate(run.t_intended, run.edges)
+        bottom.plot(
+            run.edges[:-1],
+            offered,
+            drawstyle="steps-post",
+            color=COLORS["offered"],
+            linewidth=2.2,
+            alpha=0.6,
+            label="offered (schedule)",
+        )
+    bottom.plot(
+        run.edges[:-1],
+        series.rate(run.t_send, run.edges),
+        drawstyle="steps-post",
+        color=COLORS["sent"],
+        linewidth=1.2,
+        label="sent (achieved)",
+    )
+    ok_end = np.where(run.frame.ok, run.t_end, np.nan)
+    bottom.plot(
+        run.edges[:-1],
+        series.rate(ok_end, run.edges),
+        drawstyle="steps-post",
+        color=COLORS["ok"],
+        linewidth=1.2,
+        linestyle="--",
+        label="completed ok",
+    )
+    bottom.set_ylabel(f"requests/s ({run.width:g} s bins)")
+    bottom.set_xlabel("time since start (s)")
+    bottom.set_ylim(bottom=0)
+    bottom.set_xlim(0, run.span)
+    bottom.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    bottom.grid(True, alpha=0.3)
+    run.stage_lines(fig.axes)
+    _save(fig, path)
+    return Plot(
+        "timeline",
+        "Latency and request rate over time",
+        "Top: latency of each request by send time (refusals as red x). Bottom: the"
+        " schedule's offered rate, the rate actually sent, and successful completions."
+        " Dotted lines are stage boundaries.",
+        path,
+    )
+
+
+def _percentile_curve(sorted_s: np.ndarray, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """(x, value_ms) of an HDR percentile plot, x = log10(1 / (1 - q)), sampled on a grid
+    so a million values draw as a few hundred points (nearest-rank quantiles). The last
+    point is the maximum, drawn at x = log10(n)."""
+    n = len(sorted_s)
+    top = np.log10(n) if n > 1 else 1.0
+    x = np.linspace(0.0, top, points)
+    q = np.append(1.0 - 10.0 ** (-x[:-1]), 1.0)
+    values = np.array([quantiles.quantile(sorted_s, float(qi)) for qi in q], dtype=float)
+    return x, values * MS
+
+
+def _percentile_axis(ax: Axes, max_x: float) -> None:
+    ticks = {k: np.log10(1 / (1 - q)) for k, q in PERCENTILE_TICKS.items()}
+    # A tick a hair beyond the data (n = 99 reaches 99% at 1.996) is still shown.
+    shown = {k: v for k, v in ticks.items() if v <= max_x + 0.05}
+    ax.set_xticks(list(shown.values()), list(shown.keys()))
+    ax.set_xlim(0, max(max_x, 0.5, *shown.values()))
+    ax.set_xlabel("percentile (max at right end)")
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _draw_percentiles(ax: Axes, curves: list[tuple[str, np.ndarray, str]], title: str) -> None:
+    max_x = 0.0
+    for label, sorted_s, color in curves:
+        finite = sorted_s[np.isfinite(sorted_s)]
+        if len(finite) == 0:
+            continue
+        x, v = _percentile_curve(finite)
+        ax.plot(
+            x,
+            np.maximum(v, FLOOR_MS),
+            color=color,
+            linewidth=1.4,
+            label=f"{label} (n={len(finite):,})",
+        )
+        max_x = max(max_x, float(x[-1]))
+    _log_axis(ax)
+    ax.set_title(title, fontsize=10)
+    _percentile_axis(ax, max_x)
+    ax.legend(loc="upper left", fontsize=7, framealpha=0.85)
+
+
+HDR_METRICS = ("latency", "latency_corrected", "ttft")
+
+
+def percentiles(run: RunData, path: Path) -> Plot:
+    fig = _figure(1, len(HDR_METRICS), height=3.8)
+    for ax, metric in zip(fig.axes, HDR_METRICS, strict=True):
+        reason = run.frame.unavailable_reason(metric)
+        if reason is not None:
+            ax.set_title(metric, fontsize=10)
+            _no_data(ax, f"unavailable:\n{reason}")
+            continue
+        curves = []
+        classes = run.frame.classes
+        for i, cls in enumerate(classes):
+            keep = run.frame.mask(request_class=cls) if len(classes) > 1 else None
+            label = cls if len(classes) > 1 else "all requests"
+            curves.append(
+                (label, run.frame.sorted_seconds(metric, keep), RUN_COLORS[i % len(RUN_COLORS)])
+            )
+        _draw_percentiles(ax, curves, metric)
+    fig.axes[0].set_ylabel("ms (log)")
+    _save(fig, path)
+    return Plot(
+        "percentiles",
+        "Latency percentile distribution (HDR)",
+        "Value at each percentile, one line per request class; the x axis stretches"
+        " the tail (each tick is ten times rarer). Successful requests only.",
+        path,
+    )
+
+
+def _log_bins(values_ms: np.ndarray, bins: int = 60) -> np.ndarray:
+    positive = values_ms[values_ms > 0]
+    low, high = float(positive.min()), float(positive.max())
+    if high <= low * 1.0001:
+        low, high = low / 1.5, high * 1.5
+    return np.geomspace(low, high, bins + 1)
+
+
+def histograms(run: RunData, path: Path) -> Plot | None:
+    panels = [("ttft", "TTFT"), ("itl", "inter-token latency (mean gap per request)")]
+    panels = [(m, t) for m, t in panels if run.available(m)]
+    if not panels:
+        return None
+    fig = _figure(1, len(panels), height=3.4)
+    for ax, (metric, title) in zip(fig.axes, panels, strict=True):
+        sorted_s = run.frame.sorted_seconds(metric)
+        values_ms = sorted_s * MS
+        ax.hist(
+            values_ms[values_ms > 0], bins=_log_bins(values_ms), color=COLORS["ttft"], alpha=0.75
+        )
+        for name, q, style in (("p50", 0.5, "-"), ("p99", 0.99, "--")):
+            v = quantiles.quantile(sorted_s, q)
+            if v is not None:
+                ax.axvline(
+                    v * MS,
+                    color="k",
+                    linestyle=style,
+                    linewidth=1,
+                    label=f"{name} = {v * MS:.3g} ms",
+                )
+        _log_axis(ax, "x")
+        ax.set_xlabel(f"{metric} (ms, log)")
+        ax.set_ylabel("requests")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3)
+    _save(fig, path)
+    return Plot(
+        "histograms",
+        "TTFT and inter-token latency",
+        "How many successful requests fell in each (log-spaced) bin, with p50 and p99 marked.",
+        path,
+    )
+
+
+def _status_color(key: str, i: int) -> str:
+    if key.startswith("2") and ":" not in key:
+        return "#2ca02c"
+    fixed = {"429": "#ff7f0e", "503": "#d62728", "529": "#9467bd", "500": "#8c564b"}
+    if key in fixed:
+        return fixed[key]
+    if key.startswith("transport:"):
+        return ("#7f7f7f", "#bcbd22", "#17becf", "#c7c7c7")[i % 4]
+    return ("#e377c2", "#8c564b", "#bcbd22", "#17becf")[i % 4]
+
+
+def status_mix(run: RunData, path: Path) -> Plot:
+    keys = run.frame.status_keys
+    counts = run.summary.get("status_codes", {})
+    order = list(counts)[:7]
+    keys = np.where(np.isin(keys, order), keys, "other") if len(counts) > 7 else keys
+    if len(counts) > 7:
+        order.append("other")
+    fig = _figure(1, 1, height=3.2)
+    ax = fig.axes[0]
+    shares = series.shares(run.t_send, keys, run.edges, order) * 100
+    x = np.repeat(run.edges, 2)[1:-1]  # step edges, so a bin's share spans the whole bin
+    stacked = np.repeat(shares, 2, axis=1)
+    ax.stackplot(
+        x,
+        stacked,
+        labels=order,
+        colors=[_status_color(k, i) for i, k in enumerate(order)],
+        alpha=0.85,
+    )
+    ax.set_ylim(0, 100)
+    ax.set_xlim(0, run.span)
+    ax.set_ylabel(f"share of requests (%, {run.width:g} s bins)")
+    ax.set_xlabel("send time since start (s)")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="status")
+    run.stage_lines([ax])
+    _save(fig, path)
+    return Plot(
+        "status_mix",
+        "Status mix over time",
+        "Share of each HTTP status or transport error among the requests sent in each"
+        " bin: how errors migrate as load changes.",
+        path,
+    )
+
+
+def dispatch(run: RunData, path: Path) -> Plot | None:
+    has_delay = run.available("dispatch_delay")
+    has_queue = run.available("server_queue")
+    if not (has_delay or has_queue):
+        return None
+    fig = _figure(2, 1, height=2.8, sharex=True)
+    top, bottom = fig.axes
+    if has_delay:
+        _time_series(
+            top,
+            run.t_send,
+            _ms_floor(run.values_s("dispatch_delay")),
+            run.edges,
+            COLORS["dispatch"],
+            "dispatch_delay",
+        )
+    if has_queue:
+        _time_series(
+            top,
+            run.t_send,
+            _ms_floor(run.values_s("server_queue")),
+            run.edges,
+            COLORS["queue"],
+            "server_queue",
+        )
+    _log_axis(top)
+    top.set_ylabel("ms (log)")
+    top.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    top.grid(True, alpha=0.3)
+    delay_ns = run.frame.values["dispatch_delay"]
+    jitter = dispatch_jitter(delay_ns, run.frame.columns.t_send) / NS_PER_S * MS
+    if has_delay and len(jitter):
+        centers = series.window_times(run.t_send, ~np.isnan(delay_ns), JITTER_WINDOW)
+        bottom.plot(
+            centers,
+            jitter,
+            marker="o",
+            markersize=3,
+            linewidth=1,
+            color=COLORS["dispatch"],
+            label=f"std per {JITTER_WINDOW} requests",
+        )
+        for slo in run.summary.get("slos", []):
+            if slo["metric"] == "dispatch_jitter":
+                bottom.axhline(
+                    slo["threshold"] * MS,
+                    color="k",
+                    linestyle="--",
+                    linewidth=1,
+                    label=f"SLO {slo['expr']}",
+                )
+        bottom.set_ylim(bottom=0)
+        bottom.legend(loc="upper left", fontsize=8)
+    else:
+        _no_data(bottom, f"dispatch_jitter: no complete window of {JITTER_WINDOW} requests")
+    bottom.set_ylabel("dispatch_jitter (ms)")
+    bottom.set_xlabel("send time since start (s)")
+    bottom.set_xlim(0, run.span)
+    bottom.grid(True, alpha=0.3)
+    run.stage_lines(fig.axes)
+    _save(fig, path)
+    return Plot(
+        "dispatch",
+        "Server queue, dispatch delay and jitter",
+        "Top: time queued in the server (timing headers) and from send to the first"
+        " compute step. Bottom: the jitter of dispatch_delay over consecutive windows"
+        " of requests.",
+        path,
+    )
+
+
+def gpu(run: RunData, gpu_samples: Mapping[str, np.ndarray] | None, path: Path) -> Plot | None:
+    """GPU busy fraction over time; shaded where at least one request was in flight."""
+    if gpu_samples is None or len(gpu_samples["t_s"]) == 0:
+        return None
+    fig = _figure(1, 1, height=3.0)
+    ax = fig.axes[0]
+    grid = np.linspace(0, run.span, 4000)
+    busy = series.in_flight(run.t_send, run.t_end, grid) > 0
+    ax.fill_between(
+        grid,
+        0,
+        100,
+        where=busy,
+        color="#1f77b4",
+        alpha=0.12,
+        step="mid",
+        label="≥1 request in flight",
+        linewidth=0,
+    )
+    t, util, dev = gpu_samples["t_s"], gpu_samples["util"], gpu_samples["gpu"]
+    for i, g in enumerate(np.unique(dev)):
+        sel = dev == g
+        ax.plot(
+            t[sel],
+            util[sel] * 100,
+            linewidth=1,
+            color=RUN_COLORS[i % len(RUN_COLORS)],
+            label=f"GPU {g} utilization",
+        )
+    density = run.summary.get("telemetry", {}).get("gpu_density")
+    if density is not None:
+        ax.plot([], [], " ", label=f"gpu_density = {density:.1%}")
+    ax.set_ylim(0, 105)
+    ax.set_xlim(0, run.span)
+    ax.set_ylabel("busy (%)")
+    ax.set_xlabel("time since start (s)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    run.stage_lines([ax])
+    _save(fig, path)
+    return Plot(
+        "gpu",
+        "GPU utilization",
+        "GPU busy fraction from telemetry; shaded spans had at least one request in"
+        " flight (gpu_density averages only those).",
+        path,
+    )
+
+
+def schedule_lag(run: RunData, path: Path) -> Plot | None:
+    if not run.available("schedule_lag"):
+        return None
+    fig = _figure(1, 1, height=3.0)
+    ax = fig.axes[0]
+    _time_series(
+        ax,
+        run.t_intended,
+        _ms_floor(run.values_s("schedule_lag")),
+        run.edges,
+        COLORS["offered"],
+        "schedule_lag",
+    )
+    limit = run.summary.get("validity", {}).get("thresholds", {}).get("max_schedule_lag_p99_s")
+    if limit:
+        ax.axhline(
+            limit * MS,
+            color=COLORS["reject"],
+            linestyle="--",
+            linewidth=1,
+            label=f"validity limit on p99 ({limit * MS:g} ms)",
+        )
+    p99 = quantiles.quantile(run.frame.sorted_seconds("schedule_lag"), 0.99)
+    if p99 is not None:  # in the legend: a title would collide with the stage names
+        ax.plot([], [], " ", label=f"measured p99 = {p99 * MS:.3g} ms")
+    _log_axis(ax)
+    ax.set_ylabel("send - intended (ms, log)")
+    ax.set_xlabel("intended send time since start (s)")
+    ax.set_xlim(0, run.span)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    run.stage_lines([ax])
+    _save(fig, path)
+    return Plot(
+        "schedule_lag",
+        "Did the generator hold the schedule?",
+        "How late each request was sent relative to its intended time; values at or"
+        " below 1 µs are drawn at 1 µs. Above the red line at p99 the run is invalid.",
+        path,
+    )
+
+
+def render_plots(
+    summary: Mapping[str, Any],
+    frame: MetricFrame,
+    plots_dir: Path,
+    *,
+    gpu_samples: Mapping[str, np.ndarray] | None = None,
+) -> list[Plot]:
+    """Every figure the run has data for, written to plots_dir/<name>.png."""
+    run = RunData(summary, frame)
+    out: list[Plot | None] = [
+        timeline(run, plots_dir / "timeline.png"),
+        percentiles(run, plots_dir / "percentiles.png"),
+        histograms(run, plots_dir / "histograms.png"),
+        status_mix(run, plots_dir / "status_mix.png"),
+        dispatch(run, plots_dir / "dispatch.png"),
+        gpu(run, gpu_samples, plots_dir / "gpu.png"),
+        schedule_lag(run, plots_dir / "schedule_lag.png"),
+    ]
+    return [p for p in out if p is not None]
+
+
+# --- comparison ---------------------------------------------------------------------------
+
+
+def compare_percentiles(
+    runs: Sequence[tuple[str, MetricFrame]], metrics: Sequence[str], path: Path
+) -> Plot:
+    """HDR percentile curves of several runs overlaid, one panel per metric."""
+    fig = _figure(1, len(metrics), height=3.8)
+    for ax, metric in zip(fig.axes, metrics, strict=True):
+        curves = [
+            (label, frame.sorted_seconds(metric), RUN_COLORS[i % len(RUN_COLORS)])
+            for i, (label, frame) in enumerate(runs)
+            if frame.unavailable_reason(metric) is None
+        ]
+        if not curves:
+            ax.set_title(metric, fontsize=10)
+            _no_data(ax, "unavailable in every run")
+            continue
+        _draw_percentiles(ax, curves, metric)
+    fig.axes[0].set_ylabel("ms (log)")
+    _save(fig, path)
+    return Plot(
+        "compare_percentiles",
+        "Percentile distributions, overlaid",
+        "Each run's value at each percentile (successful requests); lower is better.",
+        path,
+    )
