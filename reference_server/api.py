@@ -33,6 +33,7 @@ log = logging.getLogger("reference_server")
 Headers = list[tuple[bytes, bytes]]
 _POST_ROUTES = ("/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions")
 _GET_ROUTES = ("/v1/models", "/health", "/metrics")
+_PROFILE_ROUTES = ("/start_profile", "/stop_profile")
 _REJECT_KIND = {"queue_timeout": "rate_limit", "shutdown": "overloaded"}
 
 
@@ -62,6 +63,7 @@ class App:
         self.engine: Engine | None = None
         self.models = (config.served_model_name, config.preset)
         self.in_flight = 0
+        self.profiling = False  # between POST /start_profile and /stop_profile
         self._n_generations = 0  # numbers the generation requests, for derived seeds
         self._key = config.api_key.encode() if config.api_key else None
         self._common: Headers = [
@@ -142,7 +144,8 @@ class App:
         finally:
             self.in_flight -= 1
             self.metrics.in_flight.dec()
-            route = path if path in _POST_ROUTES or path in _GET_ROUTES else "other"
+            known = path in _POST_ROUTES or path in _GET_ROUTES or path in _PROFILE_ROUTES
+            route = path if known else "other"
             self.metrics.http_requests.labels(route, str(resp.status)).inc()
 
     async def _send_error(self, resp: _Response, err: ApiError, dialect: str) -> None:
@@ -174,7 +177,7 @@ class App:
     ) -> None:
         method = scope["method"]
         model_path = path.startswith("/v1/models/") and len(path) > len("/v1/models/")
-        if path in _POST_ROUTES:
+        if path in _POST_ROUTES or path in _PROFILE_ROUTES:
             allowed = b"POST"
         elif path in _GET_ROUTES or model_path:
             allowed = b"GET"
@@ -191,6 +194,10 @@ class App:
         if path == "/metrics":
             return await resp.full(200, self.metrics.render(), b"text/plain; version=0.0.4")
         self._check_auth(headers)
+        if path in _PROFILE_ROUTES:
+            return await resp.full(
+                200, self._profile(path == "/start_profile"), b"application/json"
+            )
         if path == "/v1/models":
             return await resp.full(200, self._models_page(), b"application/json")
         if model_path:
@@ -279,6 +286,7 @@ class App:
         if refusal is not None:
             self.metrics.rejected.labels(refusal).inc()
             raise self._overloaded(refusal)
+        resp.extra.append((b"x-execution-profile", req.profile.encode()))
         watcher = asyncio.ensure_future(_watch_disconnect(receive, seq, self.scheduler))
         try:
             await self._await_start(seq)
@@ -372,6 +380,20 @@ class App:
             if chunk:
                 await resp.body_part(chunk, more=True)
 
+    # ---- profiler switches ------------------------------------------------------------
+
+    def _profile(self, start: bool) -> bytes:
+        """POST /start_profile, /stop_profile: bound an Nsight capture (cudaProfilerApi range)."""
+        try:
+            if start:
+                self.backend.start_profile()
+            else:
+                self.backend.stop_profile()
+        except ValueError as exc:  # no CUDA: a clear 400, never a 500
+            raise ApiError("invalid_request", str(exc)) from None
+        self.profiling = start
+        return json.dumps({"profiling": start}).encode()
+
     # ---- small GET routes -----------------------------------------------------------
 
     def _health(self) -> bytes:
@@ -391,6 +413,7 @@ class App:
                 "slots_used": self.scheduler.num_slots_used,
                 "waiting": self.scheduler.num_waiting,
                 "max_context": self.config.max_context,
+                "profiling": self.profiling,
             }
         ).encode()
 
@@ -465,6 +488,7 @@ class _Response:
     __slots__ = (
         "common",
         "dispatch",
+        "extra",
         "finished",
         "received",
         "received_perf",
@@ -483,6 +507,7 @@ class _Response:
         self.start: float | None = None
         self.started = self.finished = False
         self.status = 0
+        self.extra: Headers = []  # earned on the way (x-execution-profile once admitted)
 
     def _headers(self, content_type: bytes, extra: Headers) -> Headers:
         h: Headers = [(b"content-type", content_type), (b"request-id", self.rid.encode())]
@@ -493,7 +518,7 @@ class _Response:
             h.append((b"x-request-dispatch-time", _ts(self.dispatch)))
         if self.start is not None:
             h.append((b"x-request-start-time", _ts(self.start)))
-        return h + extra
+        return h + self.extra + extra
 
     async def full(
         self, status: int, body: bytes, content_type: bytes, extra: Headers | None = None

@@ -1,6 +1,7 @@
 """The compute backend interface shared by the schedulers and the engines.
 
-The scheduler's step loop (one thread) owns the backend; nothing else calls it.
+The scheduler's step loop (one thread) owns the backend; nothing else calls it,
+except the profiler switches, which are process-wide CUDA calls.
 A backend holds a fixed number of sequence slots, each with a preallocated KV
 cache of `max_seq_len` positions. Token ids are bytes (0..255) plus specials,
 from `reference_server.model.tokenizer`.
@@ -48,3 +49,10 @@ class ComputeBackend(Protocol):
 
     def release(self, slot: int) -> None:
         """Forget a finished sequence; its slot may be reused by the next prefill."""
+
+    def start_profile(self) -> None:
+        """Open a CUDA profiler capture range (cudaProfilerStart), for Nsight tools started
+        with a cudaProfilerApi capture range. Raises ValueError where there is no CUDA."""
+
+    def stop_profile(self) -> None:
+        """Close the capture range (cudaProfilerStop). Raises ValueError where there is no CUDA."""

@@ -91,12 +91,13 @@ class Engine:
         while not self._stop:
             if not self.running:
                 self.scheduler.wait_for_work(0.05)
-            new, expired = self.scheduler.take_new()
-            events: Events = [(s, "reject", "queue_timeout") for s in expired]
-            for s in expired:
-                s.state = State.REJECTED
-            self._drop_aborted()
-            new = [s for s in new if not self._abort_if_gone(s)]
+            with _Range("dispatch"):  # newly admitted requests join this step
+                new, expired = self.scheduler.take_new()
+                events: Events = [(s, "reject", "queue_timeout") for s in expired]
+                for s in expired:
+                    s.state = State.REJECTED
+                self._drop_aborted()
+                new = [s for s in new if not self._abort_if_gone(s)]
             self._post(events)
             try:
                 if new:
@@ -161,6 +162,7 @@ class Engine:
             self.metrics.dispatch_delay.observe(delay)
             self.metrics.queue_time.observe(max(0.0, (s.dispatch or now) - s.received))
             self.metrics.prompt_tokens.inc(len(s.prompt))
+            self.metrics.prefill_group.labels(s.profile).observe(len(group))
         # The head of a streaming response goes out now: compute has started.
         self._post([(s, "start", None) for s in group])
         self._expect("prefill")

@@ -75,6 +75,13 @@ class Metrics:
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
             registry=r,
         )
+        self.prefill_group = Histogram(
+            "refserver_prefill_group_size",
+            "Requests prefilled in the same step as this one, by execution profile",
+            ["profile"],
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=r,
+        )
         self.queue_time = Histogram(
             "refserver_request_queue_time_seconds",
             "Received to dispatched (slot assigned)",

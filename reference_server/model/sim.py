@@ -98,3 +98,9 @@ class SimBackend:
 
     def release(self, slot: int) -> None:
         self._rngs.pop(slot, None)
+
+    def start_profile(self) -> None:
+        raise ValueError("profiling needs the torch engine on CUDA; this server runs engine sim")
+
+    def stop_profile(self) -> None:
+        self.start_profile()

@@ -268,6 +268,23 @@ class TorchBackend:
         self._params[slot] = SamplingParams()
         self._generators[slot] = None
 
+    def start_profile(self) -> None:
+        """cudaProfilerStart: nsys with --capture-range=cudaProfilerApi records from here."""
+        self._need_cuda_profiler()
+        torch.cuda.profiler.start()
+
+    def stop_profile(self) -> None:
+        self._need_cuda_profiler()
+        torch.cuda.synchronize(self._torch_device)  # the capture ends after queued kernels
+        torch.cuda.profiler.stop()
+
+    def _need_cuda_profiler(self) -> None:
+        if not self._is_cuda:
+            raise ValueError(
+                "profiling needs CUDA (cudaProfilerStart/Stop); this server runs torch on "
+                f"{self.device} (start it with --device cuda on a GPU machine)"
+            )
+
     # -- decode paths -------------------------------------------------------------------
 
     def _decode_eager(self, slots: list[int], tokens: list[int], positions: list[int]) -> Tensor:
