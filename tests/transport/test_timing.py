@@ -77,4 +77,4 @@ def test_ttfb_is_at_least_the_programmed_delay(kind: str, programmed_server: Pro
     for ex, sink in run(go):
         assert ex.error is None and sink.status == 200 and ex.bytes_in == 10
         ttfb = sink.t_headers - ex.t_send
-        assert 25_000_000 <= ttfb < 60_000_000
+        assert 25_000_000 <= ttfb < 175_000_000  # upper bound: sanity only (shared CPUs)

@@ -66,7 +66,9 @@ class _Connection(asyncio.Protocol):
         self.h2 = h2.connection.H2Connection(config=cfg)
         self.streams: dict[int, _Stream] = {}
         self.transport: asyncio.Transport | None = None
-        self.settings = asyncio.get_running_loop().create_future()  # first SETTINGS from server
+        loop = asyncio.get_running_loop()
+        self.settings = loop.create_future()  # first SETTINGS from the server
+        self.lost = loop.create_future()  # the socket is closed
         self.usable = True  # false after GOAWAY, a connection error, or close
         self.can_write = asyncio.Event()
         self.can_write.set()
@@ -86,12 +88,12 @@ class _Connection(asyncio.Protocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.h2.initiate_connection()
-        # Sent as an update so h2 applies them (e.g. the larger inbound frame size) on the ACK.
+        # MAX_FRAME_SIZE stays at 16 KiB: h2 applies a larger one only from its next read, so
+        # big frames that share a read with the SETTINGS ACK would be rejected.
         self.h2.update_settings(
             {
                 h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
                 h2.settings.SettingCodes.ENABLE_PUSH: 0,
-                h2.settings.SettingCodes.MAX_FRAME_SIZE: 1 << 20,  # fewer frames for big bodies
             }
         )
         self.h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
@@ -99,6 +101,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.usable = False
+        if not self.lost.done():
+            self.lost.set_result(None)
         self.transport = None
         reason = f": {exc}" if exc else ""
         self.fail_all(ConnectionReset(f"connection closed by the server{reason}"))
@@ -259,7 +263,7 @@ def _check_partial_frame(conn: h2.connection.H2Connection) -> None:
     buf = getattr(conn.incoming_buffer, "_data", b"")
     if len(buf) >= 3:
         length = int.from_bytes(buf[:3], "big")
-        limit = max(conn.max_inbound_frame_size, 1 << 20)  # ours, acked or not yet
+        limit = conn.max_inbound_frame_size
         if length > limit:
             raise h2.exceptions.FrameTooLargeError(f"frame header announces {length} bytes")
 
@@ -433,8 +437,15 @@ class H2Transport:
 
     async def close(self) -> None:
         self._closed = True
-        for c in list(self._conns):
+        conns, self._conns = list(self._conns), []
+        for c in conns:
             c.close()
-        self._conns.clear()
         self._slot_freed()
-        await asyncio.sleep(0)  # let the transports run their close callbacks
+        # A TLS close waits for the peer's close_notify; give it a moment, then cut.
+        pending = [c.lost for c in conns if not c.lost.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=1.0)
+        for c in conns:
+            if not c.lost.done() and c.transport is not None:
+                c.transport.abort()
+        await asyncio.sleep(0)  # let abort's connection_lost callbacks run
