@@ -172,8 +172,17 @@ def _time_series(
 
 def _no_data(ax: Axes, message: str) -> None:
     """A message in place of an empty panel (x ticks kept: the axis may be shared)."""
-    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center", fontsize=9,
-            color="0.4", wrap=True)  # fmt: skip
+    ax.text(
+        0.5,
+        0.5,
+        message,
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        fontsize=9,
+        color="0.4",
+        wrap=True,
+    )
     ax.set_yticks([])
 
 

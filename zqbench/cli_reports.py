@@ -1,0 +1,129 @@
+"""`zqbench report`, `zqbench gate` and `zqbench compare`: commands over saved runs.
+
+No traffic is sent. `zqbench.cli` calls `register(app)`; like cli.py, this module maps
+ZqbenchError to its exit code and imports nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from zqbench.errors import UsageError, ZqbenchError
+
+
+def _fail(exc: ZqbenchError) -> None:
+    typer.echo(f"zqbench: error: {exc.message}", err=True)
+    raise typer.Exit(exc.exit_code)
+
+
+def _percent(text: str, flag: str) -> float:
+    """'5%' -> 0.05; '0.05' -> 0.05."""
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected a percentage like 5% or a fraction") from None
+
+
+RunDir = Annotated[Path, typer.Argument(help="A run folder (holds summary.json).")]
+InconclusiveOk = Annotated[
+    bool, typer.Option(help="Exit 0 when the result is inconclusive rather than 1.")
+]
+
+
+def report(run_dir: RunDir, inconclusive_ok: InconclusiveOk = False) -> None:
+    """Re-render summary.md, junit.xml, plots and report.html of a saved run (no traffic)."""
+    from zqbench.reporting.render import render_all
+
+    try:
+        paths = render_all(run_dir, inconclusive_fails=not inconclusive_ok)
+    except ZqbenchError as exc:
+        _fail(exc)
+        return
+    for path in paths:
+        typer.echo(str(path))
+
+
+def gate(
+    run_dir: RunDir,
+    slo: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--slo", help="SLO to evaluate, e.g. 'latency:p99<150ms' (default: the run's own)."
+        ),
+    ] = None,
+    write: Annotated[
+        bool, typer.Option(help="Rewrite the run's summary.json and outputs with this gate.")
+    ] = False,
+    inconclusive_ok: InconclusiveOk = False,
+) -> None:
+    """Re-evaluate SLOs on a saved run and exit 0 pass, 1 fail/inconclusive, 4 invalid."""
+    from zqbench.errors import exit_code_for_verdict
+    from zqbench.reporting.gate import gate_run, write_gated
+
+    try:
+        summary = gate_run(run_dir, slo or ())
+        if write:
+            write_gated(run_dir, summary, inconclusive_fails=not inconclusive_ok)
+    except ZqbenchError as exc:
+        _fail(exc)
+        return
+    typer.echo(f"verdict: {summary['verdict'].upper()}   {run_dir}")
+    for result in summary["slos"]:
+        typer.echo(f"  {result['verdict']:<12} {result['expr']}  {result['message']}")
+    for reason in summary["validity"]["reasons"]:
+        typer.echo(f"  invalid: {reason}")
+    code = exit_code_for_verdict(summary["verdict"], inconclusive_fails=not inconclusive_ok)
+    raise typer.Exit(code)
+
+
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="BASELINE CANDIDATE [CANDIDATE ...]")],
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for compare.html/.md/.json (default: none).")
+    ] = None,
+    max_regression: Annotated[
+        str, typer.Option(help="Tolerated increase of each gated percentile, e.g. 5%.")
+    ] = "5%",
+    max_error_increase: Annotated[
+        str, typer.Option(help="Tolerated increase of the error rate, in points, e.g. 1%.")
+    ] = "1%",
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metric",
+            help="Gated statistic, e.g. latency:p99 or errors:rate"
+            " (repeatable; default: latency and ttft p50/p99, errors:rate).",
+        ),
+    ] = None,
+    inconclusive_ok: InconclusiveOk = False,
+) -> None:
+    """Compare runs with the first: differences with 95% CIs and a regression verdict.
+
+    Exit 0 no regression, 1 regression (or inconclusive), 2 bad usage, 4 an invalid run."""
+    from zqbench.reporting.compare import compare_runs, exit_code, write_comparison
+    from zqbench.reporting.compare_render import render_compare_md
+
+    try:
+        comparison = compare_runs(
+            runs,
+            max_regression=_percent(max_regression, "--max-regression"),
+            max_error_increase=_percent(max_error_increase, "--max-error-increase"),
+            metrics=metric or (),
+        )
+        paths = write_comparison(comparison, out) if out is not None else []
+    except ZqbenchError as exc:
+        _fail(exc)
+        return
+    typer.echo(render_compare_md(comparison), nl=False)
+    for path in paths:
+        typer.echo(str(path))
+    raise typer.Exit(exit_code(comparison, inconclusive_fails=not inconclusive_ok))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(report)
+    app.command()(gate)
+    app.command()(compare)

@@ -1,0 +1,337 @@
+"""Compare saved runs: each metric's difference with a 95% CI, and a regression verdict.
+
+    comparison = compare_runs([baseline_dir, candidate_dir], max_regression=0.05)
+    comparison.verdict        # "ok" | "regression" | "inconclusive" | "invalid"
+    write_comparison(comparison, out_dir)  # compare.md, compare.html, compare.json, plots/
+
+The first run is the baseline; every other run is compared with it.
+
+Confidence interval of a percentile difference (candidate - baseline). Each run's
+percentile gets its distribution-free order-statistic CI (`quantiles.quantile_ci`) at
+97.5% instead of 95%; the difference then lies in [low_B - high_A, high_B - low_A]
+whenever both intervals cover their true percentiles, which happens with probability at
+least 1 - 2.5% - 2.5% = 95% (Bonferroni; the runs are independent, so the true coverage
+is 1 - 0.025^2 - ... >= 95%). It is exact, distribution-free, needs no resampling (a
+million samples cost one sort), and is conservative: it is wider than a bootstrap's,
+so "regression" is never claimed on noise. An unbounded side (too few samples for a
+p99) stays unbounded. Rates (errors) use the Wilson interval the same way.
+
+Verdict per gated metric, with allowed = max_regression * baseline value (durations) or
+max_error_increase (rates, absolute): regression when the CI's low end exceeds allowed;
+ok when its high end is at or under allowed; otherwise inconclusive.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zqbench.errors import UsageError
+from zqbench.metrics import quantiles
+from zqbench.metrics.frame import DURATION_METRICS, MetricFrame
+from zqbench.metrics.summary import PERCENTILES, json_number
+from zqbench.outputs.json_out import write_atomic
+from zqbench.reporting.saved import SavedRun, load_run
+
+CONFIDENCE_EACH = 0.975  # per run, so the difference's interval has >= 95% coverage
+DEFAULT_GATED = ("latency:p50", "latency:p99", "ttft:p50", "ttft:p99", "errors:rate")
+SHOWN = (
+    "latency:p50",
+    "latency:p99",
+    "latency_corrected:p99",
+    "ttft:p50",
+    "ttft:p99",
+    "tpot:p50",
+    "itl:p99",
+    "server_queue:p99",
+    "dispatch_delay:p99",
+    "time_to_reject:p99",
+    "errors:rate",
+)
+COMPARE_PLOT_METRICS = ("latency", "latency_corrected", "ttft")
+
+
+@dataclass(frozen=True)
+class Stat:
+    """'latency:p99' or 'errors:rate'."""
+
+    metric: str
+    stat: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.metric}:{self.stat}"
+
+    @property
+    def q(self) -> float:
+        return PERCENTILES[self.stat]
+
+
+def parse_stat(text: str) -> Stat:
+    metric, _, stat = text.partition(":")
+    if metric == "errors" and stat == "rate":
+        return Stat(metric, stat)
+    if metric not in DURATION_METRICS or metric == "dispatch_jitter":
+        raise UsageError(f"--metric {text!r}: expected a per-request metric, e.g. latency:p99")
+    if stat not in PERCENTILES:
+        raise UsageError(f"--metric {text!r}: the statistic must be p50, p90, p95, p99 or p999")
+    return Stat(metric, stat)
+
+
+@dataclass(frozen=True)
+class Diff:
+    key: str  # "latency:p99"
+    baseline: float | None  # seconds, or a fraction for rates; inf allowed
+    candidate: float | None
+    diff: float | None  # candidate - baseline
+    ci_low: float | None  # None: unbounded (or no value)
+    ci_high: float | None
+    allowed: float | None  # the largest increase that is not a regression
+    verdict: str  # ok | regression | inconclusive | unavailable
+    gated: bool
+    note: str = ""
+
+    @property
+    def relative(self) -> float | None:
+        if self.diff is None or not self.baseline or math.isinf(self.baseline):
+            return None
+        return self.diff / self.baseline
+
+
+@dataclass(frozen=True)
+class Pair:
+    baseline: str
+    candidate: str
+    diffs: list[Diff]
+    verdict: str
+
+
+@dataclass
+class Comparison:
+    runs: list[SavedRun]
+    pairs: list[Pair]
+    verdict: str
+    max_regression: float
+    max_error_increase: float
+    gated: list[str]
+    frames: dict[str, MetricFrame] = field(default_factory=dict, repr=False)
+
+
+def _sub(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    value = a - b
+    return None if math.isnan(value) else value
+
+
+def _decide(low: float | None, high: float | None, allowed: float) -> str:
+    if low is not None and low > allowed:
+        return "regression"
+    if high is not None and high <= allowed:
+        return "ok"
+    return "inconclusive"
+
+
+def _percentile_diff(
+    stat: Stat, a: MetricFrame, b: MetricFrame, max_regression: float, gated: bool
+) -> Diff:
+    missing = [f.unavailable_reason(stat.metric) for f in (a, b)]
+    if any(missing):
+        both = all(missing)
+        note = "; ".join(m for m in missing if m)
+        return Diff(
+            stat.key,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            "unavailable" if both else "inconclusive",
+            gated,
+            note,
+        )
+    xa, xb = a.sorted_seconds(stat.metric), b.sorted_seconds(stat.metric)
+    pa, pb = quantiles.quantile(xa, stat.q), quantiles.quantile(xb, stat.q)
+    la, ha = quantiles.quantile_ci(xa, stat.q, CONFIDENCE_EACH)
+    lb, hb = quantiles.quantile_ci(xb, stat.q, CONFIDENCE_EACH)
+    low, high = _sub(lb, ha), _sub(hb, la)
+    allowed = max_regression * abs(pa) if pa is not None and math.isfinite(pa) else None
+    verdict = "inconclusive" if allowed is None else _decide(low, high, allowed)
+    return Diff(stat.key, pa, pb, _sub(pb, pa), low, high, allowed, verdict, gated)
+
+
+def _rate_diff(
+    stat: Stat, a: MetricFrame, b: MetricFrame, max_increase: float, gated: bool
+) -> Diff:
+    if a.n == 0 or b.n == 0:
+        return Diff(stat.key, None, None, None, None, None, None, "unavailable", gated)
+    fa, fb = int(np.count_nonzero(~a.ok)), int(np.count_nonzero(~b.ok))
+    z = 2.241402727604947  # standard normal 0.9875 quantile: a 97.5% Wilson interval each
+    la, ha = quantiles.wilson_interval(fa, a.n, z)
+    lb, hb = quantiles.wilson_interval(fb, b.n, z)
+    low, high = _sub(lb, ha), _sub(hb, la)
+    ra, rb = fa / a.n, fb / b.n
+    return Diff(
+        stat.key, ra, rb, rb - ra, low, high, max_increase, _decide(low, high, max_increase), gated
+    )
+
+
+def diff_stat(
+    stat: Stat,
+    a: MetricFrame,
+    b: MetricFrame,
+    *,
+    max_regression: float,
+    max_error_increase: float,
+    gated: bool,
+) -> Diff:
+    if stat.stat == "rate":
+        return _rate_diff(stat, a, b, max_error_increase, gated)
+    return _percentile_diff(stat, a, b, max_regression, gated)
+
+
+def pair_verdict(diffs: Sequence[Diff]) -> str:
+    verdicts = {d.verdict for d in diffs if d.gated and d.verdict != "unavailable"}
+    if "regression" in verdicts:
+        return "regression"
+    if "inconclusive" in verdicts:
+        return "inconclusive"
+    return "ok"
+
+
+def compare_runs(
+    run_dirs: Sequence[Path],
+    *,
+    max_regression: float = 0.05,
+    max_error_increase: float = 0.01,
+    metrics: Sequence[str] = (),
+) -> Comparison:
+    """Compare every run with the first. Raises UsageError (exit 2) for fewer than two
+    runs, a folder that is not a run, or a bad --metric."""
+    from zqbench.reporting.render import frame_of
+
+    if len(run_dirs) < 2:
+        raise UsageError("compare needs at least two runs: BASELINE CANDIDATE [...]")
+    if not 0 <= max_regression < 10 or not 0 <= max_error_increase <= 1:
+        raise UsageError(
+            "--max-regression must lie in [0%, 1000%), --max-error-increase in [0%, 100%]"
+        )
+    gated = [parse_stat(m) for m in (metrics or DEFAULT_GATED)]
+    shown = gated + [parse_stat(m) for m in SHOWN if m not in {g.key for g in gated}]
+    runs = [load_run(Path(d)) for d in run_dirs]
+    labels = unique_labels(runs)
+    frames = {
+        label: frame_of(r.summary, r.samples()) for label, r in zip(labels, runs, strict=True)
+    }
+    base = frames[labels[0]]
+    pairs = []
+    for label in labels[1:]:
+        diffs = [
+            diff_stat(
+                s,
+                base,
+                frames[label],
+                max_regression=max_regression,
+                max_error_increase=max_error_increase,
+                gated=s in gated,
+            )
+            for s in shown
+        ]
+        pairs.append(Pair(labels[0], label, diffs, pair_verdict(diffs)))
+    verdicts = {p.verdict for p in pairs}
+    if any(r.summary["verdict"] == "invalid" for r in runs):
+        verdict = "invalid"
+    elif "regression" in verdicts:
+        verdict = "regression"
+    elif "inconclusive" in verdicts:
+        verdict = "inconclusive"
+    else:
+        verdict = "ok"
+    return Comparison(
+        runs, pairs, verdict, max_regression, max_error_increase, [g.key for g in gated], frames
+    )
+
+
+def unique_labels(runs: Sequence[SavedRun]) -> list[str]:
+    """Folder names, made unique with a #2, #3 suffix (two runs may share a name)."""
+    labels: list[str] = []
+    for run in runs:
+        label, i = run.name, 2
+        while label in labels:
+            label, i = f"{run.name}#{i}", i + 1
+        labels.append(label)
+    return labels
+
+
+def exit_code(comparison: Comparison, *, inconclusive_fails: bool = True) -> int:
+    """0 no regression, 1 regression (or inconclusive unless allowed), 4 an invalid run."""
+    from zqbench.errors import EXIT_INVALID, EXIT_OK, EXIT_SLO_FAILED
+
+    if comparison.verdict == "invalid":
+        return EXIT_INVALID
+    if comparison.verdict == "regression":
+        return EXIT_SLO_FAILED
+    if comparison.verdict == "inconclusive" and inconclusive_fails:
+        return EXIT_SLO_FAILED
+    return EXIT_OK
+
+
+def to_dict(comparison: Comparison) -> dict[str, Any]:
+    """compare.json: machine-readable, seconds and fractions, no inf/NaN."""
+
+    def clean(d: Diff) -> dict[str, Any]:
+        out = asdict(d)
+        for k in ("baseline", "candidate", "diff", "ci_low", "ci_high", "allowed"):
+            out[k] = json_number(out[k])
+        out["relative"] = json_number(d.relative)
+        return out
+
+    return {
+        "schema": "zqbench.compare/1",
+        "verdict": comparison.verdict,
+        "max_regression": comparison.max_regression,
+        "max_error_increase": comparison.max_error_increase,
+        "gated": comparison.gated,
+        "runs": [
+            {"label": label, "path": str(r.path), "verdict": r.summary["verdict"]}
+            for label, r in zip(comparison.frames, comparison.runs, strict=True)
+        ],
+        "pairs": [
+            {
+                "baseline": p.baseline,
+                "candidate": p.candidate,
+                "verdict": p.verdict,
+                "diffs": [clean(d) for d in p.diffs],
+            }
+            for p in comparison.pairs
+        ],
+    }
+
+
+def write_comparison(comparison: Comparison, out_dir: Path) -> list[Path]:
+    """compare.md, compare.html, compare.json and plots/compare_percentiles.png."""
+    from zqbench.outputs.redact import redact
+    from zqbench.reporting.compare_render import render_compare_html, render_compare_md
+    from zqbench.reporting.plots import compare_percentiles
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plot = compare_percentiles(
+        list(comparison.frames.items()),
+        COMPARE_PLOT_METRICS,
+        out_dir / "plots" / "compare_percentiles.png",
+    )
+    data = json.dumps(redact(to_dict(comparison)), indent=2, allow_nan=False) + "\n"
+    return [
+        write_atomic(out_dir / "compare.json", data),
+        write_atomic(out_dir / "compare.md", render_compare_md(comparison)),
+        write_atomic(out_dir / "compare.html", render_compare_html(comparison, [plot])),
+        plot.path,
+    ]

@@ -1,0 +1,180 @@
+"""compare.md and compare.html: renderers of a Comparison (compare.py computes everything).
+
+Durations are shown in milliseconds, rates in percent; the CI column is the 95% interval
+of the difference (candidate - baseline). Every string passes through redact + escape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from zqbench.outputs.redact import redact
+from zqbench.reporting.compare import Comparison, Diff
+from zqbench.reporting.html import CSS, esc, figure
+from zqbench.reporting.plots import Plot
+
+VERDICT_BADGE = {
+    "ok": "✅ NO REGRESSION",
+    "regression": "❌ REGRESSION",
+    "inconclusive": "⚠️ INCONCLUSIVE",
+    "invalid": "🚫 INVALID RUN",
+}
+DIFF_BADGE = {
+    "ok": "ok",
+    "regression": "**regression**",
+    "inconclusive": "inconclusive",
+    "unavailable": "n/a",
+}
+BANNER_CLASS = {
+    "ok": "pass",
+    "regression": "fail",
+    "inconclusive": "inconclusive",
+    "invalid": "invalid",
+}
+
+
+def _value(v: float | None, rate: bool, signed: bool = False) -> str:
+    if v is None:
+        return "–"
+    if math.isinf(v):
+        return ("+∞" if v > 0 else "−∞") if signed else "∞"
+    sign = "+" if signed and v > 0 else ""
+    return f"{sign}{v * 100:.3g}%" if rate else f"{sign}{v * 1e3:.4g}"
+
+
+def _cells(d: Diff) -> dict[str, str]:
+    rate = d.key.endswith(":rate")
+    low = "−∞" if d.ci_low is None else _value(d.ci_low, rate, signed=True)
+    high = "+∞" if d.ci_high is None else _value(d.ci_high, rate, signed=True)
+    if d.ci_low is None and d.ci_high is None:
+        ci = "–" if d.diff is None else "unbounded (too few samples)"
+    else:
+        ci = f"[{low}, {high}]"
+    rel = d.relative
+    return {
+        "key": d.key + (" (pp)" if rate else " (ms)"),
+        "baseline": _value(d.baseline, rate),
+        "candidate": _value(d.candidate, rate),
+        "diff": _value(d.diff, rate, signed=True),
+        "relative": "–" if rel is None else f"{rel:+.1%}",
+        "ci": ci,
+        "allowed": "–" if d.allowed is None else "≤ " + _value(d.allowed, rate, signed=True),
+        "verdict": d.verdict + ("" if d.gated else " (not gated)"),
+    }
+
+
+def _run_rows(comparison: Comparison) -> list[list[str]]:
+    rows = []
+    for label, run in zip(comparison.frames, comparison.runs, strict=True):
+        s = redact(run.summary)
+        server = s.get("environment", {}).get("reference_server") or {}
+        scheduler = server.get("scheduler") if isinstance(server, dict) else None
+        r = s["requests"]
+        rows.append(
+            [
+                label,
+                s["scenario"]["name"],
+                s["target"],
+                str(scheduler or "–"),
+                s["verdict"],
+                f"{r['sent']:,}",
+                f"{r['ok']:,}",
+                f"{r['failed']:,}",
+                f"{float(s['duration']):.1f}",
+            ]
+        )
+    return rows
+
+
+RUN_HEADERS = (
+    "run",
+    "scenario",
+    "target",
+    "server scheduler",
+    "run verdict",
+    "sent",
+    "ok",
+    "failed",
+    "duration (s)",
+)
+DIFF_HEADERS = ("metric", "baseline", "candidate", "Δ", "Δ %", "95% CI of Δ", "allowed", "verdict")
+_DIFF_FIELDS = ("key", "baseline", "candidate", "diff", "relative", "ci", "allowed", "verdict")
+
+
+def _md_cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_compare_md(comparison: Comparison) -> str:
+    lines = [
+        f"## zqbench compare: {VERDICT_BADGE[comparison.verdict]}",
+        "",
+        f"Baseline `{_md_cell(comparison.pairs[0].baseline)}`; regression = the 95% CI of the"
+        f" difference lies above {comparison.max_regression:.1%} of the baseline"
+        f" (error rate: above +{comparison.max_error_increase:.1%} points)."
+        f" Gated: {', '.join(f'`{g}`' for g in comparison.gated)}.",
+        "",
+        "| " + " | ".join(RUN_HEADERS) + " |",
+        "| " + " | ".join("---" for _ in RUN_HEADERS) + " |",
+    ]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in _run_rows(comparison)]
+    for pair in comparison.pairs:
+        lines += [
+            "",
+            f"### `{_md_cell(pair.candidate)}` vs `{_md_cell(pair.baseline)}`:"
+            f" {VERDICT_BADGE[pair.verdict]}",
+            "",
+            "| " + " | ".join(DIFF_HEADERS) + " |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        ]
+        for d in pair.diffs:
+            cells = _cells(d)
+            cells["verdict"] = DIFF_BADGE[d.verdict] + ("" if d.gated else " (not gated)")
+            lines.append("| " + " | ".join(_md_cell(cells[f]) for f in _DIFF_FIELDS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], attrs: Sequence[str]) -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join(
+        f"<tr{attr}>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>"
+        for row, attr in zip(rows, attrs, strict=True)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_compare_html(comparison: Comparison, plots: Sequence[Plot]) -> str:
+    verdict = comparison.verdict
+    runs = _run_rows(comparison)
+    parts = [
+        f'<section id="verdict" class="banner {BANNER_CLASS[verdict]}"'
+        f' data-verdict="{esc(verdict)}">',
+        f'<div class="word">{esc(VERDICT_BADGE[verdict])}</div>',
+        f"<div>Baseline {esc(comparison.pairs[0].baseline)}; tolerance"
+        f" {comparison.max_regression:.1%} of the baseline per percentile,"
+        f" +{comparison.max_error_increase:.1%} points of error rate. Gated:"
+        f" {esc(', '.join(comparison.gated))}.</div></section>",
+        "<h2>Runs</h2>",
+        _html_table(RUN_HEADERS, runs, [""] * len(runs)),
+    ]
+    for pair in comparison.pairs:
+        rows = [[_cells(d)[f] for f in _DIFF_FIELDS] for d in pair.diffs]
+        attrs = [f' data-key="{esc(d.key)}" data-verdict="{esc(d.verdict)}"' for d in pair.diffs]
+        parts += [
+            f"<h2>{esc(pair.candidate)} vs {esc(pair.baseline)}: {esc(VERDICT_BADGE[pair.verdict])}"
+            "</h2>",
+            _html_table(DIFF_HEADERS, rows, attrs),
+            "<p class=note>Δ = candidate − baseline (ms; error rate in percentage points)."
+            " The CI combines each run's 97.5% order-statistic interval (Bonferroni), so it"
+            " covers the true difference with at least 95% probability.</p>",
+        ]
+    parts.append("<h2>Figures</h2>")
+    parts += [figure(p.title, p.caption, p.path.read_bytes(), p.name) for p in plots]
+    return (
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        f"<title>zqbench compare · {esc(VERDICT_BADGE[verdict])}</title><style>{CSS}</style>"
+        "</head><body><h1>zqbench compare</h1>" + "".join(parts) + "</body></html>\n"
+    )
