@@ -1,0 +1,316 @@
+"""One short GPU session for the reference server's torch engine (about 5 minutes on an H200).
+
+Phases, each recorded even when an earlier one failed:
+
+1. environment  torch, CUDA, device name
+2. gpu tests    `pytest tests/reference_server/test_torch_backend.py -m gpu`
+3. decode       the torch backend alone, per preset (`medium`, then `large` if the time
+                budget allows): decode tokens/s at batch 1..64 with CUDA graphs, and the
+                graph-vs-eager step time at each batch; prefill at 64 and 512 tokens
+4. server       `python -m reference_server --engine torch --device cuda --preset medium`,
+                POST /start_profile, `zqbench run smoke` against it, POST /stop_profile;
+                dispatch_delay p50/p99 (summary.json) and per-request GPU time
+                (srv_gpu_ms in samples.parquet)
+
+Writes gpu_check.json and gpu_check.md (and the zqbench outputs) under `--out`, default
+`$OUT` when set, else docs/gpu/. Exit code 0 when every phase passed, 1 when one failed,
+2 when there is no CUDA (one line says so).
+
+`--dry-run` runs everything on CPU with the tiny preset and fewer steps, to check the
+script itself on a machine without a GPU (output in a temporary folder unless --out).
+
+    python benchmarks/gpu_check.py                  # on the GPU machine
+    .venv/bin/python benchmarks/gpu_check.py --dry-run
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BATCHES = [1, 2, 4, 8, 16, 32, 64]
+MAX_SEQ_LEN = 512  # 64-token prompts + warm-up + timed steps fit; graphs attend over all of it
+
+
+def _ms(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+# ---- phases -------------------------------------------------------------------------
+
+
+def phase_environment(dry: bool) -> dict[str, Any]:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {
+        "torch": torch.__version__,
+        "cuda_available": cuda,
+        "cuda_version": torch.version.cuda,
+        "device_name": torch.cuda.get_device_name() if cuda else None,
+        "python": platform.python_version(),
+        "dry_run": dry,
+    }
+
+
+def phase_gpu_tests() -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
+           "tests/reference_server/test_torch_backend.py"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    tail = (proc.stdout + proc.stderr).strip().splitlines()
+    return {"command": " ".join(cmd[2:]), "returncode": proc.returncode, "summary": tail[-1:]}
+
+
+def phase_decode(preset: str, device: str, batches: list[int], steps: int) -> dict[str, Any]:
+    """Decode with CUDA graphs and eagerly at each batch size, then prefill, one preset."""
+    import torch
+
+    from benchmarks.torch_backend import bench_decode, bench_prefill
+    from reference_server.model.torch_runner import TorchBackend
+
+    out: dict[str, Any] = {"preset": preset, "device": device, "max_seq_len": MAX_SEQ_LEN}
+    modes = [("graph", True), ("eager", False)] if device == "cuda" else [("eager", False)]
+    per_mode: dict[str, dict[int, dict[str, Any]]] = {}
+    for mode, graphs in modes:
+        backend = TorchBackend(preset=preset, device=device, max_slots=max(batches),
+                               max_seq_len=MAX_SEQ_LEN, use_cuda_graphs=graphs)  # fmt: skip
+        t = time.perf_counter()
+        backend.warmup()  # captures every graph bucket on CUDA
+        out[f"{mode}_warmup_s"] = round(time.perf_counter() - t, 2)
+        out["param_count"] = backend.param_count
+        out["kv_cache_bytes"] = backend.kv_cache_bytes()
+        per_mode[mode] = {b: bench_decode(backend, b, steps, 5) for b in batches}
+        if mode == modes[0][0]:
+            out["prefill"] = [bench_prefill(backend, n, 5) for n in (64, 512 - 1)]
+        del backend
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    rows = []
+    for b in batches:
+        row: dict[str, Any] = {"batch": b}
+        for mode in per_mode:
+            r = per_mode[mode][b]
+            row[f"{mode}_p50_ms"] = r["wall_p50_ms"]
+            row[f"{mode}_gpu_p50_ms"] = r["gpu_p50_ms"]
+            row[f"{mode}_tokens_per_s"] = round(r["tokens_per_s"], 1)
+        if "graph" in per_mode:
+            row["eager_over_graph"] = round(row["eager_p50_ms"] / row["graph_p50_ms"], 2)
+        rows.append(row)
+    out["decode"] = rows
+    return out
+
+
+def _post(url: str) -> dict[str, Any]:
+    import httpx
+
+    r = httpx.post(url, timeout=30)
+    return {"status": r.status_code, "body": r.json()}
+
+
+def phase_server(out_dir: Path, device: str, preset: str) -> dict[str, Any]:
+    """Start the server on `device`, drive `zqbench run smoke` against it, read the results."""
+    import pyarrow.parquet as pq
+
+    from tests.reference_server.conftest import MODEL, start_server
+
+    args = ("--engine", "torch", "--device", device, "--preset", preset,
+            "--max-batch-size", "16", "--max-context", "512")  # fmt: skip
+    t = time.perf_counter()
+    server = start_server(*args, wait_s=240)
+    res: dict[str, Any] = {"server_args": " ".join(args), "startup_s": 0.0}
+    res["startup_s"] = round(time.perf_counter() - t, 1)
+    zq_out = out_dir / "zqbench-smoke"
+    try:
+        # Exercise the Nsight switches; harmless without a profiler attached (400 on CPU).
+        res["start_profile"] = _post(server.url + "/start_profile")
+        cmd = [sys.executable, "-m", "zqbench", "run", "smoke", "--target", server.url,
+               "--model", MODEL, "--out", str(zq_out), "--quiet"]  # fmt: skip
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
+        res["stop_profile"] = _post(server.url + "/stop_profile")
+    finally:
+        server.stop()
+    res["zqbench_returncode"] = proc.returncode
+    res["zqbench_tail"] = (proc.stdout + proc.stderr).strip().splitlines()[-4:]
+    summary = json.loads((zq_out / "summary.json").read_text())
+    m = summary["metrics"]
+    res["status_codes"] = summary["status_codes"]
+    for name in ("dispatch_delay", "server_queue", "ttft", "latency"):
+        res[f"{name}_p50_ms"] = _scaled(m.get(name, {}).get("p50"), 1e3)
+        res[f"{name}_p99_ms"] = _scaled(m.get(name, {}).get("p99"), 1e3)
+    gpu = [x for x in pq.read_table(zq_out / "samples.parquet", columns=["srv_gpu_ms"])
+           .column("srv_gpu_ms").to_pylist() if x is not None]  # fmt: skip
+    res["srv_gpu_ms"] = {
+        "n": len(gpu),
+        "p50": statistics.median(gpu) if gpu else None,
+        "max": max(gpu) if gpu else None,
+        "mean": statistics.fmean(gpu) if gpu else None,
+    }
+    return res
+
+
+def _scaled(x: float | None, k: float) -> float | None:
+    return None if x is None else round(x * k, 3)
+
+
+# ---- report -------------------------------------------------------------------------
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    env = doc["phases"].get("environment", {}).get("result", {})
+    lines = [
+        "# GPU check of the reference server's torch engine" + (" (DRY RUN, CPU)" if
+                                                                  doc["dry_run"] else ""),
+        "",
+        f"`{doc['command']}` — {doc['started_at']}, {doc['elapsed_s']:.0f} s, "
+        f"device {env.get('device_name') or 'cpu'}, torch {env.get('torch')} "
+        f"(CUDA {env.get('cuda_version')}).",
+        "",
+    ]  # fmt: skip
+    for name, phase in doc["phases"].items():
+        lines.append(f"## {name}: {phase['status']} ({phase['seconds']:.1f} s)")
+        lines.append("")
+        if phase["status"] != "ok":
+            lines += ["```", phase.get("error", ""), "```", ""]
+            continue
+        r = phase["result"]
+        if name == "gpu tests":
+            lines += [f"`{r['command']}` → exit {r['returncode']}: {' '.join(r['summary'])}", ""]
+        elif name.startswith("decode"):
+            modes = [m for m in ("graph", "eager") if f"{m}_p50_ms" in r["decode"][0]]
+            head = "| batch | " + " | ".join(
+                f"{m} step p50 ms | {m} GPU p50 ms | {m} tokens/s" for m in modes
+            )
+            ratio = "graph" in modes
+            lines += [
+                f"preset `{r['preset']}` ({r['param_count'] / 1e6:.1f} M params), "
+                f"max_seq_len {r['max_seq_len']}, KV cache {r['kv_cache_bytes'] / 2**20:.0f} MiB",
+                "",
+                head + (" | eager / graph |" if ratio else " |"),
+                "|" + "---:|" * (1 + 3 * len(modes) + ratio),
+            ]
+            for row in r["decode"]:
+                cells = [str(row["batch"])]
+                for m in modes:
+                    cells += [_ms(row[f"{m}_p50_ms"]), _ms(row[f"{m}_gpu_p50_ms"]),
+                              f"{row[f'{m}_tokens_per_s']:.0f}"]  # fmt: skip
+                if ratio:
+                    cells.append(f"{row['eager_over_graph']:.2f}")
+                lines.append("| " + " | ".join(cells) + " |")
+            pre = ", ".join(
+                f"{p['prompt_tokens']} tokens {_ms(p['wall_p50_ms'])} ms" for p in r["prefill"]
+            )
+            lines += ["", f"Prefill (one prompt, p50): {pre}.", ""]
+        elif name == "server":
+            g = r["srv_gpu_ms"]
+            lines += [
+                f"`python -m reference_server {r['server_args']}` (ready in "
+                f"{r['startup_s']} s), `zqbench run smoke`: exit {r['zqbench_returncode']}, "
+                f"status codes {r['status_codes']}",
+                "",
+                "| metric | p50 ms | p99 ms |",
+                "|---|---:|---:|",
+            ]
+            for metric in ("dispatch_delay", "server_queue", "ttft", "latency"):
+                lines.append(
+                    f"| {metric} | {_ms(r[f'{metric}_p50_ms'])} | {_ms(r[f'{metric}_p99_ms'])} |"
+                )
+            lines += [
+                "",
+                f"Per-request GPU time (srv_gpu_ms): n={g['n']}, p50 {_ms(g['p50'])} ms, "
+                f"mean {_ms(g['mean'])} ms, max {_ms(g['max'])} ms.",
+                f"/start_profile → {r['start_profile']['status']}, "
+                f"/stop_profile → {r['stop_profile']['status']}.",
+                "",
+            ]
+        else:
+            lines += ["```", json.dumps(r, indent=1), "```", ""]
+    return "\n".join(lines)
+
+
+# ---- main ---------------------------------------------------------------------------
+
+
+def _run_phase(doc: dict[str, Any], name: str, fn: Any, *args: Any) -> None:
+    t = time.perf_counter()
+    print(f"gpu_check: {name} ...", flush=True)
+    try:
+        doc["phases"][name] = {"status": "ok", "result": fn(*args)}
+    except Exception as exc:  # record and go on: one failed phase must not hide the others
+        doc["phases"][name] = {
+            "status": "failed",
+            "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}",
+        }
+    doc["phases"][name]["seconds"] = round(time.perf_counter() - t, 1)
+    print(f"gpu_check: {name} {doc['phases'][name]['status']} "
+          f"({doc['phases'][name]['seconds']} s)", flush=True)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, help="output folder (default: $OUT, else docs/gpu/)")
+    p.add_argument("--dry-run", action="store_true", help="CPU, tiny preset, fewer steps")
+    p.add_argument("--presets", default="medium,large", help="decode presets, in order")
+    p.add_argument("--budget-s", type=float, default=300, help="skip later presets past this")
+    args = p.parse_args(argv)
+
+    import torch
+
+    if not args.dry_run and not torch.cuda.is_available():
+        print(f"gpu_check: torch {torch.__version__} sees no CUDA device; run with --dry-run "
+              "to check the script on CPU", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.out is not None:
+        out_dir = args.out
+    elif args.dry_run:
+        out_dir = Path(tempfile.mkdtemp(prefix="gpu_check-dry-run-"))
+    else:
+        out_dir = Path(os.environ.get("OUT") or ROOT / "docs" / "gpu")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    device = "cpu" if args.dry_run else "cuda"
+    presets = ["tiny"] if args.dry_run else args.presets.split(",")
+    batches = [1, 2, 4, 8] if args.dry_run else BATCHES
+    steps = 20 if args.dry_run else 50
+    t0 = time.perf_counter()
+    doc: dict[str, Any] = {
+        "schema": "zqbench.gpu_check/1",
+        "command": "python benchmarks/gpu_check.py " + " ".join(argv or sys.argv[1:]),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "dry_run": args.dry_run,
+        "phases": {},
+    }
+    _run_phase(doc, "environment", phase_environment, args.dry_run)
+    _run_phase(doc, "gpu tests", phase_gpu_tests)
+    for i, preset in enumerate(presets):
+        if i > 0 and time.perf_counter() - t0 > args.budget_s / 2:
+            print(f"gpu_check: skipping decode {preset}: past half the time budget")
+            continue
+        _run_phase(doc, f"decode {preset}", phase_decode, preset, device, batches, steps)
+    _run_phase(doc, "server", phase_server, out_dir, device, presets[0])
+    doc["elapsed_s"] = round(time.perf_counter() - t0, 1)
+
+    (out_dir / "gpu_check.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (out_dir / "gpu_check.md").write_text(markdown(doc) + "\n")
+    failed = [n for n, ph in doc["phases"].items() if ph["status"] != "ok"]
+    print(f"gpu_check: wrote {out_dir}/gpu_check.md and .json in {doc['elapsed_s']:.0f} s; "
+          + (f"FAILED: {', '.join(failed)}" if failed else "all phases ok"))  # fmt: skip
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
