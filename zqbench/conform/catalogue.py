@@ -1,0 +1,37 @@
+"""The catalogue: every check, in the order a run executes them.
+
+Ids are stable: a check keeps its id for as long as it exists, and a new check takes the
+next free number of its group. Order matters: the load checks (zeroqueue.5-10) come after
+the requests at rest, and headers.* last, as it judges every response the run received.
+"""
+
+from __future__ import annotations
+
+from zqbench.conform.checks import errors, headers, transport, zeroqueue
+from zqbench.conform.checks.api import api_checks
+from zqbench.conform.model import Check
+
+CATALOGUE: tuple[Check, ...] = (
+    *api_checks("anthropic"),
+    *api_checks("openai"),
+    *errors.CHECKS,
+    *transport.CHECKS,
+    *zeroqueue.CHECKS,
+    *headers.CHECKS,
+)
+
+
+def groups() -> list[str]:
+    """Every name --only accepts: each group, and each dotted prefix of one (`api`)."""
+    out: list[str] = []
+    for check in CATALOGUE:
+        parts = check.group.split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def in_groups(check: Check, only: tuple[str, ...]) -> bool:
+    return not only or any(check.group == g or check.group.startswith(g + ".") for g in only)

@@ -1,0 +1,1 @@
+"""The checks, one module per group; `zqbench.conform.catalogue` lists them in order."""

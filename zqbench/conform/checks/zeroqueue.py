@@ -1,0 +1,336 @@
+"""zeroqueue.*: does the endpoint keep the zero-queue contract (DESIGN.md, timing headers)?
+
+.1-.3  at rest: timing headers present, ordered, and server_queue p99 under a bound
+.4     /health reports status and dispatch_jitter_us
+.5     the hidden-queue detector: admitted TTFT must not grow with offered concurrency
+.6-.10 one burst past capacity: refusals (not waits or timeouts), as 503/529 statuses,
+       fast, with Retry-After, and gone once the load drops
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from zqbench.conform.client import Exchange
+from zqbench.conform.context import Context
+from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
+from zqbench.conform.stats import median_slope
+from zqbench.conform.wire import REFUSAL_STATUSES, body_json, classify, first_token_time
+from zqbench.dialects.common import parse_epoch, parse_retry_after
+
+HEADERS = ("x-request-received-time", "x-request-dispatch-time", "x-request-start-time")
+# Stamps carry microsecond digits; allow for their rounding when comparing two of them.
+STAMP_SLACK_S = 2e-6
+# A queue shows as admitted requests waiting far longer than one request alone does.
+QUEUE_FACTOR = 3.0
+QUEUE_MARGIN_MS = 20.0
+
+
+def _ms(x: float) -> float:
+    return round(x, 3)
+
+
+def _p(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (the one definition zqbench uses)."""
+    s = sorted(values)
+    return s[min(len(s), max(1, math.ceil(round(q * len(s), 9)))) - 1]
+
+
+def _stamps(ex: Exchange) -> tuple[float | None, ...]:
+    return tuple(parse_epoch(ex.headers.get(h)) for h in HEADERS)
+
+
+def _admitted(ctx: Context, exchanges: list[Exchange]) -> list[Exchange]:
+    return [ex for ex in exchanges if classify(ctx.api, ex) == "admitted"]
+
+
+# ------------------------------------------------------------------ at rest
+def headers_present(ctx: Context) -> CheckResult:
+    admitted = _admitted(ctx, ctx.low_load())
+    if not admitted:
+        return skipped("no request was admitted at low load")
+    for ex in admitted:
+        for name, value in zip(HEADERS, _stamps(ex), strict=True):
+            if value is None:
+                raw = ex.headers.get(name)
+                why = "absent" if raw is None else f"not epoch seconds: {raw[:40]!r}"
+                return failed(f"{name} {why}", response=ex.evidence(body=False))
+    return passed(f"all three timing headers on {len(admitted)} admitted responses")
+
+
+def headers_ordered(ctx: Context) -> CheckResult:
+    admitted = _admitted(ctx, ctx.low_load())
+    checked = 0
+    for ex in admitted:
+        received, dispatch, start = _stamps(ex)
+        if received is None or dispatch is None or start is None:
+            continue  # zeroqueue.1 reports missing stamps
+        checked += 1
+        stamps = {"received": received, "dispatch": dispatch, "start": start}
+        if not received <= dispatch + STAMP_SLACK_S or not dispatch <= start + STAMP_SLACK_S:
+            return failed(
+                "the stamps are not ordered received <= dispatch <= start",
+                stamps=stamps,
+                response=ex.evidence(body=False),
+            )
+        # Clock-offset free: the server was sent the request before it received it, so if
+        # the server's (start - received) is longer than the client's (send -> first body
+        # byte), compute started after the first body byte had already left.
+        if ex.t_first_byte is None:
+            continue
+        server_span = start - received
+        client_span = (ex.t_first_byte - ex.t_send) / 1e9
+        if server_span > client_span + STAMP_SLACK_S:
+            return failed(
+                f"start is {_ms(server_span * 1e3)} ms after received, but the first body byte "
+                f"arrived {_ms(client_span * 1e3)} ms after the send: start came after it",
+                stamps=stamps,
+                response=ex.evidence(body=False),
+            )
+    if not checked:
+        return skipped("no response carried all three stamps (see zeroqueue.1)")
+    return passed(f"ordered on {checked} responses, start before the first body byte")
+
+
+def server_queue(ctx: Context) -> CheckResult:
+    queue_ms = []
+    for ex in _admitted(ctx, ctx.low_load()):
+        received, dispatch, _ = _stamps(ex)
+        if received is not None and dispatch is not None:
+            queue_ms.append((dispatch - received) * 1e3)
+    if not queue_ms:
+        return skipped("no received/dispatch stamps to measure (see zeroqueue.1)")
+    bound = ctx.options.server_queue_bound_ms
+    p99, p50 = _p(queue_ms, 0.99), _p(queue_ms, 0.5)
+    evidence = {"n": len(queue_ms), "p50_ms": _ms(p50), "p99_ms": _ms(p99), "bound_ms": bound}
+    if p99 > bound:
+        return failed(f"server_queue p99 {_ms(p99)} ms > {bound} ms at low load", **evidence)
+    return passed(f"server_queue p99 {_ms(p99)} ms <= {bound} ms", **evidence)
+
+
+def health(ctx: Context) -> CheckResult:
+    ex = ctx.send(ctx.get("/health"))
+    obj = body_json(ex)
+    if ex.status != 200 or not isinstance(obj, dict):
+        return failed(
+            f"GET /health: status {ex.status or ex.error}, JSON object expected",
+            response=ex.evidence(),
+        )
+    jitter = obj.get("dispatch_jitter_us")
+    if not isinstance(obj.get("status"), str):
+        return failed("/health has no string `status`", response=ex.evidence())
+    if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or jitter < 0:
+        return failed(
+            "/health has no non-negative number `dispatch_jitter_us`", response=ex.evidence()
+        )
+    return passed(f"status {obj['status']!r}, dispatch_jitter_us {jitter}")
+
+
+# ------------------------------------------------------------------ the hidden-queue detector
+def hidden_queue(ctx: Context) -> CheckResult:
+    steps = ctx.slope()
+    table: list[dict[str, Any]] = []
+    points = []
+    for step in steps:
+        ttfts = [
+            (t - ex.t_send) / 1e6
+            for ex in _admitted(ctx, step.exchanges)
+            if (t := first_token_time(ctx.api, ex)) is not None
+        ]
+        refused = sum(1 for ex in step.exchanges if classify(ctx.api, ex) != "admitted")
+        table.append(
+            {
+                "concurrency": step.concurrency,
+                "offered_rps": round(len(step.exchanges) / max(step.duration_s, 1e-9), 1),
+                "admitted": len(ttfts),
+                "refused_or_failed": refused,
+                "ttft_p50_ms": _ms(_p(ttfts, 0.5)) if ttfts else None,
+            }
+        )
+        points.append((step.concurrency, ttfts))
+    fit = median_slope(points, seed=ctx.options.seed)
+    tolerance = ctx.options.slope_tolerance_ms
+    if fit is None:
+        return skipped("fewer than two load steps had admitted requests", steps=table)
+    evidence = {
+        "slope_ms_per_request": round(fit.slope, 4),
+        "ci95_ms": [round(fit.ci_low, 4), round(fit.ci_high, 4)],
+        "tolerance_ms": tolerance,
+        "steps": table,
+    }
+    if fit.ci_low > tolerance:
+        return failed(
+            f"admitted TTFT grows {fit.slope:.2f} ms per concurrent request (95% CI "
+            f"{fit.ci_low:.2f}..{fit.ci_high:.2f}) > {tolerance} ms: a hidden queue",
+            **evidence,
+        )
+    return passed(
+        f"TTFT slope {fit.slope:.3f} ms per request (CI low {fit.ci_low:.3f})", **evidence
+    )
+
+
+# ------------------------------------------------------------------ overload
+def _kinds(ctx: Context, exchanges: list[Exchange]) -> dict[str, list[Exchange]]:
+    out: dict[str, list[Exchange]] = {}
+    for ex in exchanges:
+        out.setdefault(classify(ctx.api, ex), []).append(ex)
+    return out
+
+
+def _burst_summary(ctx: Context) -> dict[str, Any]:
+    o = ctx.overload()
+    kinds = _kinds(ctx, o.burst)
+    return {
+        "concurrency": ctx.options.overload_concurrency,
+        "counts": {k: len(v) for k, v in sorted(kinds.items())},
+    }
+
+
+def _refusals(ctx: Context) -> list[Exchange]:
+    return _kinds(ctx, ctx.overload().burst).get("refused", [])
+
+
+def refuses(ctx: Context) -> CheckResult:
+    o = ctx.overload()
+    kinds = _kinds(ctx, o.burst)
+    summary = _burst_summary(ctx)
+    if kinds.get("failed"):
+        ex = kinds["failed"][0]
+        return failed(
+            f"{len(kinds['failed'])} requests failed ({ex.error}) instead of being refused",
+            response=ex.evidence(body=False),
+            **summary,
+        )
+    if kinds.get("refused") or kinds.get("refused_in_stream"):
+        return passed("the endpoint refused part of the burst", **summary)
+    # Nothing refused: either the capacity exceeds the burst, or the extra requests waited.
+    ttfts = [
+        (t - ex.t_send) / 1e6
+        for ex in kinds.get("admitted", [])
+        if (t := first_token_time(ctx.api, ex)) is not None
+    ]
+    baseline = o.baseline_ttft_ms
+    summary |= {"baseline_ttft_ms": baseline, "burst_ttft_max_ms": _ms(max(ttfts, default=0))}
+    if baseline is not None and ttfts and max(ttfts) > QUEUE_FACTOR * baseline + QUEUE_MARGIN_MS:
+        return failed(
+            f"nothing refused under {summary['concurrency']} concurrent requests; admitted ones "
+            f"waited up to {max(ttfts):.1f} ms for a first token vs {baseline:.1f} ms alone: "
+            "a queue",
+            **summary,
+        )
+    return skipped("the burst did not exceed capacity (raise --overload-concurrency)", **summary)
+
+
+def refusal_status(ctx: Context) -> CheckResult:
+    kinds = _kinds(ctx, ctx.overload().burst)
+    summary = _burst_summary(ctx)
+    if kinds.get("refused_in_stream"):
+        ex = kinds["refused_in_stream"][0]
+        return failed(
+            "a refusal came as an error event inside a 200 stream, after body bytes",
+            response=ex.evidence(),
+            **summary,
+        )
+    refusals = kinds.get("refused", [])
+    if not refusals:
+        return skipped("nothing was refused (see zeroqueue.6)", **summary)
+    wrong = [ex for ex in refusals if ex.status not in REFUSAL_STATUSES]
+    if wrong:
+        statuses = sorted({ex.status for ex in wrong})
+        return failed(
+            f"refusals with status {statuses}, not 503/529", response=wrong[0].evidence(), **summary
+        )
+    return passed(f"{len(refusals)} refusals, all 503/529", **summary)
+
+
+def refusal_fast(ctx: Context) -> CheckResult:
+    refusals = _refusals(ctx)
+    if not refusals:
+        return skipped("nothing was refused with a status (see zeroqueue.6)")
+    times = [(ex.t_end - ex.t_send) / 1e6 for ex in refusals]
+    bound = ctx.options.refusal_bound_ms
+    p99 = _p(times, 0.99)
+    evidence = {
+        "n": len(times),
+        "p50_ms": _ms(_p(times, 0.5)),
+        "p99_ms": _ms(p99),
+        "bound_ms": bound,
+    }
+    if p99 > bound:
+        slowest = max(refusals, key=lambda ex: ex.t_end - ex.t_send)
+        return failed(
+            f"time_to_reject p99 {_ms(p99)} ms > {bound} ms", slowest=slowest.evidence(), **evidence
+        )
+    return passed(f"time_to_reject p99 {_ms(p99)} ms <= {bound} ms", **evidence)
+
+
+def refusal_retry_after(ctx: Context) -> CheckResult:
+    refusals = _refusals(ctx)
+    if not refusals:
+        return skipped("nothing was refused with a status (see zeroqueue.6)")
+    for ex in refusals:
+        if parse_retry_after(ex.headers) is None:
+            return failed("a refusal without a parseable Retry-After", response=ex.evidence())
+    return passed(f"Retry-After on all {len(refusals)} refusals")
+
+
+def recovers(ctx: Context) -> CheckResult:
+    o = ctx.overload()
+    bound = ctx.options.recovery_s
+    statuses = [ex.status for ex in o.recovery]
+    evidence = {"after_burst_statuses": statuses[:50], "bound_s": bound}
+    if o.recovery_s is None or o.recovery_s > bound:
+        when = "never" if o.recovery_s is None else f"after {o.recovery_s:.2f} s"
+        last = o.recovery[-1].evidence() if o.recovery else None
+        return failed(
+            f"refusals went on once the load dropped (recovered {when}, bound {bound} s)",
+            last=last,
+            **evidence,
+        )
+    return passed(f"admitted again {o.recovery_s:.3f} s after the burst", **evidence)
+
+
+CHECKS = [
+    Check(
+        "zeroqueue.1",
+        "Admitted responses carry X-Request-Received/Dispatch/Start-Time as epoch seconds.",
+        headers_present,
+    ),
+    Check(
+        "zeroqueue.2",
+        "Timing stamps are ordered received <= dispatch <= start, and start "
+        "precedes the first body byte.",
+        headers_ordered,
+    ),
+    Check(
+        "zeroqueue.3",
+        "server_queue (dispatch - received) p99 stays under the bound at low load.",
+        server_queue,
+    ),
+    Check(
+        "zeroqueue.4", "GET /health returns JSON with `status` and `dispatch_jitter_us`.", health
+    ),
+    Check(
+        "zeroqueue.5",
+        "Admitted requests' TTFT does not grow with offered load (no hidden queue).",
+        hidden_queue,
+    ),
+    Check(
+        "zeroqueue.6",
+        "Past capacity the endpoint refuses requests rather than queueing them or timing out.",
+        refuses,
+    ),
+    Check(
+        "zeroqueue.7",
+        "Refusals are HTTP 503 or 529 statuses (not 429, not a 200 stream with an error event).",
+        refusal_status,
+    ),
+    Check("zeroqueue.8", "Refusals arrive within the bound (time_to_reject p99).", refusal_fast),
+    Check(
+        "zeroqueue.9",
+        "Refusals carry a parseable Retry-After (or retry-after-ms).",
+        refusal_retry_after,
+    ),
+    Check("zeroqueue.10", "Refusals stop once the load drops.", recovers),
+]

@@ -1,0 +1,119 @@
+"""Renderers of a ConformReport: the JSON document, JUnit XML, and the terminal table.
+
+JSON (`"schema": "zqbench.conform/1"`, docs/conform-schema.md) is the saved result; the
+others are views of it. Every output goes through `redact`, so no secret reaches a file.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from zqbench.conform.catalogue import CATALOGUE
+from zqbench.conform.model import ConformReport
+from zqbench.outputs.json_out import write_atomic
+from zqbench.outputs.redact import redact
+
+SCHEMA = "zqbench.conform/1"
+EVIDENCE_CHARS = 4000  # of evidence in a JUnit failure message body
+
+
+def to_dict(report: ConformReport) -> dict[str, Any]:
+    doc = {
+        "schema": SCHEMA,
+        "target": report.target,
+        "apis": list(report.apis),
+        "model": report.model,
+        "started_at": report.started_at,
+        "duration_s": report.duration_s,
+        "summary": {
+            "ok": report.ok,
+            "pass": report.count("pass"),
+            "fail": report.count("fail"),
+            "skip": report.count("skip"),
+        },
+        "options": report.options,
+        "checks": [
+            {
+                "id": o.id,
+                "group": o.group,
+                "statement": o.statement,
+                "status": o.status,
+                "reason": o.reason,
+                "evidence": o.evidence,
+                "duration_s": o.duration_s,
+            }
+            for o in report.outcomes
+        ],
+    }
+    return redact(doc)  # type: ignore[no-any-return]
+
+
+def dumps(report: ConformReport) -> str:
+    return json.dumps(to_dict(report), indent=2, allow_nan=False, default=str) + "\n"
+
+
+def render_junit(report: ConformReport) -> str:
+    """One testsuite, one testcase per check: <failure> with the evidence, <skipped> with why."""
+    doc = to_dict(report)
+    suite = ET.Element("testsuite", name="zqbench conform")
+    props = ET.SubElement(suite, "properties")
+    for name in ("target", "model", "started_at"):
+        ET.SubElement(props, "property", name=name, value=str(doc[name]))
+    ET.SubElement(props, "property", name="apis", value=",".join(doc["apis"]))
+    for check in doc["checks"]:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            name=f"{check['id']}: {check['statement']}",
+            classname=f"zqbench.conform.{check['group']}",
+            time=f"{check['duration_s']:.3f}",
+        )
+        if check["status"] == "fail":
+            failure = ET.SubElement(case, "failure", type="nonconformance", message=check["reason"])
+            failure.text = json.dumps(check["evidence"], indent=2, default=str)[:EVIDENCE_CHARS]
+        elif check["status"] == "skip":
+            ET.SubElement(case, "skipped", message=check["reason"])
+        else:
+            ET.SubElement(case, "system-out").text = check["reason"]
+    s = doc["summary"]
+    suite.set("tests", str(len(doc["checks"])))
+    suite.set("failures", str(s["fail"]))
+    suite.set("errors", "0")
+    suite.set("skipped", str(s["skip"]))
+    suite.set("time", f"{doc['duration_s']:.3f}")
+    suite.set("timestamp", doc["started_at"])
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_json(report: ConformReport, path: Path) -> Path:
+    return write_atomic(Path(path), dumps(report))
+
+
+def write_junit(report: ConformReport, path: Path) -> Path:
+    return write_atomic(Path(path), render_junit(report))
+
+
+_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip"}
+
+
+def format_line(outcome: Any) -> str:
+    """One row of the terminal table: status, id, and the reason (or the statement)."""
+    text = outcome.reason or outcome.statement
+    return f"{_MARK[outcome.status]:<5} {outcome.id:<16} {text[:110]}"
+
+
+def format_table(report: ConformReport) -> str:
+    lines = [format_line(o) for o in report.outcomes]
+    lines.append(
+        f"{report.count('pass')} passed, {report.count('fail')} failed, "
+        f"{report.count('skip')} skipped in {report.duration_s:.1f} s ({report.target})"
+    )
+    return "\n".join(lines)
+
+
+def format_catalogue() -> str:
+    return "\n".join(f"{c.id:<16} {c.statement}" for c in CATALOGUE)
