@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from zqbench.errors import EXIT_USAGE, ZqbenchError
+from zqbench.errors import EXIT_TARGET, EXIT_USAGE, ZqbenchError
 
 app = typer.Typer(
     name="zqbench",
@@ -220,6 +220,15 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(EXIT_USAGE)
+    except Exception as exc:  # a bug: one line for the user, the traceback on request
+        if os.environ.get("ZQBENCH_DEBUG"):
+            raise
+        print(
+            f"zqbench: internal error: {type(exc).__name__}: {exc} "
+            "(set ZQBENCH_DEBUG=1 for the traceback, and please report it)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_TARGET)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ class LiveView:
 
     def __init__(self, *, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.console = Console(stderr=True)
+        self.console = Console(stderr=True, soft_wrap=True)
         self._lock = threading.Lock()
         self._snap: dict[str, Any] = {}
         self._history: deque[tuple[float, int, int]] = deque(maxlen=16)
@@ -98,7 +98,7 @@ class LiveView:
         verdict = str(summary.get("verdict", "?"))
         style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}.get(verdict, "magenta")
         requests = summary.get("requests", {})
-        console = Console(stderr=False)
+        console = Console(stderr=False, soft_wrap=True)
         console.print(
             Text.assemble(
                 ("verdict: ", "bold"),

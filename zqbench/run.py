@@ -41,6 +41,7 @@ from zqbench.outputs.paths import make_out_dir
 from zqbench.outputs.redact import redact_url
 from zqbench.prompts import synth_prompt
 from zqbench.scenario import LoadConfig, Scenario, load_scenario
+from zqbench.transport._common import parse_base_url
 from zqbench.transport.base import PoolLimits
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -114,9 +115,7 @@ def _api_key(env_var: str | None) -> str | None:
 
 
 def _check_target_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--target {redact_url(url)!r} is not an http:// or https:// URL")
+    parse_base_url(url)  # one validation for every entry point; raises a one-line UsageError
     return url.rstrip("/")
 
 

@@ -328,6 +328,7 @@ class NativeWorker:
     async def run(self, work: OpenLoopWork | ClosedLoopWork) -> LiveStats:
         housekeeping = asyncio.get_running_loop().create_task(self._housekeeping())
         try:
+            await self._sleep_until(self.start_ns)  # t = 0 of every t_* column
             if isinstance(work, OpenLoopWork):
                 await self.run_open(work)
             else:

@@ -11,6 +11,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from zqbench.errors import UsageError
+from zqbench.outputs.redact import redact_url
 from zqbench.transport.base import RequestTimeout
 
 
@@ -44,20 +45,21 @@ class Origin:
 
 def parse_base_url(base_url: str) -> Origin:
     """Validate a target URL; a bad one is the user's mistake, so UsageError with one line."""
+    shown = redact_url(base_url)  # never echo credentials back into a log
     try:
         parts = urlsplit(base_url)
         port = parts.port
     except ValueError as e:
-        raise UsageError(f"bad target URL {base_url!r}: {e}") from None
+        raise UsageError(f"bad target URL {shown!r}: {e}") from None
     if parts.scheme not in ("http", "https"):
-        raise UsageError(f"bad target URL {base_url!r}: the scheme must be http or https")
+        raise UsageError(f"bad target URL {shown!r}: the scheme must be http or https")
     if not parts.hostname:
-        raise UsageError(f"bad target URL {base_url!r}: no host")
+        raise UsageError(f"bad target URL {shown!r}: no host")
     if parts.query or parts.fragment:
-        raise UsageError(f"bad target URL {base_url!r}: no query or fragment allowed")
+        raise UsageError(f"bad target URL {shown!r}: no query or fragment allowed")
     if parts.username or parts.password:
         # Credentials in the URL would end up in reports; headers carry them instead.
-        raise UsageError(f"bad target URL {base_url!r}: put credentials in headers, not the URL")
+        raise UsageError(f"bad target URL {shown!r}: put credentials in headers, not the URL")
     if port is None:
         port = 443 if parts.scheme == "https" else 80
     if port == 0:

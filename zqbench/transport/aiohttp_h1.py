@@ -109,6 +109,10 @@ class AiohttpTransport:
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool = False
         self._base = self.origin.url("")
+        # One permit per pooled connection: a request waits here, before `t_send`, when every
+        # connection is busy, so the wait is the generator's lateness (schedule_lag and
+        # latency_corrected), never hidden inside `latency`.
+        self._permits = asyncio.Semaphore(self.limits.max_connections)
 
     async def open(self) -> None:
         if self._session is not None:
@@ -202,6 +206,18 @@ class AiohttpTransport:
         if session is None:
             raise RuntimeError("AiohttpTransport.send() before open()")
         ex = Exchange(http_version="1.1")
+        async with self._permits:
+            await self._exchange(session, request, sink, timeout_s, ex)
+        return ex
+
+    async def _exchange(
+        self,
+        session: aiohttp.ClientSession,
+        request: HttpRequest,
+        sink: ResponseSink,
+        timeout_s: float,
+        ex: Exchange,
+    ) -> None:
         cap = self.limits.max_body_bytes
         url = URL(self._base + request.path, encoded=True)  # encoded: no re-quoting per request
         resp: aiohttp.ClientResponse | None = None
@@ -231,7 +247,6 @@ class AiohttpTransport:
             ex.error = e
             if resp is not None:
                 resp.close()  # drop the connection: its state is unknown
-        return ex
 
     async def close(self) -> None:
         if self._session is not None:

@@ -1,0 +1,47 @@
+"""Shared fixtures for the measuring core: a real reference server and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from zqbench.embedded import EmbeddedServer
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "zq-reference"
+
+
+@pytest.fixture(scope="session")
+def ref_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    """The bundled reference server (sim engine, zero-queue, 16 slots) for the whole session."""
+    log = tmp_path_factory.mktemp("refserver") / "server.log"
+    with EmbeddedServer(
+        engine="sim", scheduler="zero-queue", max_batch_size=16, log_path=log
+    ) as server:
+        yield server
+
+
+def zqbench(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None, cwd: Path | None = None
+):
+    """Run the CLI as a user would; returns the CompletedProcess (text)."""
+    return subprocess.run(
+        [sys.executable, "-m", "zqbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or REPO,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def write_scenario(folder: Path, body: str, name: str = "t") -> Path:
+    path = folder / f"{name}.toml"
+    path.write_text(body)
+    return path
