@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,19 @@ def rich_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("runs") / "rich"
     write_synthetic_run(path, refused=0.05, gpu=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def rendered_run(rich_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of rich_run after `zqbench report` (rendered once for all tests)."""
+    from typer.testing import CliRunner
+
+    from zqbench.cli import app
+
+    run = Path(shutil.copytree(rich_run, tmp_path_factory.mktemp("rendered") / "run"))
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    return run
 
 
 def uniform_run(path: Path, *, shift_ms: float = 0.0, seed: int = 0, **kw) -> Path:
