@@ -17,6 +17,9 @@ must send `POST /v1/messages` can still pick a behaviour). Times are millisecond
     /sse?n=N&every=K&first=F&head=H&stall_at=I&stall_ms=S
                                  head at t_recv + H, then SSE event k at t_recv + F + k*K
                                  (+ S for k >= I), then `data: [DONE]`; HTTP/1.1 uses chunked
+    /anthropic?n=N&every=K&first=F&head=H
+                                 an Anthropic Messages SSE stream: head at t_recv + H, then
+                                 token k at t_recv + F + k*K (t_chunks[0] is the preamble)
     /hang[?head=1]               never answer (or send the head, then nothing)
     /reset?bytes=N[&tcp=1]       head promising 2N bytes, N bytes, then a TCP RST
                                  (h2: RST_STREAM unless tcp=1)
@@ -65,6 +68,24 @@ H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 # A 16 MiB frame length (too large for any HTTP/2 peer) and no HTTP/1 status line either.
 GARBAGE = b"\xff\xff\xff\x00\x00THIS IS NOT HTTP\r\n\r\n\x00garbage garbage\r\n"
 now = time.perf_counter_ns
+
+ANTHROPIC_PREAMBLE = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_t","type":'
+    b'"message","role":"assistant","model":"m","content":[],"stop_reason":null,'
+    b'"stop_sequence":null,"usage":{"input_tokens":16,"output_tokens":1}}}\n\n'
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+    b'"content_block":{"type":"text","text":""}}\n\n'
+)
+ANTHROPIC_DELTA = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":"x"}}\n\n'
+)
+ANTHROPIC_END = (
+    b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+    b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"max_tokens",'
+    b'"stop_sequence":null},"usage":{"output_tokens":%d}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
 
 
 class State:
@@ -209,6 +230,18 @@ async def handle(r: Responder, target: str, req_id: str, body: bytes, t_recv: in
             await sleep_until(t_recv + first + k * every + extra)
             await data(b'data: {"i": %d}\n\n' % k)
         await data(b"data: [DONE]\n\n")
+        await end()
+    elif path == "/anthropic":
+        # An Anthropic Messages stream: preamble right after the head, content token k at
+        # t_recv + first + k*every. Truth: t_chunks[0] is the preamble, t_chunks[1 + k] token k.
+        n, every, first = _int(q, "n", 8), _ms(q, "every", 5), _ms(q, "first", 0)
+        await sleep_until(t_recv + _ms(q, "head", 0))
+        await head(200, None, "text/event-stream")
+        await data(ANTHROPIC_PREAMBLE)
+        for k in range(n):
+            await sleep_until(t_recv + first + k * every)
+            await data(ANTHROPIC_DELTA)
+        await data(ANTHROPIC_END % n)
         await end()
     elif path == "/hang":
         if "head" in q:
@@ -361,7 +394,7 @@ class Conn(asyncio.Protocol):
             self.transport.close()  # type: ignore[union-attr]
             return
         self.busy = True
-        req_id = headers.get("x-req-id") or f"auto-{next_auto()}"
+        req_id = headers.get("x-req-id") or headers.get("x-request-id") or f"auto-{next_auto()}"
         r = H1Responder(self)
         self.spawn(self._h1_serve(r, _target_of(path, headers), req_id, body, t))
 
@@ -427,7 +460,7 @@ class Conn(asyncio.Protocol):
 
     def _h2_request(self, sid: int, t: int) -> None:
         headers, body = self.streams.pop(sid)
-        req_id = headers.get("x-req-id") or f"auto-{next_auto()}"
+        req_id = headers.get("x-req-id") or headers.get("x-request-id") or f"auto-{next_auto()}"
         self.stream_req[sid] = req_id
         r = H2Responder(self, sid)
         self.spawn(handle(r, _target_of(headers[":path"], headers), req_id, bytes(body), t, self))

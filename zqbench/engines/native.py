@@ -32,7 +32,7 @@ from zqbench.load.mix import ClassPicker
 from zqbench.recorder import SampleRecorder, stream_path
 from zqbench.records import Sample
 from zqbench.scenario import RequestClass
-from zqbench.transport.base import Cancelled, Exchange, PoolLimits, Transport
+from zqbench.transport.base import Cancelled, Exchange, HttpRequest, PoolLimits, Transport
 from zqbench.transport.factory import make_transport
 
 now_ns = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux: comparable across processes
@@ -136,6 +136,13 @@ class NativeWorker:
             prompt_tokens_estimate=cls.prompt_tokens_estimate,
         )
         request = self.dialect.build(rspec)
+        # A per-request id lets a server's logs and ground truth be joined to the sample.
+        request = HttpRequest(
+            request.method,
+            request.path,
+            (*request.headers, ("x-request-id", f"zq-{request_id}")),
+            request.body,
+        )
         parser = self.dialect.parser(rspec)
         stats = self.control.stats
         stats.sent += 1
