@@ -55,7 +55,7 @@ def conform(
         typer.Option(help="'NAME=VALUE' or 'NAME~REGEX' every response must carry."),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Per-request timeout, seconds.")] = 10.0,
-    server_queue_bound_ms: Annotated[float, typer.Option(help="zeroqueue.3 bound.")] = 2.0,
+    server_queue_bound_ms: Annotated[float, typer.Option(help="zeroqueue.3 bound.")] = 5.0,
     slope_tolerance_ms: Annotated[
         float, typer.Option(help="zeroqueue.5: ms of TTFT per added concurrent request.")
     ] = 3.0,

@@ -1,0 +1,543 @@
+"""A small zero-queue endpoint (both APIs, HTTP/1.1, asyncio) that breaks one rule on request.
+
+`FakeServer(faults={"refuse_429"})` runs in a thread on a loopback port. With no faults it
+passes every conformance check; each fault in FAULTS violates the rule of exactly one check
+(the value), which is what tests/conform/test_faults.py proves. Tokens are the letter "a",
+one per `token_s` seconds; `slots` requests run at once, the rest are refused (529 on the
+Anthropic route, 503 on the OpenAI one) with Retry-After.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from typing import Any
+
+# fault -> the one check it must make fail
+FAULTS = {
+    "a_body_shape": "api.anthropic.1",
+    "a_stream_order": "api.anthropic.2",
+    "a_extra_chunk": "api.anthropic.3",
+    "a_stop_reason": "api.anthropic.4",
+    "a_models": "api.anthropic.5",
+    "o_body_shape": "api.openai.1",
+    "o_no_done": "api.openai.2",
+    "o_extra_chunk": "api.openai.3",
+    "o_stop_reason": "api.openai.4",
+    "o_models": "api.openai.5",
+    "missing_422": "errors.1",
+    "invalid_plaintext": "errors.2",
+    "unknown_model_400": "errors.3",
+    "oversize_400": "errors.4",
+    "wrong_method_404": "errors.5",
+    "no_auth": "errors.6",
+    "bad_utf8_500": "errors.7",
+    "close_each": "http.1",
+    "no_h2": "http.2",
+    "no_timing": "zeroqueue.1",
+    "timing_disorder": "zeroqueue.2",
+    "late_start": "zeroqueue.2",
+    "slow_dispatch": "zeroqueue.3",
+    "health_no_jitter": "zeroqueue.4",
+    "hidden_queue": "zeroqueue.5",
+    "drop_on_overload": "zeroqueue.6",
+    "refuse_429": "zeroqueue.7",
+    "refuse_in_stream": "zeroqueue.7",
+    "slow_refusal": "zeroqueue.8",
+    "no_retry_after": "zeroqueue.9",
+    "sticky_refusal": "zeroqueue.10",
+    "wrong_header": "headers.1",
+}
+MODEL = "fake-zq"
+BODY_LIMIT = 1024 * 1024
+PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
+    422: "Unprocessable",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+    529: "Overloaded",
+}
+
+
+class Refuse(Exception):
+    pass
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def error_body(api: str, status: int, message: str) -> bytes:
+    kind = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        404: "not_found_error",
+        413: "request_too_large",
+        429: "rate_limit_error",
+        529: "overloaded_error",
+    }
+    if api == "anthropic":
+        obj: dict[str, Any] = {
+            "type": "error",
+            "error": {"type": kind.get(status, "api_error"), "message": message},
+        }
+    else:
+        obj = {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
+    return json.dumps(obj).encode()
+
+
+class FakeServer:
+    def __init__(
+        self,
+        faults: frozenset[str] | set[str] = frozenset(),
+        *,
+        slots: int = 2,
+        token_s: float = 0.003,
+        api_key: str | None = None,
+    ) -> None:
+        unknown = set(faults) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown faults {unknown}")
+        self.faults = frozenset(faults)
+        self.slots = slots
+        self.token_s = token_s
+        self.api_key = api_key
+        self.in_use = 0
+        self.waiting = 0
+        self.refuse_until = 0.0
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._thread: threading.Thread | None = None
+        self._freed: asyncio.Condition | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # ------------------------------------------------------------ lifecycle
+    def __enter__(self) -> FakeServer:
+        ready = threading.Event()
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._freed = asyncio.Condition()
+            self._server = loop.run_until_complete(
+                asyncio.start_server(self._conn, "127.0.0.1", 0, limit=4 * BODY_LIMIT)
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=main, daemon=True)
+        self._thread.start()
+        ready.wait(5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        loop, server = self._loop, self._server
+        if loop and server:
+
+            async def shutdown() -> None:
+                server.close()
+                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                loop.stop()
+
+            asyncio.run_coroutine_threadsafe(shutdown(), loop)
+        if self._thread:
+            self._thread.join(5)
+
+    # ------------------------------------------------------------ HTTP/1.1
+    async def _conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                if head.startswith(b"PRI "):  # an HTTP/2 preface: this server speaks 1.1 only
+                    break
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                received = time.time()
+                keep = await self._handle(writer, method, path, headers, body, received)
+                if not keep or "close_each" in self.faults:
+                    break
+        writer.close()
+
+    def _head(self, status: int, headers: list[tuple[str, str]]) -> bytes:
+        base = [("x-scheduler", "fifo" if "wrong_header" in self.faults else "zero-queue")]
+        if "close_each" in self.faults:
+            base.append(("connection", "close"))
+        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'X')}"]
+        lines += [f"{k}: {v}" for k, v in base + headers]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+    async def _full(
+        self,
+        w: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        headers: list[tuple[str, str]] = (),
+        ctype: str = "application/json",
+    ) -> None:
+        w.write(
+            self._head(
+                status, [("content-type", ctype), ("content-length", str(len(body))), *headers]
+            )
+            + body
+        )
+        await w.drain()
+
+    async def _chunk(self, w: asyncio.StreamWriter, data: bytes) -> None:
+        w.write(b"%x\r\n%s\r\n" % (len(data), data))
+        await w.drain()
+
+    # ------------------------------------------------------------ routes
+    async def _handle(self, w, method, path, headers, body, received) -> bool:
+        stamps = [("x-request-received-time", f"{received:.6f}")]
+        if path == "/health":
+            obj: dict[str, Any] = {"status": "healthy", "dispatch_jitter_us": 12.5}
+            if "health_no_jitter" in self.faults:
+                del obj["dispatch_jitter_us"]
+            await self._full(w, 200, json.dumps(obj).encode(), stamps)
+            return True
+        api = PATHS.get(path, "anthropic" if "anthropic-version" in headers else "openai")
+        allowed = "GET" if path == "/v1/models" else "POST"
+        if path not in PATHS and path != "/v1/models":
+            await self._full(w, 404, error_body(api, 404, "no route"), stamps)
+            return True
+        if method != allowed:
+            status = 404 if "wrong_method_404" in self.faults else 405
+            await self._full(
+                w, status, error_body(api, status, "method"), [*stamps, ("allow", allowed)]
+            )
+            return True
+        if self.api_key and self.api_key not in (
+            headers.get("x-api-key"),
+            headers.get("authorization", "")[7:],
+        ):
+            await self._full(w, 401, error_body(api, 401, "no key"), stamps)
+            return True
+        if path == "/v1/models":
+            await self._full(w, 200, self._models(), stamps)
+            return True
+        try:
+            req = self._parse(api, body)
+        except BadRequest as e:
+            if e.status == 400 and "invalid_plaintext" in self.faults and "invalid" in str(e):
+                await self._full(w, 400, b"bad request", stamps, "text/plain")
+            else:
+                await self._full(w, e.status, error_body(api, e.status, str(e)), stamps)
+            return True
+        return await self._generate(w, api, req, received, stamps)
+
+    def _models(self) -> bytes:
+        m: dict[str, Any] = {
+            "id": MODEL,
+            "type": "model",
+            "display_name": "fake",
+            "created_at": "2026-01-01T00:00:00Z",
+            "object": "model",
+            "created": 1767225600,
+            "owned_by": "tests",
+        }
+        page: dict[str, Any] = {
+            "object": "list",
+            "data": [m],
+            "has_more": False,
+            "first_id": MODEL,
+            "last_id": MODEL,
+        }
+        if "a_models" in self.faults:
+            del m["type"], page["has_more"]
+        if "o_models" in self.faults:
+            del m["object"], m["owned_by"], page["object"]
+        return json.dumps(page).encode()
+
+    def _parse(self, api: str, body: bytes) -> dict[str, Any]:
+        if len(body) > BODY_LIMIT:
+            raise BadRequest(400 if "oversize_400" in self.faults else 413, "too large")
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest(500 if "bad_utf8_500" in self.faults else 400, "not UTF-8") from None
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            raise BadRequest(400, "not JSON") from None
+        if not isinstance(obj, dict):
+            raise BadRequest(400, "invalid: not an object")
+        required = (
+            ("model", "messages", "max_tokens") if api == "anthropic" else ("model", "messages")
+        )
+        for name in required:
+            if name not in obj:
+                raise BadRequest(422 if "missing_422" in self.faults else 400, f"{name}: missing")
+        max_tokens = obj.get("max_tokens", 16)
+        msgs = obj["messages"]
+        if not isinstance(obj["model"], str):
+            raise BadRequest(400, "invalid model")
+        if (
+            not isinstance(max_tokens, int)
+            or isinstance(max_tokens, bool)
+            or not 1 <= max_tokens <= 4096
+        ):
+            raise BadRequest(400, "invalid max_tokens")
+        if not isinstance(msgs, list) or not msgs:
+            raise BadRequest(400, "invalid messages")
+        for m in msgs:
+            if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+                raise BadRequest(400, "invalid message")
+            if not isinstance(m.get("content"), (str, list)):
+                raise BadRequest(400, "invalid content")
+            if isinstance(m["content"], list) and not all(
+                isinstance(b, dict) and b.get("type") == "text" for b in m["content"]
+            ):
+                raise BadRequest(400, "invalid content block")
+        if not isinstance(obj.get("stream", False), bool):
+            raise BadRequest(400, "invalid stream")
+        if obj["model"] != MODEL:
+            raise BadRequest(400 if "unknown_model_400" in self.faults else 404, "no such model")
+        return {"stream": obj.get("stream", False), "max_tokens": max_tokens}
+
+    # ------------------------------------------------------------ admission and generation
+    async def _admit(self) -> None:
+        now = time.monotonic()
+        sticky = "sticky_refusal" in self.faults and now < self.refuse_until
+        if self.in_use < self.slots and not sticky:
+            self.in_use += 1
+            return
+        if "hidden_queue" in self.faults and self.waiting < 3 * self.slots:
+            self.waiting += 1
+            async with self._freed:
+                await self._freed.wait_for(lambda: self.in_use < self.slots)
+            self.waiting -= 1
+            self.in_use += 1
+            return
+        if "sticky_refusal" in self.faults and now >= self.refuse_until:
+            self.refuse_until = now + 2.5
+        raise Refuse
+
+    async def _release(self) -> None:
+        self.in_use -= 1
+        async with self._freed:
+            self._freed.notify_all()
+
+    async def _refuse(self, w, api: str, stamps) -> bool:
+        if "drop_on_overload" in self.faults:
+            return False  # close without an answer
+        if "slow_refusal" in self.faults:
+            await asyncio.sleep(0.4)
+        status = 429 if "refuse_429" in self.faults else (529 if api == "anthropic" else 503)
+        headers = list(stamps)
+        if "no_retry_after" not in self.faults:
+            headers.append(("retry-after", "1"))
+        if "refuse_in_stream" in self.faults:
+            w.write(
+                self._head(
+                    200,
+                    [
+                        ("content-type", "text/event-stream"),
+                        ("transfer-encoding", "chunked"),
+                        *stamps,
+                    ],
+                )
+            )
+            err = {"type": "error", "error": {"type": "overloaded_error", "message": "full"}}
+            await self._chunk(w, b"event: error\ndata: " + json.dumps(err).encode() + b"\n\n")
+            await self._chunk(w, b"")
+            return True
+        await self._full(w, status, error_body(api, status, "overloaded"), headers)
+        return True
+
+    async def _generate(self, w, api, req, received, stamps) -> bool:
+        try:
+            await self._admit()
+        except Refuse:
+            return await self._refuse(w, api, stamps)
+        try:
+            if "slow_dispatch" in self.faults:
+                await asyncio.sleep(0.02)
+            # Admission is synchronous (no await since `received`), so dispatch is that same
+            # moment; a stamp taken here would only measure this thread's GIL waits.
+            dispatch = time.time() if "slow_dispatch" in self.faults else received
+            if "timing_disorder" in self.faults:
+                dispatch = received - 0.01
+            start = time.time()
+            if "hidden_queue" in self.faults:
+                start = dispatch  # the lie that hides the queue
+            if "late_start" in self.faults:
+                start = received + 0.5
+            if "no_timing" not in self.faults:
+                stamps = [
+                    *stamps,
+                    ("x-request-dispatch-time", f"{dispatch:.6f}"),
+                    ("x-request-start-time", f"{start:.6f}"),
+                ]
+            if req["stream"]:
+                await self._stream(w, api, req["max_tokens"], stamps)
+            else:
+                await asyncio.sleep(self.token_s * req["max_tokens"])
+                await self._full(w, 200, self._body(api, req["max_tokens"]), stamps)
+        finally:
+            await self._release()
+        return True
+
+    def _reason(self, api: str) -> str:
+        if api == "anthropic":
+            return "end_turn" if "a_stop_reason" in self.faults else "max_tokens"
+        return "stop" if "o_stop_reason" in self.faults else "length"
+
+    def _body(self, api: str, n: int) -> bytes:
+        if api == "anthropic":
+            obj: dict[str, Any] = {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": MODEL,
+                "content": [{"type": "text", "text": "a" * n}],
+                "stop_reason": self._reason(api),
+                "stop_sequence": None,
+                "usage": {"input_tokens": 3, "output_tokens": n},
+            }
+            if "a_body_shape" in self.faults:
+                del obj["role"]
+        else:
+            obj = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "a" * n},
+                        "finish_reason": self._reason(api),
+                    }
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3},
+            }
+            if "o_body_shape" in self.faults:
+                obj["object"] = "chat.completions"
+        return json.dumps(obj).encode()
+
+    async def _stream(self, w, api: str, n: int, stamps) -> None:
+        w.write(
+            self._head(
+                200,
+                [("content-type", "text/event-stream"), ("transfer-encoding", "chunked"), *stamps],
+            )
+        )
+
+        async def ev(name: str | None, obj: Any) -> None:
+            data = obj if isinstance(obj, str) else json.dumps(obj)
+            prefix = f"event: {name}\n" if name else ""
+            await self._chunk(w, f"{prefix}data: {data}\n\n".encode())
+
+        extra = ("a_extra_chunk" if api == "anthropic" else "o_extra_chunk") in self.faults
+        texts = n + 1 if extra else n
+        if api == "anthropic":
+            await ev(
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_1",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": MODEL,
+                        "content": [],
+                        "stop_reason": None,
+                        "usage": {"input_tokens": 3, "output_tokens": 0},
+                    },
+                },
+            )
+            await ev(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            )
+            for _ in range(texts):
+                await asyncio.sleep(self.token_s)
+                await ev(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": "a"},
+                    },
+                )
+            await ev("content_block_stop", {"type": "content_block_stop", "index": 0})
+            delta = {
+                "type": "message_delta",
+                "delta": {"stop_reason": self._reason(api)},
+                "usage": {"output_tokens": n},
+            }
+            stop = {"type": "message_stop"}
+            if "a_stream_order" in self.faults:
+                await ev("message_stop", stop)
+                await ev("message_delta", delta)
+            else:
+                await ev("message_delta", delta)
+                await ev("message_stop", stop)
+        else:
+
+            def chunk(delta: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
+                return {
+                    "id": "c1",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": MODEL,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+                }
+
+            await ev(None, chunk({"role": "assistant", "content": ""}))
+            for _ in range(texts):
+                await asyncio.sleep(self.token_s)
+                await ev(None, chunk({"content": "a"}))
+            await ev(None, chunk({}, self._reason(api)))
+            await ev(
+                None,
+                {
+                    "id": "c1",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": MODEL,
+                    "choices": [],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3},
+                },
+            )
+            if "o_no_done" not in self.faults:
+                await ev(None, "[DONE]")
+        await self._chunk(w, b"")

@@ -1,0 +1,32 @@
+"""Small bounds for runs against the in-process fake server (about 1.5 s a run)."""
+
+from __future__ import annotations
+
+from zqbench.conform import ConformOptions, ConformReport
+
+
+def fake_options(url: str, **overrides: object) -> ConformOptions:
+    settings: dict[str, object] = {
+        "target": url,
+        "apis": ("anthropic", "openai"),
+        "expect_headers": ("x-scheduler=zero-queue",),
+        "low_load_requests": 8,
+        "slope_steps": (1, 2, 4, 8),
+        "slope_rounds": 3,
+        "slope_max_tokens": 16,
+        "overload_concurrency": 8,
+        "overload_max_tokens": 32,
+        "recovery_s": 1.0,
+        "body_limit_bytes": 1024 * 1024,
+    }
+    settings.update(overrides)
+    return ConformOptions(**settings)  # type: ignore[arg-type]
+
+
+def failing(report: ConformReport) -> dict[str, str]:
+    return {o.id: o.reason for o in report.outcomes if o.status == "fail"}
+
+
+def outcome(report: ConformReport, check_id: str):  # type: ignore[no-untyped-def]
+    (found,) = [o for o in report.outcomes if o.id == check_id]
+    return found
