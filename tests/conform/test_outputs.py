@@ -1,0 +1,42 @@
+"""The JSON report (versioned schema) and the JUnit XML, read back by a JUnit parser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from junitparser import Failure, JUnitXml, Skipped, TestSuite
+
+from tests.conform.fake_server import FakeServer
+from tests.conform.util import fake_options
+from zqbench.conform import run_conformance
+from zqbench.conform.catalogue import CATALOGUE
+from zqbench.conform.report import SCHEMA, to_dict, write_json, write_junit
+
+KEY = "sk-conformsecret-0123456789"
+
+
+def test_junit_and_json_read_back(tmp_path: Path) -> None:
+    with FakeServer({"refuse_429"}, api_key=KEY) as srv:
+        report = run_conformance(fake_options(srv.base_url, api_key=KEY, expect_auth=True))
+    junit = write_junit(report, tmp_path / "junit.xml")
+    doc_path = write_json(report, tmp_path / "conform.json")
+
+    xml = JUnitXml.fromfile(str(junit))
+    suites = [xml] if isinstance(xml, TestSuite) else list(xml)  # a bare <testsuite> root
+    cases = [case for suite in suites for case in suite]
+    assert len(cases) == len(CATALOGUE)
+    by_id = {case.name.split(":")[0]: case for case in cases}
+    failure = [r for r in by_id["zeroqueue.7"].result if isinstance(r, Failure)]
+    assert failure and "429" in failure[0].message
+    assert "429" in failure[0].text  # the evidence, not only the reason
+    assert any(isinstance(r, Skipped) for r in by_id["http.2"].result)
+    assert by_id["errors.6"].is_passed
+
+    doc = json.loads(doc_path.read_text())
+    assert doc["schema"] == SCHEMA == "zqbench.conform/1"
+    assert [c["id"] for c in doc["checks"]] == [c.id for c in CATALOGUE]
+    assert doc["summary"] == {"ok": False, "pass": 28, "fail": 1, "skip": 1}
+    assert doc == to_dict(report)
+    for text in (junit.read_text(), doc_path.read_text()):
+        assert KEY not in text  # the key never reaches an output
