@@ -43,6 +43,8 @@ COLORS = {
     "dispatch": "#1f77b4",
 }
 RUN_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+# Time plots keep their legend right of the axes, so it never hides data.
+OUTSIDE_LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8}
 PERCENTILE_TICKS = {
     "50%": 0.5,
     "90%": 0.9,
@@ -187,16 +189,26 @@ def _no_data(ax: Axes, message: str) -> None:
 
 
 def _log_axis(ax: Axes, axis: str = "y") -> None:
-    """A log axis labelled in plain numbers (0.1, 2, 500), not 5x10^2; minor ticks get
-    labels only when the axis spans about one decade or less (else they would crowd)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    """A log axis labelled in plain numbers (0.1, 2, 500), not 5x10^2. Minor ticks are
+    labelled too when the axis spans few decades (all of them within one decade, only the
+    2s and 5s within two), so an axis never shows a single lonely label or a crowd."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter
 
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
     target = ax.yaxis if axis == "y" else ax.xaxis
     low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
-    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
-    target.set_major_formatter(plain)
-    target.set_minor_formatter(plain if low > 0 and high / low < 12 else NullFormatter())
+    ratio = high / low if low > 0 else math.inf
+
+    def minor(v: float, _pos: int) -> str:
+        if v <= 0 or ratio > 100:
+            return ""
+        lead = round(v / 10 ** math.floor(math.log10(v) + 1e-9))
+        return f"{v:g}" if ratio < 12 or lead in (2, 5) else ""
+
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    target.set_minor_formatter(FuncFormatter(minor))
 
 
 class RunData:
@@ -247,7 +259,7 @@ def timeline(run: RunData, path: Path) -> Plot:
         )
     _log_axis(top)
     top.set_ylabel("latency (ms, log)")
-    top.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    top.legend(**OUTSIDE_LEGEND)
     top.grid(True, which="major", alpha=0.3)
 
     if run.frame.columns.t_intended.size and not np.all(np.isnan(run.t_intended)):
@@ -283,7 +295,7 @@ def timeline(run: RunData, path: Path) -> Plot:
     bottom.set_xlabel("time since start (s)")
     bottom.set_ylim(bottom=0)
     bottom.set_xlim(0, run.span)
-    bottom.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    bottom.legend(**OUTSIDE_LEGEND)
     bottom.grid(True, alpha=0.3)
     run.stage_lines(fig.axes)
     _save(fig, path)
@@ -489,7 +501,7 @@ def dispatch(run: RunData, path: Path) -> Plot | None:
         )
     _log_axis(top)
     top.set_ylabel("ms (log)")
-    top.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    top.legend(**OUTSIDE_LEGEND)
     top.grid(True, alpha=0.3)
     delay_ns = run.frame.values["dispatch_delay"]
     jitter = dispatch_jitter(delay_ns, run.frame.columns.t_send) / NS_PER_S * MS
