@@ -83,7 +83,7 @@ def schedule(rate: float, seconds: float, arrivals: str, seed: int = 0) -> list[
     """Send offsets in seconds: uniform (i / rate) or Poisson (exponential gaps)."""
     if arrivals == "uniform":
         return [i / rate for i in range(1, int(rate * seconds) + 1)]
-    rng, t, out = random.Random(seed), 0.0, []
+    rng, t, out = random.Random(seed), 0.0, list[float]()
     while True:
         t += rng.expovariate(rate)
         if t > seconds:

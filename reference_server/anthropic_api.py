@@ -73,7 +73,7 @@ def _usage(seq: Sequence) -> dict[str, int]:
 
 
 def stream_head(seq: Sequence, msg_id: str, model: str) -> bytes:
-    message = {
+    message: dict[str, Any] = {
         "id": msg_id,
         "type": "message",
         "role": "assistant",

@@ -191,9 +191,8 @@ class Engine:
         batch = self.running
         self._expect("decode")
         with _Range("decode"):
-            nxt, timing = self.backend.decode(
-                [s.slot for s in batch], [s.last_token for s in batch]
-            )  # type: ignore[misc]
+            slots: list[int] = [s.slot for s in batch]  # type: ignore[misc]  # running: have one
+            nxt, timing = self.backend.decode(slots, [s.last_token for s in batch])
         seconds = timing.wall_ms / 1e3
         self._observe_step("decode", seconds, len(batch))
         events: Events = []

@@ -15,7 +15,9 @@ import importlib.util
 import logging
 import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 from reference_server.api import App
 from reference_server.backend import ComputeBackend
@@ -123,12 +125,14 @@ async def serve_async(config: ServerConfig, backend: ComputeBackend) -> int:
 def serve(config: ServerConfig) -> int:
     backend = build_backend(config)
     try:
-        import uvloop
-    except ImportError:
-        uvloop = None
-    try:
-        if uvloop is not None:
-            return uvloop.run(serve_async(config, backend))
-        return asyncio.run(serve_async(config, backend))
+        return _run(serve_async(config, backend))
     finally:
         sys.stdout.flush()
+
+
+def _run(main: Coroutine[Any, Any, int]) -> int:
+    try:
+        import uvloop  # a faster event loop, when installed
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
