@@ -11,9 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-import httpx  # noqa: TID251  (only for the type of the shared client)
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from zqbench.conform import client as http
 from zqbench.conform import loadclient
@@ -23,6 +21,9 @@ from zqbench.conform.wire import classify, first_token_time
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec
 from zqbench.transport._common import Origin, parse_base_url
+
+if TYPE_CHECKING:
+    import httpx  # noqa: TID251  (the type of the shared client; client.py makes it)
 
 PROMPT = "Write a long story about a lighthouse keeper who counts ships."
 T = TypeVar("T")
