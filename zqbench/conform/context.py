@@ -119,7 +119,7 @@ class Context:
         """`make()` the first time `key` is asked for; the same value afterwards."""
         if key not in self._cache:
             self._cache[key] = make()
-        return self._cache[key]  # type: ignore[no-any-return]
+        return self._cache[key]
 
     def low_load(self) -> list[Exchange]:
         """Sequential streamed requests on one connection: the endpoint at rest."""
@@ -133,7 +133,7 @@ class Context:
                     break
                 out.append(self.send(req))
             self._cache["low_load"] = out
-        return self._cache["low_load"]  # type: ignore[no-any-return]
+        return self._cache["low_load"]
 
     def baseline_ttft_ms(self) -> float | None:
         ttfts = sorted(
@@ -162,7 +162,7 @@ class Context:
                 span = (max(ex.t_end for ex in flat) - min(ex.t_send for ex in flat)) / 1e9
                 steps.append(SlopeStep(c, flat, span))
             self._cache["slope"] = steps
-        return self._cache["slope"]  # type: ignore[no-any-return]
+        return self._cache["slope"]
 
     def overload(self) -> Overload:
         """One burst of `overload_concurrency` requests, then sequential requests until
@@ -191,4 +191,4 @@ class Context:
             if in_a_row < o.recovery_requests:
                 recovered_at = None
             self._cache["overload"] = Overload(burst, recovery, recovered_at, baseline)
-        return self._cache["overload"]  # type: ignore[no-any-return]
+        return self._cache["overload"]
