@@ -2,7 +2,7 @@
 
 Data flows one way:
 
-    scenario -> schedule -> engine (transport + dialect) -> samples -> metrics -> SLO gate -> outputs
+    scenario -> schedule -> engine (transport + dialect) -> samples -> metrics -> SLO -> outputs
 """
 
 __version__ = "0.1.0"

@@ -29,6 +29,7 @@ from zqbench.embedded import EmbeddedServer
 from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
 from zqbench.engines.workers import StopFlag, Work, run_in_process, run_in_processes
 from zqbench.errors import EXIT_INTERRUPTED, TargetError, UsageError, exit_code_for_verdict
+from zqbench.hooks import HookContext, HookResult, RunHook
 from zqbench.load.closed_loop import vu_plan
 from zqbench.load.mix import assign_classes
 from zqbench.load.open_loop import arrival_times
@@ -40,6 +41,7 @@ from zqbench.outputs.markdown import write_summary_md
 from zqbench.outputs.paths import make_out_dir
 from zqbench.outputs.redact import redact_url
 from zqbench.prompts import synth_prompt
+from zqbench.reporting.render import render_html
 from zqbench.scenario import LoadConfig, Scenario, load_scenario
 from zqbench.transport._common import parse_base_url
 from zqbench.transport.base import PoolLimits
@@ -76,6 +78,7 @@ class RunOptions:
     server_engine: str = "auto"
     server_scheduler: str = "zero-queue"
     server_args: tuple[str, ...] = ()
+    hooks: tuple[RunHook, ...] = ()  # impairment, telemetry, ...: started at t = 0, always stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +271,27 @@ def prepare_scenario(options: RunOptions) -> Scenario:
     return scenario
 
 
+def _stop_hooks(started: list[RunHook]) -> HookResult:
+    """Stop every started hook, newest first, even when one of them fails to stop."""
+    merged = HookResult()
+    errors: list[str] = []
+    for hook in reversed(started):
+        try:
+            result = hook.stop()
+        except Exception as exc:  # keep stopping the others; report, never hide
+            errors.append(f"{hook.name}: {type(exc).__name__}: {exc}")
+            continue
+        merged.telemetry.update(result.telemetry)
+        if result.environment:
+            merged.environment[hook.name] = result.environment
+        merged.notes.extend(result.notes)
+    if errors:
+        merged.notes.extend(f"hook failed to stop: {e}" for e in errors)
+    if merged.notes:
+        merged.environment["notes"] = merged.notes
+    return merged
+
+
 def write_outputs(out_dir: Path, summary: dict[str, Any], *, inconclusive_fails: bool) -> None:
     """summary.json, summary.md and junit.xml; samples.parquet is already in place."""
     write_summary(summary, out_dir / "summary.json")
@@ -321,16 +345,37 @@ def run_scenario(
             )
             for w in range(options.workers)
         ]
+        hooks = list(options.hooks)
+        started: list[RunHook] = []
+        target_parts = urlsplit(target.base_url)
+
+        def on_start(start_ns: int) -> None:
+            ctx = HookContext(
+                run_name=out_dir.name,
+                out_dir=out_dir,
+                base_url=redact_url(target.base_url),
+                host=target_parts.hostname or "",
+                port=target_parts.port or (443 if target_parts.scheme == "https" else 80),
+                start_monotonic_ns=start_ns,
+                stages=stages,
+            )
+            for hook in hooks:
+                started.append(hook)  # before start(): a half-started hook is still stopped
+                hook.start(ctx)
+
         start_epoch_ns = time.time_ns()
         start_mono_ns = time.perf_counter_ns()
-        if options.workers == 1:
-            start_ns, interrupted = run_in_process(
-                specs[0], works[0], on_progress=on_progress, stop=stop
-            )
-        else:
-            start_ns, interrupted = run_in_processes(
-                specs, works, on_progress=on_progress, stop=stop
-            )
+        try:
+            if options.workers == 1:
+                start_ns, interrupted = run_in_process(
+                    specs[0], works[0], on_progress=on_progress, stop=stop, on_start=on_start
+                )
+            else:
+                start_ns, interrupted = run_in_processes(
+                    specs, works, on_progress=on_progress, stop=stop, on_start=on_start
+                )
+        finally:
+            hook_results = _stop_hooks(started)
         end_ns = time.perf_counter_ns()
         # One anchor on both clocks, at the run's start (the monotonic origin of every t_*).
         start_epoch_ns += start_ns - start_mono_ns
@@ -351,11 +396,13 @@ def run_scenario(
         scenario_config=scenario.to_dict(),
         offered_requests=offered or None,
         offered_rate=offered_rate or None,
-        environment={**env, "interrupted": interrupted},
+        environment={**env, "interrupted": interrupted, **hook_results.environment},
         stages=stages,
+        telemetry=hook_results.telemetry,
     )
     summary = summarize(samples, run=run_info, slos=[*scenario.slo, *options.slos])
     write_outputs(out_dir, summary, inconclusive_fails=options.inconclusive_fails)
+    render_html(out_dir, summary, samples)
     if interrupted:
         code = EXIT_INTERRUPTED
     else:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx  # noqa: TID251  (conformance, like the probe, is where httpx belongs)
+import httpx
 
 from zqbench.dialects.sse import SSEDecoder, SSEEvent
 from zqbench.errors import TargetError

@@ -23,7 +23,7 @@ from zqbench.dialects.base import DialectConfig, RequestSpec
 from zqbench.transport._common import Origin, parse_base_url
 
 if TYPE_CHECKING:
-    import httpx  # noqa: TID251  (the type of the shared client; client.py makes it)
+    import httpx
 
 PROMPT = "Write a long story about a lighthouse keeper who counts ships."
 T = TypeVar("T")

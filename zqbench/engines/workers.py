@@ -59,6 +59,7 @@ def run_in_process(
     on_progress: ProgressCallback | None = None,
     stop: StopFlag | None = None,
     handle_signals: bool = True,
+    on_start: Callable[[int], None] | None = None,
 ) -> tuple[int, bool]:
     """Run one worker here. Returns (start_monotonic_ns, interrupted)."""
     stop = stop or StopFlag()
@@ -82,6 +83,13 @@ def run_in_process(
             except ConnectError as exc:
                 raise TargetError(str(exc)) from None
             worker.start_ns = now_ns() + START_LEAD_NS
+            if on_start is not None:
+                try:
+                    on_start(worker.start_ns)
+                except BaseException:
+                    worker.recorder.close()
+                    await worker.transport.close()
+                    raise
             await worker.run(work)
             return worker.start_ns, stop.is_set()
         finally:
@@ -135,6 +143,7 @@ def run_in_processes(
     *,
     on_progress: ProgressCallback | None = None,
     stop: StopFlag | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> tuple[int, bool]:
     """Run one spawned process per worker. Returns (start_monotonic_ns, interrupted)."""
     ctx = mp.get_context("spawn")  # fork would copy a running event loop and its sockets
@@ -186,6 +195,8 @@ def run_in_processes(
             ready += 1
         start_ns = now_ns() + START_LEAD_NS
         start_value.value = start_ns
+        if on_start is not None:
+            on_start(start_ns)
 
         latest: dict[int, dict[str, Any]] = {}
         while any(p.is_alive() for p in procs) or not progress_q.empty():
@@ -199,6 +210,9 @@ def run_in_processes(
             except queue.Empty:
                 pass
         return start_ns, interrupted or stop.is_set()
+    except BaseException:
+        stop_event.set()  # the children must not run a schedule nobody will read
+        raise
     finally:
         for p in procs:
             p.join(timeout=30)

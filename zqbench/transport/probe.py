@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import httpx  # noqa: TID251  (the probe is the one place in zqbench where httpx belongs)
+import httpx
 
 from zqbench.transport._common import Origin, parse_base_url
 from zqbench.transport.base import (
