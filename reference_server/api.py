@@ -259,11 +259,18 @@ class App:
             return json.loads(b"".join(chunks))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ApiError("invalid_request", f"body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ApiError("invalid_request", "body is nested too deeply") from None
 
     # ---- generation -----------------------------------------------------------------
 
     async def _generate(self, req: GenRequest, dialect: str, receive: Any, resp: _Response) -> None:
-        prompt = tokenizer.encode(req.prompt_text)
+        try:
+            prompt = tokenizer.encode(req.prompt_text)
+            for stop in req.stop:
+                stop.encode("utf-8")
+        except UnicodeEncodeError:  # JSON allows "\ud800"; UTF-8 (and so a token) does not
+            raise ApiError("invalid_request", "text contains a lone surrogate") from None
         limit = self.config.max_context
         if len(prompt) + req.max_tokens > limit:
             raise ApiError(

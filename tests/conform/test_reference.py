@@ -5,30 +5,16 @@ from __future__ import annotations
 from tests.conform.util import failing, outcome
 from zqbench.conform import ConformReport
 
-# The reference server answers 500 to two inputs of the malformed corpus (a JSON lone
-# surrogate escape, JSON nested 100000 deep): a real server bug that errors.7 found, reported
-# to the server's owner. When it is fixed this set empties and the assertions below tighten.
-KNOWN_SERVER_BUGS = {"errors.7": {"a lone surrogate escape", "deeply nested JSON"}}
-
-
-def _without_known_bugs(report: ConformReport) -> dict[str, str]:
-    fails = failing(report)
-    for check_id, inputs in KNOWN_SERVER_BUGS.items():
-        if check_id in fails:
-            assert set(outcome(report, check_id).evidence["failing"]) == inputs
-            del fails[check_id]
-    return fails
-
 
 def test_zero_queue_passes_every_check(zero_queue_report: ConformReport) -> None:
-    assert _without_known_bugs(zero_queue_report) == {}
+    assert failing(zero_queue_report) == {}
     skipped = {o.id for o in zero_queue_report.outcomes if o.status == "skip"}
     assert skipped == {"errors.6"}  # no key configured; HTTP/2 (h2c) is spoken and passes
     assert zero_queue_report.duration_s < 60
 
 
 def test_fifo_fails_the_checks_a_queue_breaks(fifo_report: ConformReport) -> None:
-    assert set(_without_known_bugs(fifo_report)) == {"zeroqueue.5", "zeroqueue.6"}
+    assert set(failing(fifo_report)) == {"zeroqueue.5", "zeroqueue.6"}
 
 
 def test_fifo_evidence_says_why(fifo_report: ConformReport) -> None:

@@ -74,6 +74,21 @@ def test_bad_json_too_large_wrong_method_unknown_route(zq_server: Server) -> Non
     assert httpx.get(u + f"/v1/models/{MODEL}").json()["id"] == MODEL
 
 
+def test_lone_surrogates_and_deep_nesting_are_400_not_500(zq_server: Server) -> None:
+    u = zq_server.url + "/v1/messages"
+    surrogate = (
+        b'{"model": "%s", "max_tokens": 1, "messages": [{"role": "user", "content": "\\ud800"}]}'
+        % MODEL.encode()
+    )
+    r = httpx.post(u, content=surrogate)
+    _anthropic_error(r, 400, "invalid_request_error")
+    assert "lone surrogate" in r.json()["error"]["message"]
+    deep = b'{"model": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"  # under the 64 KiB limit
+    r = httpx.post(u, content=deep)
+    _anthropic_error(r, 400, "invalid_request_error")
+    assert "nested too deeply" in r.json()["error"]["message"]
+
+
 def test_sdk_exceptions(zq_server: Server) -> None:
     """The SDKs map our errors to their exception classes."""
     a = anthropic.Anthropic(base_url=zq_server.url, api_key="k", max_retries=0)
