@@ -29,6 +29,7 @@ from zqbench.metrics.frame import (
     build_frame,
     goodput_count,
 )
+from zqbench.metrics.migration import migration, retry_after, status_over_time
 from zqbench.metrics.slo import (
     Evidence,
     SloResult,
@@ -242,6 +243,12 @@ def slo_record(result: SloResult) -> dict[str, Any]:
     }
 
 
+def _column(samples: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in samples.columns:
+        return np.full(len(samples), np.nan)
+    return samples[name].to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> dict[str, Any]:
     """The summary.json dict of a run (../../shared/DESIGN.md, "summary.json").
 
@@ -297,7 +304,9 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> di
             ),
         },
         "status_codes": status_counts(frame.status_keys),
-        "status_mix": status_mix(frame),
+        "status_mix": status_mix(frame) | {"over_time": status_over_time(frame, run.duration_s)},
+        "migration": migration(frame, [(s.name, s.start_s, s.end_s) for s in run.stages]),
+        "retry_after": retry_after(frame, _column(samples, "retry_after_s")),
         "metrics": {name: metric_summary(frame, name) for name in DURATION_METRICS},
         "ratios": {
             name: ratio_summary(frame, name, run.validity.min_ratio_samples)

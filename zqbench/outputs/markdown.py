@@ -1,7 +1,8 @@
 """summary.md: a short Markdown page for a CI job summary ($GITHUB_STEP_SUMMARY).
 
 A renderer of the saved summary dict: it computes nothing new. Verdict line, SLO table,
-key metrics per stage and class (milliseconds), unavailable metrics, status mix.
+key metrics per stage and class (milliseconds), unavailable metrics, status mix
+(overall and per stage), error migration (baseline vs overload stage), refusals.
 """
 
 from __future__ import annotations
@@ -138,7 +139,81 @@ def render_summary_md(summary: Mapping[str, Any]) -> str:
     for key, count in summary["status_codes"].items():
         lines.append(f"| `{_cell(key)}` | {count:,} | {count / total:.2%} |")
     lines.append("")
+    lines += _status_by_stage(summary)
+    lines += _migration(summary.get("migration") or {})
+    lines += _refusals(summary)
     return "\n".join(lines)
+
+
+def _share(value: Any) -> str:
+    return "–" if value is None else f"{float(value):.2%}"
+
+
+def _ratio(value: Any) -> str:
+    return "–" if value is None else f"{float(value):.3g}"
+
+
+def _status_by_stage(summary: Mapping[str, Any]) -> list[str]:
+    by_stage = summary.get("status_mix", {}).get("by_stage", {})
+    if len(by_stage) < 2:
+        return []
+    keys = list(summary["status_codes"])
+    lines = ["### Status mix by stage", ""]
+    lines += ["| stage | n | " + " | ".join(f"`{_cell(k)}`" for k in keys) + " |"]
+    lines += ["| --- | ---: |" + " ---: |" * len(keys)]
+    for stage, entry in by_stage.items():
+        n = sum(entry["counts"].values())
+        cells = [_cell(_stage_label(summary, stage)), f"{n:,}"]
+        cells += [_share(entry["share"].get(k, 0.0)) for k in keys]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, "", "Counts per second by status: `status_mix.over_time` in summary.json.", ""]
+
+
+def _migration(entry: Mapping[str, Any]) -> list[str]:
+    if "baseline" not in entry:
+        return []
+    base, over = entry["baseline"], entry["overload"]
+
+    def label(view: Mapping[str, Any]) -> str:
+        rate = view.get("send_rate")
+        return f"stage {view['stage']} ({_cell(view['name'])}, {rate:.1f} req/s)"
+
+    lines = [
+        "### Error migration: baseline vs overload",
+        "",
+        f"| | {label(base)} | {label(over)} |",
+        "| --- | ---: | ---: |",
+        f"| requests | {base['sent']:,} | {over['sent']:,} |",
+    ]
+    lines += [
+        f"| `{_cell(row['status'])}` | {_share(row['baseline'])} | {_share(row['overload'])} |"
+        for row in entry["rows"]
+    ]
+    lines += [
+        f"| latency p50 (ms) | {_ms(base['latency_p50'])} | {_ms(over['latency_p50'])} |",
+        f"| latency p99 (ms) | {_ms(base['latency_p99'])} | {_ms(over['latency_p99'])} |",
+        f"| latency p99/p50 | {_ratio(base['latency_p99_p50'])}"
+        f" | {_ratio(over['latency_p99_p50'])} |",
+        f"| time_to_reject p99 (ms) | {_ms(base['time_to_reject_p99'])}"
+        f" | {_ms(over['time_to_reject_p99'])} |",
+        "",
+    ]
+    return lines
+
+
+def _refusals(summary: Mapping[str, Any]) -> list[str]:
+    entry = summary.get("retry_after") or {}
+    if "refusals" not in entry:
+        return []
+    reject = summary["metrics"].get("time_to_reject", {})
+    return [
+        "### Refusals",
+        "",
+        f"{entry['refusals']:,} refused (429/503/529); time_to_reject p50"
+        f" {_ms(reject.get('p50'))} ms, p99 {_ms(reject.get('p99'))} ms;"
+        f" {_share(entry['share'])} carried Retry-After.",
+        "",
+    ]
 
 
 def write_summary_md(summary: Mapping[str, Any], path: Path) -> Path:

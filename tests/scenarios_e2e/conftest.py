@@ -1,0 +1,30 @@
+"""Bundled scenarios, scaled down, against the embedded reference server (sim engine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from zqbench.run import RunOptions, RunResult, run_scenario
+
+
+def run_bundled(
+    scenario: str,
+    out: Path,
+    *,
+    scheduler: str = "zero-queue",
+    slots: int = 4,
+    server_args: tuple[str, ...] = (),
+    **options: Any,
+) -> RunResult:
+    """One run of a bundled scenario on a fresh embedded sim server with `slots` slots."""
+    return run_scenario(
+        RunOptions(
+            scenario=scenario,
+            server_engine="sim",
+            server_scheduler=scheduler,
+            server_args=("--max-batch-size", str(slots), *server_args),
+            out=out,
+            **options,
+        )
+    )
