@@ -39,6 +39,7 @@ class ProbeOptions:
 @dataclass(frozen=True, slots=True)
 class PhaseStats:
     name: str
+    n: int  # requests where the phase happened (a reused connection has no connect)
     p50_ms: float | None
     p99_ms: float | None
     max_ms: float | None
@@ -66,8 +67,8 @@ def _rank(sorted_values: list[float], q: float) -> float:
 def _phase(name: str, values_ns: list[int | None]) -> PhaseStats:
     values = sorted(v / 1e6 for v in values_ns if v is not None)
     if not values:
-        return PhaseStats(name, None, None, None)
-    return PhaseStats(name, _rank(values, 0.5), _rank(values, 0.99), values[-1])
+        return PhaseStats(name, 0, None, None, None)
+    return PhaseStats(name, len(values), _rank(values, 0.5), _rank(values, 0.99), values[-1])
 
 
 def run_probe(options: ProbeOptions) -> ProbeReport:
@@ -133,14 +134,14 @@ def run_probe(options: ProbeOptions) -> ProbeReport:
 
 def format_probe(report: ProbeReport) -> str:
     def ms(v: float | None) -> str:
-        return "-" if v is None else f"{v:9.3f}"
+        return f"{'-':>9}" if v is None else f"{v:9.3f}"
 
     lines = [
         f"probe {report.target}: {report.n} sequential requests, {report.ok_count} ok",
-        f"{'phase':<8} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}",
+        f"{'phase':<8} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}",
     ]
     for p in report.phases:
-        lines.append(f"{p.name:<8} {ms(p.p50_ms)} {ms(p.p99_ms)} {ms(p.max_ms)}")
+        lines.append(f"{p.name:<8} {p.n:>5} {ms(p.p50_ms)} {ms(p.p99_ms)} {ms(p.max_ms)}")
     ratio = "-" if report.ratio_p99_p50 is None else f"{report.ratio_p99_p50:.2f}"
     lines.append(f"total p99/p50 = {ratio}")
     lines.append("status: " + ", ".join(f"{k}: {v}" for k, v in sorted(report.statuses.items())))

@@ -1,0 +1,45 @@
+"""`zqbench probe`: sequential requests with a curl-style breakdown."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.core.conftest import MODEL, zqbench
+from tests.core.test_run_cli import closed_port
+from zqbench.embedded import EmbeddedServer
+from zqbench.errors import TargetError, UsageError
+from zqbench.probe import ProbeOptions, format_probe, run_probe
+
+
+def test_probe_breaks_down_each_phase(ref_server: EmbeddedServer) -> None:
+    report = run_probe(ProbeOptions(target=ref_server.base_url, model=MODEL, n=20, max_tokens=4))
+    assert report.ok and report.ok_count == 20
+    phases = {p.name: p for p in report.phases}
+    assert phases["connect"].n == 1  # one keep-alive connection for all 20
+    assert phases["tls"].n == 0 and phases["tls"].p50_ms is None  # plain http: no TLS phase
+    assert phases["ttfb"].n == phases["total"].n == 20
+    assert 0 < phases["ttfb"].p50_ms <= phases["total"].p50_ms  # type: ignore[operator]
+    assert report.ratio_p99_p50 is not None and report.ratio_p99_p50 >= 1.0
+    text = format_probe(report)
+    assert "total p99/p50 = " in text and "status: 200: 20" in text
+
+
+def test_fresh_connections_time_connect_every_time(ref_server: EmbeddedServer) -> None:
+    report = run_probe(
+        ProbeOptions(target=ref_server.base_url, model=MODEL, n=5, fresh_connections=True)
+    )
+    assert {p.name: p.n for p in report.phases}["connect"] == 5
+
+
+def test_unreachable_and_bad_input() -> None:
+    with pytest.raises(TargetError, match=r"127\.0\.0\.1"):
+        run_probe(ProbeOptions(target=f"http://127.0.0.1:{closed_port()}", n=1))
+    with pytest.raises(UsageError, match="-n 0: must be at least 1"):
+        run_probe(ProbeOptions(target="http://127.0.0.1:1", n=0))
+
+
+def test_probe_cli_exit_codes(ref_server: EmbeddedServer) -> None:
+    ok = zqbench("probe", "--target", ref_server.base_url, "--model", MODEL, "-n", "3")
+    assert ok.returncode == 0 and "3 sequential requests, 3 ok" in ok.stdout
+    bad_model = zqbench("probe", "--target", ref_server.base_url, "--model", "nope", "-n", "2")
+    assert bad_model.returncode == 1 and "404: 2" in bad_model.stdout
