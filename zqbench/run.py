@@ -204,7 +204,13 @@ def _works(
     mix = scenario.request.mix
     if load.executor in OPEN_LOOP:
         schedule = arrival_times(load, options.seed)
-        classes = assign_classes(mix, schedule.offered, options.seed)
+        classes = assign_classes(
+            mix,
+            schedule.offered,
+            options.seed,
+            stage=schedule.stage,
+            stage_mixes=[s.mix for s in load.stages],
+        )
         works: list[Work] = [
             OpenLoopWork(
                 request_ids=part.request_ids,
@@ -216,7 +222,9 @@ def _works(
         ]
         duration_s = schedule.duration_ns / 1e9
         stages = [
-            StageInfo(_stage_name(load, i), a / 1e9, b / 1e9, load.stages[i].target)
+            StageInfo(
+                _stage_name(load, i), a / 1e9, b / 1e9, load.stages[i].target, load.stages[i].mix
+            )
             for i, (a, b) in enumerate(schedule.stage_bounds_ns)
         ]
         rate = schedule.offered / duration_s if duration_s else 0.0

@@ -56,7 +56,7 @@ _EXECUTOR_KEYS: dict[str, tuple[str, ...]] = {
 }
 _LOAD_KEYS = ("executor", *sorted({k for keys in _EXECUTOR_KEYS.values() for k in keys}))
 _TOP_KEYS = ("name", "description", "api", "load", "request", "slo", "network")
-_STAGE_KEYS = ("duration", "target", "name")
+_STAGE_KEYS = ("duration", "target", "name", "mix")
 _REQUEST_KEYS = ("max_tokens", "stream", "timeout", "prompt_tokens", "mix", "cold_connections")
 _MIX_KEYS = ("name", "weight", "prompt_tokens", "max_tokens")
 _SLO_KEYS = ("checks",)
@@ -83,6 +83,9 @@ class Stage:
     duration_s: float
     target: float
     name: str | None = None
+    # Names of the request classes this stage draws from (weights renormalised among
+    # them); None: the whole mix. Arrival-rate executors only.
+    mix: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +163,10 @@ class Scenario:
             return float(round(x * rate_scale)) if vus_exec else x * rate_scale
 
         stages = tuple(
-            Stage(s.duration_s * duration_scale, target(s.target), s.name) for s in load.stages
+            dataclasses.replace(
+                st, duration_s=st.duration_s * duration_scale, target=target(st.target)
+            )
+            for st in load.stages
         )
         new_load = dataclasses.replace(
             load,
@@ -431,6 +437,7 @@ def parse_scenario(
     slo: tuple[str, ...] = ()
     if top.has("slo"):
         slo = _parse_slo(_Table(label, "slo", data["slo"], _SLO_KEYS))
+    _check_stage_mixes(label, load, request)
     network = None
     if top.has("network"):
         network = _parse_network(_Table(label, "network", data["network"], _NETWORK_KEYS), load)
@@ -529,10 +536,41 @@ def _parse_stages(t: _Table, *, vus: bool) -> tuple[Stage, ...]:
                 raise s.missing(key)
         duration = s.duration("duration")
         target = float(s.integer("target", minimum=0)) if vus else s.number("target")
-        stages.append(Stage(duration, target, s.string("name")))
+        stages.append(Stage(duration, target, s.string("name"), _stage_mix(s)))
     if sum(st.duration_s for st in stages) <= 0:
         raise ScenarioError(f"{t.label}: {t.key('stages')} last 0s in total; the run needs time")
     return tuple(stages)
+
+
+def _stage_mix(s: _Table) -> tuple[str, ...] | None:
+    """A stage's `mix = ["short", ...]`: the names only; checked against [request] later."""
+    if not s.has("mix"):
+        return None
+    raw = s.data["mix"]
+    if not (isinstance(raw, list) and raw and all(isinstance(x, str) and x for x in raw)):
+        raise s.fail("mix", 'must be a non-empty list of request class names, e.g. ["short"]')
+    if len(set(raw)) != len(raw):
+        raise s.fail("mix", "names a class twice")
+    return tuple(raw)
+
+
+def _check_stage_mixes(label: str, load: LoadConfig, request: RequestConfig) -> None:
+    """Per-stage mixes exist only on arrival-rate stages and name classes of the mix."""
+    names = [c.name for c in request.mix]
+    for i, stage in enumerate(load.stages):
+        if stage.mix is None:
+            continue
+        key = f"load.stages[{i}].mix = {_show(list(stage.mix))}"
+        if not load.open_loop:
+            raise ScenarioError(
+                f"{label}: {key}: a per-stage mix applies to arrival-rate executors only"
+            )
+        unknown = [n for n in stage.mix if n not in names]
+        if unknown:
+            raise ScenarioError(
+                f'{label}: {key} names class "{unknown[0]}", but the request classes are '
+                f"{', '.join(names)}"
+            )
 
 
 def _parse_request(t: _Table) -> RequestConfig:

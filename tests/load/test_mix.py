@@ -54,3 +54,20 @@ def test_bad_mix() -> None:
         assign_classes((), 1, 0)
     with pytest.raises(ValueError):
         assign_classes((RequestClass("x", 0.0, 1, None),), 1, 0)
+
+
+def test_stage_mix_restricts_a_stage_and_leaves_the_others_alone() -> None:
+    """Stage 0 draws only from short/medium (weights 7:2 renormalised); stage 1 is
+    unrestricted and gets exactly the classes the unrestricted draw gives."""
+    n = 60_000
+    stage = np.repeat(np.array([0, 1], dtype=np.int32), n // 2)
+    free = assign_classes(MIX, n, seed=4)
+    c = assign_classes(MIX, n, seed=4, stage=stage, stage_mixes=[("short", "medium"), None])
+    np.testing.assert_array_equal(c[n // 2 :], free[n // 2 :])
+    first = np.bincount(c[: n // 2], minlength=3) / (n // 2)
+    np.testing.assert_allclose(first, [7 / 9, 2 / 9, 0.0], atol=0.01)
+    np.testing.assert_array_equal(
+        c, assign_classes(MIX, n, seed=4, stage=stage, stage_mixes=[("short", "medium"), None])
+    )
+    only_long = assign_classes(MIX, 10, seed=4, stage=np.zeros(10), stage_mixes=[("long",)])
+    assert only_long.tolist() == [2] * 10

@@ -285,7 +285,7 @@ ERRORS = [
         '[load]\nexecutor = "ramping-arrival-rate"\n'
         'stages = [{ duration = "1s", target = 1, taget = 2 }]\n',
         'unknown key "load.stages[0].taget"; did you mean "load.stages[0].target"? (allowed '
-        "in [load.stages[0]]: duration, target, name)",
+        "in [load.stages[0]]: duration, target, name, mix)",
     ),
     (
         '[load]\nexecutor = "ramping-arrival-rate"\nstages = []\n',
@@ -465,5 +465,71 @@ def test_to_dict_is_json_ready() -> None:
     d = load_scenario("burst").to_dict()
     assert json.loads(json.dumps(d)) == d
     assert d["name"] == "burst"
-    assert d["load"]["stages"][1] == {"duration_s": 5.0, "target": 1000.0, "name": "pulse"}
+    assert d["load"]["stages"][1] == {
+        "duration_s": 5.0,
+        "target": 1000.0,
+        "name": "pulse",
+        "mix": None,
+    }
     assert d["request"]["mix"][0]["prompt_tokens"] == 32
+
+
+# --------------------------------------------------------------------------- per-stage mix
+
+STAGE_MIX = """
+[load]
+executor = "{executor}"
+stages = [{{ duration = "5s", target = 4, mix = {mix} }}, {{ duration = "5s", target = 4 }}]
+
+[[request.mix]]
+name = "short"
+weight = 0.4
+prompt_tokens = 256
+
+[[request.mix]]
+name = "long"
+weight = 0.1
+prompt_tokens = 4096
+"""
+
+
+def test_stage_mix_is_kept_and_survives_scaling(tmp_path: Path) -> None:
+    path = write(tmp_path, STAGE_MIX.format(executor="ramping-arrival-rate", mix='["short"]'))
+    s = load_scenario(path)
+    assert [st.mix for st in s.load.stages] == [("short",), None]
+    scaled = s.scaled(rate_scale=2, duration_scale=0.5)
+    assert scaled.load.stages[0] == Stage(2.5, 8.0, None, ("short",))
+    assert s.to_dict()["load"]["stages"][0]["mix"] == ["short"]
+
+
+@pytest.mark.parametrize(
+    ("executor", "mix", "message"),
+    [
+        (
+            "ramping-arrival-rate",
+            '["tiny"]',
+            'x.toml: load.stages[0].mix = ["tiny"] names class "tiny", but the request '
+            "classes are short, long",
+        ),
+        (
+            "ramping-arrival-rate",
+            "[]",
+            "x.toml: load.stages[0].mix = [] must be a non-empty list of request class names, "
+            'e.g. ["short"]',
+        ),
+        (
+            "ramping-arrival-rate",
+            '["short", "short"]',
+            'x.toml: load.stages[0].mix = ["short", "short"] names a class twice',
+        ),
+        (
+            "ramping-vus",
+            '["short"]',
+            'x.toml: load.stages[0].mix = ["short"]: a per-stage mix applies to arrival-rate '
+            "executors only",
+        ),
+    ],
+)
+def test_stage_mix_errors(tmp_path: Path, executor: str, mix: str, message: str) -> None:
+    path = write(tmp_path, STAGE_MIX.format(executor=executor, mix=mix))
+    assert error_of(path) == message.replace("x.toml", path, 1)

@@ -9,10 +9,13 @@ arrival process never reshuffles the classes:
 - closed loop: one stream per VU (`SeedSequence(seed, spawn_key=(2, vu))`), so a VU's
   sequence of classes does not depend on how many other VUs ran or how fast they were.
 
-Each request picks class j with probability weight_j / Σ weights.
+Each request picks class j with probability weight_j / Σ weights; in a stage with its own
+`mix` (open loop), among that stage's classes only, with their weights renormalised.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -34,15 +37,39 @@ def _cumulative(mix: tuple[RequestClass, ...]) -> np.ndarray:
     return cum
 
 
-def assign_classes(mix: tuple[RequestClass, ...], n: int, seed: int) -> np.ndarray:
-    """The class index (int16, into `mix`) of open-loop requests 0..n-1."""
+def assign_classes(
+    mix: tuple[RequestClass, ...],
+    n: int,
+    seed: int,
+    *,
+    stage: np.ndarray | None = None,
+    stage_mixes: Sequence[tuple[str, ...] | None] = (),
+) -> np.ndarray:
+    """The class index (int16, into `mix`) of open-loop requests 0..n-1.
+
+    `stage[i]` is request i's stage and `stage_mixes[k]` the class names stage k draws
+    from (None: all). Request i keeps its one uniform draw whatever its stage; a restricted
+    stage maps it through the cumulative weights of its own classes, so restricting one
+    stage never changes the classes of another."""
     cum = _cumulative(mix)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     if len(mix) == 1:
         return np.zeros(n, dtype=np.int16)
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_OPEN_LOOP_STREAM,)))
-    return np.searchsorted(cum, rng.random(n), side="right").astype(np.int16)
+    draws = rng.random(n)
+    out = np.searchsorted(cum, draws, side="right").astype(np.int16)
+    names = [c.name for c in mix]
+    for k, allowed in enumerate(stage_mixes):
+        if allowed is None:
+            continue
+        if stage is None or len(stage) != n:
+            raise ValueError("stage_mixes needs the stage of every request")
+        index = np.array([names.index(name) for name in allowed], dtype=np.int16)
+        sub = _cumulative(tuple(mix[i] for i in index))
+        here = stage == k
+        out[here] = index[np.searchsorted(sub, draws[here], side="right")]
+    return out
 
 
 class ClassPicker:

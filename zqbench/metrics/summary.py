@@ -29,6 +29,7 @@ from zqbench.metrics.frame import (
     build_frame,
     goodput_count,
 )
+from zqbench.metrics.head_of_line import head_of_line
 from zqbench.metrics.migration import migration, retry_after, status_over_time
 from zqbench.metrics.slo import (
     Evidence,
@@ -53,6 +54,7 @@ class StageInfo:
     start_s: float
     end_s: float
     target_rate: float | None = None
+    classes: tuple[str, ...] | None = None  # the classes the stage draws from; None: all
 
 
 @dataclass(frozen=True)
@@ -289,6 +291,7 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> di
         "stages": [
             {"index": i, "name": s.name, "start": s.start_s, "end": s.end_s}
             | ({"target_rate": s.target_rate} if s.target_rate is not None else {})
+            | ({"classes": list(s.classes)} if s.classes is not None else {})
             for i, s in enumerate(run.stages)
         ],
         "load": load,
@@ -307,6 +310,7 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> di
         "status_mix": status_mix(frame) | {"over_time": status_over_time(frame, run.duration_s)},
         "migration": migration(frame, [(s.name, s.start_s, s.end_s) for s in run.stages]),
         "retry_after": retry_after(frame, _column(samples, "retry_after_s")),
+        "head_of_line": head_of_line(frame, [s.classes for s in run.stages]),
         "metrics": {name: metric_summary(frame, name) for name in DURATION_METRICS},
         "ratios": {
             name: ratio_summary(frame, name, run.validity.min_ratio_samples)

@@ -141,6 +141,7 @@ def render_summary_md(summary: Mapping[str, Any]) -> str:
     lines.append("")
     lines += _status_by_stage(summary)
     lines += _migration(summary.get("migration") or {})
+    lines += _head_of_line(summary.get("head_of_line") or {})
     lines += _refusals(summary)
     return "\n".join(lines)
 
@@ -199,6 +200,29 @@ def _migration(entry: Mapping[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _head_of_line(entry: Mapping[str, Any]) -> list[str]:
+    if "by_class" not in entry:
+        return []
+    lines = [
+        f"### Head-of-line blocking: stage {entry['mixed_stage']} (mixed) vs stage"
+        f" {entry['baseline_stage']} (baseline)",
+        "",
+        "| class | metric | baseline p50 | mixed p50 | ratio | baseline p99 | mixed p99 | ratio |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for cls, metrics in entry["by_class"].items():
+        for metric, row in metrics.items():
+            cells = [_cell(cls), f"`{metric}`"]
+            for q in ("p50", "p99"):
+                cells += [
+                    f"{_ms(row[f'baseline_{q}'])} ms",
+                    f"{_ms(row[f'mixed_{q}'])} ms",
+                    _ratio(row[f"ratio_{q}"]),
+                ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def _refusals(summary: Mapping[str, Any]) -> list[str]:
