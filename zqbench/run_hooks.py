@@ -35,21 +35,32 @@ def hooks_for_run(
 
         preflight()
         hooks.append(PacketLossHook(scenario.network))
-    for source in telemetry:
-        hooks.extend(_telemetry_hook(source.strip(), target_host))
+    if telemetry:
+        hooks.extend(telemetry_hooks(telemetry, target_host))
     return hooks
 
 
-def _telemetry_hook(source: str, target_host: str) -> list[RunHook]:
+def telemetry_hooks(sources: Sequence[str], target_host: str) -> list[RunHook]:
+    """One sampler per source. NVML, when it runs, owns gpu_density and the GPU table; a
+    Prometheus source then reports its own as gpu_density_prometheus."""
     from zqbench.telemetry import nvml, prometheus
 
-    if source == "nvml":
-        return [nvml.NvmlSampler.open()]
-    if source == "auto":
-        if not nvml.is_local(target_host):
-            return []
+    sources = [s.strip() for s in sources]
+    urls: list[str] = []
+    want_nvml = False
+    for source in sources:
+        if source.startswith("prometheus:"):
+            urls.append(prometheus.check_url(source.removeprefix("prometheus:")))
+        elif source not in ("nvml", "auto"):
+            raise UsageError(f"--telemetry {source!r}: expected {TELEMETRY_HELP}")
+    hooks: list[RunHook] = []
+    if "nvml" in sources:
+        hooks.append(nvml.NvmlSampler.open())
+        want_nvml = True
+    elif "auto" in sources and nvml.is_local(target_host):
         sampler = nvml.NvmlSampler.try_open()
-        return [sampler] if sampler is not None else []
-    if source.startswith("prometheus:"):
-        return [prometheus.PrometheusScraper(prometheus.check_url(source[len("prometheus:") :]))]
-    raise UsageError(f"--telemetry {source!r}: expected {TELEMETRY_HELP}")
+        if sampler is not None:
+            hooks.append(sampler)
+            want_nvml = True
+    hooks.extend(prometheus.PrometheusScraper(url, primary=not want_nvml) for url in urls)
+    return hooks

@@ -1,0 +1,10 @@
+"""Telemetry beside a run: GPU utilization and server queue metrics, and gpu_density.
+
+    density.py     gpu_density: mean GPU busy fraction while >= 1 request is in flight
+    table.py       the telemetry Parquet tables in the run folder (one writer, one schema)
+    nvml.py        NvmlSampler: a RunHook polling NVML at 10 Hz (local GPUs)
+    prometheus.py  PrometheusScraper: a RunHook scraping /metrics (DCGM, vLLM, refserver)
+
+Hooks record on the run's monotonic clock and write epoch times through one anchor per
+hook, so their tables line up with the samples. A metric without data is absent, never 0.
+"""
