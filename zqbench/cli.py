@@ -76,6 +76,19 @@ def run(
     inconclusive_ok: Annotated[
         bool, typer.Option(help="Exit 0 when SLOs are inconclusive rather than 1.")
     ] = False,
+    max_context: Annotated[
+        int | None,
+        typer.Option(
+            help="Clamp request classes whose prompt + max_tokens exceed this many tokens "
+            "(default: the target's /health max_context, when it says)."
+        ),
+    ] = None,
+    calibration: Annotated[
+        str,
+        typer.Option(
+            help="Prompt sizing: auto (calibrate once per target, cached), fresh, or off."
+        ),
+    ] = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")] = False,
 ) -> None:
     """Drive a scenario against a target, measure, gate on SLOs and write the outputs."""
@@ -103,6 +116,8 @@ def run(
         server_scheduler=server_scheduler,
         server_engine=server_engine,
         inconclusive_fails=not inconclusive_ok,
+        max_context=max_context,
+        calibration=calibration,
     )
     from zqbench.live_view import LiveView
 

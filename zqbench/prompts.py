@@ -5,7 +5,8 @@ tokenizer counts one BOS token plus one token per UTF-8 byte, so there the promp
 exactly n tokens (the chat template around it is the dialect's business). Real
 tokenizers pack about 4 bytes of English into a token, so elsewhere the count is only
 approximate (about n / 4 tokens); the server's `usage.prompt_tokens` is the truth, and
-a later calibration maps target tokens to bytes per server.
+`zqbench.calibrate` maps target tokens to bytes per server, then asks `synth_text` for
+that many bytes.
 
 The text starts with the seed so two seeds never share a prefix a server could cache,
 and continues with words drawn from a private seeded RNG. Prompts are cached by
@@ -43,12 +44,21 @@ _WORDS = tuple(_WORD_TEXT.split())
 _WORD_BYTES = np.array([len(w) + 1 for w in _WORDS], dtype=np.int64)  # with a space
 
 
-@lru_cache(maxsize=128)
 def synth_prompt(target_tokens: int, seed: int) -> str:
     """Deterministic ASCII text of exactly `target_tokens - 1` bytes (see the module doc)."""
     if isinstance(target_tokens, bool) or not isinstance(target_tokens, int) or target_tokens < 1:
         raise ValueError(f"target_tokens must be a whole number >= 1, got {target_tokens!r}")
-    n = target_tokens - 1
+    return synth_text(target_tokens - 1, seed)
+
+
+@lru_cache(maxsize=128)
+def synth_text(n_bytes: int, seed: int) -> str:
+    """Deterministic ASCII words of exactly `n_bytes` bytes (characters)."""
+    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 0:
+        raise ValueError(f"n_bytes must be a whole number >= 0, got {n_bytes!r}")
+    n = n_bytes
+    if n == 0:
+        return ""
     head = f"{seed}:"
     if n <= len(head):
         return head[:n]

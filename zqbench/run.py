@@ -7,6 +7,7 @@ The CLI parses flags into `RunOptions` and calls this; tests call it directly.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import platform
 import socket
@@ -23,9 +24,10 @@ import pyarrow.parquet as pq
 
 import zqbench
 from zqbench import recorder
+from zqbench.calibrate import Calibration, calibrate
 from zqbench.dialects import DIALECTS
 from zqbench.dialects.base import DialectConfig
-from zqbench.embedded import EmbeddedServer
+from zqbench.embedded import EmbeddedServer, get_health
 from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
 from zqbench.engines.workers import StopFlag, Work, run_in_process, run_in_processes
 from zqbench.errors import EXIT_INTERRUPTED, TargetError, UsageError, exit_code_for_verdict
@@ -40,7 +42,7 @@ from zqbench.outputs.junit import write_junit
 from zqbench.outputs.markdown import write_summary_md
 from zqbench.outputs.paths import make_out_dir
 from zqbench.outputs.redact import redact_url
-from zqbench.prompts import synth_prompt
+from zqbench.prompts import synth_text
 from zqbench.reporting.render import render_html
 from zqbench.scenario import LoadConfig, Scenario, load_scenario
 from zqbench.transport._common import parse_base_url
@@ -78,6 +80,10 @@ class RunOptions:
     server_engine: str = "auto"
     server_scheduler: str = "zero-queue"
     server_args: tuple[str, ...] = ()
+    # Prompt sizing (zqbench.calibrate): "auto" (cached per target), "fresh" (probe again),
+    # "off" (one byte per token, exact only on the reference server).
+    calibration: str = "auto"
+    max_context: int | None = None  # clamp classes to it; None: the target's /health says
     hooks: tuple[RunHook, ...] = ()  # impairment, telemetry, ...: started at t = 0, always stopped
 
 
@@ -162,14 +168,62 @@ def _target(options: RunOptions, out_dir: Path) -> Iterator[_Target]:
         yield _Target(server.base_url, model, note, server)
 
 
-def _class_specs(scenario: Scenario, seed: int) -> tuple[ClassSpec, ...]:
+CALIBRATION_MODES = ("auto", "fresh", "off")
+CONTEXT_HEADROOM = 0.98  # a clamped prompt keeps 2% spare: calibration is good to about 2%
+
+
+def _advertised_context(target: _Target) -> int | None:
+    """max_context from the target's /health (the reference server has it), if any."""
+    health: dict[str, Any] | None = None
+    if target.server is not None:
+        health = dict(target.server.health)
+    else:
+        with contextlib.suppress(Exception):  # any endpoint may lack /health or answer oddly
+            health = dict(get_health(target.base_url, timeout_s=2.0))
+    value = (health or {}).get("max_context")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else None
+
+
+def clamp_classes(scenario: Scenario, max_context: int | None) -> tuple[Scenario, list[str]]:
+    """Shrink the prompt of every class whose prompt + max_tokens exceeds `max_context`.
+
+    Returns the scenario with the new sizes and one warning line per clamped class."""
+    if max_context is None:
+        return scenario, []
+    warnings: list[str] = []
+    classes = []
+    for cls in scenario.request.mix:
+        max_tokens = scenario.request.max_tokens_for(cls)
+        room = max_context - max_tokens
+        if cls.prompt_tokens + max_tokens <= max_context:
+            classes.append(cls)
+            continue
+        if room < 2:
+            raise UsageError(
+                f"class {cls.name}: max_tokens {max_tokens} leaves no room for a prompt "
+                f"within max context {max_context}"
+            )
+        tokens = max(2, int(room * CONTEXT_HEADROOM))
+        warnings.append(
+            f"class {cls.name}: prompt_tokens {cls.prompt_tokens} + max_tokens {max_tokens} "
+            f"> max context {max_context}; clamped to {tokens} prompt tokens"
+        )
+        classes.append(dataclasses.replace(cls, prompt_tokens=tokens))
+    request = dataclasses.replace(scenario.request, mix=tuple(classes))
+    return dataclasses.replace(scenario, request=request), warnings
+
+
+def _class_specs(
+    scenario: Scenario, seed: int, calibration: Calibration | None
+) -> tuple[ClassSpec, ...]:
     specs = []
     for i, cls in enumerate(scenario.request.mix):
         tokens = max(2, int(cls.prompt_tokens))  # at least one byte of text after BOS
+        n_bytes = tokens - 1 if calibration is None else calibration.bytes_for(tokens)
         specs.append(
             ClassSpec(
                 name=cls.name,
-                prompt=synth_prompt(tokens, seed=seed * 1000 + i),
+                prompt=synth_text(n_bytes, seed=seed * 1000 + i),
                 max_tokens=scenario.request.max_tokens_for(cls),
                 prompt_tokens_estimate=tokens,
             )
@@ -263,6 +317,12 @@ def prepare_scenario(options: RunOptions) -> Scenario:
     """Load, scale and override the scenario; validate the flags that depend on it."""
     if options.workers < 1:
         raise UsageError(f"--workers {options.workers}: must be at least 1")
+    if options.calibration not in CALIBRATION_MODES:
+        raise UsageError(
+            f"--calibration {options.calibration}: choose one of {', '.join(CALIBRATION_MODES)}"
+        )
+    if options.max_context is not None and options.max_context < 2:
+        raise UsageError(f"--max-context {options.max_context}: must be at least 2 tokens")
     if options.rate_scale <= 0 or options.duration_scale <= 0:
         raise UsageError("--rate-scale and --duration-scale must be greater than 0")
     scenario = load_scenario(options.scenario).scaled(
@@ -327,7 +387,23 @@ def run_scenario(
     with _target(options, out_dir) as target:
         if on_target is not None:
             on_target(target.note or f"target {redact_url(target.base_url)}")
-        classes = _class_specs(scenario, options.seed)
+        max_context = options.max_context or _advertised_context(target)
+        scenario, clamp_warnings = clamp_classes(scenario, max_context)
+        for line in clamp_warnings:
+            if on_target is not None:
+                on_target(f"warning: {line}")
+        calibration = None
+        if options.calibration != "off":
+            calibration = calibrate(
+                target.base_url,
+                scenario.api,
+                DialectConfig(model=target.model, api_key=api_key, extra_headers=headers),
+                max_context=max_context,
+                insecure=options.insecure,
+                # The embedded server lives on a new port each run: nothing to reuse.
+                use_cache=options.calibration == "auto" and target.server is None,
+            )
+        classes = _class_specs(scenario, options.seed, calibration)
         works, offered, offered_rate, stages = _works(scenario, options)
         limits = PoolLimits(
             max_connections=options.max_connections,
@@ -388,6 +464,12 @@ def run_scenario(
         # One anchor on both clocks, at the run's start (the monotonic origin of every t_*).
         start_epoch_ns += start_ns - start_mono_ns
         env = _environment(options, target)
+        env["prompts"] = {
+            "max_context": max_context,
+            "clamped": clamp_warnings,
+            "calibration": None if calibration is None else dataclasses.asdict(calibration),
+            "bytes": {c.name: len(c.prompt) for c in classes},
+        }
 
     clock = {"start_monotonic_ns": start_ns, "start_epoch_ns": start_epoch_ns}
     recorder.finalize(out_dir, {"zqbench.clock." + k: str(v) for k, v in clock.items()})

@@ -45,3 +45,9 @@ def write_scenario(folder: Path, body: str, name: str = "t") -> Path:
     path = folder / f"{name}.toml"
     path.write_text(body)
     return path
+
+
+@pytest.fixture(autouse=True)
+def calibration_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prompt calibrations go to a temporary file, never to the user's ~/.cache."""
+    monkeypatch.setenv("ZQBENCH_CALIBRATION", str(tmp_path / "calibration.json"))

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from zqbench.prompts import synth_prompt
+from zqbench.prompts import synth_prompt, synth_text
 
 
 @pytest.mark.parametrize("tokens", [1, 2, 3, 4, 5, 6, 7, 17, 32, 33, 255, 1000, 4096])
@@ -19,9 +19,9 @@ def test_exact_byte_length(tokens: int) -> None:
 
 
 def test_deterministic_and_different_per_seed() -> None:
-    synth_prompt.cache_clear()
+    synth_text.cache_clear()
     a = synth_prompt(256, 1)
-    synth_prompt.cache_clear()
+    synth_text.cache_clear()
     assert synth_prompt(256, 1) == a
     others = {synth_prompt(256, s) for s in range(2, 50)}
     assert a not in others and len(others) == 48
@@ -36,7 +36,7 @@ def test_words() -> None:
 
 
 def test_long_prompt_is_fast() -> None:
-    synth_prompt.cache_clear()
+    synth_text.cache_clear()
     t0 = time.perf_counter()
     p = synth_prompt(131072, 4)
     assert time.perf_counter() - t0 < 1.0  # ~5 ms

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from zqbench.run import RunOptions, RunResult, run_scenario
 
 
@@ -28,3 +30,9 @@ def run_bundled(
             **options,
         )
     )
+
+
+@pytest.fixture(autouse=True)
+def calibration_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calibration caches go to a temporary file, never to the user's ~/.cache."""
+    monkeypatch.setenv("ZQBENCH_CALIBRATION", str(tmp_path / "calibration.json"))

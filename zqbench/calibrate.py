@@ -1,0 +1,202 @@
+"""Prompt calibration: how many bytes of synthetic text make N tokens on this target.
+
+zqbench downloads no tokenizer. Before a run it measures the target instead: a few probe
+prompts of known byte lengths (`prompts.synth_text`, the same words every run uses) are
+counted by the target, either by Anthropic's `POST /v1/messages/count_tokens` (tried
+first on the anthropic API) or by a real request with max_tokens 1 whose `usage` gives
+the prompt tokens. A least-squares line through the probes,
+
+    tokens ≈ a · bytes + b        (b: BOS and the chat template around the prompt)
+
+sizes each class's prompt: bytes = round((target - b) / a). The fit is cached per
+(target URL, api, model) in a JSON file, `$ZQBENCH_CALIBRATION` if set, else
+`$XDG_CACHE_HOME/zqbench/calibration.json` (default `~/.cache/...`), so later runs send no
+probes. The tokens each request really had are recorded anyway (`prompt_tokens`,
+`tokens_from_usage`).
+
+Probes use the standard library's urllib: they are a handful of sequential requests
+before the run, not measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zqbench.dialects import get_dialect
+from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.errors import TargetError
+from zqbench.outputs.redact import redact_url
+from zqbench.prompts import synth_text
+
+CACHE_ENV = "ZQBENCH_CALIBRATION"
+PROBE_BYTES = (64, 256, 1024)  # fits any context of 1K+ tokens; cut to fit smaller ones
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+_PROBE_SEED = 7_777  # probe text differs from every run's prompts (seeds are small ints)
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    tokens_per_byte: float  # a
+    base_tokens: float  # b: tokens of an empty prompt (BOS, template)
+    source: str  # "count_tokens" | "usage"
+    probes: tuple[tuple[int, int], ...]  # (bytes, tokens) measured
+
+    def bytes_for(self, tokens: int) -> int:
+        """Bytes of synthetic text that should make `tokens` prompt tokens (at least 1)."""
+        return max(1, round((tokens - self.base_tokens) / self.tokens_per_byte))
+
+    def tokens_for(self, n_bytes: int) -> float:
+        return self.tokens_per_byte * n_bytes + self.base_tokens
+
+
+def fit(probes: Sequence[tuple[int, int]], source: str) -> Calibration:
+    """Least-squares line through (bytes, tokens); needs two distinct byte lengths."""
+    x = np.array([p[0] for p in probes], dtype=np.float64)
+    y = np.array([p[1] for p in probes], dtype=np.float64)
+    if len(set(x.tolist())) < 2:
+        raise ValueError("calibration needs probes of at least two byte lengths")
+    a, b = np.polyfit(x, y, 1)
+    if not a > 0:
+        raise TargetError(f"calibration: token counts do not grow with the prompt: {probes}")
+    return Calibration(float(a), float(b), source, tuple((int(n), int(t)) for n, t in probes))
+
+
+def cache_path() -> Path:
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "zqbench" / "calibration.json"
+
+
+def cache_key(base_url: str, api: str, model: str) -> str:
+    return f"{api} {redact_url(base_url)} {model}"
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # no cache yet, or a damaged one: calibrate again
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(path: Path, key: str, cal: Calibration) -> None:
+    data = _read_cache(path)
+    data[key] = asdict(cal)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)  # atomic: two runs never leave half a file
+
+
+def cached(base_url: str, api: str, model: str) -> Calibration | None:
+    entry = _read_cache(cache_path()).get(cache_key(base_url, api, model))
+    if not isinstance(entry, dict):
+        return None
+    try:
+        probes = tuple((int(n), int(t)) for n, t in entry["probes"])
+        return Calibration(
+            float(entry["tokens_per_byte"]), float(entry["base_tokens"]), entry["source"], probes
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class _Prober:
+    """Counts the tokens of one probe text on the target."""
+
+    def __init__(
+        self, base_url: str, api: str, config: DialectConfig, timeout_s: float, insecure: bool
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api = api
+        self.dialect = get_dialect(api, config)
+        self.timeout_s = timeout_s
+        self.context = ssl.create_default_context()
+        if insecure:
+            self.context.check_hostname = False
+            self.context.verify_mode = ssl.CERT_NONE
+
+    def _post(self, path: str, headers: Sequence[tuple[str, str]], body: bytes) -> Any:
+        request = urllib.request.Request(
+            self.base_url + path, data=body, headers={k: str(v) for k, v in headers}
+        )
+        with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.context) as r:
+            return json.loads(r.read())
+
+    def count_tokens(self, text: str) -> int:
+        """Anthropic's count_tokens: the same messages, no generation."""
+        built = self.dialect.build(RequestSpec("calibration", text, 1, stream=False))
+        body = json.loads(built.body)
+        slim = {k: body[k] for k in ("model", "messages", "system") if k in body}
+        answer = self._post(COUNT_TOKENS_PATH, built.headers, json.dumps(slim).encode())
+        return int(answer["input_tokens"])
+
+    def usage_tokens(self, text: str) -> int:
+        """A real request with max_tokens 1; its usage names the prompt tokens."""
+        built = self.dialect.build(RequestSpec("calibration", text, 1, stream=False))
+        answer = self._post(built.path, built.headers, built.body)
+        usage = answer.get("usage") or {}
+        key = "input_tokens" if self.api == "anthropic" else "prompt_tokens"
+        if not isinstance(usage.get(key), int):
+            raise TargetError(f"calibration: the target's answer has no usage.{key}")
+        return int(usage[key])
+
+
+def probe_sizes(max_context: int | None) -> tuple[int, ...]:
+    """PROBE_BYTES, cut so a probe (about a token per byte at worst) fits the context."""
+    if max_context is None:
+        return PROBE_BYTES
+    limit = max(16, max_context // 2)
+    return tuple(sorted({min(n, limit) for n in PROBE_BYTES} | {min(16, limit // 2)}))
+
+
+def calibrate(
+    base_url: str,
+    api: str,
+    config: DialectConfig,
+    *,
+    max_context: int | None = None,
+    timeout_s: float = 30.0,
+    insecure: bool = False,
+    use_cache: bool = True,
+) -> Calibration:
+    """The target's bytes-to-tokens line, from the cache or from probe requests."""
+    if use_cache:
+        hit = cached(base_url, api, config.model)
+        if hit is not None:
+            return hit
+    prober = _Prober(base_url, api, config, timeout_s, insecure)
+    sizes = probe_sizes(max_context)
+    texts = [synth_text(n, _PROBE_SEED + i) for i, n in enumerate(sizes)]
+    cal = None
+    if api == "anthropic":
+        try:
+            cal = fit([(len(t), prober.count_tokens(t)) for t in texts], "count_tokens")
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+            cal = None  # not offered (404), or another shape: fall back to usage
+    if cal is None:
+        try:
+            cal = fit([(len(t), prober.usage_tokens(t)) for t in texts], "usage")
+        except urllib.error.HTTPError as exc:
+            raise TargetError(
+                f"calibration probe to {redact_url(base_url)} failed: HTTP {exc.code}"
+            ) from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise TargetError(
+                f"calibration probe to {redact_url(base_url)} failed: {exc}"
+            ) from None
+    if use_cache:
+        _write_cache(cache_path(), cache_key(base_url, api, config.model), cal)
+    return cal
