@@ -191,12 +191,11 @@ def calibrate(
             cal = fit([(len(t), prober.usage_tokens(t)) for t in texts], "usage")
         except urllib.error.HTTPError as exc:
             raise TargetError(
-                f"calibration probe to {redact_url(base_url)} failed: HTTP {exc.code}"
+                f"calibration probe to {redact_url(base_url)}: HTTP {exc.code}"
             ) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise TargetError(
-                f"calibration probe to {redact_url(base_url)} failed: {exc}"
-            ) from None
+        except (urllib.error.URLError, OSError, ValueError, AttributeError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            raise TargetError(f"calibration probe to {redact_url(base_url)}: {reason}") from None
     if use_cache:
         _write_cache(cache_path(), cache_key(base_url, api, config.model), cal)
     return cal

@@ -133,6 +133,108 @@ def run(
 
 
 @app.command()
+def sweep(
+    scenario: Annotated[
+        str, typer.Argument(help="Bundled scenario name or a TOML path.")
+    ] = "sweep",
+    target: Annotated[
+        str | None,
+        typer.Option(help="Base URL of the endpoint. Default: start the bundled reference server."),
+    ] = None,
+    api: Annotated[
+        str | None, typer.Option(help="anthropic or openai (default: the scenario's).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model name sent in each request.")] = None,
+    header: Annotated[
+        list[str] | None, typer.Option("--header", "-H", help="Extra header 'Name: value'.")
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(help="Environment variable holding the API key (never pass keys in argv)."),
+    ] = None,
+    slo: Annotated[
+        list[str] | None, typer.Option("--slo", help="Extra SLO, e.g. 'latency:p99<150ms'.")
+    ] = None,
+    min_rate: Annotated[float | None, typer.Option(help="First rate (req/s).")] = None,
+    max_rate: Annotated[float | None, typer.Option(help="Highest rate tried (req/s).")] = None,
+    step_factor: Annotated[float | None, typer.Option(help="Ramp multiplier per step.")] = None,
+    step_duration: Annotated[
+        float | None, typer.Option(help="Seconds of constant load per step.")
+    ] = None,
+    bisect_steps: Annotated[
+        int | None, typer.Option(help="Steps between the last pass and the first fail.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Output folder.")] = None,
+    max_context: Annotated[
+        int | None, typer.Option(help="Clamp request classes to this context (tokens).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the arrival and mix RNG.")] = 0,
+    server_scheduler: Annotated[
+        str, typer.Option(help="Embedded reference server: zero-queue or fifo.")
+    ] = "zero-queue",
+    server_engine: Annotated[
+        str, typer.Option(help="Embedded reference server: auto, torch or sim.")
+    ] = "auto",
+    html: Annotated[bool, typer.Option(help="Render report.html for every step.")] = True,
+) -> None:
+    """Capacity at SLO: the highest request rate at which the scenario's SLOs still hold.
+
+    Exit 0 when a passing rate was found, 1 when even the lowest rate fails."""
+    import dataclasses
+
+    from zqbench.errors import UsageError
+    from zqbench.run import RunOptions
+    from zqbench.scenario import SweepConfig, load_scenario
+    from zqbench.sweep import run_sweep
+
+    options = RunOptions(
+        scenario=scenario,
+        target=target,
+        api=api,
+        model=model,
+        headers=tuple(header or ()),
+        api_key_env=api_key_env,
+        seed=seed,
+        slos=tuple(slo or ()),
+        out=out,
+        max_context=max_context,
+        server_scheduler=server_scheduler,
+        server_engine=server_engine,
+        html=html,
+    )
+    try:
+        config = load_scenario(scenario).sweep or SweepConfig()
+        flags = {
+            "min_rate": min_rate,
+            "max_rate": max_rate,
+            "step_factor": step_factor,
+            "step_duration_s": step_duration,
+            "bisect_steps": bisect_steps,
+        }
+        config = dataclasses.replace(config, **{k: v for k, v in flags.items() if v is not None})
+        if not (0 < config.min_rate <= config.max_rate and config.step_factor > 1):
+            raise UsageError("sweep needs 0 < --min-rate <= --max-rate and --step-factor > 1")
+        if config.step_duration_s <= 0 or config.bisect_steps < 0:
+            raise UsageError("sweep needs --step-duration > 0 and --bisect-steps >= 0")
+
+        def report(step: dict[str, Any]) -> None:
+            typer.echo(
+                f"step {step['index']:>2} {step['phase']:<6} {step['rate']:>9.4g} req/s: "
+                f"{step['verdict']}",
+                err=True,
+            )
+
+        result = run_sweep(options, sweep=config, on_step=report)
+    except ZqbenchError as exc:
+        _fail(exc)
+        return
+    knee = result.report["knee"]
+    typer.echo(f"capacity at SLO: {knee['rate']:g} req/s" if knee else "no passing rate: SLOs fail")
+    typer.echo(f"outputs: {result.out_dir}")
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
 def scenarios(
     name: Annotated[str | None, typer.Argument(help="Show this scenario's file.")] = None,
 ) -> None:

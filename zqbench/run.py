@@ -55,7 +55,7 @@ OPEN_LOOP = ("constant-arrival-rate", "ramping-arrival-rate")
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
-    scenario: str = "burst"
+    scenario: str | Scenario = "burst"  # a bundled name, a TOML path, or a loaded scenario
     target: str | None = None  # None: start the bundled reference server
     api: str | None = None  # overrides the scenario's
     model: str | None = None
@@ -84,6 +84,7 @@ class RunOptions:
     # "off" (one byte per token, exact only on the reference server).
     calibration: str = "auto"
     max_context: int | None = None  # clamp classes to it; None: the target's /health says
+    html: bool = True  # render report.html (a sweep may skip it for its steps)
     hooks: tuple[RunHook, ...] = ()  # impairment, telemetry, ...: started at t = 0, always stopped
 
 
@@ -325,9 +326,10 @@ def prepare_scenario(options: RunOptions) -> Scenario:
         raise UsageError(f"--max-context {options.max_context}: must be at least 2 tokens")
     if options.rate_scale <= 0 or options.duration_scale <= 0:
         raise UsageError("--rate-scale and --duration-scale must be greater than 0")
-    scenario = load_scenario(options.scenario).scaled(
-        rate_scale=options.rate_scale, duration_scale=options.duration_scale
-    )
+    loaded = options.scenario
+    if not isinstance(loaded, Scenario):
+        loaded = load_scenario(loaded)
+    scenario = loaded.scaled(rate_scale=options.rate_scale, duration_scale=options.duration_scale)
     api = options.api or scenario.api
     if api not in DIALECTS:
         raise UsageError(f"--api {api!r}: choose one of {', '.join(DIALECTS)}")
@@ -393,16 +395,24 @@ def run_scenario(
             if on_target is not None:
                 on_target(f"warning: {line}")
         calibration = None
+        warnings = list(clamp_warnings)
         if options.calibration != "off":
-            calibration = calibrate(
-                target.base_url,
-                scenario.api,
-                DialectConfig(model=target.model, api_key=api_key, extra_headers=headers),
-                max_context=max_context,
-                insecure=options.insecure,
-                # The embedded server lives on a new port each run: nothing to reuse.
-                use_cache=options.calibration == "auto" and target.server is None,
-            )
+            try:
+                calibration = calibrate(
+                    target.base_url,
+                    scenario.api,
+                    DialectConfig(model=target.model, api_key=api_key, extra_headers=headers),
+                    max_context=max_context,
+                    insecure=options.insecure,
+                    # The embedded server lives on a new port each run: nothing to reuse.
+                    use_cache=options.calibration == "auto" and target.server is None,
+                )
+            except TargetError as exc:
+                # The run can still measure; its prompts are then sized at one byte per
+                # token, and the tokens each request really had are recorded anyway.
+                warnings.append(f"{exc.message}; prompts sized at one byte per token")
+                if on_target is not None:
+                    on_target(f"warning: {warnings[-1]}")
         classes = _class_specs(scenario, options.seed, calibration)
         works, offered, offered_rate, stages = _works(scenario, options)
         limits = PoolLimits(
@@ -467,6 +477,7 @@ def run_scenario(
         env["prompts"] = {
             "max_context": max_context,
             "clamped": clamp_warnings,
+            "warnings": warnings,
             "calibration": None if calibration is None else dataclasses.asdict(calibration),
             "bytes": {c.name: len(c.prompt) for c in classes},
         }
@@ -492,7 +503,8 @@ def run_scenario(
     )
     summary = summarize(samples, run=run_info, slos=[*scenario.slo, *options.slos])
     write_outputs(out_dir, summary, inconclusive_fails=options.inconclusive_fails)
-    render_html(out_dir, summary, samples)
+    if options.html:
+        render_html(out_dir, summary, samples)
     if interrupted:
         code = EXIT_INTERRUPTED
     else:

@@ -55,12 +55,13 @@ _EXECUTOR_KEYS: dict[str, tuple[str, ...]] = {
     "ramping-vus": ("start_vus", "stages", "think_time", "graceful_stop"),
 }
 _LOAD_KEYS = ("executor", *sorted({k for keys in _EXECUTOR_KEYS.values() for k in keys}))
-_TOP_KEYS = ("name", "description", "api", "load", "request", "slo", "network")
+_TOP_KEYS = ("name", "description", "api", "load", "request", "slo", "network", "sweep")
 _STAGE_KEYS = ("duration", "target", "name", "mix")
 _REQUEST_KEYS = ("max_tokens", "stream", "timeout", "prompt_tokens", "mix", "cold_connections")
 _MIX_KEYS = ("name", "weight", "prompt_tokens", "max_tokens")
 _SLO_KEYS = ("checks",)
 _NETWORK_KEYS = ("impairment", "loss", "stages")
+_SWEEP_KEYS = ("min_rate", "max_rate", "step_factor", "step_duration", "bisect_steps")
 
 _DEFAULT_MAX_TOKENS = 256
 _DEFAULT_PROMPT_TOKENS = 32
@@ -135,6 +136,17 @@ class NetworkConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SweepConfig:
+    """`zqbench sweep`: search the highest constant rate at which the SLOs hold."""
+
+    min_rate: float = 1.0  # req/s of the first step; it must pass for a knee to exist
+    max_rate: float = 1000.0  # the ramp stops here
+    step_factor: float = 2.0  # ramp: each step's rate is the last one's times this
+    step_duration_s: float = 10.0  # every step is a constant-rate run this long
+    bisect_steps: int = 3  # steps spent between the last pass and the first fail
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
     description: str
@@ -144,6 +156,7 @@ class Scenario:
     slo: tuple[str, ...]
     network: NetworkConfig | None
     source: str  # the file it came from
+    sweep: SweepConfig | None = None
 
     def scaled(self, rate_scale: float = 1.0, duration_scale: float = 1.0) -> Scenario:
         """Multiply every rate (or VU count) by `rate_scale` and every stage by `duration_scale`.
@@ -441,7 +454,10 @@ def parse_scenario(
     network = None
     if top.has("network"):
         network = _parse_network(_Table(label, "network", data["network"], _NETWORK_KEYS), load)
-    return Scenario(name, description, api, load, request, slo, network, source)
+    sweep = None
+    if top.has("sweep"):
+        sweep = _parse_sweep(_Table(label, "sweep", data["sweep"], _SWEEP_KEYS))
+    return Scenario(name, description, api, load, request, slo, network, source, sweep)
 
 
 def _parse_load(t: _Table) -> LoadConfig:
@@ -656,3 +672,21 @@ def _parse_network(t: _Table, load: LoadConfig) -> NetworkConfig:
             raise t.fail("stages", f"names stage {bad[0]}, but load has stages 0..{n - 1}")
         stages = tuple(sorted(set(raw)))
     return NetworkConfig(impairment, loss, stages)
+
+
+def _parse_sweep(t: _Table) -> SweepConfig:
+    d = SweepConfig()
+    min_rate = t.number("min_rate", strict=True) if t.has("min_rate") else d.min_rate
+    max_rate = t.number("max_rate", strict=True) if t.has("max_rate") else d.max_rate
+    if max_rate < min_rate:
+        raise t.fail("max_rate", f"must be >= sweep.min_rate ({min_rate:g})")
+    factor = t.number("step_factor", minimum=1.0, strict=True) if t.has("step_factor") else None
+    duration = t.duration("step_duration", positive=True) if t.has("step_duration") else None
+    bisect = t.integer("bisect_steps", minimum=0) if t.has("bisect_steps") else d.bisect_steps
+    return SweepConfig(
+        min_rate=min_rate,
+        max_rate=max_rate,
+        step_factor=d.step_factor if factor is None else factor,
+        step_duration_s=d.step_duration_s if duration is None else duration,
+        bisect_steps=bisect,
+    )

@@ -59,6 +59,7 @@ def test_ttfb_ttft_and_latency_match_the_server_truth_at_200_rps(
             model="m",
             headers=("x-program: /anthropic?n=8&every=5&first=20&head=10",),
             out=tmp_path / "run",
+            calibration="off",  # no probe requests among the server's truth
         )
     )
     rows, truth, start = _samples_with_truth(result.out_dir, server)
@@ -120,6 +121,7 @@ def test_a_server_stall_shows_in_latency_corrected_not_only_in_latency(
             max_connections=4,
             warm_connections=4,
             out=tmp_path / "run",
+            calibration="off",  # no probe requests among the server's truth
         ),
         on_progress=on_progress,
     )

@@ -1,0 +1,90 @@
+"""`zqbench sweep`: ramp, bisection, the knee, and the exit code, on a tiny budget."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.core.conftest import write_scenario, zqbench
+from zqbench.run import RunOptions
+from zqbench.sweep import run_sweep
+
+# 4 sim slots, 8 output tokens: capacity is roughly 150-250 req/s on this machine, so
+# 100 req/s passes and the ramp (x2 per 1 s step) fails by 800 req/s at the latest.
+TINY = """
+name = "tiny-sweep"
+[load]
+executor = "constant-arrival-rate"
+rate = 10
+duration = "1s"
+[request]
+max_tokens = 8
+prompt_tokens = 32
+timeout = "10s"
+[slo]
+checks = ["errors:rate<0.25"]
+[sweep]
+min_rate = 100
+max_rate = 1600
+step_factor = 2
+step_duration = "1s"
+bisect_steps = 1
+"""
+
+
+def test_sweep_finds_the_knee_between_a_pass_and_a_fail(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, TINY)
+    result = run_sweep(
+        RunOptions(
+            scenario=str(path),
+            server_engine="sim",
+            server_args=("--max-batch-size", "4"),
+            out=tmp_path / "sweep",
+            html=False,
+            warm_connections=64,
+        )
+    )
+    report = json.loads((result.out_dir / "sweep.json").read_text())
+    assert report == json.loads(json.dumps(result.report))
+    steps = report["steps"]
+    assert result.exit_code == 0
+    assert steps[0]["rate"] == 100 and steps[0]["passed"]
+    ramp = [s for s in steps if s["phase"] == "ramp"]
+    assert [s["rate"] for s in ramp] == [100 * 2**i for i in range(len(ramp))]
+    assert all(s["passed"] for s in ramp[:-1]) and not ramp[-1]["passed"]
+    bisect = [s for s in steps if s["phase"] == "bisect"]
+    assert len(bisect) == 1
+    assert bisect[0]["rate"] == (ramp[-2]["rate"] + ramp[-1]["rate"]) / 2
+    knee = max(s["rate"] for s in steps if s["passed"])
+    assert report["knee"] == {
+        "rate": knee,
+        "step": next(s["index"] for s in steps if s["rate"] == knee),
+    }
+    assert [s["rate"] for s in report["curve"]] == sorted(s["rate"] for s in steps)
+    for s in steps:
+        summary = json.loads((result.out_dir / s["out_dir"] / "summary.json").read_text())
+        assert summary["verdict"] == s["verdict"]
+        assert summary["load"]["offered_rate"] == s["rate"]
+    assert f"**capacity at SLO: {knee:g} req/s**" in (result.out_dir / "sweep.md").read_text()
+
+
+def test_sweep_cli_exits_1_when_even_the_first_rate_fails(tmp_path: Path) -> None:
+    """No server answers in 1 us: one step, no knee, exit 1."""
+    path = write_scenario(tmp_path, TINY)
+    res = zqbench(
+        "sweep",
+        str(path),
+        "--server-engine",
+        "sim",
+        "--slo",
+        "latency:p50<1us",
+        "--no-html",
+        "--out",
+        str(tmp_path / "out"),
+        timeout=60,
+    )
+    assert res.returncode == 1, res.stderr
+    assert "no passing rate" in res.stdout
+    report = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert report["knee"] is None and len(report["steps"]) == 1
+    assert report["steps"][0]["verdict"] == "fail"

@@ -1,0 +1,201 @@
+"""`zqbench sweep`: capacity at SLO, the highest request rate at which the SLOs still hold.
+
+Nominal throughput flatters a queueing server: it keeps "serving" past the point where
+its latency SLOs break. The sweep measures the rate that matters instead. Every step is
+a constant-arrival-rate copy of the scenario (same requests, mix and SLOs, one stage of
+`step_duration`) run by `run_scenario` into its own folder:
+
+1. ramp: start at `min_rate`, multiply by `step_factor` while the step passes, up to
+   `max_rate`;
+2. bisect: between the last passing and the first failing rate, `bisect_steps` times.
+
+A step passes only with verdict `pass`: `fail`, `inconclusive` (too few samples to be
+sure) and `invalid` (the generator could not hold the rate) do not. The knee is the
+highest passing rate. Outputs: `sweep.json` (schema `zqbench.sweep/1`), `sweep.md`, and
+one run folder per step. Without a target, one embedded reference server serves every
+step (not one per step), so the steps see the same warm server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from zqbench.embedded import EmbeddedServer
+from zqbench.outputs.json_out import write_atomic
+from zqbench.outputs.paths import make_out_dir
+from zqbench.outputs.redact import redact_url
+from zqbench.run import RunOptions, prepare_scenario, run_scenario
+from zqbench.scenario import LoadConfig, Scenario, Stage, SweepConfig
+
+SCHEMA = "zqbench.sweep/1"
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    out_dir: Path
+    report: dict[str, Any]
+    exit_code: int  # 0: a passing rate was found; 1: none
+
+
+def step_scenario(scenario: Scenario, rate: float, duration_s: float) -> Scenario:
+    """The scenario as one constant-rate stage: same requests, mix, SLOs and arrivals."""
+    load = scenario.load
+    arrivals = load.arrivals if load.open_loop else "uniform"
+    constant = LoadConfig(
+        executor="constant-arrival-rate",
+        start_rate=rate,
+        stages=(Stage(duration_s, rate, f"{rate:g} req/s"),),
+        arrivals=arrivals,
+        burstiness=load.burstiness if arrivals == "gamma" else None,
+        rate=rate,
+        duration_s=duration_s,
+        vus=None,
+        start_vus=None,
+        think_time_s=None,
+        graceful_stop_s=load.graceful_stop_s,
+    )
+    # The network impairment names stages of the original plan; a step has one stage.
+    return dataclasses.replace(scenario, load=constant, network=None)
+
+
+def _step_record(index: int, rate: float, phase: str, summary: dict[str, Any], out: Path) -> dict:
+    metrics = summary["metrics"]
+
+    def q(name: str, key: str) -> Any:
+        return metrics.get(name, {}).get(key)
+
+    return {
+        "index": index,
+        "phase": phase,
+        "rate": rate,
+        "verdict": summary["verdict"],
+        "passed": summary["verdict"] == "pass",
+        "sent": summary["requests"]["sent"],
+        "failed": summary["requests"]["failed"],
+        "achieved_rate": summary["load"]["achieved_rate"],
+        "latency_p50": q("latency", "p50"),
+        "latency_p99": q("latency", "p99"),
+        "ttft_p50": q("ttft", "p50"),
+        "ttft_p99": q("ttft", "p99"),
+        "slos": [{"expr": s["expr"], "verdict": s["verdict"]} for s in summary["slos"]],
+        "validity_reasons": summary["validity"]["reasons"],
+        "out_dir": out.name,
+    }
+
+
+def plan_next(config: SweepConfig, steps: list[dict[str, Any]]) -> tuple[float, str] | None:
+    """The next (rate, phase) from the steps so far, or None when the search is done."""
+    if not steps:
+        return config.min_rate, "ramp"
+    passed = [s["rate"] for s in steps if s["passed"]]
+    failed = [s["rate"] for s in steps if not s["passed"]]
+    if not passed:
+        return None  # even the lowest rate fails: no capacity at SLO
+    lo = max(passed)
+    above = [r for r in failed if r > lo]
+    if not above:
+        if lo >= config.max_rate:
+            return None
+        return min(lo * config.step_factor, config.max_rate), "ramp"
+    bisected = sum(1 for s in steps if s["phase"] == "bisect")
+    if bisected >= config.bisect_steps:
+        return None
+    return (lo + min(above)) / 2, "bisect"
+
+
+def _render_md(report: dict[str, Any]) -> str:
+    knee = report["knee"]
+    head = (
+        f"**capacity at SLO: {knee['rate']:g} req/s** (step {knee['step']})"
+        if knee
+        else "**no passing rate**: the SLOs fail even at the lowest rate"
+    )
+    lines = [
+        f"## zqbench sweep · `{report['scenario']}` → `{report['target']}`",
+        "",
+        head,
+        "",
+        "SLOs: " + ", ".join(f"`{s}`" for s in report["slos"]),
+        "",
+        "| rate (req/s) | phase | verdict | sent | latency p50 (ms) | p99 (ms) | ttft p99 (ms) |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+
+    def ms(v: Any) -> str:
+        return "–" if v is None else ("∞" if v == "inf" else f"{float(v) * 1e3:.4g}")
+
+    for s in report["curve"]:
+        lines.append(
+            f"| {s['rate']:g} | {s['phase']} | {s['verdict']} | {s['sent']:,} |"
+            f" {ms(s['latency_p50'])} | {ms(s['latency_p99'])} | {ms(s['ttft_p99'])} |"
+        )
+    return "\n".join([*lines, ""])
+
+
+def run_sweep(
+    options: RunOptions,
+    *,
+    sweep: SweepConfig | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> SweepResult:
+    """Search the knee; `sweep` overrides the scenario's [sweep] table (else defaults)."""
+    scenario = prepare_scenario(options)  # validates flags and SLOs before any traffic
+    config = sweep or scenario.sweep or SweepConfig()
+    started = datetime.now(timezone.utc)
+    out_dir = make_out_dir(
+        options.out, f"sweep-{scenario.name}", now=started, root=options.reports_root
+    )
+    server: EmbeddedServer | None = None
+    base = options
+    if options.target is None:
+        server = EmbeddedServer(
+            engine=options.server_engine,
+            scheduler=options.server_scheduler,
+            extra_args=options.server_args,
+            log_path=out_dir / "reference_server.log",
+        ).start()
+        base = dataclasses.replace(
+            options, target=server.base_url, model=options.model or str(server.health["model"])
+        )
+    steps: list[dict[str, Any]] = []
+    try:
+        while (nxt := plan_next(config, steps)) is not None:
+            rate, phase = nxt
+            index = len(steps)
+            step_out = out_dir / f"step-{index:02d}-{rate:g}rps"
+            step = dataclasses.replace(
+                base,
+                scenario=step_scenario(scenario, rate, config.step_duration_s),
+                rate_scale=1.0,
+                duration_scale=1.0,
+                out=step_out,
+            )
+            result = run_scenario(step)
+            steps.append(_step_record(index, rate, phase, result.summary, step_out))
+            if on_step is not None:
+                on_step(steps[-1])
+    finally:
+        if server is not None:
+            server.stop()
+    passing = [s for s in steps if s["passed"]]
+    knee = max(passing, key=lambda s: s["rate"]) if passing else None
+    report = {
+        "schema": SCHEMA,
+        "scenario": scenario.name,
+        "target": redact_url(base.target or ""),
+        "started_at": started.isoformat(timespec="seconds"),
+        "slos": [*scenario.slo, *options.slos],
+        "config": dataclasses.asdict(config),
+        "steps": steps,
+        "curve": sorted(steps, key=lambda s: s["rate"]),
+        "knee": None if knee is None else {"rate": knee["rate"], "step": knee["index"]},
+    }
+    write_atomic(out_dir / "sweep.json", json.dumps(report, indent=2) + "\n")
+    write_atomic(out_dir / "sweep.md", _render_md(report))
+    return SweepResult(out_dir, report, 0 if knee else 1)
