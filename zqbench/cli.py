@@ -89,6 +89,10 @@ def run(
             help="Prompt sizing: auto (calibrate once per target, cached), fresh, or off."
         ),
     ] = "auto",
+    telemetry: Annotated[
+        list[str] | None,
+        typer.Option(help="GPU telemetry: nvml, auto, or prometheus:URL; repeatable."),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")] = False,
 ) -> None:
     """Drive a scenario against a target, measure, gate on SLOs and write the outputs."""
@@ -118,6 +122,7 @@ def run(
         inconclusive_fails=not inconclusive_ok,
         max_context=max_context,
         calibration=calibration,
+        telemetry=tuple(telemetry or ()),
     )
     from zqbench.live_view import LiveView
 

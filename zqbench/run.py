@@ -44,6 +44,7 @@ from zqbench.outputs.paths import make_out_dir
 from zqbench.outputs.redact import redact_url
 from zqbench.prompts import synth_text
 from zqbench.reporting.render import render_html
+from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import LoadConfig, Scenario, load_scenario
 from zqbench.transport._common import parse_base_url
 from zqbench.transport.base import PoolLimits
@@ -85,6 +86,7 @@ class RunOptions:
     calibration: str = "auto"
     max_context: int | None = None  # clamp classes to it; None: the target's /health says
     html: bool = True  # render report.html (a sweep may skip it for its steps)
+    telemetry: tuple[str, ...] = ()  # --telemetry sources: nvml, auto, prometheus:URL
     hooks: tuple[RunHook, ...] = ()  # impairment, telemetry, ...: started at t = 0, always stopped
 
 
@@ -389,6 +391,18 @@ def run_scenario(
     with _target(options, out_dir) as target:
         if on_target is not None:
             on_target(target.note or f"target {redact_url(target.base_url)}")
+        target_parts = urlsplit(target.base_url)
+        target_port = target_parts.port or (443 if target_parts.scheme == "https" else 80)
+        # Built before any traffic: impairment preflight and telemetry sources fail here.
+        hooks: list[RunHook] = [
+            *hooks_for_run(
+                scenario,
+                telemetry=options.telemetry,
+                target_host=target_parts.hostname or "",
+                target_port=target_port,
+            ),
+            *options.hooks,
+        ]
         max_context = options.max_context or _advertised_context(target)
         scenario, clamp_warnings = clamp_classes(scenario, max_context)
         for line in clamp_warnings:
@@ -439,9 +453,7 @@ def run_scenario(
             )
             for w in range(options.workers)
         ]
-        hooks = list(options.hooks)
         started: list[RunHook] = []
-        target_parts = urlsplit(target.base_url)
 
         def on_start(start_ns: int) -> None:
             ctx = HookContext(
@@ -449,7 +461,7 @@ def run_scenario(
                 out_dir=out_dir,
                 base_url=redact_url(target.base_url),
                 host=target_parts.hostname or "",
-                port=target_parts.port or (443 if target_parts.scheme == "https" else 80),
+                port=target_port,
                 start_monotonic_ns=start_ns,
                 stages=stages,
             )
