@@ -223,7 +223,7 @@ ERRORS = [
     (
         'nmae = "x"\n' + MINIMAL,
         'unknown key "nmae"; did you mean "name"? (allowed in the top level: name, description, '
-        "api, load, request, slo, network)",
+        "api, load, request, slo, network, sweep)",
     ),
     (
         MINIMAL + "[request]\nmax_token = 5\n",
