@@ -316,17 +316,11 @@ def serve(ctx: typer.Context) -> None:
 
 
 def _register_command_groups() -> None:
-    """Commands that live in their own CLI modules (reports, conformance)."""
-    import importlib
+    """Commands that live in their own CLI modules (reports, conformance, impairment)."""
+    from zqbench import cli_conform, cli_impair, cli_reports
 
-    for module in ("zqbench.cli_reports", "zqbench.cli_conform"):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        mod.register(app)
+    for group in (cli_reports, cli_conform, cli_impair):
+        group.register(app)
 
 
 _register_command_groups()

@@ -29,7 +29,13 @@ from zqbench.dialects import DIALECTS
 from zqbench.dialects.base import DialectConfig
 from zqbench.embedded import EmbeddedServer, get_health
 from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
-from zqbench.engines.workers import StopFlag, Work, run_in_process, run_in_processes
+from zqbench.engines.workers import (
+    StopFlag,
+    Work,
+    run_in_process,
+    run_in_processes,
+    stop_on_signals,
+)
 from zqbench.errors import EXIT_INTERRUPTED, TargetError, UsageError, exit_code_for_verdict
 from zqbench.hooks import HookContext, HookResult, RunHook
 from zqbench.load.closed_loop import vu_plan
@@ -471,17 +477,22 @@ def run_scenario(
 
         start_epoch_ns = time.time_ns()
         start_mono_ns = time.perf_counter_ns()
-        try:
-            if options.workers == 1:
-                start_ns, interrupted = run_in_process(
-                    specs[0], works[0], on_progress=on_progress, stop=stop, on_start=on_start
-                )
-            else:
-                start_ns, interrupted = run_in_processes(
-                    specs, works, on_progress=on_progress, stop=stop, on_start=on_start
-                )
-        finally:
-            hook_results = _stop_hooks(started)
+        stop = stop or StopFlag()
+        # Signals stay handled until the hooks are undone: a SIGTERM right after the load
+        # must not kill the process with nftables rules still in place.
+        with stop_on_signals(stop):
+            try:
+                if options.workers == 1:
+                    start_ns, interrupted = run_in_process(
+                        specs[0], works[0], on_progress=on_progress, stop=stop, on_start=on_start
+                    )
+                else:
+                    start_ns, interrupted = run_in_processes(
+                        specs, works, on_progress=on_progress, stop=stop, on_start=on_start
+                    )
+            finally:
+                hook_results = _stop_hooks(started)
+            interrupted = interrupted or stop.is_set()
         end_ns = time.perf_counter_ns()
         # One anchor on both clocks, at the run's start (the monotonic origin of every t_*).
         start_epoch_ns += start_ns - start_mono_ns

@@ -16,7 +16,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from zqbench.engines.live import merge_snapshots
@@ -52,6 +52,29 @@ class StopFlag:
         return self._event.is_set()
 
 
+@contextlib.contextmanager
+def stop_on_signals(stop: StopFlag) -> Iterator[None]:
+    """SIGINT and SIGTERM set `stop` (a graceful stop) until the block ends.
+
+    Nested uses restore the outer handlers, so `run_scenario` can keep signals handled
+    until its hooks (nftables rules, samplers) are undone, past the end of the load."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may install handlers; the caller stops us otherwise
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 def run_in_process(
     spec: WorkerSpec,
     work: Work,
@@ -69,34 +92,26 @@ def run_in_process(
             on_progress(merge_snapshots([snapshot]))
 
     async def main() -> tuple[int, bool]:
-        loop = asyncio.get_running_loop()
-        installed: list[int] = []
-        if handle_signals and threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.add_signal_handler(sig, stop.set)
-                    installed.append(sig)
+        control = WorkerControl(should_stop=stop.is_set, on_progress=progress)
         try:
-            control = WorkerControl(should_stop=stop.is_set, on_progress=progress)
+            worker = await open_worker(spec, control)
+        except ConnectError as exc:
+            raise TargetError(str(exc)) from None
+        worker.start_ns = now_ns() + START_LEAD_NS
+        if on_start is not None:
             try:
-                worker = await open_worker(spec, control)
-            except ConnectError as exc:
-                raise TargetError(str(exc)) from None
-            worker.start_ns = now_ns() + START_LEAD_NS
-            if on_start is not None:
-                try:
-                    on_start(worker.start_ns)
-                except BaseException:
-                    worker.recorder.close()
-                    await worker.transport.close()
-                    raise
-            await worker.run(work)
-            return worker.start_ns, stop.is_set()
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+                on_start(worker.start_ns)
+            except BaseException:
+                worker.recorder.close()
+                await worker.transport.close()
+                raise
+        await worker.run(work)
+        return worker.start_ns, stop.is_set()
 
-    result: tuple[int, bool] = run_async(main())
+    if not handle_signals:
+        return run_async(main())  # type: ignore[no-any-return]
+    with stop_on_signals(stop):
+        result: tuple[int, bool] = run_async(main())
     return result
 
 
@@ -160,17 +175,22 @@ def run_in_processes(
         )
         for spec, work in zip(specs, works, strict=True)
     ]
-    interrupted = False
-    previous = signal.getsignal(signal.SIGINT)
+    with stop_on_signals(stop):
+        return _supervise(
+            procs, ready_q, progress_q, start_value, stop_event, stop, on_progress, on_start
+        )
 
-    def on_sigint(signum: int, frame: object) -> None:
-        nonlocal interrupted
-        interrupted = True
-        stop.set()
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, on_sigint)
-        signal.signal(signal.SIGTERM, on_sigint)
+def _supervise(
+    procs: list[Any],
+    ready_q: Any,
+    progress_q: Any,
+    start_value: Any,
+    stop_event: Any,
+    stop: StopFlag,
+    on_progress: ProgressCallback | None,
+    on_start: Callable[[int], None] | None,
+) -> tuple[int, bool]:
     try:
         for p in procs:
             p.start()
@@ -209,7 +229,7 @@ def run_in_processes(
                     on_progress(merge_snapshots(list(latest.values())))
             except queue.Empty:
                 pass
-        return start_ns, interrupted or stop.is_set()
+        return start_ns, stop.is_set()
     except BaseException:
         stop_event.set()  # the children must not run a schedule nobody will read
         raise
@@ -219,6 +239,3 @@ def run_in_processes(
             if p.is_alive():
                 p.kill()
                 p.join(timeout=5)
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, previous)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
