@@ -59,6 +59,10 @@ class Calibration:
         return self.tokens_per_byte * n_bytes + self.base_tokens
 
 
+MIN_TOKENS_PER_BYTE = 0.05
+MAX_TOKENS_PER_BYTE = 4.0
+
+
 def fit(probes: Sequence[tuple[int, int]], source: str) -> Calibration:
     """Least-squares line through (bytes, tokens); needs two distinct byte lengths."""
     x = np.array([p[0] for p in probes], dtype=np.float64)
@@ -66,8 +70,14 @@ def fit(probes: Sequence[tuple[int, int]], source: str) -> Calibration:
     if len(set(x.tolist())) < 2:
         raise ValueError("calibration needs probes of at least two byte lengths")
     a, b = np.polyfit(x, y, 1)
-    if not a > 0:
-        raise TargetError(f"calibration: token counts do not grow with the prompt: {probes}")
+    # Real tokenizers give about 0.2-0.3 tokens per byte of English, byte-level ones 1.0.
+    # A slope far outside that means the server's counts do not describe the prompt (a
+    # fixed `usage`, a cache, a proxy): sizing prompts from it would be nonsense.
+    if not MIN_TOKENS_PER_BYTE <= a <= MAX_TOKENS_PER_BYTE:
+        raise TargetError(
+            f"calibration: {a:.4g} tokens per byte is implausible (probes {list(probes)}): "
+            "the server's token counts do not follow the prompt"
+        )
     return Calibration(float(a), float(b), source, tuple((int(n), int(t)) for n, t in probes))
 
 
@@ -106,10 +116,10 @@ def cached(base_url: str, api: str, model: str) -> Calibration | None:
         return None
     try:
         probes = tuple((int(n), int(t)) for n, t in entry["probes"])
-        return Calibration(
-            float(entry["tokens_per_byte"]), float(entry["base_tokens"]), entry["source"], probes
-        )
-    except (KeyError, TypeError, ValueError):
+        # Refit rather than trust the stored line: an entry written by an older zqbench
+        # (or edited by hand) passes the same plausibility checks as a fresh one.
+        return fit(probes, str(entry["source"]))
+    except (KeyError, TypeError, ValueError, TargetError):
         return None
 
 

@@ -11,6 +11,7 @@ import pytest
 from zqbench.calibrate import CACHE_ENV, Calibration, cache_key, calibrate, fit, probe_sizes
 from zqbench.dialects.base import DialectConfig
 from zqbench.embedded import EmbeddedServer
+from zqbench.errors import TargetError
 
 MODEL = "zq-reference"
 
@@ -24,6 +25,15 @@ def test_fit_recovers_a_line_and_sizes_prompts() -> None:
     assert cal.bytes_for(3) == 1  # never an empty prompt
     with pytest.raises(ValueError, match="two byte lengths"):
         fit([(10, 11), (10, 11)], "usage")
+
+
+def test_counts_that_ignore_the_prompt_are_rejected_not_extrapolated() -> None:
+    """A server that reports the same usage for every prompt (a stub, a cache) has slope 0;
+    sizing a 4K prompt from it would ask for an impossible number of bytes."""
+    with pytest.raises(TargetError, match="tokens per byte is implausible"):
+        fit([(64, 8), (256, 8), (1024, 8)], "usage")
+    with pytest.raises(TargetError, match="implausible"):
+        fit([(64, 1000), (256, 5000)], "usage")  # 20 tokens per byte
 
 
 def test_probes_fit_a_small_context() -> None:
