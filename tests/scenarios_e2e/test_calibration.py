@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from zqbench.calibrate import CACHE_ENV, Calibration, cache_key, calibrate, fit, probe_sizes
+from zqbench.calibrate import CACHE_ENV, cache_key, calibrate, fit, probe_sizes
 from zqbench.dialects.base import DialectConfig
 from zqbench.embedded import EmbeddedServer
 from zqbench.errors import TargetError
@@ -69,9 +69,12 @@ def test_cache_is_used_until_refreshed(
     measures again."""
     cache = tmp_path / "calibration.json"
     monkeypatch.setenv(CACHE_ENV, str(cache))
-    planted = {"tokens_per_byte": 0.25, "base_tokens": 3.0, "source": "usage", "probes": []}
+    probes = [[400, 103], [4000, 1003]]  # a planted line: 0.25 tokens per byte, 3 tokens base
+    planted = {"tokens_per_byte": 0.25, "base_tokens": 3.0, "source": "usage", "probes": probes}
     cache.write_text(json.dumps({cache_key(server.base_url, "openai", MODEL): planted}))
     config = DialectConfig(model=MODEL)
-    assert calibrate(server.base_url, "openai", config) == Calibration(0.25, 3.0, "usage", ())
+    used = calibrate(server.base_url, "openai", config)
+    assert used.probes == ((400, 103), (4000, 1003))
+    assert used.tokens_per_byte == pytest.approx(0.25) and used.base_tokens == pytest.approx(3.0)
     fresh = calibrate(server.base_url, "openai", config, use_cache=False)
     assert fresh.tokens_per_byte == pytest.approx(1.0)
