@@ -132,7 +132,7 @@ def scenario_file(folder: Path, rate: float, seconds: float, stream: bool = Fals
 def run_zqbench(args: list[str], out: Path) -> tuple[float, int]:
     """Run one zqbench process; return its CPU seconds (user+sys) and exit code."""
     proc = subprocess.Popen(
-        [*taskset(0), *ZQBENCH, "run", *args, "--out", str(out), "--quiet"],
+        [*taskset(0), *ZQBENCH, "run", *args, "--out", str(out), "--quiet", "--calibration", "off"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
