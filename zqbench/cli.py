@@ -73,6 +73,13 @@ def run(
     server_engine: Annotated[
         str, typer.Option(help="Embedded reference server: auto, torch or sim.")
     ] = "auto",
+    server_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--server-arg",
+            help="Flag for the embedded server, e.g. --server-arg=--max-context=32768.",
+        ),
+    ] = None,
     inconclusive_ok: Annotated[
         bool, typer.Option(help="Exit 0 when SLOs are inconclusive rather than 1.")
     ] = False,
@@ -119,6 +126,7 @@ def run(
         insecure=insecure,
         server_scheduler=server_scheduler,
         server_engine=server_engine,
+        server_args=tuple(server_arg or ()),
         inconclusive_fails=not inconclusive_ok,
         max_context=max_context,
         calibration=calibration,

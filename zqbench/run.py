@@ -166,6 +166,7 @@ def _target(options: RunOptions, out_dir: Path) -> Iterator[_Target]:
         scheduler=options.server_scheduler,
         extra_args=options.server_args,
         log_path=out_dir / "reference_server.log",
+        pin_cpus=True,  # the model's compute must not steal the generator's timing
     )
     with server:
         health = server.health
