@@ -27,6 +27,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from http.client import HTTPException
 from pathlib import Path
 from typing import Any
 
@@ -194,7 +195,13 @@ def calibrate(
     if api == "anthropic":
         try:
             cal = fit([(len(t), prober.count_tokens(t)) for t in texts], "count_tokens")
-        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        except TimeoutError:
+            # A target that does not answer a token count will not answer a generation
+            # either: one timeout is enough to know, not one per probe.
+            raise TargetError(
+                f"calibration probe to {redact_url(base_url)}: no answer within {timeout_s:g} s"
+            ) from None
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError, HTTPException):
             cal = None  # not offered (404), or another shape: fall back to usage
     if cal is None:
         try:
@@ -203,7 +210,7 @@ def calibrate(
             raise TargetError(
                 f"calibration probe to {redact_url(base_url)}: HTTP {exc.code}"
             ) from None
-        except (urllib.error.URLError, OSError, ValueError, AttributeError) as exc:
+        except (urllib.error.URLError, OSError, ValueError, AttributeError, HTTPException) as exc:
             reason = f"{type(exc).__name__}: {exc}"
             raise TargetError(f"calibration probe to {redact_url(base_url)}: {reason}") from None
     if use_cache:

@@ -179,6 +179,7 @@ def _target(options: RunOptions, out_dir: Path) -> Iterator[_Target]:
 
 
 CALIBRATION_MODES = ("auto", "fresh", "off")
+CALIBRATION_TIMEOUT_S = 10.0  # per probe: calibration must never stall a run for long
 CONTEXT_HEADROOM = 0.98  # a clamped prompt keeps 2% spare: calibration is good to about 2%
 
 
@@ -425,6 +426,7 @@ def run_scenario(
                     DialectConfig(model=target.model, api_key=api_key, extra_headers=headers),
                     max_context=max_context,
                     insecure=options.insecure,
+                    timeout_s=min(scenario.request.timeout_s, CALIBRATION_TIMEOUT_S),
                     # The embedded server lives on a new port each run: nothing to reuse.
                     use_cache=options.calibration == "auto" and target.server is None,
                 )

@@ -45,6 +45,7 @@ write call, so a client can never read those bytes earlier. `outcome`: `ok`, `ha
 
 from __future__ import annotations
 
+import abc
 import argparse
 import asyncio
 import contextlib
@@ -115,34 +116,36 @@ async def sleep_until(t_ns: int) -> None:
         await asyncio.sleep(left / 1e9)
 
 
-class Responder:
+class Responder(abc.ABC):
     """What a handler may do to the response, whatever the protocol underneath."""
 
     proto = "?"
 
-    async def head(self, status: int, headers: list[tuple[str, str]], length: int | None) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def head(
+        self, status: int, headers: list[tuple[str, str]], length: int | None
+    ) -> None: ...
 
-    async def data(self, chunk: bytes) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def data(self, chunk: bytes) -> None: ...
 
-    async def end(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def end(self) -> None: ...
 
-    def reset_stream(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def reset_stream(self) -> None: ...
 
-    def abort_tcp(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def abort_tcp(self) -> None: ...
 
-    def close_tcp(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def close_tcp(self) -> None: ...
 
-    def write_raw(self, data: bytes) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def write_raw(self, data: bytes) -> None: ...
 
-    def goaway(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def goaway(self) -> None: ...
 
 
 def _int(q: dict[str, list[str]], name: str, default: int) -> int:

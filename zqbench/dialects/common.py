@@ -21,6 +21,7 @@ them over whatever the parser saw.
 
 from __future__ import annotations
 
+import abc
 import json
 import math
 import re
@@ -219,7 +220,7 @@ def estimate_tokens(chars: int) -> int:
 
 
 # ---------------------------------------------------------------------- the parser
-class ResponseParser:
+class ResponseParser(abc.ABC):
     """One response: a `StreamParser` whose dialect-specific part is `_event` / `_body`.
 
     For a streamed request the body is decoded as SSE and only the event being read is kept;
@@ -327,11 +328,13 @@ class ResponseParser:
             self._fail("parse_error")
 
     # -------------------------------------------------------------- for subclasses
+    @abc.abstractmethod
     def _event(self, event: SSEEvent, t_ns: int, at_eof: bool) -> None:
-        raise NotImplementedError
+        """One SSE event of a streamed response."""
 
+    @abc.abstractmethod
     def _body_json(self, obj: dict[str, Any], t_ns: int) -> None:
-        raise NotImplementedError
+        """The parsed JSON body of a non-streamed response."""
 
     def _fail(self, error: str) -> None:
         """Record the first error and stop reading the stream."""

@@ -55,6 +55,22 @@ PERCENTILE_TICKS = {
 }
 
 
+def _legend(ax: Any) -> None:
+    """A legend when something was drawn; otherwise say so on the empty axes."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**OUTSIDE_LEGEND)
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            "nothing to show: no request in this group",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="0.4",
+        )
+
+
 @dataclass(frozen=True)
 class Plot:
     name: str  # file stem, e.g. "timeline"
@@ -259,7 +275,7 @@ def timeline(run: RunData, path: Path) -> Plot:
         )
     _log_axis(top)
     top.set_ylabel("latency (ms, log)")
-    top.legend(**OUTSIDE_LEGEND)
+    _legend(top)
     top.grid(True, which="major", alpha=0.3)
 
     if run.frame.columns.t_intended.size and not np.all(np.isnan(run.t_intended)):
@@ -295,7 +311,7 @@ def timeline(run: RunData, path: Path) -> Plot:
     bottom.set_xlabel("time since start (s)")
     bottom.set_ylim(bottom=0)
     bottom.set_xlim(0, run.span)
-    bottom.legend(**OUTSIDE_LEGEND)
+    _legend(bottom)
     bottom.grid(True, alpha=0.3)
     run.stage_lines(fig.axes)
     _save(fig, path)
@@ -501,7 +517,7 @@ def dispatch(run: RunData, path: Path) -> Plot | None:
         )
     _log_axis(top)
     top.set_ylabel("ms (log)")
-    top.legend(**OUTSIDE_LEGEND)
+    _legend(top)
     top.grid(True, alpha=0.3)
     delay_ns = run.frame.values["dispatch_delay"]
     jitter = dispatch_jitter(delay_ns, run.frame.columns.t_send) / NS_PER_S * MS

@@ -86,13 +86,13 @@ def _reason(e: BaseException) -> str:
     return text or type(e).__name__
 
 
-# The moment a pooled connection is handed the request, set by `_StampedRequest.send` in the
-# request's own task (so a ContextVar carries it with no per-request object lookups).
+# [request written, new connection started]: set in the request's own task by the two
+# classes below (a ContextVar carries the holder with no per-request object lookups).
 _SEND_STAMP: contextvars.ContextVar[list[int]] = contextvars.ContextVar("zq_send_stamp")
 
 
 class _StampedRequest(aiohttp.ClientRequest):
-    """Stamps `t_send` once a connection is in hand, right before the request is written.
+    """Stamps the moment a connection is in hand, right before the request is written.
 
     Stamping before `session.request()` would charge aiohttp's request building and pool
     lookup (a few hundred microseconds here) to the server's latency."""
@@ -102,6 +102,18 @@ class _StampedRequest(aiohttp.ClientRequest):
         if stamp is not None:
             stamp[0] = now_ns()
         return await super().send(conn)
+
+
+class _StampedConnector(aiohttp.TCPConnector):
+    """Stamps the start of a new connection: when a request has to open one, its latency
+    starts there. Connection setup (and a server slow to accept) is the server's side of
+    the exchange, not the generator's lateness."""
+
+    async def _create_connection(self, req: Any, traces: Any, timeout: Any) -> Any:
+        stamp = _SEND_STAMP.get(None)
+        if stamp is not None and not stamp[1]:
+            stamp[1] = now_ns()
+        return await super()._create_connection(req, traces, timeout)
 
 
 class AiohttpTransport:
@@ -139,7 +151,7 @@ class AiohttpTransport:
             return
         if self.origin.tls:
             self._ssl = client_ssl_context(self.insecure, ["http/1.1"])
-        connector = aiohttp.TCPConnector(
+        connector = _StampedConnector(
             limit=self.limits.max_connections,
             limit_per_host=0,
             force_close=False,
@@ -242,7 +254,7 @@ class AiohttpTransport:
         cap = self.limits.max_body_bytes
         url = URL(self._base + request.path, encoded=True)  # encoded: no re-quoting per request
         resp: aiohttp.ClientResponse | None = None
-        stamp = [0]
+        stamp = [0, 0]
         _SEND_STAMP.set(stamp)
         try:
             with Deadline(timeout_s), _map_errors(self.origin.address):
@@ -256,8 +268,8 @@ class AiohttpTransport:
                         allow_redirects=False,
                     )
                 finally:
-                    if stamp[0]:
-                        ex.t_send = stamp[0]
+                    if stamp[1] or stamp[0]:
+                        ex.t_send = stamp[1] or stamp[0]
                 t = now_ns()
                 sink.on_headers(resp.status, {k.lower(): v for k, v in resp.headers.items()}, t)
                 async for chunk in resp.content.iter_any():
