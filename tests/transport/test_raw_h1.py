@@ -1,0 +1,424 @@
+"""RawH1Transport: the same behaviours as the aiohttp transport, plus its parser on odd splits."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+
+import pytest
+
+from tests.servers import ProgrammedServer, RecordingSink
+from tests.transport.util import get, run, send
+from zqbench.transport.base import (
+    BodyTooLarge,
+    ConnectError,
+    ConnectionReset,
+    Exchange,
+    HttpRequest,
+    PoolLimits,
+    ProtocolViolation,
+    RequestTimeout,
+)
+from zqbench.transport.raw_h1 import RawH1Transport, _Conn
+
+
+def make(url: str, **limits: object) -> RawH1Transport:
+    return RawH1Transport(url, PoolLimits(**limits), insecure=True)  # type: ignore[arg-type]
+
+
+def one(url: str, path: str, timeout_s: float = 5.0, **limits: object):
+    async def go():
+        tr = make(url, warm_connections=1, **limits)
+        await tr.open()
+        try:
+            return await send(tr, get(path), timeout_s)
+        finally:
+            await tr.close()
+
+    return run(go)
+
+
+# -- errors against the programmed server
+
+
+def test_open_refused_raises_connect_error_naming_address(refused_url: str) -> None:
+    async def go() -> None:
+        tr = make(refused_url)
+        try:
+            await tr.open()
+        finally:
+            await tr.close()
+
+    with pytest.raises(ConnectError) as info:
+        run(go)
+    assert refused_url.removeprefix("http://") in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_open_gives_up_within_connect_timeout(blackhole_url: str) -> None:
+    async def go() -> None:
+        tr = make(blackhole_url, connect_timeout_s=0.3)
+        try:
+            await tr.open()
+        finally:
+            await tr.close()
+
+    t0 = time.monotonic()
+    with pytest.raises(ConnectError):
+        run(go)
+    assert 0.25 <= time.monotonic() - t0 < 2.0
+
+
+def test_hang_becomes_timeout_and_transport_stays_usable(programmed_server: ProgrammedServer):
+    async def go():
+        tr = make(programmed_server.url, warm_connections=1)
+        await tr.open()
+        try:
+            hung = await send(tr, get("/hang"), timeout_s=0.3)
+            after = await send(tr, get("/health"))
+        finally:
+            await tr.close()
+        return hung, after
+
+    (ex, sink), (ok, ok_sink) = run(go)
+    assert isinstance(ex.error, RequestTimeout)
+    assert 0.29 <= (ex.t_end - ex.t_send) / 1e9 < 0.45
+    assert sink.t_end == 0 and sink.status == 0
+    assert ok.error is None and ok_sink.body == b"ok\n"
+
+
+def test_stall_mid_stream_becomes_timeout_after_headers(programmed_server: ProgrammedServer):
+    ex, sink = one(
+        programmed_server.url, "/sse?n=5&every=10&stall_at=2&stall_ms=2000", timeout_s=0.4
+    )
+    assert isinstance(ex.error, RequestTimeout)
+    assert sink.status == 200 and sink.body.count(b"data:") == 2 and sink.t_end == 0
+    assert 0.39 <= (ex.t_end - ex.t_send) / 1e9 < 0.55
+
+
+@pytest.mark.parametrize("path", ["/reset?bytes=3000&tcp=1", "/close?bytes=3000"])
+def test_peer_cut_mid_body_is_reset(path: str, programmed_server: ProgrammedServer) -> None:
+    ex, sink = one(programmed_server.url, path)
+    assert isinstance(ex.error, ConnectionReset), ex.error
+    assert sink.status == 200 and sink.t_end == 0
+    assert ex.bytes_in == 3000 == len(sink.body)
+    assert ex.t_end >= sink.chunks[-1][0]
+
+
+def test_close_without_answer_is_reset(programmed_server: ProgrammedServer) -> None:
+    ex, sink = one(programmed_server.url, "/goaway")  # HTTP/1.1: close without answering
+    assert isinstance(ex.error, ConnectionReset) and "before any response" in str(ex.error)
+    assert sink.status == 0
+
+
+def test_garbage_is_protocol_violation(programmed_server: ProgrammedServer) -> None:
+    ex, sink = one(programmed_server.url, "/garbage")
+    assert isinstance(ex.error, ProtocolViolation), ex.error
+    assert sink.status == 0
+
+
+def test_body_over_cap_is_too_large_and_connection_dropped(programmed_server: ProgrammedServer):
+    cap = 1_000_000
+
+    async def go():
+        tr = make(programmed_server.url, warm_connections=1, max_body_bytes=cap)
+        await tr.open()
+        try:
+            big = await send(tr, get("/big?bytes=5000000", "raw-cap-big"))
+            small = await send(tr, get("/big?bytes=1000000", "raw-cap-small"))  # exactly the cap
+        finally:
+            await tr.close()
+        return big, small
+
+    (ex, sink), (ok, ok_sink) = run(go)
+    assert isinstance(ex.error, BodyTooLarge)
+    assert cap < ex.bytes_in < 5_000_000
+    assert len(sink.body) <= cap  # the piece that crossed the cap is not delivered
+    assert ok.error is None and ok.bytes_in == cap == len(ok_sink.body)
+    truth = programmed_server.truth("raw-cap-big"), programmed_server.truth("raw-cap-small")
+    assert truth[0]["conn"] != truth[1]["conn"]
+
+
+def test_20mb_body_arrives_whole(programmed_server: ProgrammedServer) -> None:
+    ex, sink = one(programmed_server.url, "/big?bytes=20000000", timeout_s=20)
+    assert ex.error is None
+    assert ex.bytes_in == 20_000_000 == len(sink.body)
+    assert sink.t_end >= sink.chunks[-1][0] >= sink.t_headers >= ex.t_send
+
+
+def test_post_body_is_sent_and_echoed(programmed_server: ProgrammedServer) -> None:
+    async def go():
+        tr = make(programmed_server.url, warm_connections=1)
+        await tr.open()
+        try:
+            req = HttpRequest("POST", "/echo", (("content-type", "application/json"),), b"{}" * 500)
+            return await send(tr, req)
+        finally:
+            await tr.close()
+
+    ex, sink = run(go)
+    assert ex.error is None and sink.status == 200 and sink.body == b"{}" * 500
+
+
+# -- the pool
+
+
+def test_keep_alive_reuses_at_most_pool_size(programmed_server: ProgrammedServer) -> None:
+    programmed_server.reset()
+
+    async def go() -> None:
+        tr = make(programmed_server.url, max_connections=4, warm_connections=4)
+        await tr.open()
+        try:
+
+            async def worker(w: int) -> None:
+                for i in range(25):
+                    ex, _ = await send(tr, get("/health", f"raw-ka-{w}-{i}"))
+                    assert ex.error is None
+
+            await asyncio.gather(*(worker(w) for w in range(8)))  # 8 users, 4 connections
+        finally:
+            await tr.close()
+
+    run(go)
+    truth = programmed_server.all_truth()
+    assert truth["requests"] == 200 and truth["conns"] == 4
+    assert len({r["conn"] for r in truth["truth"].values()}) == 4
+
+
+def test_open_prewarms_and_first_requests_open_nothing(programmed_server: ProgrammedServer):
+    programmed_server.reset()
+    seen: dict[str, int] = {}
+
+    async def go() -> None:
+        tr = make(programmed_server.url, max_connections=16, warm_connections=6)
+        await tr.open()
+        try:
+            seen["after_open"] = programmed_server.all_truth()["conns"]
+            results = await asyncio.gather(
+                *(send(tr, get("/delay?ms=30", f"raw-warm-{i}")) for i in range(6))
+            )
+            assert all(ex.error is None for ex, _ in results)
+        finally:
+            await tr.close()
+
+    run(go)
+    assert seen["after_open"] == 6
+    assert programmed_server.all_truth()["conns"] == 6
+
+
+def test_max_connections_bounds_concurrency(programmed_server: ProgrammedServer) -> None:
+    programmed_server.reset()
+
+    async def go() -> float:
+        tr = make(programmed_server.url, max_connections=2, warm_connections=1)
+        await tr.open()
+        try:
+            t0 = time.perf_counter()
+            results = await asyncio.gather(*(send(tr, get("/delay?ms=40")) for _ in range(6)))
+            assert all(ex.error is None for ex, _ in results)
+            return time.perf_counter() - t0
+        finally:
+            await tr.close()
+
+    elapsed = run(go)
+    assert programmed_server.all_truth()["conns"] == 2
+    assert elapsed >= 3 * 0.040  # six 40 ms requests, two at a time
+
+
+def test_https_with_self_signed_cert(tls_server: ProgrammedServer) -> None:
+    async def go():
+        tr = make(tls_server.url, warm_connections=2)  # insecure=True
+        await tr.open()
+        try:
+            return await send(tr, get("/sse?n=3&every=1", "raw-tls"))
+        finally:
+            await tr.close()
+
+    ex, sink = run(go)
+    assert ex.error is None and sink.body.count(b"data:") == 4
+    assert tls_server.truth("raw-tls")["proto"] == "1.1"
+
+
+def test_https_verifies_certificates_by_default(tls_server: ProgrammedServer) -> None:
+    async def go() -> None:
+        tr = RawH1Transport(tls_server.url, PoolLimits(warm_connections=1))
+        try:
+            await tr.open()
+        finally:
+            await tr.close()
+
+    with pytest.raises(ConnectError, match=r"127\.0\.0\.1"):
+        run(go)
+
+
+# -- timing against the server's ground truth
+
+
+def test_stream_stamps_never_before_the_server_write(programmed_server: ProgrammedServer):
+    """20 concurrent chunked SSE streams x 20 events: every stamp is at or after the server's
+    write of those bytes, and the median gap is under 1 ms."""
+    streams, tokens = 20, 20
+    path = f"/sse?n={tokens}&every=10&first=5&head=2"
+
+    async def go() -> list[tuple[str, Exchange, RecordingSink]]:
+        tr = make(programmed_server.url, warm_connections=streams)
+        await tr.open()
+        try:
+
+            async def one_stream(i: int) -> tuple[str, Exchange, RecordingSink]:
+                rid = f"raw-timing-{i}"
+                sink = RecordingSink()
+                await asyncio.sleep(i * 0.002)
+                return rid, await tr.send(get(path, rid), sink, 10), sink
+
+            return await asyncio.gather(*(one_stream(i) for i in range(streams)))
+        finally:
+            await tr.close()
+
+    head_gaps, data_gaps = [], []
+    for rid, ex, sink in run(go):
+        assert ex.error is None
+        truth = programmed_server.truth(rid)
+        assert truth is not None and truth["outcome"] == "ok"
+        assert ex.t_send <= truth["t_recv"]
+        head_gaps.append(sink.t_headers - truth["t_head"])
+        body, ends, pos = sink.body, [], 0
+        while (pos := body.find(b"\n\n", pos) + 2) > 1:
+            ends.append(pos)
+        assert len(ends) == len(truth["t_chunks"]) == tokens + 1
+        for end, t_server in zip(ends, truth["t_chunks"], strict=True):
+            data_gaps.append(sink.time_of_byte(end - 1) - t_server)
+        assert sink.t_end >= sink.chunks[-1][0]
+    assert min(head_gaps) >= 0 and min(data_gaps) >= 0
+    assert statistics.median(head_gaps) < 1_000_000, statistics.median(head_gaps)
+    assert statistics.median(data_gaps) < 1_000_000, statistics.median(data_gaps)
+
+
+def test_ttfb_is_at_least_the_programmed_delay(programmed_server: ProgrammedServer) -> None:
+    async def go():
+        tr = make(programmed_server.url, warm_connections=2)
+        await tr.open()
+        try:
+            return [await send(tr, get("/delay?ms=25&size=10")) for _ in range(10)]
+        finally:
+            await tr.close()
+
+    for ex, sink in run(go):
+        assert ex.error is None and sink.status == 200 and ex.bytes_in == 10
+        assert 25_000_000 <= sink.t_headers - ex.t_send < 175_000_000
+
+
+# -- the parser, fed directly (every split point of a response)
+
+
+class _FakeTransport:
+    def __init__(self) -> None:
+        self.written = b""
+        self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def feed(pieces: list[bytes], method: str = "GET", eof: bool = False):
+    """Run one response through a _Conn in `pieces`; return (sink, exchange, conn, error)."""
+
+    async def go():
+        conn = _Conn(1 << 20, lambda c: None)
+        conn.connection_made(_FakeTransport())  # type: ignore[arg-type]
+        sink, ex = RecordingSink(), Exchange()
+        waiter = conn.request(b"req", method == "HEAD", sink, ex)
+        for p in pieces:
+            conn.data_received(p)
+        if eof:
+            conn.connection_lost(None)
+        error = None
+        if waiter.done():
+            error = waiter.exception()
+        return sink, ex, conn, error if waiter.done() else "pending"
+
+    return run(go)
+
+
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\nx-a: 2\r\n\r\n"
+    b"5;ext=1\r\nhello\r\n1\r\n \r\nA\r\n0123456789\r\n0\r\nTrailer: t\r\n\r\n"
+)
+LENGTH = b"HTTP/1.1 201 Created\r\nContent-Length: 10\r\n\r\n0123456789"
+
+
+@pytest.mark.parametrize("raw,body", [(CHUNKED, b"hello 0123456789"), (LENGTH, b"0123456789")])
+def test_parser_handles_every_split_point(raw: bytes, body: bytes) -> None:
+    splits = [[raw[:cut], raw[cut:]] for cut in range(1, len(raw))]
+    splits.append([raw[i : i + 1] for i in range(len(raw))])  # one byte per read
+    for pieces in splits:
+        sink, ex, conn, error = feed(pieces)
+        assert error is None, (pieces, error)
+        assert sink.body == body and ex.bytes_in == len(body)
+        assert sink.t_end and conn.reusable
+    if raw is CHUNKED:
+        assert sink.status == 200 and sink.headers["x-a"] == "1, 2"
+
+
+def test_parser_edge_cases() -> None:
+    # 1xx interim response, then the real one; a HEAD response has no body.
+    sink, _, conn, err = feed([b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"])
+    assert err is None and sink.status == 204 and conn.reusable
+    sink, _, conn, err = feed([b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n"], method="HEAD")
+    assert err is None and sink.body == b"" and conn.reusable
+    # No framing: the body runs to the close, and the connection is not reused.
+    sink, _, conn, err = feed([b"HTTP/1.1 200 OK\r\n\r\nabc", b"def"], eof=True)
+    assert err is None and sink.body == b"abcdef" and sink.t_end and not conn.reusable
+    # Connection: close and stray bytes after the response both forbid reuse.
+    _, _, conn, err = feed([b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"])
+    assert err is None and not conn.reusable
+    _, _, conn, err = feed([LENGTH + b"HTTP/1.1"])
+    assert err is None and not conn.reusable
+    # Incomplete: still waiting, then a close is a reset.
+    _, _, _, err = feed([LENGTH[:-3]])
+    assert err == "pending"
+    _, ex, conn, err = feed([LENGTH[:-3]], eof=True)
+    assert isinstance(err, ConnectionReset) and ex.bytes_in == 7 and not conn.reusable
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTX/1.1 200 OK\r\n",  # fails before the head is complete
+        b"HTTP/1.1 2x0 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n folded: x\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n",
+    ],
+)
+def test_parser_rejects_invalid_responses(raw: bytes) -> None:
+    _, _, conn, err = feed([raw])
+    assert isinstance(err, ProtocolViolation), err
+    assert not conn.reusable and conn.transport.aborted  # type: ignore[union-attr]
+
+
+def test_sink_exception_surfaces_in_send(programmed_server: ProgrammedServer) -> None:
+    class Broken(RecordingSink):
+        def on_data(self, data: bytes, t_ns: int) -> None:
+            raise KeyError("sink bug")
+
+    async def go() -> None:
+        tr = make(programmed_server.url, warm_connections=1)
+        await tr.open()
+        try:
+            with pytest.raises(KeyError):
+                await tr.send(get("/health"), Broken(), 5)
+            ex, _ = await send(tr, get("/health"))  # a fresh connection serves the next one
+            assert ex.error is None
+        finally:
+            await tr.close()
+
+    run(go)

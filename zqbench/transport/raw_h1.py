@@ -1,0 +1,489 @@
+"""HTTP/1.1 over a bare asyncio `Protocol`: the experimental, cheaper hot path.
+
+Same contract as `aiohttp_h1.AiohttpTransport` (see `zqbench.transport.base`), built from the
+event loop's own pieces so a request costs one `transport.write` and one future:
+
+- a LIFO list of idle keep-alive connections (the most recently used one is the warmest);
+  new connections are opened on demand, bounded by a permit semaphore of `max_connections`;
+- the request (request line, headers, body) goes out in one `transport.write`;
+- responses are parsed incrementally in `data_received` by a small pure-Python parser on
+  `bytes` (`find` and slicing; no per-byte Python loop): status line, headers, Content-Length,
+  chunked, or read-until-close bodies;
+- every sink event carries the `perf_counter_ns()` stamp taken at the top of `data_received`,
+  the moment the bytes were read, with no task wake-up in between (aiohttp stamps one loop
+  iteration later, when the awaiting task resumes).
+
+A connection whose response was incomplete, failed, or followed by stray bytes is closed and
+never reused. No retries: a keep-alive connection the server closed while idle is dropped
+from the pool when noticed; one closed at the moment we write fails that request as `reset`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import ssl
+from collections.abc import Callable
+from time import perf_counter_ns
+
+from zqbench.transport._common import Deadline, Origin, client_ssl_context, parse_base_url
+from zqbench.transport.base import (
+    BodyTooLarge,
+    ConnectError,
+    ConnectionReset,
+    Exchange,
+    HttpRequest,
+    PoolLimits,
+    ProtocolViolation,
+    ResponseSink,
+    TransportError,
+)
+
+MAX_HEAD_BYTES = 64 * 1024  # status line + headers; more is not a plausible response
+MAX_CHUNK_LINE = 1024  # a chunk-size line with extensions
+NO_CL_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
+OUR_HEADERS = frozenset({"content-length", "transfer-encoding"})  # we frame the body ourselves
+
+# Parser states.
+_IDLE, _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_EOF = range(8)
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.errno and not isinstance(e, ssl.SSLError):
+        return os.strerror(e.errno)  # "Connection refused", not asyncio's multi-part text
+    text = str(e).splitlines()[0] if str(e) else ""
+    return text or type(e).__name__
+
+
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection and the parser of the response in flight on it."""
+
+    def __init__(self, cap: int, on_lost: Callable[[_Conn], None]) -> None:
+        self.cap = cap
+        self.on_lost = on_lost
+        self.transport: asyncio.Transport | None = None
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.reusable = False  # True only between a complete response and the next request
+        self.state = _IDLE
+        self.buf = b""  # unparsed bytes (a partial head, chunk-size line or CRLF)
+        self.remaining = 0  # body or chunk bytes still expected
+        self.keep_alive = True
+        self.head_only = False  # a HEAD request: the response has no body whatever it says
+        self.got_bytes = False  # anything of this response arrived (for the reset message)
+        self.waiter: asyncio.Future[None] | None = None
+        self.sink: ResponseSink | None = None
+        self.ex: Exchange | None = None
+
+    # -- the request side
+    def request(
+        self, wire: bytes, head_only: bool, sink: ResponseSink, ex: Exchange
+    ) -> asyncio.Future[None]:
+        """Write the request; the future completes when the response has ended or failed."""
+        assert self.transport is not None and self.state == _IDLE
+        self.reusable = False
+        self.state = _HEAD
+        self.buf = b""
+        self.keep_alive = True
+        self.head_only = head_only
+        self.got_bytes = False
+        self.sink, self.ex = sink, ex
+        self.waiter = waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(wire)
+        return waiter
+
+    def drop(self) -> None:
+        """Close without a goodbye: the connection's state is unknown or unwanted."""
+        self.reusable = False
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- asyncio callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.reusable = True  # a fresh connection is ready for its first request
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.reusable = False
+        self.on_lost(self)
+        if not self.lost.done():
+            self.lost.set_result(None)
+        w = self.waiter
+        if w is None or w.done():
+            return
+        t = perf_counter_ns()
+        if self.state == _UNTIL_EOF and exc is None:
+            # A body without framing ends when the server closes: that is its normal end.
+            try:
+                self._finish(t)
+            except BaseException as e:  # the sink's own bug: surface it in send()
+                self._fail(e, t)
+            return
+        if exc is not None:
+            err = ConnectionReset(f"connection lost mid-response: {_reason(exc)}")
+        elif self.got_bytes:
+            err = ConnectionReset("connection closed mid-response")
+        else:
+            err = ConnectionReset("connection closed before any response")
+        self._fail(err, t)
+
+    def data_received(self, data: bytes) -> None:
+        t = perf_counter_ns()  # the moment these bytes were read: every event below carries it
+        w = self.waiter
+        if w is None or w.done() or self.state == _IDLE:
+            self.drop()  # bytes nobody asked for (or after a failure): never reuse this one
+            return
+        self.got_bytes = True
+        buf = self.buf + data if self.buf else data
+        self.buf = b""
+        out: list[bytes] = []  # body pieces of this read, handed to the sink as one piece
+        try:
+            try:
+                done, pos = self._parse(buf, out, t)
+            finally:
+                if out:  # pieces before a failure still count as received
+                    self.sink.on_data(out[0] if len(out) == 1 else b"".join(out), t)  # type: ignore[union-attr]
+            if done:
+                if pos < len(buf):
+                    self.keep_alive = False  # stray bytes after the response: do not reuse
+                self._finish(t)
+        except BaseException as e:  # TransportError, or the sink's own bug
+            self._fail(e, t)
+
+    # -- parsing
+    def _body(self, piece: bytes, out: list[bytes]) -> None:
+        ex = self.ex
+        assert ex is not None
+        ex.bytes_in += len(piece)
+        if ex.bytes_in > self.cap:
+            raise BodyTooLarge(f"response body passed {self.cap} bytes")
+        out.append(piece)
+
+    def _parse(self, buf: bytes, out: list[bytes], t: int) -> tuple[bool, int]:
+        """Consume `buf`; return (response complete, bytes used). Keeps a partial tail."""
+        pos, n = 0, len(buf)
+        while True:
+            st = self.state
+            if st in (_LENGTH, _CHUNK_DATA):
+                take = min(self.remaining, n - pos)
+                if take:
+                    self._body(buf if take == n else buf[pos : pos + take], out)
+                    pos += take
+                    self.remaining -= take
+                if self.remaining:
+                    return False, pos  # the read is used up
+                if st == _LENGTH:
+                    return True, pos
+                self.state = _CHUNK_CRLF
+            elif st == _CHUNK_SIZE:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    if n - pos > MAX_CHUNK_LINE:
+                        raise ProtocolViolation("chunk-size line too long")
+                    self.buf = buf[pos:]
+                    return False, n
+                field = buf[pos:eol].split(b";", 1)[0].strip(b" \t")
+                try:
+                    if not field or field.lstrip(b"0123456789abcdefABCDEF"):
+                        raise ValueError
+                    size = int(field, 16)
+                except ValueError:
+                    raise ProtocolViolation(f"bad chunk size {field[:20]!r}") from None
+                pos = eol + 2
+                if size:
+                    self.remaining = size
+                    self.state = _CHUNK_DATA
+                else:
+                    self.state = _TRAILER
+            elif st == _CHUNK_CRLF:
+                if n - pos < 2:
+                    self.buf = buf[pos:]
+                    return False, n
+                if buf[pos : pos + 2] != b"\r\n":
+                    raise ProtocolViolation("chunk data not followed by CRLF")
+                pos += 2
+                self.state = _CHUNK_SIZE
+            elif st == _TRAILER:
+                # Trailer fields (ignored) end with an empty line; usually there are none.
+                if buf.startswith(b"\r\n", pos):
+                    return True, pos + 2
+                end = buf.find(b"\r\n\r\n", pos)
+                if end < 0:
+                    if n - pos > MAX_HEAD_BYTES:
+                        raise ProtocolViolation("trailer section too long")
+                    self.buf = buf[pos:]
+                    return False, n
+                return True, end + 4
+            elif st == _HEAD:
+                end = buf.find(b"\r\n\r\n", pos)
+                if end < 0:
+                    # Fail garbage at once rather than wait for a head that never comes.
+                    start = buf[pos : pos + 5]
+                    if b"HTTP/"[: len(start)] != start:
+                        raise ProtocolViolation(f"not an HTTP response: {start!r}")
+                    if n - pos > MAX_HEAD_BYTES:
+                        raise ProtocolViolation("response head too long")
+                    self.buf = buf[pos:]
+                    return False, n
+                status = self._head(buf[pos:end], t)
+                pos = end + 4
+                if status < 0:
+                    continue  # a 1xx interim response: the real one follows
+                if self.state == _IDLE:
+                    return True, pos  # no body
+            elif st == _UNTIL_EOF:
+                if pos < n:
+                    self._body(buf[pos:] if pos else buf, out)
+                return False, n
+            else:
+                raise ProtocolViolation("bytes after the response")
+
+    def _head(self, head: bytes, t: int) -> int:
+        """Parse a status line and headers, tell the sink, and pick the body framing."""
+        lines = head.split(b"\r\n")
+        line = lines[0]
+        code = line[9:12]
+        if (
+            not line.startswith(b"HTTP/1.")
+            or len(line) < 12
+            or line[8:9] != b" "
+            or not (code.isdigit() and code.isascii())
+            or (len(line) > 12 and line[12:13] != b" ")
+        ):
+            raise ProtocolViolation(f"bad status line {line[:40]!r}")
+        status = int(code)
+        headers: dict[str, str] = {}
+        for raw in lines[1:]:
+            name, colon, value = raw.partition(b":")
+            # No colon, an empty name, or whitespace in it (obs-fold included) is not HTTP.
+            if not colon or not name or name != name.strip(b" \t") or b" " in name:
+                raise ProtocolViolation(f"bad header line {raw[:40]!r}")
+            k = name.decode("latin-1").lower()
+            v = value.strip(b" \t").decode("utf-8", "surrogateescape")
+            headers[k] = f"{headers[k]}, {v}" if k in headers else v
+        if 100 <= status < 200 and status != 101:
+            return -1  # interim: no sink event, keep reading heads
+        conn = headers.get("connection", "").lower()
+        if "close" in conn or (line[7:8] == b"0" and "keep-alive" not in conn):
+            self.keep_alive = False
+        self.sink.on_headers(status, headers, t)  # type: ignore[union-attr]
+        te = headers.get("transfer-encoding")
+        if self.head_only or status in (204, 304) or status < 200:
+            self.state = _IDLE
+        elif te is not None:
+            if te.rsplit(",", 1)[-1].strip().lower() == "chunked":
+                self.state = _CHUNK_SIZE
+            else:
+                self.state = _UNTIL_EOF  # RFC 9112 6.3: no chunked last means until close
+                self.keep_alive = False
+        elif "content-length" in headers:
+            values = {v.strip() for v in headers["content-length"].split(",")}
+            cl = values.pop()
+            if values or not (cl.isdigit() and cl.isascii()):
+                raise ProtocolViolation(f"bad Content-Length {headers['content-length'][:40]!r}")
+            self.remaining = int(cl)
+            self.state = _LENGTH if self.remaining else _IDLE
+        else:
+            self.state = _UNTIL_EOF
+            self.keep_alive = False
+        return status
+
+    # -- the end of one response
+    def _finish(self, t: int) -> None:
+        self.state = _IDLE
+        ex, sink, w = self.ex, self.sink, self.waiter
+        assert ex is not None and sink is not None and w is not None
+        ex.t_end = t
+        sink.on_end(t)
+        self.sink = self.ex = None
+        self.reusable = self.keep_alive and self.transport is not None
+        if not w.done():
+            w.set_result(None)
+
+    def _fail(self, e: BaseException, t: int) -> None:
+        self.state = _IDLE
+        self.reusable = False
+        if self.ex is not None and not self.ex.t_end:
+            self.ex.t_end = t
+        self.sink = self.ex = None
+        if self.transport is not None:
+            self.transport.abort()
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_exception(e)
+
+
+class RawH1Transport:
+    """HTTP/1.1 keep-alive pool to one origin over asyncio Protocols. Never retries."""
+
+    http_version = "1.1"
+
+    def __init__(
+        self, base_url: str, limits: PoolLimits | None = None, *, insecure: bool = False
+    ) -> None:
+        self.origin: Origin = parse_base_url(base_url)
+        self.limits = limits or PoolLimits()
+        self.insecure = insecure
+        self._ssl: ssl.SSLContext | None = None
+        self._addr: tuple[object, ...] | None = None  # resolved once in open()
+        self._family = 0
+        self._idle: list[_Conn] = []  # LIFO: the most recently used connection first
+        self._conns: set[_Conn] = set()
+        self._opened = False
+        self.opened = 0  # connections opened so far (tests and diagnostics)
+        # One permit per connection: a request waits here, before `t_send`, when every
+        # connection is busy, so the wait is the generator's lateness, never `latency`.
+        self._permits = asyncio.Semaphore(self.limits.max_connections)
+        host = self.origin.authority
+        self._host_line = f"Host: {host}\r\n"
+
+    # -- setup
+    async def open(self) -> None:
+        if self._opened:
+            return
+        self._opened = True
+        if self.origin.tls:
+            self._ssl = client_ssl_context(self.insecure, ["http/1.1"])
+        try:
+            await self._resolve_and_warm()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _resolve_and_warm(self) -> None:
+        """Resolve once (DNS never lands inside a measured request), then warm the pool."""
+        loop = asyncio.get_running_loop()
+        o = self.origin
+        try:
+            infos = await asyncio.wait_for(
+                loop.getaddrinfo(o.host, o.port, type=socket.SOCK_STREAM),
+                self.limits.connect_timeout_s,
+            )
+        except (OSError, asyncio.TimeoutError) as e:
+            raise ConnectError(f"cannot connect to {o.address}: {_reason(e)}") from None
+        # The first address that accepts a connection is the one every later connection uses.
+        first: _Conn | None = None
+        error: ConnectError | None = None
+        for family, _, _, _, addr in infos:
+            self._family, self._addr = family, addr
+            try:
+                first = await self._connect()
+                break
+            except ConnectError as e:
+                error = e
+        if first is None:
+            raise error or ConnectError(f"cannot connect to {o.address}: no address")
+        self._idle.append(first)
+        n = max(1, min(self.limits.warm_connections, self.limits.max_connections))
+        results = await asyncio.gather(
+            *(self._connect() for _ in range(n - 1)), return_exceptions=True
+        )
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+            self._idle.append(r)
+
+    async def _connect(self) -> _Conn:
+        loop = asyncio.get_running_loop()
+        o = self.origin
+        cap = self.limits.max_body_bytes
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: _Conn(cap, self._conns.discard),
+                    self._addr[0],  # type: ignore[index]
+                    self._addr[1],  # type: ignore[index]
+                    family=self._family,
+                    ssl=self._ssl,
+                    server_hostname=o.host if self._ssl is not None else None,
+                ),
+                self.limits.connect_timeout_s,
+            )
+        except asyncio.TimeoutError:  # before OSError: TimeoutError subclasses it
+            raise ConnectError(
+                f"cannot connect to {o.address}: no answer within "
+                f"{self.limits.connect_timeout_s:g} s"
+            ) from None
+        except OSError as e:  # refused, unreachable, TLS handshake or verification
+            raise ConnectError(f"cannot connect to {o.address}: {_reason(e)}") from None
+        self._conns.add(conn)
+        self.opened += 1
+        return conn
+
+    # -- the hot path
+    def _wire(self, request: HttpRequest) -> bytes:
+        """The request as bytes: built per request (the engine makes each one unique)."""
+        names = set()
+        parts = [f"{request.method} {self.origin.prefix}{request.path} HTTP/1.1\r\n"]
+        for k, v in request.headers:
+            lk = k.lower()
+            if lk in OUR_HEADERS:
+                continue
+            names.add(lk)
+            parts.append(f"{k}: {v}\r\n")
+        user = len(parts) - 1
+        text = "".join(parts)
+        # A CR or LF inside a name or value would let it forge headers: refuse, as aiohttp does.
+        if text.count("\n") != user + 1 or text.count("\r") != user + 1:
+            raise ValueError("CR or LF in a request header or the request path")
+        if "host" not in names:
+            text += self._host_line
+        if "user-agent" not in names:
+            text += "User-Agent: zqbench\r\n"
+        if "connection" not in names:
+            text += "Connection: keep-alive\r\n"
+        body = request.body
+        if body or request.method not in NO_CL_METHODS:
+            text += f"Content-Length: {len(body)}\r\n"
+        return text.encode("utf-8") + b"\r\n" + body
+
+    async def send(self, request: HttpRequest, sink: ResponseSink, timeout_s: float) -> Exchange:
+        if not self._opened:
+            raise RuntimeError("RawH1Transport.send() before open()")
+        ex = Exchange(http_version="1.1")
+        wire = self._wire(request)
+        head_only = request.method == "HEAD"
+        async with self._permits:
+            conn: _Conn | None = None
+            try:
+                with Deadline(timeout_s):
+                    idle = self._idle
+                    while idle:
+                        conn = idle.pop()
+                        if conn.reusable:
+                            break
+                        conn.drop()  # closed by the server while idle
+                        conn = None
+                    if conn is None:
+                        ex.t_send = perf_counter_ns()  # latency includes the setup it needs
+                        conn = await self._connect()
+                    else:
+                        ex.t_send = perf_counter_ns()  # a connection is in hand: write now
+                    await conn.request(wire, head_only, sink, ex)
+            except TransportError as e:
+                if not ex.t_end:
+                    ex.t_end = perf_counter_ns()
+                ex.error = e
+            finally:
+                if conn is not None:
+                    if conn.reusable:
+                        self._idle.append(conn)
+                    else:
+                        conn.drop()  # incomplete, failed, or closing: never reused
+        return ex
+
+    async def close(self) -> None:
+        self._idle.clear()
+        conns = list(self._conns)
+        for c in conns:
+            c.reusable = False
+            if c.transport is not None:
+                c.transport.close()
+        if conns:
+            # Wait for the sockets to be released, so none outlives the loop unclosed.
+            _, pending = await asyncio.wait([c.lost for c in conns], timeout=1.0)
+            for c in conns:
+                if not c.lost.done():
+                    c.drop()
+            if pending:
+                await asyncio.sleep(0)
