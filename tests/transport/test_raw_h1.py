@@ -422,3 +422,67 @@ def test_sink_exception_surfaces_in_send(programmed_server: ProgrammedServer) ->
             await tr.close()
 
     run(go)
+
+
+def test_same_behaviours_under_uvloop(programmed_server: ProgrammedServer, tls_server) -> None:
+    """The engine runs on uvloop: its transports report closes and resets their own way."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def go():
+        tr = make(programmed_server.url, warm_connections=2)
+        tls = make(tls_server.url, warm_connections=1)
+        await tr.open()
+        await tls.open()
+        try:
+            out = {}
+            for path in ["/health", "/sse?n=3&every=1", "/garbage", "/reset?bytes=300&tcp=1"]:
+                out[path] = await send(tr, get(path))
+            out["hang"] = await send(tr, get("/hang"), timeout_s=0.2)
+            out["tls"] = await send(tls, get("/sse?n=2&every=1"))
+            return out
+        finally:
+            await tr.close()
+            await tls.close()
+
+    out = uvloop.run(go())
+    assert out["/health"][0].error is None and out["/health"][1].body == b"ok\n"
+    assert out["/sse?n=3&every=1"][1].body.count(b"data:") == 4
+    assert isinstance(out["/garbage"][0].error, ProtocolViolation)
+    assert isinstance(out["/reset?bytes=300&tcp=1"][0].error, ConnectionReset)
+    assert isinstance(out["hang"][0].error, RequestTimeout)
+    assert out["tls"][0].error is None and out["tls"][1].body.count(b"data:") == 3
+
+
+def test_connection_the_server_closed_while_idle_is_not_reused() -> None:
+    """A server that drops idle keep-alive connections: the next request opens a fresh one."""
+
+    async def go() -> tuple[list[Exchange], int, int]:
+        accepted = 0
+
+        async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            nonlocal accepted
+            accepted += 1
+            await r.readuntil(b"\r\n\r\n")
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await w.drain()
+            await asyncio.sleep(0.01)  # then an idle timeout, without saying Connection: close
+            w.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        tr = make(f"http://127.0.0.1:{port}", warm_connections=1)
+        try:
+            await tr.open()
+            results = []
+            for _ in range(3):
+                results.append((await send(tr, get("/")))[0])
+                await asyncio.sleep(0.05)
+            return results, accepted, tr.opened
+        finally:
+            await tr.close()
+            server.close()
+            await server.wait_closed()
+
+    results, accepted, opened = run(go)
+    assert all(ex.error is None for ex in results), [ex.error for ex in results]
+    assert accepted == opened == 3

@@ -473,6 +473,7 @@ class RawH1Transport:
         return ex
 
     async def close(self) -> None:
+        self._opened = False  # send() after close() is a bug, as with the aiohttp transport
         self._idle.clear()
         conns = list(self._conns)
         for c in conns:
