@@ -11,8 +11,11 @@ Anthropic dialect builds a unique POST (prompt, `x-request-id`) and parses the r
 Rates alternate the transport order so drift on this shared machine does not favour one.
 
 Reported per row: achieved rate ((n-1) / span of t_send), send lag (t_send - t_intended)
-p50/p99, latency (t_end - t_send) p50/p99, errors, and the child's CPU seconds (user+sys,
-getrusage over the measured window only) per 1000 requests.
+p50/p99, latency (t_end - t_send) p50/p99 and errors, from a run with the spin on; and CPU
+seconds (user+sys, getrusage over the measured window only) per 1000 requests from a second
+run with the spin off that sends in batches of >= 1 ms: spinning (and uvloop's 1 ms timers,
+which turn shorter sleeps into a busy wait) keeps the CPU busy between sends whatever the
+transport costs, so measured that way CPU per request is just 1/rate.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-SPIN_NS = 1_500_000  # NativeWorker's default spin before a due time
+SPIN_NS = 1_500_000  # NativeWorker's default spin before a due time (0: sleep only)
 YIELD_EVERY = 32
 PROMPT = "Say ok. " * 8
 
@@ -63,7 +66,7 @@ def cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def drive(kind: str, url: str, rate: float, seconds: float) -> dict[str, Any]:
+async def drive(kind: str, url: str, rate: float, seconds: float, spin: int) -> dict[str, Any]:
     from zqbench.dialects import get_dialect
     from zqbench.dialects.base import DialectConfig, RequestSpec
     from zqbench.transport.base import HttpRequest
@@ -111,7 +114,12 @@ async def drive(kind: str, url: str, rate: float, seconds: float) -> dict[str, A
         if due > time.perf_counter_ns():
             burst = 0
             while (delta := due - time.perf_counter_ns()) > 0:
-                await asyncio.sleep((delta - SPIN_NS) / 1e9 if delta > SPIN_NS else 0)
+                if not spin:
+                    # CPU pass: sleep at least 1 ms (uvloop's timer tick; a shorter sleep is a
+                    # busy wait) and send what fell due meanwhile, so idle time is really idle.
+                    await asyncio.sleep(max(delta / 1e9, 0.001))
+                else:
+                    await asyncio.sleep((delta - spin) / 1e9 if delta > spin else 0)
         else:
             burst += 1
             if burst % YIELD_EVERY == 0:
@@ -138,13 +146,13 @@ async def drive(kind: str, url: str, rate: float, seconds: float) -> dict[str, A
     }
 
 
-def child(kind: str, url: str, rate: float, seconds: float) -> None:
+def child(kind: str, url: str, rate: float, seconds: float, spin: int) -> None:
     try:
         import uvloop
 
-        result = uvloop.run(drive(kind, url, rate, seconds))
+        result = uvloop.run(drive(kind, url, rate, seconds, spin))
     except ImportError:
-        result = asyncio.run(drive(kind, url, rate, seconds))
+        result = asyncio.run(drive(kind, url, rate, seconds, spin))
     print(json.dumps(result))
 
 
@@ -154,33 +162,32 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--kinds", default="aiohttp,raw")
     ap.add_argument("--json", type=Path, help="also write the rows here")
-    ap.add_argument("--child", nargs=3, metavar=("KIND", "URL", "RATE"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # kind url rate spin_ns
     args = ap.parse_args()
     if args.child:
-        kind, url, rate = args.child
-        child(kind, url, float(rate), args.seconds)
+        kind, url, rate, spin = args.child
+        child(kind, url, float(rate), args.seconds, int(spin))
         return
 
-    from benchmarks.loadgen import TrivialServer, taskset
+    from benchmarks.loadgen import TrivialServer
 
     kinds = args.kinds.split(",")
     rows: list[dict[str, Any]] = []
     with TrivialServer() as server:
         for j, rate in enumerate(float(r) for r in args.rates.split(",")):
             for kind in kinds if j % 2 == 0 else kinds[::-1]:
-                cmd = [*taskset(0), sys.executable, __file__, "--seconds", str(args.seconds)]
-                cmd += ["--child", kind, server.url, str(rate)]
-                out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-                if out.returncode != 0:
-                    print(f"{kind} @ {rate:g}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
+                row = _child(kind, server.url, rate, args.seconds, SPIN_NS)
+                quiet = _child(kind, server.url, rate, args.seconds, 0)
+                if row is None or quiet is None:
                     continue
-                row = json.loads(out.stdout.strip().splitlines()[-1])
+                row["cpu_per_1k"] = quiet["cpu_per_1k"]
+                row["achieved_no_spin"] = quiet["achieved"]
                 rows.append(row)
                 print(f"  {kind:8} {rate:>6g}/s -> {row['achieved']:.0f}/s", file=sys.stderr)
     rows.sort(key=lambda r: (r["rate"], kinds.index(r["kind"])))
     print(f"\n{args.seconds:g} s per row, one process per row; CPU PSI {_psi()}\n")
     print("| transport | offered/s | achieved/s | lag p50 ms | lag p99 ms | lat p50 ms | "
-          "lat p99 ms | errors | CPU s / 1k req |")  # fmt: skip
+          "lat p99 ms | errors | CPU s / 1k req (spin off) |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         errs = sum(r["errors"].values())
@@ -189,6 +196,18 @@ def main() -> None:
               f"{errs} | {r['cpu_per_1k']:.3f} |")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+
+
+def _child(kind: str, url: str, rate: float, seconds: float, spin: int) -> dict[str, Any] | None:
+    from benchmarks.loadgen import taskset
+
+    cmd = [*taskset(0), sys.executable, __file__, "--seconds", str(seconds)]
+    cmd += ["--child", kind, url, str(rate), str(spin)]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        print(f"{kind} @ {rate:g}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _psi() -> str:
