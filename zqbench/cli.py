@@ -50,6 +50,9 @@ def run(
         typer.Option(help="Environment variable holding the API key (never pass keys in argv)."),
     ] = None,
     http2: Annotated[bool, typer.Option("--http2", help="HTTP/2 (h2c or ALPN).")] = False,
+    h1_client: Annotated[
+        str, typer.Option(help="HTTP/1.1 transport: raw (fastest measured) or aiohttp.")
+    ] = "raw",
     workers: Annotated[int, typer.Option(help="Processes that split the schedule.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed of the arrival and mix RNG.")] = 0,
     rate_scale: Annotated[float, typer.Option(help="Multiply every rate or VU count.")] = 1.0,
@@ -113,6 +116,7 @@ def run(
         headers=tuple(header or ()),
         api_key_env=api_key_env,
         http2=http2,
+        h1_client=h1_client,
         workers=workers,
         seed=seed,
         rate_scale=rate_scale,

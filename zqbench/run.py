@@ -54,6 +54,7 @@ from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import LoadConfig, Scenario, load_scenario
 from zqbench.transport._common import parse_base_url
 from zqbench.transport.base import PoolLimits
+from zqbench.transport.factory import H1_CLIENTS
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 
@@ -69,6 +70,7 @@ class RunOptions:
     headers: tuple[str, ...] = ()  # "Name: value"
     api_key_env: str | None = None  # the key is read from this variable, never from argv
     http2: bool = False
+    h1_client: str = "raw"  # HTTP/1.1 transport: raw (measured fastest) or aiohttp
     workers: int = 1
     seed: int = 0
     rate_scale: float = 1.0
@@ -326,6 +328,10 @@ def _environment(options: RunOptions, target: _Target) -> dict[str, Any]:
 
 def prepare_scenario(options: RunOptions) -> Scenario:
     """Load, scale and override the scenario; validate the flags that depend on it."""
+    if options.h1_client not in H1_CLIENTS:
+        raise UsageError(
+            f"--h1-client {options.h1_client!r}: choose one of {', '.join(H1_CLIENTS)}"
+        )
     if options.workers < 1:
         raise UsageError(f"--workers {options.workers}: must be at least 1")
     if options.calibration not in CALIBRATION_MODES:
@@ -458,6 +464,7 @@ def run_scenario(
                 out_dir=str(out_dir),
                 spin_ns=options.spin_us * 1000,
                 insecure=options.insecure,
+                h1_client=options.h1_client,
                 drain_timeout_s=scenario.load.graceful_stop_s,
             )
             for w in range(options.workers)

@@ -85,6 +85,7 @@ def test_unreachable_target_exits_3_naming_the_address(tmp_path: Path) -> None:
             "--rate-scale and --duration-scale must be greater than 0",
         ),
         (["run", "smoke", "--api", "grpc"], "grpc"),
+        (["run", "smoke", "--h1-client", "curl"], "--h1-client 'curl': choose one of raw, aiohttp"),
         (["run", "smoke", "-H", "no-colon-here"], "--header 'no-colon-here' is not 'Name: value'"),
         (["run", "smoke", "--api-key-env", "ZQ_SURELY_UNSET_VAR"], "ZQ_SURELY_UNSET_VAR"),
     ],
@@ -167,8 +168,8 @@ def test_run_writes_outputs_whose_percentiles_are_the_raw_order_statistics(
 
 @pytest.mark.parametrize(
     "extra",
-    [["--workers", "2"], ["--http2"], ["--api", "openai"]],
-    ids=["two-workers", "http2", "openai"],
+    [["--workers", "2"], ["--http2"], ["--api", "openai"], ["--h1-client", "aiohttp"]],
+    ids=["two-workers", "http2", "openai", "aiohttp"],
 )
 def test_variants_produce_complete_runs(
     extra: list[str], ref_server: EmbeddedServer, tmp_path: Path

@@ -11,6 +11,7 @@ from zqbench.transport.base import ConnectError, HttpRequest, PoolLimits
 from zqbench.transport.factory import make_transport
 from zqbench.transport.h2_client import H2Transport
 from zqbench.transport.probe import probe
+from zqbench.transport.raw_h1 import RawH1Transport
 
 DELAY = HttpRequest("GET", "/delay?ms=30&size=100", ())
 
@@ -75,7 +76,11 @@ def test_factory_rejects_bad_urls_with_one_line(url: str) -> None:
 def test_factory_picks_by_http2_flag_and_keeps_prefix() -> None:
     h1 = make_transport("http://127.0.0.1:8000/api/", http2=False, limits=PoolLimits())
     h2 = make_transport("https://example.test", http2=True, limits=PoolLimits(), insecure=True)
-    assert isinstance(h1, AiohttpTransport) and h1.http_version == "1.1"
+    ref = make_transport("http://h/", http2=False, limits=PoolLimits(), h1_client="aiohttp")
+    assert isinstance(h1, RawH1Transport) and h1.http_version == "1.1"  # the measured default
+    assert isinstance(ref, AiohttpTransport) and ref.http_version == "1.1"
+    with pytest.raises(UsageError, match="--h1-client 'curl': choose one of raw, aiohttp"):
+        make_transport("http://h/", http2=False, limits=PoolLimits(), h1_client="curl")
     assert h1.origin.prefix == "/api" and h1.origin.url("/v1") == "http://127.0.0.1:8000/api/v1"
     assert isinstance(h2, H2Transport) and h2.http_version == "2"
     assert h2.origin.port == 443 and h2.origin.authority == "example.test"

@@ -11,14 +11,17 @@ from tests.servers import RecordingSink
 from zqbench.transport.aiohttp_h1 import AiohttpTransport
 from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, Transport
 from zqbench.transport.h2_client import H2Transport
+from zqbench.transport.raw_h1 import RawH1Transport
 
-KINDS = ["h1", "h2"]
+KINDS = ["h1", "h1-aiohttp", "h2"]
 T = TypeVar("T")
 
 
 def make(kind: str, url: str, **limits: object) -> Transport:
     lim = PoolLimits(**limits)  # type: ignore[arg-type]
     if kind == "h1":
+        return RawH1Transport(url, lim, insecure=True)
+    if kind == "h1-aiohttp":
         return AiohttpTransport(url, lim, insecure=True)
     if kind == "h2":
         return H2Transport(url, lim, insecure=True)

@@ -68,6 +68,7 @@ class WorkerSpec:
     spin_ns: int = 1_500_000
     flush_interval_s: float = 0.5
     insecure: bool = False
+    h1_client: str = "raw"  # zqbench.transport.factory.H1_CLIENTS
     drain_timeout_s: float | None = None  # None: wait up to timeout_s for in-flight requests
 
 
@@ -115,7 +116,11 @@ class NativeWorker:
         self.control = control
         self.dialect: Dialect = get_dialect(spec.api, spec.dialect_config)
         self.transport: Transport = make_transport(
-            spec.base_url, http2=spec.http2, limits=spec.limits, insecure=spec.insecure
+            spec.base_url,
+            http2=spec.http2,
+            limits=spec.limits,
+            insecure=spec.insecure,
+            h1_client=spec.h1_client,
         )
         self.recorder = SampleRecorder(
             stream_path(Path(spec.out_dir), spec.worker), flush_interval_s=spec.flush_interval_s
