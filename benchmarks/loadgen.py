@@ -329,7 +329,7 @@ def stream_accuracy(tmp: Path, seconds: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rates", default="1000,2000,3000,4000,5000,6000")
+    parser.add_argument("--rates", default="2000,4000,5000,6000,8000,10000")
     parser.add_argument("--h2-rates", default="500,1000,1500,2000")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
