@@ -254,12 +254,22 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict for summary.json (durations in seconds, as the file's keys say)."""
         d = dataclasses.asdict(self)
+        d["source"] = _shown_source(self.source)
         # Tuples become lists so the dict equals its own JSON round trip.
         result: dict[str, Any] = json.loads(json.dumps(d))
         return result
 
 
 # --------------------------------------------------------------------------- lookup
+
+
+def _shown_source(source: str) -> str:
+    """`bundled:NAME` for a bundled file: reports must not carry this machine's paths."""
+    path = Path(source)
+    for folder in _bundled_dirs():
+        if path.parent == folder.resolve():
+            return f"bundled:{path.stem}"
+    return source
 
 
 def _bundled_dirs() -> list[Path]:

@@ -533,3 +533,10 @@ def test_stage_mix_is_kept_and_survives_scaling(tmp_path: Path) -> None:
 def test_stage_mix_errors(tmp_path: Path, executor: str, mix: str, message: str) -> None:
     path = write(tmp_path, STAGE_MIX.format(executor=executor, mix=mix))
     assert error_of(path) == message.replace("x.toml", path, 1)
+
+
+def test_summary_names_a_bundled_scenario_without_a_machine_path() -> None:
+    """Reports are shared and committed: `bundled:NAME`, never this checkout's path."""
+    from zqbench.scenario import load_scenario as load
+
+    assert load("smoke").to_dict()["source"] == "bundled:smoke"
