@@ -36,8 +36,8 @@ import numpy as np
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec
 from zqbench.errors import TargetError
-from zqbench.outputs.redact import redact_url
 from zqbench.prompts import synth_text
+from zqbench.redact import redact_url
 
 CACHE_ENV = "ZQBENCH_CALIBRATION"
 PROBE_BYTES = (64, 256, 1024)  # fits any context of 1K+ tokens; cut to fit smaller ones

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from zqbench.metrics.summary import StageInfo
+from zqbench.stages import StageInfo
 
 
 @dataclass(frozen=True, slots=True)

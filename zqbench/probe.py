@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec
 from zqbench.errors import TargetError, UsageError
-from zqbench.outputs.redact import redact_url
 from zqbench.prompts import synth_prompt
+from zqbench.redact import redact_url
 from zqbench.transport.base import ConnectError
 from zqbench.transport.probe import ProbeResult, probe
 

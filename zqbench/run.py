@@ -42,16 +42,17 @@ from zqbench.load.closed_loop import vu_plan
 from zqbench.load.mix import assign_classes
 from zqbench.load.open_loop import arrival_times
 from zqbench.metrics.slo import parse_slo
-from zqbench.metrics.summary import RunInfo, StageInfo, summarize
+from zqbench.metrics.summary import RunInfo, summarize
 from zqbench.outputs.json_out import write_summary
 from zqbench.outputs.junit import write_junit
 from zqbench.outputs.markdown import write_summary_md
 from zqbench.outputs.paths import make_out_dir
-from zqbench.outputs.redact import redact_url
 from zqbench.prompts import synth_text
+from zqbench.redact import redact_url
 from zqbench.reporting.render import render_html
 from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import LoadConfig, Scenario, load_scenario
+from zqbench.stages import StageInfo
 from zqbench.transport._common import parse_base_url
 from zqbench.transport.base import PoolLimits
 from zqbench.transport.factory import H1_CLIENTS

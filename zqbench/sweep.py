@@ -29,7 +29,7 @@ from typing import Any
 from zqbench.embedded import EmbeddedServer
 from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.paths import make_out_dir
-from zqbench.outputs.redact import redact_url
+from zqbench.redact import redact_url
 from zqbench.run import RunOptions, prepare_scenario, run_scenario
 from zqbench.scenario import LoadConfig, Scenario, Stage, SweepConfig
 

@@ -9,7 +9,6 @@ import pytest
 from zqbench.dialects import DIALECTS, AnthropicDialect, OpenAIDialect, get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec
 from zqbench.dialects.common import (
-    Secret,
     describe_error_body,
     estimate_tokens,
     loads,
@@ -18,6 +17,7 @@ from zqbench.dialects.common import (
 )
 from zqbench.dialects.itl import summarize_itl
 from zqbench.errors import UsageError
+from zqbench.redact import Secret
 
 KEY = "sk-SECRET-do-not-print-42"
 
@@ -71,6 +71,18 @@ def test_api_key_never_printed(name):
     for v in secrets:
         assert KEY in v and KEY in str(v) and KEY in f"{v}" and KEY.encode() in v.encode()
         assert KEY in "%s" % v  # noqa: UP031
+
+
+@pytest.mark.parametrize(
+    "header", ["X-Auth-Token", "Proxy-Authorization", "Cookie", "X-Goog-Api-Key", "api-key"]
+)
+def test_every_sensitive_user_header_is_a_secret(header):
+    """One definition of "sensitive" (zqbench.redact) for the wire and for the outputs."""
+    cfg = DialectConfig(model="m", extra_headers=((header, KEY), ("X-Request-Tag", "t1")))
+    req = get_dialect("openai", cfg).build(RequestSpec("c", "p", 4))
+    values = dict(req.headers)
+    assert isinstance(values[header], Secret) and KEY not in repr(req.headers)
+    assert not isinstance(values["X-Request-Tag"], Secret)
 
 
 # ------------------------------------------------------------------ header values

@@ -10,9 +10,9 @@ from zqbench.errors import EXIT_USAGE, TargetError, UsageError
 from zqbench.hooks import HookContext
 from zqbench.impair import PacketLossHook, nft
 from zqbench.impair.hook import impaired_windows
-from zqbench.metrics.summary import StageInfo
 from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import NetworkConfig, load_scenario
+from zqbench.stages import StageInfo
 
 
 def test_script_drops_both_directions_scoped_to_address_and_port() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from zqbench.metrics.summary import StageInfo, summarize
+from zqbench.metrics.summary import summarize
+from zqbench.stages import StageInfo
 
 from .conftest import build_samples
 from .test_summary import run_info

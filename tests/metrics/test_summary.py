@@ -8,7 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from zqbench.metrics.summary import SCHEMA, RunInfo, StageInfo, ValidityThresholds, summarize
+from zqbench.metrics.summary import SCHEMA, RunInfo, ValidityThresholds, summarize
+from zqbench.stages import StageInfo
 
 from .conftest import MS, build_samples
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from tests.metrics.conftest import build_samples
-from zqbench.metrics.summary import RunInfo, StageInfo, summarize
+from zqbench.metrics.summary import RunInfo, summarize
+from zqbench.stages import StageInfo
 
 
 def make_summary(slos: list[str], *, failures: int = 0, lag_ms: float = 0.0) -> dict[str, Any]:

@@ -15,9 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zqbench.metrics.summary import RunInfo, StageInfo, summarize
+from zqbench.metrics.summary import RunInfo, summarize
 from zqbench.outputs.json_out import write_summary
 from zqbench.records import ARROW_SCHEMA
+from zqbench.stages import StageInfo
 
 MS = 1_000_000
 START_EPOCH_NS = 1_764_412_345_000_000_000

@@ -21,7 +21,7 @@ import httpx
 
 from zqbench.dialects.sse import SSEDecoder, SSEEvent
 from zqbench.errors import TargetError
-from zqbench.outputs.redact import redact_headers
+from zqbench.redact import redact_headers
 
 BODY_CAP = 256 * 1024  # bytes of a body kept for checks; the rest is counted, not stored
 EXCERPT = 300  # bytes of a body shown as evidence

@@ -14,7 +14,7 @@ from typing import Any
 from zqbench.conform.catalogue import CATALOGUE
 from zqbench.conform.model import ConformReport
 from zqbench.outputs.json_out import write_atomic
-from zqbench.outputs.redact import redact
+from zqbench.redact import redact
 
 SCHEMA = "zqbench.conform/1"
 EVIDENCE_CHARS = 4000  # of evidence in a JUnit failure message body

@@ -20,7 +20,7 @@ from zqbench.conform.context import Context
 from zqbench.conform.model import Check, CheckOutcome, CheckResult, ConformOptions, ConformReport
 from zqbench.conform.wire import body_json
 from zqbench.errors import UsageError
-from zqbench.outputs.redact import redact_url
+from zqbench.redact import redact_url
 
 FALLBACK_MODEL = "zq-reference"
 

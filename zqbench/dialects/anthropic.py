@@ -15,7 +15,6 @@ from zqbench.dialects.base import DialectConfig, RequestSpec
 from zqbench.dialects.common import (
     DEFAULT_MAX_BODY_BYTES,
     ResponseParser,
-    Secret,
     apply_zq_timing,
     count,
     describe_error,
@@ -24,6 +23,7 @@ from zqbench.dialects.common import (
     stream_error_class,
 )
 from zqbench.dialects.sse import SSEEvent
+from zqbench.redact import Secret
 from zqbench.transport.base import HttpRequest
 
 PATH = "/v1/messages"

@@ -32,37 +32,18 @@ from typing import Any
 
 from zqbench.dialects.base import ResponseSummary
 from zqbench.dialects.sse import SSEDecoder, SSEEvent
+from zqbench.redact import secret_headers
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # a non-streamed body larger than this is "too_large"
 ERROR_BODY_CAP = 64 * 1024  # of a non-2xx body, kept only to describe the error
 _DETAIL_CHARS = 200
-
-SENSITIVE_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"}
-)
-
-
-class Secret(str):
-    """A header value that prints as `'<redacted>'` in every repr (request, tuple, traceback).
-
-    It is still a `str` with the real value for the transport: `encode()`, f-strings and
-    `str()` return the key. Only `repr` is changed, which is what logs and dataclass reprs use.
-    """
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "'<redacted>'"
 
 
 def header_tuple(
     base: list[tuple[str, str]], extra: tuple[tuple[str, str], ...]
 ) -> tuple[tuple[str, str], ...]:
     """The dialect's headers, then the user's extra ones (credentials among them redacted)."""
-    out = list(base)
-    for name, value in extra:
-        out.append((name, Secret(value) if name.lower() in SENSITIVE_HEADERS else value))
-    return tuple(out)
+    return (*base, *secret_headers(extra))
 
 
 # ---------------------------------------------------------------------- header values

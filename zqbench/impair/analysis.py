@@ -26,7 +26,7 @@ import pandas as pd
 
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import NS_PER_S, columns_of, latency
-from zqbench.metrics.summary import StageInfo
+from zqbench.stages import StageInfo
 
 RECOVERY_WINDOW_S = 2.0
 RECOVERY_MIN_REQUESTS = 10

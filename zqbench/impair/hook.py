@@ -17,8 +17,8 @@ from typing import Any
 from zqbench.errors import ZqbenchError
 from zqbench.hooks import HookContext, HookResult
 from zqbench.impair import nft
-from zqbench.metrics.summary import StageInfo
 from zqbench.scenario import NetworkConfig
+from zqbench.stages import StageInfo
 
 _JOIN_TIMEOUT_S = 15.0
 

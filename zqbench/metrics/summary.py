@@ -39,22 +39,12 @@ from zqbench.metrics.slo import (
     parse_slos,
     run_verdict,
 )
+from zqbench.stages import StageInfo
 
 SCHEMA = "zqbench.summary/1"
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 CI_PERCENTILES = ("p50", "p99")
 RATIO_METRICS = ("latency", "ttft")
-
-
-@dataclass(frozen=True)
-class StageInfo:
-    """One scenario stage: its name and its span in seconds from the run's start."""
-
-    name: str
-    start_s: float
-    end_s: float
-    target_rate: float | None = None
-    classes: tuple[str, ...] | None = None  # the classes the stage draws from; None: all
 
 
 @dataclass(frozen=True)

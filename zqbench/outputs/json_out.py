@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zqbench.outputs.redact import redact
+from zqbench.redact import redact
 
 
 def write_atomic(path: Path, text: str) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zqbench.outputs.json_out import write_atomic
-from zqbench.outputs.redact import redact
+from zqbench.redact import redact
 
 InconclusiveAs = Literal["failure", "skipped"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from zqbench.outputs.json_out import write_atomic
-from zqbench.outputs.redact import redact
+from zqbench.redact import redact
 
 VERDICT_BADGE = {
     "pass": "✅ PASS",

@@ -317,7 +317,7 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
 
 def write_comparison(comparison: Comparison, out_dir: Path) -> list[Path]:
     """compare.md, compare.html, compare.json and plots/compare_percentiles.png."""
-    from zqbench.outputs.redact import redact
+    from zqbench.redact import redact
     from zqbench.reporting.compare_render import render_compare_html, render_compare_md
     from zqbench.reporting.plots import compare_percentiles
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from zqbench.outputs.redact import redact
+from zqbench.redact import redact
 from zqbench.reporting.compare import Comparison, Diff
 from zqbench.reporting.html import CSS, esc, figure
 from zqbench.reporting.plots import Plot

@@ -18,7 +18,7 @@ import zqbench
 from zqbench.errors import UsageError
 from zqbench.metrics.slo import format_value, parse_slo
 from zqbench.outputs.markdown import KEY_METRICS, VERDICT_BADGE
-from zqbench.outputs.redact import redact
+from zqbench.redact import redact
 
 CSS = """
 :root { --pass:#1a7f37; --fail:#cf222e; --inconclusive:#9a6700; --invalid:#6e40c9; }

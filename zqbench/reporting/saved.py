@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from zqbench import recorder
 from zqbench.errors import UsageError
-from zqbench.metrics.summary import SCHEMA, RunInfo, StageInfo, ValidityThresholds
+from zqbench.metrics.summary import SCHEMA, RunInfo, ValidityThresholds
 from zqbench.outputs.paths import SUMMARY_JSON
+from zqbench.stages import StageInfo
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -11,7 +11,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from zqbench.errors import UsageError
-from zqbench.outputs.redact import redact_url
+from zqbench.redact import redact_url
 from zqbench.transport.base import RequestTimeout
 
 

@@ -1,10 +1,13 @@
-"""Secrets never reach an output: credentials are removed from URLs, headers and mappings.
+"""Secrets never reach a log or an output: one definition of what is sensitive, used by the
+dialects (which wrap credentials in `Secret` before they are sent) and by every writer (which
+removes them from URLs, headers and mappings).
 
     redact_url("https://user:pw@api.x.com/v1?api_key=sk-1&model=m")
         -> "https://api.x.com/v1?api_key=<redacted>&model=m"
     redact_headers({"Authorization": "Bearer sk-1", "Accept": "*/*"})
         -> {"Authorization": "<redacted>", "Accept": "*/*"}
     redact(obj)  # any JSON-like value: sensitive keys, URLs and key-looking strings
+    Secret("sk-1")  # a str whose repr is '<redacted>': safe in reprs, logs and tracebacks
 
 A name is sensitive when it contains authorization, cookie, secret, passw, api-key /
 api_key / apikey, signature, or ends in key / token (so x-api-key, access_token and
@@ -35,6 +38,24 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
 def is_sensitive(name: str) -> bool:
     """True for header, parameter or field names that carry credentials."""
     return bool(_SENSITIVE_NAME.search(name))
+
+
+class Secret(str):
+    """A header value that prints as `'<redacted>'` in every repr (request, tuple, traceback).
+
+    It is still a `str` with the real value for the transport: `encode()`, f-strings and
+    `str()` return the key. Only `repr` is changed, which is what logs and dataclass reprs use.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'<redacted>'"
+
+
+def secret_headers(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The headers, with the value of every sensitive one wrapped in `Secret`."""
+    return tuple((k, Secret(v) if is_sensitive(k) else v) for k, v in headers)
 
 
 def redact_url(url: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zqbench.outputs.redact import REDACTED, is_sensitive, redact, redact_headers, redact_url
+from zqbench.redact import REDACTED, is_sensitive, redact, redact_headers, redact_url
 
 
 @pytest.mark.parametrize(
