@@ -2,6 +2,7 @@
 
     ZqbenchError                 exit code
     ├── UsageError               2  bad flag, scenario, SLO expression or config
+    │   ├── OptionError          2  one option's value, named by its option (field) name
     │   └── ScenarioError        2  a scenario file that does not load or validate
     ├── TargetError              3  the target could not be reached, or the run could not start
     ├── InvalidRunError          4  the generator could not hold the schedule, too few samples
@@ -36,6 +37,24 @@ class ZqbenchError(Exception):
 
 class UsageError(ZqbenchError):
     exit_code = EXIT_USAGE
+
+
+class OptionError(UsageError):
+    """A bad option value, said in the library's words: `workers 0: must be at least 1`.
+
+    `option` is the options object's field name. The CLI, which knows its flags, shows the
+    same message with the flag's name (`--workers 0: ...`) through `render`."""
+
+    def __init__(self, option: str, problem: str, *, value: str | None = None) -> None:
+        self.option = option
+        self.value = value
+        self.problem = problem
+        super().__init__(self.render(option))
+
+    def render(self, name: str) -> str:
+        if self.value is None:
+            return f"{name}: {self.problem}"
+        return f"{name} {self.value}: {self.problem}"
 
 
 class ScenarioError(UsageError):
