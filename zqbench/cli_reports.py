@@ -70,12 +70,12 @@ def gate(
     except ZqbenchError as exc:
         _fail(exc)
         return
-    typer.echo(f"verdict: {summary['verdict'].upper()}   {run_dir}")
-    for result in summary["slos"]:
-        typer.echo(f"  {result['verdict']:<12} {result['expr']}  {result['message']}")
-    for reason in summary["validity"]["reasons"]:
+    typer.echo(f"verdict: {summary.verdict.upper()}   {run_dir}")
+    for result in summary.slos:
+        typer.echo(f"  {result.verdict:<12} {result.expr}  {result.message}")
+    for reason in summary.validity.reasons:
         typer.echo(f"  invalid: {reason}")
-    code = exit_code_for_verdict(summary["verdict"], inconclusive_fails=not inconclusive_ok)
+    code = exit_code_for_verdict(summary.verdict, inconclusive_fails=not inconclusive_ok)
     raise typer.Exit(code)
 
 
@@ -103,8 +103,8 @@ def compare(
     """Compare runs with the first: differences with 95% CIs and a regression verdict.
 
     Exit 0 no regression, 1 regression (or inconclusive), 2 bad usage, 4 an invalid run."""
-    from zqbench.reporting.compare import compare_runs, exit_code, write_comparison
-    from zqbench.reporting.compare_render import render_compare_md
+    from zqbench.reporting.compare import compare_runs, exit_code
+    from zqbench.reporting.compare_render import render_compare_md, write_comparison
 
     try:
         comparison = compare_runs(

@@ -42,7 +42,7 @@ from zqbench.load.closed_loop import vu_plan
 from zqbench.load.mix import assign_classes
 from zqbench.load.open_loop import arrival_times
 from zqbench.metrics.slo import parse_slo
-from zqbench.metrics.summary import RunInfo, summarize
+from zqbench.metrics.summarize import RunInfo, summarize
 from zqbench.outputs.json_out import write_summary
 from zqbench.outputs.junit import write_junit
 from zqbench.outputs.markdown import write_summary_md
@@ -53,6 +53,7 @@ from zqbench.reporting.render import render_html
 from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import LoadConfig, Scenario, load_scenario
 from zqbench.stages import StageInfo
+from zqbench.summary import Summary
 from zqbench.transport._common import parse_base_url
 from zqbench.transport.base import PoolLimits
 from zqbench.transport.factory import H1_CLIENTS
@@ -102,7 +103,7 @@ class RunOptions:
 @dataclass(frozen=True, slots=True)
 class RunResult:
     out_dir: Path
-    summary: dict[str, Any]
+    summary: Summary
     exit_code: int
     interrupted: bool
     target_note: str = ""
@@ -379,10 +380,10 @@ def _stop_hooks(started: list[RunHook]) -> HookResult:
     return merged
 
 
-def write_outputs(out_dir: Path, summary: dict[str, Any], *, inconclusive_fails: bool) -> None:
+def write_outputs(out_dir: Path, summary: Summary, *, inconclusive_fails: bool) -> None:
     """summary.json, summary.md and junit.xml; samples.parquet is already in place."""
     write_summary(summary, out_dir / "summary.json")
-    write_summary_md(summary, out_dir / "summary.md")
+    write_summary_md(summary.model_dump(mode="json"), out_dir / "summary.md")
     write_junit(
         summary,
         out_dir / "junit.xml",
@@ -542,7 +543,5 @@ def run_scenario(
     if interrupted:
         code = EXIT_INTERRUPTED
     else:
-        code = exit_code_for_verdict(
-            str(summary["verdict"]), inconclusive_fails=options.inconclusive_fails
-        )
+        code = exit_code_for_verdict(summary.verdict, inconclusive_fails=options.inconclusive_fails)
     return RunResult(out_dir, summary, code, interrupted, target.note)

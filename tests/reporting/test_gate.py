@@ -27,7 +27,7 @@ def uniform(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_gate_with_the_runs_own_slos_reproduces_summary_json(uniform: Path) -> None:
     """Same samples, same RunInfo, same SLOs: the saved summary, number for number."""
     saved = json.loads((uniform / "summary.json").read_text())
-    regated = json.loads(json.dumps(gate_run(uniform)))
+    regated = json.loads(gate_run(uniform).to_json())
     assert regated["slos"] == saved["slos"]
     assert regated["metrics"] == saved["metrics"]
     assert regated["validity"] == saved["validity"]
@@ -35,9 +35,9 @@ def test_gate_with_the_runs_own_slos_reproduces_summary_json(uniform: Path) -> N
 
 def test_gate_known_answers(uniform: Path) -> None:
     summary = gate_run(uniform, ["latency:p50<21ms", "latency:p99<29ms", "latency:p99<29.8ms"])
-    values = [(s["verdict"], round(s["value"] * 1e3, 3)) for s in summary["slos"]]
+    values = [(s.verdict, round(s.value * 1e3, 3)) for s in summary.slos]
     assert values == [("pass", 19.995), ("fail", 29.795), ("inconclusive", 29.795)]
-    assert summary["verdict"] == "fail"
+    assert summary.verdict == "fail"
 
 
 @pytest.mark.parametrize(

@@ -94,7 +94,7 @@ def test_a_run_reports_gpu_density_from_nvml(ref_server: EmbeddedServer, tmp_pat
     """Through run_scenario: the hook's gpu_density reaches summary.json and the GPU plot."""
     fake = FakeNvml(util=lambda t: 80)
     result = run_with([NvmlSampler(fake)], ref_server, tmp_path)
-    assert result.summary["telemetry"]["gpu_density"] == pytest.approx(0.8)
-    assert result.summary["environment"]["nvml"]["readings"] >= 15
+    assert result.summary.telemetry["gpu_density"] == pytest.approx(0.8)
+    assert result.summary.environment["nvml"]["readings"] >= 15
     assert (result.out_dir / GPU_TABLE).is_file()
     assert (result.out_dir / "plots" / "gpu.png").is_file()
