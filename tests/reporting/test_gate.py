@@ -33,6 +33,16 @@ def test_gate_with_the_runs_own_slos_reproduces_summary_json(uniform: Path) -> N
     assert regated["validity"] == saved["validity"]
 
 
+EXAMPLES = sorted((Path(__file__).parents[2] / "reports" / "examples").glob("*/samples.parquet"))
+
+
+@pytest.mark.parametrize("run", [p.parent for p in EXAMPLES], ids=lambda p: p.name)
+def test_gate_reproduces_each_example_byte_for_byte(run: Path) -> None:
+    """Everything summarize reads besides the samples is in summary.json (stage classes
+    too): re-gating a committed example rewrites its summary.json unchanged."""
+    assert gate_run(run).to_json() == (run / "summary.json").read_text()
+
+
 def test_gate_known_answers(uniform: Path) -> None:
     summary = gate_run(uniform, ["latency:p50<21ms", "latency:p99<29ms", "latency:p99<29.8ms"])
     values = [(s.verdict, round(s.value * 1e3, 3)) for s in summary.slos]
