@@ -36,12 +36,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from pydantic.functional_serializers import SerializerFunctionWrapHandler
 
-SCHEMA = "zqbench.summary/1"
+SCHEMA: Final = "zqbench.summary/1"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic writes
 
 JsonFloat: TypeAlias = float | Literal["inf", "-inf"] | None
@@ -331,7 +331,7 @@ class Summary(_Record):
         validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
     )
 
-    schema_id: Literal["zqbench.summary/1"] = Field(SCHEMA, alias="schema")
+    schema_id: Literal["zqbench.summary/1"] = Field(default=SCHEMA, alias="schema")
     verdict: Verdict
     scenario: ScenarioInfo
     target: str  # URL without credentials

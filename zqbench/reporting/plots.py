@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -245,7 +245,14 @@ class RunData:
         for i, ax in enumerate(axes):
             _stage_lines(ax, self.stages, self.span, label=(i == 0))
 
-    def finish(self, ax: Axes, *, ylabel: str, xlabel: str, legend_loc: str) -> None:
+    def finish(
+        self,
+        ax: Axes,
+        *,
+        ylabel: str,
+        xlabel: str,
+        legend_loc: Literal["upper left", "lower right"],
+    ) -> None:
         """The end of a one-panel time plot: the run's span, labels, legend, stage lines."""
         ax.set_xlim(0, self.span)
         ax.set_ylabel(ylabel)
@@ -279,14 +286,14 @@ def timeline(run: RunData, plots_dir: Path) -> Plot:
     _legend(top)
     top.grid(True, which="major", alpha=0.3)
 
-    rates = []  # (event times, label, line style)
+    ok_end = np.where(run.frame.ok, run.t_end, np.nan)
+    rates: list[tuple[np.ndarray, str, dict[str, Any]]] = [  # (event times, label, style)
+        (run.t_send, "sent (achieved)", {"color": COLORS["sent"], "linewidth": 1.2}),
+        (ok_end, "completed ok", {"color": COLORS["ok"], "linewidth": 1.2, "linestyle": "--"}),
+    ]
     if run.frame.columns.t_intended.size and not np.all(np.isnan(run.t_intended)):
         offered = {"color": COLORS["offered"], "linewidth": 2.2, "alpha": 0.6}
-        rates.append((run.t_intended, "offered (schedule)", offered))
-    rates.append((run.t_send, "sent (achieved)", {"color": COLORS["sent"], "linewidth": 1.2}))
-    ok_end = np.where(run.frame.ok, run.t_end, np.nan)
-    completed = {"color": COLORS["ok"], "linewidth": 1.2, "linestyle": "--"}
-    rates.append((ok_end, "completed ok", completed))
+        rates.insert(0, (run.t_intended, "offered (schedule)", offered))
     for times, label, style in rates:
         bottom.plot(
             run.edges[:-1],
