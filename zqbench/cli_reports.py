@@ -35,7 +35,7 @@ InconclusiveOk = Annotated[
 
 def report(run_dir: RunDir, inconclusive_ok: InconclusiveOk = False) -> None:
     """Re-render summary.md, junit.xml, plots and report.html of a saved run (no traffic)."""
-    from zqbench.reporting.render import render_all
+    from zqbench.outputs.render import render_all
 
     try:
         paths = render_all(run_dir, inconclusive_fails=not inconclusive_ok)
@@ -61,7 +61,7 @@ def gate(
 ) -> None:
     """Re-evaluate SLOs on a saved run and exit 0 pass, 1 fail/inconclusive, 4 invalid."""
     from zqbench.errors import exit_code_for_verdict
-    from zqbench.reporting.gate import gate_run, write_gated
+    from zqbench.outputs.gate import gate_run, write_gated
 
     try:
         summary = gate_run(run_dir, slo or ())
@@ -103,8 +103,8 @@ def compare(
     """Compare runs with the first: differences with 95% CIs and a regression verdict.
 
     Exit 0 no regression, 1 regression (or inconclusive), 2 bad usage, 4 an invalid run."""
-    from zqbench.reporting.compare import compare_runs, exit_code
-    from zqbench.reporting.compare_render import render_compare_md, write_comparison
+    from zqbench.outputs.compare import compare_runs, exit_code
+    from zqbench.outputs.compare_render import render_compare_md, write_comparison
 
     try:
         comparison = compare_runs(

@@ -47,9 +47,9 @@ from zqbench.outputs.json_out import write_summary
 from zqbench.outputs.junit import write_junit
 from zqbench.outputs.markdown import write_summary_md
 from zqbench.outputs.paths import make_out_dir
+from zqbench.outputs.render import render_html
 from zqbench.prompts import synth_text
 from zqbench.redact import redact_url
-from zqbench.reporting.render import render_html
 from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import LoadConfig, Scenario, load_scenario
 from zqbench.stages import StageInfo

@@ -19,7 +19,7 @@ from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.junit import write_junit
 from zqbench.outputs.markdown import write_summary_md
 from zqbench.outputs.paths import JUNIT_XML, PLOTS_DIR, REPORT_HTML, SUMMARY_MD
-from zqbench.reporting.saved import load_run
+from zqbench.outputs.saved import load_run
 from zqbench.summary import Summary
 from zqbench.telemetry.table import GPU_TABLE
 
@@ -51,8 +51,8 @@ def load_gpu(out_dir: Path, start_epoch_ns: int) -> dict[str, np.ndarray] | None
 
 def render_html(out_dir: Path, summary: Summary, samples: pd.DataFrame) -> list[Path]:
     """plots/*.png and report.html (the PNGs are embedded in the page, and kept beside it)."""
+    from zqbench.outputs.plots import render_plots
     from zqbench.reporting.html import render_report_html
-    from zqbench.reporting.plots import render_plots
 
     frame = frame_of(summary, samples)
     gpu = load_gpu(out_dir, summary.clock.start_epoch_ns)

@@ -31,12 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
-from zqbench.errors import UsageError
+from zqbench.errors import EXIT_INVALID, EXIT_OK, EXIT_SLO_FAILED, UsageError
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import DURATION_METRICS, MetricFrame
 from zqbench.metrics.summarize import PERCENTILES
-from zqbench.reporting.render import frame_of
-from zqbench.reporting.saved import SavedRun, load_run
+from zqbench.outputs.render import frame_of
+from zqbench.outputs.saved import SavedRun, load_run
 
 CONFIDENCE_EACH = 0.975  # per run, so the difference's interval has >= 95% coverage
 DEFAULT_GATED = ("latency:p50", "latency:p99", "ttft:p50", "ttft:p99", "errors:rate")
@@ -268,8 +268,6 @@ def unique_labels(runs: Sequence[SavedRun]) -> list[str]:
 
 def exit_code(comparison: Comparison, *, inconclusive_fails: bool = True) -> int:
     """0 no regression, 1 regression (or inconclusive unless allowed), 4 an invalid run."""
-    from zqbench.errors import EXIT_INVALID, EXIT_OK, EXIT_SLO_FAILED
-
     if comparison.verdict == "invalid":
         return EXIT_INVALID
     if comparison.verdict == "regression":

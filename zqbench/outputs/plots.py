@@ -22,7 +22,7 @@ import numpy as np
 
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import JITTER_WINDOW, NS_PER_S, MetricFrame, dispatch_jitter
-from zqbench.reporting import series
+from zqbench.outputs import series
 from zqbench.summary import Stage, Summary
 
 if TYPE_CHECKING:
