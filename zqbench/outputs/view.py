@@ -258,6 +258,7 @@ def build_view(summary: Mapping[str, Any], figures: Sequence[FigureData] = ()) -
 
 
 def figure(name: str, title: str, caption: str, png: bytes) -> Figure:
+    """A figure with its PNG inlined as a data: URI."""
     src = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
     return Figure(name=name, title=title, caption=caption, src=src)
 
