@@ -19,7 +19,7 @@ from zqbench.outputs import view
 from zqbench.outputs.templating import html_environment
 
 # compare.html (reporting/compare_render.py) inlines the same stylesheet.
-CSS = resources.files("zqbench.outputs").joinpath("templates", "report.css").read_text("utf-8")
+CSS = (resources.files("zqbench.outputs") / "templates" / "report.css").read_text("utf-8")
 
 
 def render_report_html(summary: Mapping[str, Any], figures: Sequence[view.FigureData]) -> str:
@@ -31,4 +31,5 @@ def render_report_html(summary: Mapping[str, Any], figures: Sequence[view.Figure
 def figure(title: str, caption: str, png: bytes, name: str) -> str:
     """One embedded figure as report.html shows it, for pages that embed the same."""
     macros = html_environment().get_template("macros.html.j2").module
-    return str(macros.figure(view.figure(name, title, caption, png)))
+    # A template's macros are attributes of its module, unknown to the type checker.
+    return str(macros.figure(view.figure(name, title, caption, png)))  # type: ignore[attr-defined]
