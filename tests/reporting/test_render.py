@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from tests.reporting.conftest import uniform_run
 from tests.reporting.synth import write_synthetic_run
+from zqbench.outputs.html import render_report_html
 from zqbench.reporting import plots
-from zqbench.reporting.html import render_report_html
 from zqbench.reporting.render import frame_of
 from zqbench.reporting.saved import load_run
 

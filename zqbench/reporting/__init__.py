@@ -3,13 +3,12 @@
     saved.py    load_run(dir) -> SavedRun; run_info(summary) -> RunInfo   (the only reader)
     series.py   time bins: rates, status shares, per-bin percentile bands  (numpy)
     plots.py    the figures as PNG (the only module importing matplotlib, lazily, Agg)
-    html.py     report.html: one self-contained page (inline CSS, base64 PNGs, no script)
     render.py   render_all(dir): summary.md, junit.xml, plots/, report.html
     gate.py     gate_run(dir, slos): re-evaluate SLOs on a saved run
     compare.py  compare_runs(dirs): differences with CIs, regression verdict, HTML + Markdown
 
 Statistics come from `zqbench.metrics` (summarize, quantiles, SLO evaluation); the
-Markdown and JUnit writers from `zqbench.outputs`. Data flows one way: saved run ->
+HTML, Markdown and JUnit writers from `zqbench.outputs`. Data flows one way: saved run ->
 metrics -> renderers. Import the submodules directly; this package imports nothing heavy.
 """
 

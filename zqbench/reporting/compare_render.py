@@ -10,9 +10,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from markupsafe import escape as esc
+
+from zqbench.outputs.html import CSS, figure
 from zqbench.redact import redact
 from zqbench.reporting.compare import Comparison, Diff
-from zqbench.reporting.html import CSS, esc, figure
 from zqbench.reporting.plots import Plot
 
 VERDICT_BADGE = {

@@ -56,7 +56,7 @@ def load_gpu(out_dir: Path, start_epoch_ns: int) -> dict[str, np.ndarray] | None
 
 def render_html(out_dir: Path, summary: Mapping[str, Any], samples: pd.DataFrame) -> list[Path]:
     """plots/*.png and report.html (the PNGs are embedded in the page, and kept beside it)."""
-    from zqbench.reporting.html import render_report_html
+    from zqbench.outputs.html import render_report_html
     from zqbench.reporting.plots import render_plots
 
     frame = frame_of(summary, samples)
