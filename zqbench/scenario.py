@@ -1,6 +1,6 @@
 """Scenario files: load a TOML scenario, validate every key, and scale it.
 
-The format is ../shared/DESIGN.md "Scenario files"; docs/scenarios.md documents every key
+The format is docs/design.md "Scenario files"; docs/scenarios.md documents every key
 for users. A scenario is data only: `zqbench.load.open_loop` turns its `LoadConfig` into
 intended send times, `zqbench.load.closed_loop` into a virtual-user plan.
 
