@@ -208,14 +208,15 @@ class AiohttpTransport:
 
     async def _connect_one(
         self, connector: aiohttp.BaseConnector, req: aiohttp.ClientRequest, t: aiohttp.ClientTimeout
-    ) -> object:
+    ) -> aiohttp.connector.Connection:
         return await self._while_connecting(connector.connect(req, [], t))
 
     async def _warm_request(self) -> None:
-        assert self._session is not None and self.warm_path is not None
+        session, path = self._session, self.warm_path
+        assert session is not None and path is not None
 
         async def get() -> None:
-            async with self._session.get(self._base + self.warm_path) as resp:  # type: ignore[union-attr]
+            async with session.get(self._base + path) as resp:
                 await resp.read()
 
         await self._while_connecting(get())
