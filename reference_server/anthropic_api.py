@@ -9,53 +9,28 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reference_server.request import (
-    GenRequest,
-    bad,
-    get_bool,
-    get_float,
-    get_int,
-    get_profile,
-    get_seed,
-    get_stops,
-    get_str,
-    need_dict,
-    text_of,
-)
+from reference_server.request import Body, GenRequest, text_of
 from reference_server.sequence import Sequence
 
 _ROLES = ("user", "assistant")
 
 
 def parse(body: Any, max_tokens_limit: int, profile_header: str | None) -> GenRequest:
-    body = need_dict(body)
-    model = get_str(body, "model", required=True)
-    max_tokens = get_int(body, "max_tokens", 1, max_tokens_limit)
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise bad("messages: must be a non-empty list")
-    parts = []
-    system = body.get("system")
-    if system is not None:
-        parts.append(text_of(system, "system"))
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise bad(f"messages[{i}]: must be an object")
-        if m.get("role") not in _ROLES:
-            raise bad(f"messages[{i}].role: must be 'user' or 'assistant'")
-        parts.append(text_of(m.get("content"), f"messages[{i}].content"))
-    return GenRequest(
-        model=model or "",
-        prompt_text="\n".join(parts),
-        max_tokens=max_tokens,
-        stop=get_stops(body.get("stop_sequences"), "stop_sequences", 16),
-        stream=get_bool(body, "stream"),
+    b = Body(body)
+    model = b.string("model", required=True)
+    max_tokens = b.integer("max_tokens", 1, max_tokens_limit)
+    system = b.get("system")
+    system_text = [] if system is None else [text_of(system, "system")]
+    texts = b.message_texts(_ROLES, "must be 'user' or 'assistant'")
+    return b.gen_request(
+        model,
+        "\n".join([*system_text, *texts]),
+        max_tokens,
+        stop=b.stops("stop_sequences", 16),
+        stream=b.flag("stream"),
         include_usage=True,
-        temperature=get_float(body, "temperature", 0.0, 1.0, 0.0),
-        seed=get_seed(body),  # not in the Messages API: send it with the SDK's extra_body
-        top_p=get_float(body, "top_p", 0.0, 1.0, 1.0),
-        top_k=get_int(body, "top_k", 0, 2**31 - 1, default=0),
-        profile=get_profile(body, profile_header),
+        max_temperature=1.0,
+        profile_header=profile_header,
     )
 
 

@@ -9,7 +9,11 @@ tests can run several servers in one process.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+PREFIX = "refserver_"
 
 # vLLM's TTFT buckets (seconds), extended downwards: the sim and zero-queue live below 1 ms.
 _LATENCY_BUCKETS = (
@@ -20,105 +24,72 @@ _SHORT_BUCKETS = (
     0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
     0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class Metrics:
     def __init__(self, scheduler: str, engine: str, device: str, model: str, seed: int) -> None:
-        r = self.registry = CollectorRegistry()
-        Gauge(
-            "refserver_info",
-            "Static facts about this server",
-            ["scheduler", "engine", "device", "model", "seed"],
-            registry=r,
-        ).labels(scheduler, engine, device, model, str(seed)).set(1)
-        self.http_requests = Counter(
-            "refserver_http_requests",
-            "Responses by route and HTTP status",
-            ["route", "status"],
-            registry=r,
+        self.registry = CollectorRegistry()
+        facts = ["scheduler", "engine", "device", "model", "seed"]
+        info = self._gauge("info", "Static facts about this server", facts)
+        info.labels(scheduler, engine, device, model, str(seed)).set(1)
+        self.http_requests = self._counter(
+            "http_requests", "Responses by route and HTTP status", ["route", "status"]
         )
-        self.rejected = Counter(
-            "refserver_requests_rejected",
-            "Requests refused before any compute, by reason",
-            ["reason"],
-            registry=r,
+        self.rejected = self._counter(
+            "requests_rejected", "Requests refused before any compute, by reason", ["reason"]
         )
-        self.success = Counter(
-            "refserver_request_success",
-            "Finished requests by finish reason",
-            ["finished_reason"],
-            registry=r,
+        self.success = self._counter(
+            "request_success", "Finished requests by finish reason", ["finished_reason"]
         )
-        self.prompt_tokens = Counter(
-            "refserver_prompt_tokens", "Prompt tokens of admitted requests", registry=r
+        self.prompt_tokens = self._counter("prompt_tokens", "Prompt tokens of admitted requests")
+        self.generation_tokens = self._counter("generation_tokens", "Generated tokens")
+        self.in_flight = self._gauge("num_requests_in_flight", "HTTP requests being handled")
+        self.running = self._gauge("num_requests_running", "Requests holding a sequence slot")
+        self.waiting = self._gauge("num_requests_waiting", "Requests queued for a slot (fifo only)")
+        self.slots = self._gauge("num_slots", "Sequence slots (max batch size)")
+        self.kv_usage = self._gauge("kv_cache_usage_perc", "Fraction of the KV budget reserved")
+        self.batch_size = self._histogram(
+            "batch_size", "Sequences per engine step", _BATCH_BUCKETS, ["phase"]
         )
-        self.generation_tokens = Counter(
-            "refserver_generation_tokens", "Generated tokens", registry=r
-        )
-        self.in_flight = Gauge(
-            "refserver_num_requests_in_flight", "HTTP requests being handled", registry=r
-        )
-        self.running = Gauge(
-            "refserver_num_requests_running", "Requests holding a sequence slot", registry=r
-        )
-        self.waiting = Gauge(
-            "refserver_num_requests_waiting", "Requests queued for a slot (fifo only)", registry=r
-        )
-        self.slots = Gauge("refserver_num_slots", "Sequence slots (max batch size)", registry=r)
-        self.kv_usage = Gauge(
-            "refserver_kv_cache_usage_perc", "Fraction of the KV budget reserved", registry=r
-        )
-        self.batch_size = Histogram(
-            "refserver_batch_size",
-            "Sequences per engine step",
-            ["phase"],
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
-            registry=r,
-        )
-        self.prefill_group = Histogram(
-            "refserver_prefill_group_size",
+        self.prefill_group = self._histogram(
+            "prefill_group_size",
             "Requests prefilled in the same step as this one, by execution profile",
+            _BATCH_BUCKETS,
             ["profile"],
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
-            registry=r,
         )
-        self.queue_time = Histogram(
-            "refserver_request_queue_time_seconds",
-            "Received to dispatched (slot assigned)",
-            buckets=_SHORT_BUCKETS,
-            registry=r,
+        self.queue_time = self._histogram(
+            "request_queue_time_seconds", "Received to dispatched (slot assigned)", _SHORT_BUCKETS
         )
-        self.dispatch_delay = Histogram(
-            "refserver_request_dispatch_delay_seconds",
-            "Received to first compute step began",
-            buckets=_SHORT_BUCKETS,
-            registry=r,
+        self.dispatch_delay = self._histogram(
+            "request_dispatch_delay_seconds", "Received to first compute step began", _SHORT_BUCKETS
         )
-        self.ttft = Histogram(
-            "refserver_time_to_first_token_seconds",
-            "Received to first token generated",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+        self.ttft = self._histogram(
+            "time_to_first_token_seconds", "Received to first token generated", _LATENCY_BUCKETS
         )
-        self.itl = Histogram(
-            "refserver_inter_token_latency_seconds",
+        self.itl = self._histogram(
+            "inter_token_latency_seconds",
             "Decode step time as seen by each sequence",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+            _LATENCY_BUCKETS,
         )
-        self.e2e = Histogram(
-            "refserver_e2e_request_latency_seconds",
-            "Received to last token",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+        self.e2e = self._histogram(
+            "e2e_request_latency_seconds", "Received to last token", _LATENCY_BUCKETS
         )
-        self.step_time = Histogram(
-            "refserver_engine_step_seconds",
-            "Wall time of one engine step",
-            ["phase"],
-            buckets=_SHORT_BUCKETS,
-            registry=r,
+        self.step_time = self._histogram(
+            "engine_step_seconds", "Wall time of one engine step", _SHORT_BUCKETS, ["phase"]
         )
+
+    # Every metric is `refserver_<name>` in this server's own registry.
+    def _counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
+        return Counter(PREFIX + name, doc, labels, registry=self.registry)
+
+    def _gauge(self, name: str, doc: str, labels: Sequence[str] = ()) -> Gauge:
+        return Gauge(PREFIX + name, doc, labels, registry=self.registry)
+
+    def _histogram(
+        self, name: str, doc: str, buckets: Sequence[float], labels: Sequence[str] = ()
+    ) -> Histogram:
+        return Histogram(PREFIX + name, doc, labels, buckets=buckets, registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -11,19 +11,7 @@ import json
 import time
 from typing import Any
 
-from reference_server.request import (
-    GenRequest,
-    bad,
-    get_bool,
-    get_float,
-    get_int,
-    get_profile,
-    get_seed,
-    get_stops,
-    get_str,
-    need_dict,
-    text_of,
-)
+from reference_server.request import Body, GenRequest, bad
 from reference_server.sequence import Sequence
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -33,38 +21,26 @@ _FINISH = {"max_tokens": "length", "stop_sequence": "stop"}
 def parse(
     body: Any, max_tokens_limit: int, default_max_tokens: int, profile_header: str | None
 ) -> GenRequest:
-    body = need_dict(body)
-    model = get_str(body, "model", required=True)
-    key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
-    max_tokens = get_int(body, key, 1, max_tokens_limit, default=default_max_tokens)
-    get_int(body, "n", 1, 1, default=1)  # one choice per request
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise bad("messages: must be a non-empty list")
-    parts = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise bad(f"messages[{i}]: must be an object")
-        if m.get("role") not in _ROLES:
-            raise bad(f"messages[{i}].role: must be one of {', '.join(_ROLES)}")
-        parts.append(text_of(m.get("content"), f"messages[{i}].content", allow_none=True))
-    stream = get_bool(body, "stream")
-    opts = body.get("stream_options")
+    b = Body(body)
+    model = b.string("model", required=True)
+    key = "max_completion_tokens" if b.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = b.integer(key, 1, max_tokens_limit, default=default_max_tokens)
+    b.integer("n", 1, 1, default=1)  # one choice per request
+    texts = b.message_texts(_ROLES, f"must be one of {', '.join(_ROLES)}", allow_none=True)
+    stream = b.flag("stream")
+    opts = b.get("stream_options")
     if opts is not None and not isinstance(opts, dict):
         raise bad("stream_options: must be an object")
-    include_usage = bool(opts and get_bool(opts, "include_usage"))
-    return GenRequest(
-        model=model or "",
-        prompt_text="\n".join(parts),
-        max_tokens=max_tokens,
-        stop=get_stops(body.get("stop"), "stop", 4),
+    include_usage = bool(opts and Body(opts).flag("include_usage"))
+    return b.gen_request(
+        model,
+        "\n".join(texts),
+        max_tokens,
+        stop=b.stops("stop", 4),
         stream=stream,
         include_usage=include_usage,
-        temperature=get_float(body, "temperature", 0.0, 2.0, 0.0),
-        seed=get_seed(body),
-        top_p=get_float(body, "top_p", 0.0, 1.0, 1.0),
-        top_k=get_int(body, "top_k", 0, 2**31 - 1, default=0),  # vLLM's extension
-        profile=get_profile(body, profile_header),
+        max_temperature=2.0,
+        profile_header=profile_header,
     )
 
 

@@ -1,4 +1,4 @@
-"""A generation request as both dialects parse it, and the validators they share.
+"""A generation request as both dialects parse it, and the body reader they share.
 
 The prompt is the text of the system prompt and every message, joined with
 newlines, so a single user message "abc" with no system prompt costs exactly
@@ -34,81 +34,128 @@ def bad(message: str) -> ApiError:
     return ApiError("invalid_request", message)
 
 
-def need_dict(body: Any) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise bad("request body must be a JSON object")
-    return body
+class Body:
+    """A request's JSON object, read key by key; a bad value is a 400 that names the key.
 
+    `obj` is the parsed JSON; anything but an object is refused here."""
 
-def get_str(body: dict[str, Any], key: str, required: bool = False) -> str | None:
-    v = body.get(key)
-    if v is None:
-        if required:
+    def __init__(self, obj: Any) -> None:
+        if not isinstance(obj, dict):
+            raise bad("request body must be a JSON object")
+        self.data: dict[str, Any] = obj
+
+    def get(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def string(self, key: str, required: bool = False) -> str | None:
+        v = self.data.get(key)
+        if v is None:
+            if required:
+                raise bad(f"{key}: field required")
+            return None
+        if not isinstance(v, str):
+            raise bad(f"{key}: must be a string")
+        return v
+
+    def integer(self, key: str, lo: int, hi: int, default: int | None = None) -> int:
+        v = self.data.get(key, default)
+        if v is None:
             raise bad(f"{key}: field required")
-        return None
-    if not isinstance(v, str):
-        raise bad(f"{key}: must be a string")
-    return v
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise bad(f"{key}: must be an integer")
+        if not lo <= v <= hi:
+            raise bad(f"{key}: must be in {lo}..{hi}, got {v}")
+        return v
 
+    def number(self, key: str, lo: float, hi: float, default: float) -> float:
+        v = self.data.get(key, default)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise bad(f"{key}: must be a number")
+        if not lo <= v <= hi:
+            raise bad(f"{key}: must be in {lo}..{hi}, got {v}")
+        return float(v)
 
-def get_int(body: dict[str, Any], key: str, lo: int, hi: int, default: int | None = None) -> int:
-    v = body.get(key, default)
-    if v is None:
-        raise bad(f"{key}: field required")
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise bad(f"{key}: must be an integer")
-    if not lo <= v <= hi:
-        raise bad(f"{key}: must be in {lo}..{hi}, got {v}")
-    return v
+    def flag(self, key: str) -> bool:
+        v = self.data.get(key, False)
+        if v is None:
+            return False
+        if not isinstance(v, bool):
+            raise bad(f"{key}: must be a boolean")
+        return v
 
+    def stops(self, key: str, max_n: int) -> tuple[str, ...]:
+        v = self.data.get(key)
+        if v is None:
+            return ()
+        if isinstance(v, str):
+            v = [v]
+        if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+            raise bad(f"{key}: must be a list of strings")
+        if len(v) > max_n:
+            raise bad(f"{key}: at most {max_n} entries")
+        return tuple(v)
 
-def get_float(body: dict[str, Any], key: str, lo: float, hi: float, default: float) -> float:
-    v = body.get(key, default)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise bad(f"{key}: must be a number")
-    if not lo <= v <= hi:
-        raise bad(f"{key}: must be in {lo}..{hi}, got {v}")
-    return float(v)
+    def message_texts(
+        self, roles: tuple[str, ...], role_rule: str, allow_none: bool = False
+    ) -> list[str]:
+        """The text of each of `messages`: a non-empty list of objects whose `role` is one of
+        `roles` (`role_rule` says which in the error); `allow_none`: content may be null."""
+        messages = self.data.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise bad("messages: must be a non-empty list")
+        texts = []
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict):
+                raise bad(f"messages[{i}]: must be an object")
+            if m.get("role") not in roles:
+                raise bad(f"messages[{i}].role: {role_rule}")
+            texts.append(text_of(m.get("content"), f"messages[{i}].content", allow_none))
+        return texts
 
+    def gen_request(
+        self,
+        model: str | None,
+        prompt_text: str,
+        max_tokens: int,
+        stop: tuple[str, ...],
+        stream: bool,
+        include_usage: bool,
+        *,
+        max_temperature: float,
+        profile_header: str | None,
+    ) -> GenRequest:
+        """The request, with the sampling fields both APIs spell alike read here (last)."""
+        return GenRequest(
+            model=model or "",
+            prompt_text=prompt_text,
+            max_tokens=max_tokens,
+            stop=stop,
+            stream=stream,
+            include_usage=include_usage,
+            temperature=self.number("temperature", 0.0, max_temperature, 0.0),
+            # OpenAI's field; the Anthropic route takes it too (the SDK's extra_body).
+            seed=self._seed(),
+            top_p=self.number("top_p", 0.0, 1.0, 1.0),
+            top_k=self.integer("top_k", 0, 2**31 - 1, default=0),  # vLLM's extension on OpenAI
+            profile=self._profile(profile_header),
+        )
 
-def get_bool(body: dict[str, Any], key: str) -> bool:
-    v = body.get(key, False)
-    if v is None:
-        return False
-    if not isinstance(v, bool):
-        raise bad(f"{key}: must be a boolean")
-    return v
+    def _seed(self) -> int | None:
+        """The request's sampling seed, or None: the server derives one."""
+        if self.data.get("seed") is None:
+            return None
+        return self.integer("seed", -(2**63), 2**64 - 1)
 
-
-def get_seed(body: dict[str, Any]) -> int | None:
-    """The request's sampling seed (OpenAI's `seed`; accepted on both routes), or None."""
-    if body.get("seed") is None:
-        return None
-    return get_int(body, "seed", -(2**63), 2**64 - 1)
-
-
-def get_profile(body: dict[str, Any], header: str | None) -> str:
-    """execution_profile from the body (or the x-execution-profile header)."""
-    v = body.get("execution_profile", header)
-    if v is None:
-        return "high-throughput"
-    if v not in PROFILES:
-        raise bad(f"execution_profile must be one of {', '.join(PROFILES)}")
-    return v
-
-
-def get_stops(v: Any, key: str, max_n: int) -> tuple[str, ...]:
-    if v is None:
-        return ()
-    if isinstance(v, str):
-        v = [v]
-    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
-        raise bad(f"{key}: must be a list of strings")
-    if len(v) > max_n:
-        raise bad(f"{key}: at most {max_n} entries")
-    return tuple(v)
+    def _profile(self, header: str | None) -> str:
+        """execution_profile from the body (or the x-execution-profile header)."""
+        v = self.data.get("execution_profile", header)
+        if v is None:
+            return "high-throughput"
+        if v not in PROFILES:
+            raise bad(f"execution_profile must be one of {', '.join(PROFILES)}")
+        return v
 
 
 def text_of(content: Any, where: str, allow_none: bool = False) -> str:

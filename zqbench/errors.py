@@ -74,7 +74,9 @@ class InterruptedRun(ZqbenchError):
 
 
 def exit_code_for_verdict(verdict: str, *, inconclusive_fails: bool = True) -> int:
-    """Map a run verdict (`pass`, `fail`, `inconclusive`, `invalid`) to the DESIGN.md exit code."""
+    """Map a run verdict (`pass`, `fail`, `inconclusive`, `invalid`) to its exit code.
+
+    The codes: docs/design.md, "Exit codes"."""
     if verdict == "pass":
         return EXIT_OK
     if verdict == "fail":

@@ -1,6 +1,6 @@
 """One `Sample` per request: the record every engine produces and every analysis reads.
 
-The columns follow ../shared/DESIGN.md ("One Sample per request"). Client times are
+The columns follow docs/design.md ("One Sample per request"). Client times are
 integer nanoseconds on the monotonic clock relative to the run's start; server stamps
 are the server's epoch seconds. The format does not depend on the engine that
 produced it: the native asyncio engine, a Locust worker or a replayed file all write

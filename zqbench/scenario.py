@@ -1,6 +1,6 @@
 """Scenario files: load a TOML scenario, validate every key, and scale it.
 
-The format is ../shared/DESIGN.md "Scenario files"; docs/scenarios.md documents every key
+The format is docs/design.md "Scenario files"; docs/scenarios.md documents every key
 for users. A scenario is data only: `zqbench.load.open_loop` turns its `LoadConfig` into
 intended send times, `zqbench.load.closed_loop` into a virtual-user plan.
 
@@ -29,9 +29,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from zqbench.errors import ScenarioError, UsageError
+
+T = TypeVar("T")
+D = TypeVar("D")
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -382,12 +385,7 @@ class _Table:
         return name in self.data
 
     def string(self, name: str, default: str | None = None) -> str | None:
-        if name not in self.data:
-            return default
-        v = self.data[name]
-        if not isinstance(v, str):
-            raise self.fail(name, "must be a string")
-        return v
+        return self._optional(name, str, default, "must be a string")
 
     def choice(self, name: str, allowed: tuple[str, ...], default: str | None = None) -> str | None:
         v = self.string(name, default)
@@ -396,11 +394,15 @@ class _Table:
         return v
 
     def boolean(self, name: str, default: bool) -> bool:
+        return self._optional(name, bool, default, "must be true or false")
+
+    def _optional(self, name: str, kind: type[T], default: D, problem: str) -> T | D:
+        """The key's value when it is a `kind`, `default` when the key is absent."""
         if name not in self.data:
             return default
         v = self.data[name]
-        if not isinstance(v, bool):
-            raise self.fail(name, "must be true or false")
+        if not isinstance(v, kind):
+            raise self.fail(name, problem)
         return v
 
     def number(self, name: str, *, minimum: float = 0.0, strict: bool = False) -> float:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 import torch
@@ -201,12 +202,8 @@ class TorchBackend:
                 raise ValueError(
                     f"need temperature >= 0, top_k >= 0 and top_p in 0..1, got {p} (slot {slot})"
                 )
-        if not slots:
-            return [], StepTiming(wall_ms=0.0, gpu_ms=None)
 
-        start_ns = time.perf_counter_ns()
-        events = self._start_events()
-        with torch.inference_mode(), _nvtx_range("prefill"):
+        def run_prompts() -> Tensor:
             lengths = [len(p) for p in prompts]
             seqlen = max(lengths)
             padded = [p + [PAD] * (seqlen - len(p)) for p in prompts]
@@ -217,16 +214,14 @@ class TorchBackend:
             # Pad rows write junk at positions >= their prompt length; the slot's own
             # decode steps overwrite each position before any query can attend to it.
             logits = self.model(tokens, slot_ids, positions, kv_len=seqlen, last_index=last)
-
             for slot, length, p in zip(slots, lengths, params, strict=True):
                 self._active[slot] = True
                 self._length[slot] = length
                 self._params[slot] = p
                 self._generators[slot] = self._make_generator(p) if p.temperature > 0 else None
-            next_tokens = self._sample(slots, logits)
-        for slot in slots:
-            self._length[slot] += 1
-        return next_tokens, self._finish_timing(start_ns, events)
+            return logits
+
+        return self._step("prefill", slots, run_prompts)
 
     def decode(self, slots: list[int], last_tokens: list[int]) -> tuple[list[int], StepTiming]:
         """Write each slot's last token at its next position and sample the token after it."""
@@ -243,19 +238,28 @@ class TorchBackend:
                     f"slot {slot} already holds {self._length[slot]} tokens; another decode "
                     f"step would exceed max_seq_len {self.max_seq_len}"
                 )
-        if not slots:
-            return [], StepTiming(wall_ms=0.0, gpu_ms=None)
 
-        start_ns = time.perf_counter_ns()
-        events = self._start_events()
-        with torch.inference_mode(), _nvtx_range("decode_step"):
+        def run_last_tokens() -> Tensor:
             # The last generated token goes at position length - 1 (prompt + earlier tokens).
             positions = [self._length[s] - 1 for s in slots]
             if self.use_cuda_graphs:
-                logits = self._decode_graph(slots, last_tokens, positions)
-            else:
-                logits = self._decode_eager(slots, last_tokens, positions)
-            next_tokens = self._sample(slots, logits)
+                return self._decode_graph(slots, last_tokens, positions)
+            return self._decode_eager(slots, last_tokens, positions)
+
+        return self._step("decode_step", slots, run_last_tokens)
+
+    def _step(
+        self, name: str, slots: list[int], forward: Callable[[], Tensor]
+    ) -> tuple[list[int], StepTiming]:
+        """One engine step: `forward()` (logits [B, V]) under inference mode and the NVTX
+        range `name`, then each slot's next token sampled and the slot one token longer.
+        Timed on the wall clock, and by CUDA events on a GPU."""
+        if not slots:
+            return [], StepTiming(wall_ms=0.0, gpu_ms=None)
+        start_ns = time.perf_counter_ns()
+        events = self._start_events()
+        with torch.inference_mode(), _nvtx_range(name):
+            next_tokens = self._sample(slots, forward())
         for slot in slots:
             self._length[slot] += 1
         return next_tokens, self._finish_timing(start_ns, events)

@@ -155,6 +155,22 @@ class KVCache(nn.Module):
         return self.k_cache[slots, :, :kv_len], self.v_cache[slots, :, :kv_len]
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What every layer needs for one forward, besides the hidden states.
+
+    cos, sin: [B, S, D/2], the RoPE tables at each token's position. The cached path has
+    slots [B], positions [B, S] and mask [B, 1, S, kv_len], and attends over `kv_len` cache
+    positions; the uncached reference path (causal over x alone) has none of the three."""
+
+    cos: Tensor
+    sin: Tensor
+    kv_len: int
+    slots: Tensor | None = None
+    positions: Tensor | None = None
+    mask: Tensor | None = None
+
+
 class Attention(nn.Module):
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
@@ -167,24 +183,16 @@ class Attention(nn.Module):
         self.wo = nn.Linear(args.n_heads * args.head_dim, args.d_model, bias=False)
         self.kv_cache: KVCache | None = None  # set by Transformer.setup_caches
 
-    def forward(
-        self,
-        x: Tensor,
-        cos: Tensor,
-        sin: Tensor,
-        slots: Tensor | None,
-        positions: Tensor | None,
-        mask: Tensor | None,
-        kv_len: int,
-    ) -> Tensor:
+    def forward(self, x: Tensor, step: Step) -> Tensor:
         """x: [B, S, d_model]. Without slots: causal attention over x alone (reference path)."""
         bsz, seqlen, _ = x.shape
         q = self.wq(x).view(bsz, seqlen, self.n_heads, self.head_dim)  # q: [B, S, H, D]
         k = self.wk(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)  # k: [B, S, Hkv, D]
         v = self.wv(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k = apply_rope(q, step.cos, step.sin), apply_rope(k, step.cos, step.sin)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # q: [B, H, S, D]; k, v: [B, Hkv, S, D]
 
+        slots, positions, mask = step.slots, step.positions, step.mask
         if slots is None:
             # Reference path, deliberately the textbook way (the tests compare against it):
             # repeat each kv head for its query heads, causal SDPA, no cache.
@@ -194,7 +202,7 @@ class Attention(nn.Module):
         else:
             if self.kv_cache is None or positions is None or mask is None:
                 raise ValueError("call Transformer.setup_caches before a cached forward")
-            keys, values = self.kv_cache.update(slots, positions, k, v, kv_len)
+            keys, values = self.kv_cache.update(slots, positions, k, v, step.kv_len)
             keys, values = keys.to(q.dtype), values.to(q.dtype)  # k: [B, Hkv, kv_len, D]
             out = grouped_query_attention(q, keys, values, mask)  # [B, H, S, D]
         out = out.transpose(1, 2).reshape(bsz, seqlen, self.n_heads * self.head_dim)
@@ -222,17 +230,8 @@ class TransformerBlock(nn.Module):
         self.ffn_norm = RMSNorm(args.d_model, args.norm_eps)
         self.feed_forward = FeedForward(args)
 
-    def forward(
-        self,
-        x: Tensor,
-        cos: Tensor,
-        sin: Tensor,
-        slots: Tensor | None,
-        positions: Tensor | None,
-        mask: Tensor | None,
-        kv_len: int,
-    ) -> Tensor:
-        h = x + self.attention(self.attention_norm(x), cos, sin, slots, positions, mask, kv_len)
+    def forward(self, x: Tensor, step: Step) -> Tensor:
+        h = x + self.attention(self.attention_norm(x), step)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -283,9 +282,10 @@ class Transformer(nn.Module):
         key_pos = torch.arange(kv_len, device=tokens.device)
         mask = (key_pos[None, None, :] <= positions[:, :, None])[:, None]
         cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # [B, S, D/2]
+        step = Step(cos, sin, kv_len, slots, positions, mask)
         h = self.tok_embeddings(tokens)  # [B, S, d_model]
         for layer in self.layers:
-            h = layer(h, cos, sin, slots, positions, mask, kv_len)
+            h = layer(h, step)
         if last_index is not None:
             h = h[torch.arange(h.shape[0], device=h.device), last_index]  # [B, d_model]
         return self.output(self.norm(h))
@@ -295,9 +295,10 @@ class Transformer(nn.Module):
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         cos = self.rope_cos[positions].expand(tokens.shape[0], -1, -1)  # [B, S, D/2]
         sin = self.rope_sin[positions].expand(tokens.shape[0], -1, -1)
+        step = Step(cos, sin, kv_len=tokens.shape[1])
         h = self.tok_embeddings(tokens)
         for layer in self.layers:
-            h = layer(h, cos, sin, None, None, None, tokens.shape[1])
+            h = layer(h, step)
         return self.output(self.norm(h))  # [B, S, V]
 
     def save(self, path: str | Path) -> None:

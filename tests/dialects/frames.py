@@ -1,4 +1,4 @@
-"""Captured-style wire frames (../shared/research/reference-server.md §1-§2) and feeding helpers."""
+"""Captured-style wire frames (docs/design.md, "Wire formats") and feeding helpers."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.reporting.chromium import Chromium, chromium_required, find_chromium
-from zqbench.reporting.html import slo_cells
+from zqbench.outputs.view import build_view
 
 pytestmark = pytest.mark.skipif(
     find_chromium() is None and not chromium_required(),
@@ -49,12 +49,7 @@ def test_banner_matches_summary_json(loaded, rendered_run: Path) -> None:
     assert [(r["expr"], r["verdict"]) for r in rows] == [
         (s["expr"], s["verdict"]) for s in summary["slos"]
     ]
-    for row, slo in zip(rows, summary["slos"], strict=True):
-        cells = slo_cells(slo)
-        assert row["cells"][1:5] == [
-            cells["value"],
-            cells["threshold"],
-            cells["ci"],
-            slo["verdict"],
-        ]
+    views = build_view(summary).slos
+    for row, slo, view in zip(rows, summary["slos"], views, strict=True):
+        assert row["cells"][1:5] == [view.value, view.threshold, view.ci, slo["verdict"]]
         assert row["cells"][5] == slo["message"]

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 from tests.reporting.conftest import uniform_run
 from tests.reporting.synth import write_synthetic_run
 from zqbench.outputs import plots
+from zqbench.outputs.html import render_report_html
 from zqbench.outputs.render import frame_of
 from zqbench.outputs.saved import load_run
-from zqbench.reporting.html import render_report_html
 
 runner = CliRunner()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

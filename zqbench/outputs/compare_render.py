@@ -17,12 +17,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from markupsafe import escape as esc
+
 from zqbench.outputs.compare import Comparison, Diff
+from zqbench.outputs.html import CSS, figure
 from zqbench.outputs.json_out import redacted, write_atomic
 from zqbench.outputs.paths import COMPARE_HTML, COMPARE_JSON, COMPARE_MD, PLOTS_DIR
 from zqbench.outputs.plots import Plot, compare_percentiles
 from zqbench.redact import redact
-from zqbench.reporting.html import CSS, esc, figure
 from zqbench.summary import json_number
 
 COMPARE_PLOT_METRICS = ("latency", "latency_corrected", "ttft")

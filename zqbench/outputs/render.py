@@ -51,8 +51,8 @@ def load_gpu(out_dir: Path, start_epoch_ns: int) -> dict[str, np.ndarray] | None
 
 def render_html(out_dir: Path, summary: Summary, samples: pd.DataFrame) -> list[Path]:
     """plots/*.png and report.html (the PNGs are embedded in the page, and kept beside it)."""
+    from zqbench.outputs.html import render_report_html
     from zqbench.outputs.plots import render_plots
-    from zqbench.reporting.html import render_report_html
 
     frame = frame_of(summary, samples)
     gpu = load_gpu(out_dir, summary.clock.start_epoch_ns)

@@ -2,6 +2,7 @@
 
     density.py     gpu_density: mean GPU busy fraction while >= 1 request is in flight
     table.py       the telemetry Parquet tables in the run folder (one writer, one schema)
+    sampler.py     what the samplers share: polling on absolute times, gpu_density in results
     nvml.py        NvmlSampler: a RunHook polling NVML at 10 Hz (local GPUs)
     prometheus.py  PrometheusScraper: a RunHook scraping /metrics (DCGM, vLLM, refserver)
 

@@ -6,7 +6,7 @@
 GPU per reading. `samples` has the run's `t_send` and `t_end` (ns from the run's start,
 which is `start_epoch_ns` in epoch time). A request is in flight over [t_send, t_end); a
 reading counts when its time falls inside the union of those intervals, so the idle gaps
-between requests do not dilute the figure (../shared/DESIGN.md). With several GPUs the
+between requests do not dilute the figure (docs/design.md). With several GPUs the
 readings of all of them are averaged. No readings inside a busy window: None, not 0.
 
 A reading is the GPU's utilization averaged over the driver's last sample period (NVML:

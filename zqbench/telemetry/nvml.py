@@ -24,7 +24,8 @@ import pandas as pd
 
 from zqbench.errors import UsageError
 from zqbench.hooks import HookContext, HookResult
-from zqbench.telemetry import density, table
+from zqbench.telemetry import table
+from zqbench.telemetry.sampler import add_gpu_density, poll_every
 
 INTERVAL_S = 0.1
 NVML_CLOCK_SM = 1  # nvmlClockType_t
@@ -159,20 +160,14 @@ class NvmlSampler:
                 self._rows[key].append(value)
 
     def _loop(self) -> None:
-        next_ns = time.perf_counter_ns()
-        step_ns = int(self.interval_s * 1e9)
-        while True:
-            try:
-                self._read()
-            except Exception as exc:  # a GPU fell off the bus: stop sampling, report it
-                self._failures.append(f"{type(exc).__name__}: {exc}")
-                return
-            next_ns += step_ns
-            now = time.perf_counter_ns()
-            if next_ns < now:  # fell behind (a slow query): skip, never burst to catch up
-                next_ns = now + step_ns - (now - next_ns) % step_ns
-            if self._stopping.wait((next_ns - now) / 1e9):
-                return
+        poll_every(self.interval_s, self._stopping, self._poll)
+
+    def _poll(self) -> None:
+        try:
+            self._read()
+        except Exception as exc:  # a GPU fell off the bus: stop sampling, report it
+            self._failures.append(f"{type(exc).__name__}: {exc}")
+            self._stopping.set()
 
     def stop(self) -> HookResult:
         self._stopping.set()
@@ -194,16 +189,9 @@ class NvmlSampler:
         result.notes.extend(throttle_notes(frame))
         if self._failures:
             result.notes.append(f"nvml sampling stopped early: {self._failures[0]}")
-        try:
-            samples = density.run_samples(ctx.out_dir)
-        except Exception as exc:  # no samples on disk (the run failed early): no density
-            result.notes.append(f"gpu_density unavailable: {type(exc).__name__}: {exc}")
-            return result
-        value = density.gpu_density(frame, samples, self._anchor_ns + ctx.start_monotonic_ns)
-        if value is None:
-            result.notes.append("gpu_density unavailable: no GPU reading while requests ran")
-        else:
-            result.telemetry["gpu_density" if self.primary else "gpu_density_nvml"] = value
+        key = "gpu_density" if self.primary else "gpu_density_nvml"
+        start_epoch_ns = self._anchor_ns + ctx.start_monotonic_ns
+        add_gpu_density(result, key, frame, ctx.out_dir, start_epoch_ns)
         return result
 
     def _shutdown(self) -> None:

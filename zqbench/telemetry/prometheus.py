@@ -36,7 +36,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from zqbench.errors import UsageError
 from zqbench.hooks import HookContext, HookResult
-from zqbench.telemetry import density, table
+from zqbench.telemetry import table
+from zqbench.telemetry.sampler import add_gpu_density, poll_every
 
 INTERVAL_S = 0.25
 TIMEOUT_S = 2.0
@@ -155,16 +156,7 @@ class PrometheusScraper:
             self._rows["value"].append(value)
 
     def _loop(self) -> None:
-        next_ns = time.perf_counter_ns()
-        step_ns = int(self.interval_s * 1e9)
-        while True:
-            self._scrape()
-            next_ns += step_ns
-            now = time.perf_counter_ns()
-            if next_ns < now:  # a slow scrape: skip the missed slots
-                next_ns = now + step_ns - (now - next_ns) % step_ns
-            if self._stopping.wait((next_ns - now) / 1e9):
-                return
+        poll_every(self.interval_s, self._stopping, self._scrape)
 
     def stop(self) -> HookResult:
         self._stopping.set()
@@ -198,14 +190,9 @@ class PrometheusScraper:
             return result
         if self.primary:
             table.write_table(ctx.out_dir / table.GPU_TABLE, table.GPU_SCHEMA, gpu.to_dict("list"))
-        try:
-            samples = density.run_samples(ctx.out_dir)
-        except Exception as exc:  # no samples on disk (the run failed early): no density
-            result.notes.append(f"gpu_density unavailable: {type(exc).__name__}: {exc}")
-            return result
-        value = density.gpu_density(gpu, samples, self._anchor_ns + ctx.start_monotonic_ns)
-        if value is not None:
-            result.telemetry["gpu_density" if self.primary else "gpu_density_prometheus"] = value
+        key = "gpu_density" if self.primary else "gpu_density_prometheus"
+        start_epoch_ns = self._anchor_ns + ctx.start_monotonic_ns
+        add_gpu_density(result, key, gpu, ctx.out_dir, start_epoch_ns)
         return result
 
 

@@ -1,18 +1,23 @@
-"""Helpers the transports share: the parsed base URL and the per-request deadline."""
+"""Helpers the transports share: the parsed base URL, opening a connection, the deadline."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from zqbench.errors import UsageError
 from zqbench.redact import redact_url
-from zqbench.transport.base import RequestTimeout
+from zqbench.transport.base import ConnectError, RequestTimeout
+
+P = TypeVar("P", bound=asyncio.Protocol)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +80,59 @@ def client_ssl_context(insecure: bool, alpn: list[str]) -> ssl.SSLContext:
         ctx.verify_mode = ssl.CERT_NONE
     ctx.set_alpn_protocols(alpn)
     return ctx
+
+
+def reason(e: BaseException) -> str:
+    """A failure in a few words, for a one-line message: the OS's text for an errno
+    ("Connection refused", not asyncio's multi-part text), else its first line, else its type."""
+    if isinstance(e, OSError) and e.errno and not isinstance(e, ssl.SSLError):
+        return os.strerror(e.errno)
+    return first_line(e)
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else ""
+    return text or type(e).__name__
+
+
+def cannot_connect(origin: Origin, why: str) -> ConnectError:
+    return ConnectError(f"cannot connect to {origin.address}: {why}")
+
+
+def no_answer(origin: Origin, timeout_s: float) -> ConnectError:
+    return cannot_connect(origin, f"no answer within {timeout_s:g} s")
+
+
+async def open_connection(
+    factory: Callable[[], P],
+    origin: Origin,
+    timeout_s: float,
+    *,
+    ssl_ctx: ssl.SSLContext | None,
+    address: tuple[int, str, int] | None = None,
+) -> P:
+    """`loop.create_connection` bounded by the connect timeout; every failure is a ConnectError.
+
+    `address` is an already resolved (family, ip, port); without it the loop resolves
+    `origin.host`. TLS verifies against `origin.host` either way."""
+    family, host, port = address or (0, origin.host, origin.port)
+    try:
+        _, protocol = await asyncio.wait_for(
+            asyncio.get_running_loop().create_connection(
+                factory,
+                host,
+                port,
+                family=family,
+                ssl=ssl_ctx,
+                server_hostname=origin.host if ssl_ctx is not None else None,
+            ),
+            timeout_s,
+        )
+    except asyncio.TimeoutError:  # before OSError: TimeoutError subclasses it
+        raise no_answer(origin, timeout_s) from None
+    except OSError as e:  # refused, unreachable, TLS handshake or verification
+        raise cannot_connect(origin, reason(e)) from None
+    return protocol
 
 
 class Deadline:

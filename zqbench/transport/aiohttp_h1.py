@@ -1,4 +1,7 @@
-"""HTTP/1.1 over aiohttp: the hot path (measured ~10x cheaper per request than httpx here).
+"""HTTP/1.1 over aiohttp: the selectable reference (`--h1-client aiohttp`).
+
+The default, `raw_h1`, holds about twice aiohttp's open-loop rate at half its CPU per
+request (docs/performance.md); aiohttp stays as a widely used client to compare against.
 
 One `ClientSession` with a keep-alive `TCPConnector` per transport. aiohttp's exceptions are
 translated in exactly one place, `_map_errors`, into the tree of `zqbench.transport.base`.
@@ -18,30 +21,30 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import ssl
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp import client_exceptions as cx
 from aiohttp import http_exceptions as hx
 from yarl import URL
 
-from zqbench.transport._common import Deadline, Origin, client_ssl_context, now_ns, parse_base_url
-from zqbench.transport.base import (
-    BodyTooLarge,
-    ConnectError,
-    ConnectionReset,
-    Exchange,
-    HttpRequest,
-    PoolLimits,
-    ProtocolViolation,
-    RequestTimeout,
-    ResponseSink,
-    TransportError,
+from zqbench.transport import base
+from zqbench.transport._common import (
+    Deadline,
+    Origin,
+    client_ssl_context,
+    first_line,
+    no_answer,
+    now_ns,
+    parse_base_url,
 )
+from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
 
 READ_BUFSIZE = 1 << 20  # read up to 1 MiB per wake-up: big bodies in few chunks
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -53,10 +56,10 @@ def _map_errors(address: str) -> Iterator[None]:
     """
     try:
         yield
-    except TransportError:
+    except base.TransportError:
         raise
     except (cx.ClientConnectorError, cx.ClientSSLError, cx.ConnectionTimeoutError) as e:
-        raise ConnectError(f"cannot connect to {address}: {_reason(e)}") from e
+        raise base.ConnectError(f"cannot connect to {address}: {_reason(e)}") from e
     except (cx.ServerDisconnectedError, cx.ClientPayloadError) as e:
         # A payload error is a body cut short (Content-Length or chunked framing not
         # completed): the peer went away mid-response, unless the framing itself was invalid.
@@ -64,17 +67,17 @@ def _map_errors(address: str) -> Iterator[None]:
         if isinstance(cause, hx.BadHttpMessage) and not isinstance(
             cause, (hx.ContentLengthError, hx.TransferEncodingError)
         ):
-            raise ProtocolViolation(f"invalid response body framing: {cause}") from e
-        raise ConnectionReset(f"connection closed mid-response: {_reason(e)}") from e
+            raise base.ProtocolViolation(f"invalid response body framing: {cause}") from e
+        raise base.ConnectionReset(f"connection closed mid-response: {_reason(e)}") from e
     except (cx.ClientResponseError, hx.HttpProcessingError) as e:
         # aiohttp reports unparseable status lines/headers as ClientResponseError(400, ...).
-        raise ProtocolViolation(f"invalid HTTP response: {_reason(e)}") from e
+        raise base.ProtocolViolation(f"invalid HTTP response: {_reason(e)}") from e
     except (cx.ServerTimeoutError, asyncio.TimeoutError) as e:
-        raise RequestTimeout(f"timed out: {_reason(e)}") from e
+        raise base.RequestTimeout(f"timed out: {_reason(e)}") from e
     except (cx.ClientOSError, ConnectionError, OSError) as e:
-        raise ConnectionReset(f"connection error: {_reason(e)}") from e
+        raise base.ConnectionReset(f"connection error: {_reason(e)}") from e
     except cx.ClientError as e:
-        raise TransportError(f"{type(e).__name__}: {_reason(e)}") from e
+        raise base.TransportError(f"{type(e).__name__}: {_reason(e)}") from e
 
 
 def _reason(e: BaseException) -> str:
@@ -82,8 +85,7 @@ def _reason(e: BaseException) -> str:
         return e.os_error.strerror or str(e.os_error) or type(e.os_error).__name__
     if isinstance(e, cx.ClientResponseError):
         return e.message or type(e).__name__
-    text = str(e).splitlines()[0] if str(e) else ""
-    return text or type(e).__name__
+    return first_line(e)
 
 
 # [request written, new connection started]: set in the request's own task by the two
@@ -206,33 +208,27 @@ class AiohttpTransport:
 
     async def _connect_one(
         self, connector: aiohttp.BaseConnector, req: aiohttp.ClientRequest, t: aiohttp.ClientTimeout
-    ) -> object:
-        with _map_errors(self.origin.address):
-            try:
-                return await asyncio.wait_for(
-                    connector.connect(req, [], t), self.limits.connect_timeout_s
-                )
-            except asyncio.TimeoutError:
-                raise ConnectError(
-                    f"cannot connect to {self.origin.address}: no answer within "
-                    f"{self.limits.connect_timeout_s:g} s"
-                ) from None
+    ) -> aiohttp.connector.Connection:
+        return await self._while_connecting(connector.connect(req, [], t))
 
     async def _warm_request(self) -> None:
-        assert self._session is not None and self.warm_path is not None
+        session, path = self._session, self.warm_path
+        assert session is not None and path is not None
 
         async def get() -> None:
-            async with self._session.get(self._base + self.warm_path) as resp:  # type: ignore[union-attr]
+            async with session.get(self._base + path) as resp:
                 await resp.read()
 
+        await self._while_connecting(get())
+
+    async def _while_connecting(self, step: Awaitable[T]) -> T:
+        """A step of `open()`, bounded by the connect timeout; failures are ConnectError."""
+        timeout = self.limits.connect_timeout_s
         with _map_errors(self.origin.address):
             try:
-                await asyncio.wait_for(get(), self.limits.connect_timeout_s)
+                return await asyncio.wait_for(step, timeout)
             except asyncio.TimeoutError:
-                raise ConnectError(
-                    f"cannot connect to {self.origin.address}: no answer within "
-                    f"{self.limits.connect_timeout_s:g} s"
-                ) from None
+                raise no_answer(self.origin, timeout) from None
 
     async def send(self, request: HttpRequest, sink: ResponseSink, timeout_s: float) -> Exchange:
         session = self._session
@@ -276,12 +272,12 @@ class AiohttpTransport:
                     t = now_ns()
                     ex.bytes_in += len(chunk)
                     if ex.bytes_in > cap:
-                        raise BodyTooLarge(f"response body passed {cap} bytes")
+                        raise base.BodyTooLarge(f"response body passed {cap} bytes")
                     sink.on_data(chunk, t)
                 ex.t_end = now_ns()
                 resp.release()  # back to the pool for keep-alive
                 sink.on_end(ex.t_end)
-        except TransportError as e:
+        except base.TransportError as e:
             ex.t_end = now_ns()
             ex.error = e
             if resp is not None:

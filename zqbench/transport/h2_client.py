@@ -26,18 +26,16 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
-from zqbench.transport._common import Deadline, Origin, client_ssl_context, now_ns, parse_base_url
-from zqbench.transport.base import (
-    BodyTooLarge,
-    ConnectError,
-    ConnectionReset,
-    Exchange,
-    HttpRequest,
-    PoolLimits,
-    ProtocolViolation,
-    ResponseSink,
-    TransportError,
+from zqbench.transport import base
+from zqbench.transport._common import (
+    Deadline,
+    Origin,
+    client_ssl_context,
+    now_ns,
+    open_connection,
+    parse_base_url,
 )
+from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
 
 STREAM_WINDOW = 1 << 24
 CONNECTION_WINDOW = 1 << 30
@@ -105,10 +103,10 @@ class _Connection(asyncio.Protocol):
             self.lost.set_result(None)
         self.transport = None
         reason = f": {exc}" if exc else ""
-        self.fail_all(ConnectionReset(f"connection closed by the server{reason}"))
+        self.fail_all(base.ConnectionReset(f"connection closed by the server{reason}"))
         if not self.settings.done():
             self.settings.set_exception(
-                ConnectError(f"cannot connect to {self.pool.origin.address}: closed{reason}")
+                base.ConnectError(f"cannot connect to {self.pool.origin.address}: closed{reason}")
             )
         self.pool._forget(self)
 
@@ -146,7 +144,7 @@ class _Connection(asyncio.Protocol):
             st.window.set()
         self.pool._slot_freed()
 
-    def fail_all(self, error: TransportError) -> None:
+    def fail_all(self, error: base.TransportError) -> None:
         t = now_ns()
         for sid in list(self.streams):
             self.finish(sid, error, t)
@@ -167,10 +165,10 @@ class _Connection(asyncio.Protocol):
             _check_partial_frame(self.h2)
         except h2.exceptions.ProtocolError as e:
             hint = " (the server speaks HTTP/1.1, not HTTP/2)" if b"HTTP/1." in data[:16] else ""
-            self.fail_all(ProtocolViolation(f"invalid HTTP/2 from the server: {e}{hint}"))
+            self.fail_all(base.ProtocolViolation(f"invalid HTTP/2 from the server: {e}{hint}"))
             if not self.settings.done():
                 self.settings.set_exception(
-                    ConnectError(f"{self.pool.origin.address} does not speak HTTP/2{hint}")
+                    base.ConnectError(f"{self.pool.origin.address} does not speak HTTP/2{hint}")
                 )
             self.close()
             return
@@ -187,7 +185,8 @@ class _Connection(asyncio.Protocol):
             st.ex.bytes_in += len(ev.data)
             if st.ex.bytes_in > st.cap:
                 self.cancel_stream(ev.stream_id)
-                self.finish(ev.stream_id, BodyTooLarge(f"response body passed {st.cap} bytes"), t)
+                too_large = base.BodyTooLarge(f"response body passed {st.cap} bytes")
+                self.finish(ev.stream_id, too_large, t)
                 return
             self._call(ev.stream_id, st, st.sink.on_data, ev.data, t)
         elif isinstance(ev, h2.events.ResponseReceived):
@@ -208,7 +207,8 @@ class _Connection(asyncio.Protocol):
                 self.finish(ev.stream_id, None, t)
         elif isinstance(ev, h2.events.StreamReset):
             code = _code_name(ev.error_code)
-            self.finish(ev.stream_id, ConnectionReset(f"stream reset by the server ({code})"), t)
+            reset = base.ConnectionReset(f"stream reset by the server ({code})")
+            self.finish(ev.stream_id, reset, t)
         elif isinstance(ev, h2.events.WindowUpdated):
             sid = ev.stream_id
             for st in self.streams.values() if sid == 0 else [self.streams.get(sid)]:
@@ -224,7 +224,7 @@ class _Connection(asyncio.Protocol):
             code = _code_name(ev.error_code)
             last = ev.last_stream_id if ev.last_stream_id is not None else 0
             for sid in [s for s in self.streams if s > last]:
-                self.finish(sid, ConnectionReset(f"GOAWAY ({code}): stream not processed"), t)
+                self.finish(sid, base.ConnectionReset(f"GOAWAY ({code}): stream not processed"), t)
             if not self.streams and self.transport is not None:
                 self.transport.close()
 
@@ -312,42 +312,24 @@ class H2Transport:
             raise
 
     async def _connect(self) -> _Connection:
-        loop = asyncio.get_running_loop()
         o = self.origin
         ssl_ctx = client_ssl_context(self.insecure, ["h2"]) if o.tls else None
         timeout = self.limits.connect_timeout_s
         self._opening += 1
         try:
-            try:
-                _, conn = await asyncio.wait_for(
-                    loop.create_connection(
-                        lambda: _Connection(self),
-                        o.host,
-                        o.port,
-                        ssl=ssl_ctx,
-                        server_hostname=o.host if ssl_ctx else None,
-                    ),
-                    timeout,
-                )
-            except asyncio.TimeoutError:
-                raise ConnectError(
-                    f"cannot connect to {o.address}: no answer within {timeout:g} s"
-                ) from None
-            except OSError as e:
-                raise ConnectError(f"cannot connect to {o.address}: {e.strerror or e}") from e
-            assert isinstance(conn, _Connection)
+            conn = await open_connection(lambda: _Connection(self), o, timeout, ssl_ctx=ssl_ctx)
             if ssl_ctx is not None:
                 alpn = conn.transport.get_extra_info("ssl_object").selected_alpn_protocol()  # type: ignore[union-attr]
                 if alpn != "h2":
                     conn.close()
-                    raise ConnectError(f"{o.address} did not agree to HTTP/2 (ALPN: {alpn})")
+                    raise base.ConnectError(f"{o.address} did not agree to HTTP/2 (ALPN: {alpn})")
             self.opened += 1
             try:
                 # The server's first SETTINGS proves it speaks HTTP/2 and sets the stream limit.
                 await asyncio.wait_for(asyncio.shield(conn.settings), timeout)
             except asyncio.TimeoutError:
                 conn.close()
-                raise ConnectError(
+                raise base.ConnectError(
                     f"{o.address} sent no HTTP/2 SETTINGS within {timeout:g} s"
                 ) from None
             self._conns.append(conn)  # only now: its stream limit is known
@@ -375,7 +357,7 @@ class H2Transport:
             if best is not None:
                 return best
             if self._closed:
-                raise ConnectionReset("transport closed")
+                raise base.ConnectionReset("transport closed")
             # One connection opening at a time: the streams waiting meanwhile will fit on it.
             if self._opening == 0 and len(self._conns) < self.limits.max_connections:
                 return await self._connect()
@@ -414,7 +396,7 @@ class H2Transport:
                 if body:
                     await conn.send_body(sid, body)
                 await done
-        except TransportError as e:
+        except base.TransportError as e:
             ex.t_end = now_ns()
             ex.error = e
             if conn is not None and sid in conn.streams:
@@ -425,12 +407,12 @@ class H2Transport:
         except h2.exceptions.ProtocolError as e:
             # e.g. the connection hit GOAWAY between _pick and send_headers
             ex.t_end = now_ns()
-            ex.error = ConnectionReset(f"HTTP/2 connection unusable: {e}")
+            ex.error = base.ConnectionReset(f"HTTP/2 connection unusable: {e}")
             if conn is not None:
                 conn.streams.pop(sid, None)
             return ex
         if st.error is not None:
-            if not isinstance(st.error, TransportError):
+            if not isinstance(st.error, base.TransportError):
                 raise st.error  # the sink raised: not a transport failure, the caller's bug
             ex.error = st.error
         return ex

@@ -83,7 +83,7 @@ def _resolve(origin: Origin) -> tuple[str, int]:
     except socket.gaierror as e:
         raise ConnectError(f"cannot resolve {origin.host}: {e.strerror}") from e
     family, _, _, _, sockaddr = infos[0]
-    host = sockaddr[0]
+    host = str(sockaddr[0])
     return (f"[{host}]" if family == socket.AF_INET6 else host), origin.port
 
 

@@ -1,4 +1,4 @@
-"""HTTP/1.1 over a bare asyncio `Protocol`: the experimental, cheaper hot path.
+"""HTTP/1.1 over a bare asyncio `Protocol`: the hot path, and the default HTTP/1.1 transport.
 
 Same contract as `aiohttp_h1.AiohttpTransport` (see `zqbench.transport.base`), built from the
 event loop's own pieces so a request costs one `transport.write` and one future:
@@ -25,24 +25,22 @@ Not done: write flow control (request bodies are buffered whole), pipelining, 10
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import ssl
 from collections.abc import Callable
 from time import perf_counter_ns
 
-from zqbench.transport._common import Deadline, Origin, client_ssl_context, parse_base_url
-from zqbench.transport.base import (
-    BodyTooLarge,
-    ConnectError,
-    ConnectionReset,
-    Exchange,
-    HttpRequest,
-    PoolLimits,
-    ProtocolViolation,
-    ResponseSink,
-    TransportError,
+from zqbench.transport import base
+from zqbench.transport._common import (
+    Deadline,
+    Origin,
+    cannot_connect,
+    client_ssl_context,
+    open_connection,
+    parse_base_url,
+    reason,
 )
+from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers; more is not a plausible response
 MAX_CHUNK_LINE = 1024  # a chunk-size line with extensions
@@ -51,13 +49,6 @@ OUR_HEADERS = frozenset({"content-length", "transfer-encoding"})  # we frame the
 
 # Parser states.
 _IDLE, _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_EOF = range(8)
-
-
-def _reason(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.errno and not isinstance(e, ssl.SSLError):
-        return os.strerror(e.errno)  # "Connection refused", not asyncio's multi-part text
-    text = str(e).splitlines()[0] if str(e) else ""
-    return text or type(e).__name__
 
 
 class _Conn(asyncio.Protocol):
@@ -124,11 +115,11 @@ class _Conn(asyncio.Protocol):
                 self._fail(e, t)
             return
         if exc is not None:
-            err = ConnectionReset(f"connection lost mid-response: {_reason(exc)}")
+            err = base.ConnectionReset(f"connection lost mid-response: {reason(exc)}")
         elif self.got_bytes:
-            err = ConnectionReset("connection closed mid-response")
+            err = base.ConnectionReset("connection closed mid-response")
         else:
-            err = ConnectionReset("connection closed before any response")
+            err = base.ConnectionReset("connection closed before any response")
         self._fail(err, t)
 
     def data_received(self, data: bytes) -> None:
@@ -160,7 +151,7 @@ class _Conn(asyncio.Protocol):
         assert ex is not None
         ex.bytes_in += len(piece)
         if ex.bytes_in > self.cap:
-            raise BodyTooLarge(f"response body passed {self.cap} bytes")
+            raise base.BodyTooLarge(f"response body passed {self.cap} bytes")
         out.append(piece)
 
     def _parse(self, buf: bytes, out: list[bytes], t: int) -> tuple[bool, int]:
@@ -182,17 +173,14 @@ class _Conn(asyncio.Protocol):
             elif st == _CHUNK_SIZE:
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
-                    if n - pos > MAX_CHUNK_LINE:
-                        raise ProtocolViolation("chunk-size line too long")
-                    self.buf = buf[pos:]
-                    return False, n
+                    return self._more(buf, pos, MAX_CHUNK_LINE, "chunk-size line")
                 field = buf[pos:eol].split(b";", 1)[0].strip(b" \t")
                 try:
                     if not field or field.lstrip(b"0123456789abcdefABCDEF"):
                         raise ValueError
                     size = int(field, 16)
                 except ValueError:
-                    raise ProtocolViolation(f"bad chunk size {field[:20]!r}") from None
+                    raise base.ProtocolViolation(f"bad chunk size {field[:20]!r}") from None
                 pos = eol + 2
                 if size:
                     self.remaining = size
@@ -204,7 +192,7 @@ class _Conn(asyncio.Protocol):
                     self.buf = buf[pos:]
                     return False, n
                 if buf[pos : pos + 2] != b"\r\n":
-                    raise ProtocolViolation("chunk data not followed by CRLF")
+                    raise base.ProtocolViolation("chunk data not followed by CRLF")
                 pos += 2
                 self.state = _CHUNK_SIZE
             elif st == _TRAILER:
@@ -213,10 +201,7 @@ class _Conn(asyncio.Protocol):
                     return True, pos + 2
                 end = buf.find(b"\r\n\r\n", pos)
                 if end < 0:
-                    if n - pos > MAX_HEAD_BYTES:
-                        raise ProtocolViolation("trailer section too long")
-                    self.buf = buf[pos:]
-                    return False, n
+                    return self._more(buf, pos, MAX_HEAD_BYTES, "trailer section")
                 return True, end + 4
             elif st == _HEAD:
                 end = buf.find(b"\r\n\r\n", pos)
@@ -224,11 +209,8 @@ class _Conn(asyncio.Protocol):
                     # Fail garbage at once rather than wait for a head that never comes.
                     start = buf[pos : pos + 5]
                     if b"HTTP/"[: len(start)] != start:
-                        raise ProtocolViolation(f"not an HTTP response: {start!r}")
-                    if n - pos > MAX_HEAD_BYTES:
-                        raise ProtocolViolation("response head too long")
-                    self.buf = buf[pos:]
-                    return False, n
+                        raise base.ProtocolViolation(f"not an HTTP response: {start!r}")
+                    return self._more(buf, pos, MAX_HEAD_BYTES, "response head")
                 status = self._head(buf[pos:end], t)
                 pos = end + 4
                 if status < 0:
@@ -240,7 +222,15 @@ class _Conn(asyncio.Protocol):
                     self._body(buf[pos:] if pos else buf, out)
                 return False, n
             else:
-                raise ProtocolViolation("bytes after the response")
+                raise base.ProtocolViolation("bytes after the response")
+
+    def _more(self, buf: bytes, pos: int, limit: int, what: str) -> tuple[bool, int]:
+        """Keep an incomplete line or head for the next read; one longer than `limit` is not
+        HTTP (and would grow without end). Returns `_parse`'s (not complete, all used)."""
+        if len(buf) - pos > limit:
+            raise base.ProtocolViolation(f"{what} too long")
+        self.buf = buf[pos:]
+        return False, len(buf)
 
     def _head(self, head: bytes, t: int) -> int:
         """Parse a status line and headers, tell the sink, and pick the body framing."""
@@ -254,14 +244,14 @@ class _Conn(asyncio.Protocol):
             or not (code.isdigit() and code.isascii())
             or (len(line) > 12 and line[12:13] != b" ")
         ):
-            raise ProtocolViolation(f"bad status line {line[:40]!r}")
+            raise base.ProtocolViolation(f"bad status line {line[:40]!r}")
         status = int(code)
         headers: dict[str, str] = {}
         for raw in lines[1:]:
             name, colon, value = raw.partition(b":")
             # No colon, an empty name, or whitespace in it (obs-fold included) is not HTTP.
             if not colon or not name or name != name.strip(b" \t") or b" " in name:
-                raise ProtocolViolation(f"bad header line {raw[:40]!r}")
+                raise base.ProtocolViolation(f"bad header line {raw[:40]!r}")
             k = name.decode("latin-1").lower()
             v = value.strip(b" \t").decode("utf-8", "surrogateescape")
             headers[k] = f"{headers[k]}, {v}" if k in headers else v
@@ -286,7 +276,8 @@ class _Conn(asyncio.Protocol):
             values = {v.strip() for v in headers["content-length"].split(",")}
             cl = values.pop()
             if values or not (cl.isdigit() and cl.isascii()):
-                raise ProtocolViolation(f"bad Content-Length {headers['content-length'][:40]!r}")
+                shown = headers["content-length"][:40]
+                raise base.ProtocolViolation(f"bad Content-Length {shown!r}")
             self.remaining = int(cl)
             self.state = _LENGTH if self.remaining else _IDLE
         else:
@@ -331,8 +322,7 @@ class RawH1Transport:
         self.limits = limits or PoolLimits()
         self.insecure = insecure
         self._ssl: ssl.SSLContext | None = None
-        self._ip, self._port = "", 0  # resolved once in open()
-        self._family = 0
+        self._address: tuple[int, str, int] | None = None  # (family, ip, port), resolved in open()
         self._idle: list[_Conn] = []  # LIFO: the most recently used connection first
         self._conns: set[_Conn] = set()
         self._opened = False
@@ -366,19 +356,19 @@ class RawH1Transport:
                 self.limits.connect_timeout_s,
             )
         except (OSError, asyncio.TimeoutError) as e:
-            raise ConnectError(f"cannot connect to {o.address}: {_reason(e)}") from None
+            raise cannot_connect(o, reason(e)) from None
         # The first address that accepts a connection is the one every later connection uses.
         first: _Conn | None = None
-        error: ConnectError | None = None
+        error: base.ConnectError | None = None
         for family, _, _, _, addr in infos:
-            self._family, self._ip, self._port = family, str(addr[0]), int(addr[1])
+            self._address = (family, str(addr[0]), int(addr[1]))
             try:
                 first = await self._connect()
                 break
-            except ConnectError as e:
+            except base.ConnectError as e:
                 error = e
         if first is None:
-            raise error or ConnectError(f"cannot connect to {o.address}: no address")
+            raise error or cannot_connect(o, "no address")
         self._idle.append(first)
         n = max(1, min(self.limits.warm_connections, self.limits.max_connections))
         results = await asyncio.gather(
@@ -390,28 +380,14 @@ class RawH1Transport:
             self._idle.append(r)
 
     async def _connect(self) -> _Conn:
-        loop = asyncio.get_running_loop()
-        o = self.origin
         cap = self.limits.max_body_bytes
-        try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: _Conn(cap, self._conns.discard),
-                    self._ip,
-                    self._port,
-                    family=self._family,
-                    ssl=self._ssl,
-                    server_hostname=o.host if self._ssl is not None else None,
-                ),
-                self.limits.connect_timeout_s,
-            )
-        except asyncio.TimeoutError:  # before OSError: TimeoutError subclasses it
-            raise ConnectError(
-                f"cannot connect to {o.address}: no answer within "
-                f"{self.limits.connect_timeout_s:g} s"
-            ) from None
-        except OSError as e:  # refused, unreachable, TLS handshake or verification
-            raise ConnectError(f"cannot connect to {o.address}: {_reason(e)}") from None
+        conn = await open_connection(
+            lambda: _Conn(cap, self._conns.discard),
+            self.origin,
+            self.limits.connect_timeout_s,
+            ssl_ctx=self._ssl,
+            address=self._address,
+        )
         self._conns.add(conn)
         self.opened += 1
         return conn
@@ -466,7 +442,7 @@ class RawH1Transport:
                     else:
                         ex.t_send = perf_counter_ns()  # a connection is in hand: write now
                     await conn.request(wire, head_only, sink, ex)
-            except TransportError as e:
+            except base.TransportError as e:
                 if not ex.t_end:
                     ex.t_end = perf_counter_ns()
                 ex.error = e

@@ -1,0 +1,35 @@
+"""report.html: one self-contained page (inline CSS, images as base64 PNG, no script).
+
+Rendered from templates/report.html.j2 over the view model it shares with summary.md
+(outputs/view.py), with HTML autoescape on: every string from the run is redacted by the
+view and escaped by jinja2. Sections: verdict banner (each SLO's value, threshold, CI,
+verdict), run facts (scenario, target, load, telemetry, stages, environment), key metrics,
+status mix (overall and per stage), error migration, head-of-line blocking, refusals,
+figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+import zqbench
+from zqbench.outputs import view
+from zqbench.outputs.templating import html_environment
+
+# compare.html (outputs/compare_render.py) inlines the same stylesheet.
+CSS = (resources.files("zqbench.outputs") / "templates" / "report.css").read_text("utf-8")
+
+
+def render_report_html(summary: Mapping[str, Any], figures: Sequence[view.FigureData]) -> str:
+    """The page; figures are (name, title, caption, png bytes)."""
+    template = html_environment().get_template("report.html.j2")
+    return template.render(view=view.build_view(summary, figures), version=zqbench.__version__)
+
+
+def figure(title: str, caption: str, png: bytes, name: str) -> str:
+    """One embedded figure as report.html shows it, for pages that embed the same."""
+    macros = html_environment().get_template("macros.html.j2").module
+    # A template's macros are attributes of its module, unknown to the type checker.
+    return str(macros.figure(view.figure(name, title, caption, png)))  # type: ignore[attr-defined]
