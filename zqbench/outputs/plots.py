@@ -394,12 +394,12 @@ def percentiles(run: RunData, plots_dir: Path) -> Plot:
     )
 
 
-def _log_bins(values_ms: np.ndarray, bins: int = 60) -> np.ndarray:
+def _log_bins(values_ms: np.ndarray, bins: int = 60) -> list[float]:
     positive = values_ms[values_ms > 0]
     low, high = float(positive.min()), float(positive.max())
     if high <= low * 1.0001:
         low, high = low / 1.5, high * 1.5
-    return np.geomspace(low, high, bins + 1)
+    return np.geomspace(low, high, bins + 1).tolist()
 
 
 def histograms(run: RunData, plots_dir: Path) -> Plot | None:
