@@ -103,10 +103,6 @@ def run_probe(options: ProbeOptions) -> ProbeReport:
         )
     except ConnectError as exc:
         raise TargetError(str(exc)) from None
-    statuses: dict[str, int] = {}
-    for r in results:
-        key = str(r.status) if r.error is None or r.status else f"transport:{r.error}"
-        statuses[key] = statuses.get(key, 0) + 1
     ok = [r for r in results if r.error is None and 200 <= r.status < 300]
     phases = (
         _phase("dns", [r.dns_ns for r in ok]),
@@ -123,10 +119,19 @@ def run_probe(options: ProbeOptions) -> ProbeReport:
         target=redact_url(options.target),
         n=len(results),
         ok_count=len(ok),
-        statuses=statuses,
+        statuses=_statuses(results),
         phases=phases,
         ratio_p99_p50=ratio,
     )
+
+
+def _statuses(results: list[ProbeResult]) -> dict[str, int]:
+    """How many requests ended with each HTTP status, or each transport error."""
+    statuses: dict[str, int] = {}
+    for r in results:
+        key = str(r.status) if r.error is None or r.status else f"transport:{r.error}"
+        statuses[key] = statuses.get(key, 0) + 1
+    return statuses
 
 
 def format_probe(report: ProbeReport) -> str:

@@ -11,9 +11,10 @@ a constant-arrival-rate copy of the scenario (same requests, mix and SLOs, one s
 
 A step passes only with verdict `pass`: `fail`, `inconclusive` (too few samples to be
 sure) and `invalid` (the generator could not hold the rate) do not. The knee is the
-highest passing rate. Outputs: `sweep.json` (schema `zqbench.sweep/1`), `sweep.md`, and
-one run folder per step. Without a target, one embedded reference server serves every
-step (not one per step), so the steps see the same warm server.
+highest passing rate. Outputs (`zqbench.outputs.sweep`): `sweep.json` (schema
+`zqbench.sweep/1`), `sweep.md`, and one run folder per step. Without a target, one
+embedded reference server (the target stage's) serves every step, not one per step, so
+the steps see the same warm server.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def sweep_config(
     """The scenario's [sweep] table (else the defaults), with the fields `overrides` gives
     (None: keep), checked: 0 < min_rate <= max_rate, step_factor > 1, step_duration_s > 0,
     bisect_steps >= 0."""
-    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    given: dict[str, Any] = {k: v for k, v in (overrides or {}).items() if v is not None}
     config = dataclasses.replace(scenario.sweep or SweepConfig(), **given)
     check_above("min_rate", config.min_rate, 0)
     check_at_least("max_rate", config.max_rate, config.min_rate)

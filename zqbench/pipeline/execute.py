@@ -56,41 +56,17 @@ def execute(
     stop: StopFlag | None = None,
 ) -> Execution:
     """Send the plan's requests; samples land in `out_dir` as the workers go."""
-    hooks: list[RunHook] = [
-        *hooks_for_run(
-            target.scenario,
-            telemetry=options.telemetry,
-            target_host=target.host,
-            target_port=target.port,
-        ),
-        *options.hooks,
-    ]
+    hooks = _Hooks(_build_hooks(options, target), plan, target, out_dir)
     classes = class_specs(target.scenario, options.seed, target.calibration)
     specs = _worker_specs(options, target, classes, out_dir)
-    started: list[RunHook] = []
-
-    def on_start(start_ns: int) -> None:
-        ctx = HookContext(
-            run_name=out_dir.name,
-            out_dir=out_dir,
-            base_url=redact_url(target.base_url),
-            host=target.host,
-            port=target.port,
-            start_monotonic_ns=start_ns,
-            stages=plan.stages,
-        )
-        for hook in hooks:
-            started.append(hook)  # before start(): a half-started hook is still stopped
-            hook.start(ctx)
-
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()
     stop = stop or StopFlag()
     with stop_on_signals(stop):
         try:
-            start_ns, interrupted = _run_workers(specs, plan.works, on_progress, stop, on_start)
+            start_ns, interrupted = _run_workers(specs, plan.works, on_progress, stop, hooks.start)
         finally:
-            hook_results = stop_hooks(started)
+            hook_results = hooks.stop()
         interrupted = interrupted or stop.is_set()
     end_ns = time.perf_counter_ns()
     return Execution(
@@ -102,6 +78,45 @@ def execute(
         hooks=hook_results,
         prompt_bytes={c.name: len(c.prompt) for c in classes},
     )
+
+
+def _build_hooks(options: RunOptions, target: Target) -> list[RunHook]:
+    """The scenario's impairment and the telemetry sources, then the caller's own hooks."""
+    built = hooks_for_run(
+        target.scenario,
+        telemetry=options.telemetry,
+        target_host=target.host,
+        target_port=target.port,
+    )
+    return [*built, *options.hooks]
+
+
+class _Hooks:
+    """The run's hooks: started together at t = 0, stopped together, newest first."""
+
+    def __init__(self, hooks: list[RunHook], plan: Plan, target: Target, out_dir: Path) -> None:
+        self.hooks = hooks
+        self.plan = plan
+        self.target = target
+        self.out_dir = out_dir
+        self.started: list[RunHook] = []
+
+    def start(self, start_ns: int) -> None:
+        ctx = HookContext(
+            run_name=self.out_dir.name,
+            out_dir=self.out_dir,
+            base_url=redact_url(self.target.base_url),
+            host=self.target.host,
+            port=self.target.port,
+            start_monotonic_ns=start_ns,
+            stages=self.plan.stages,
+        )
+        for hook in self.hooks:
+            self.started.append(hook)  # before start(): a half-started hook is still stopped
+            hook.start(ctx)
+
+    def stop(self) -> HookResult:
+        return stop_hooks(self.started)
 
 
 def class_specs(
