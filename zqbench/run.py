@@ -2,6 +2,10 @@
 
     plan -> target -> execute -> analyze -> write   (zqbench.pipeline, a module each)
 
+The target stage is two steps, `open_endpoint` and `fit_target`, so that the hooks
+(impairment preflight, telemetry sources) are built after the target is known and before
+any request reaches it.
+
 The CLI parses flags into `RunOptions` and calls this; tests call it directly.
 """
 
@@ -16,10 +20,10 @@ from zqbench.engines.workers import StopFlag
 from zqbench.errors import EXIT_INTERRUPTED, exit_code_for_verdict
 from zqbench.outputs.paths import make_out_dir
 from zqbench.pipeline.analyze import analyze
-from zqbench.pipeline.execute import ProgressCallback, execute
+from zqbench.pipeline.execute import ProgressCallback, build_hooks, execute
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import make_plan
-from zqbench.pipeline.target import open_target
+from zqbench.pipeline.target import fit_target, open_endpoint
 from zqbench.pipeline.write import write_outputs
 
 __all__ = ["RunOptions", "RunResult", "run_scenario"]
@@ -49,8 +53,12 @@ def run_scenario(
     out_dir = make_out_dir(
         options.out, plan.scenario.name, now=plan.started_at, root=options.reports_root
     )
-    with open_target(options, plan.scenario, out_dir, on_note=on_target) as target:
-        execution = execute(options, plan, target, out_dir, on_progress=on_progress, stop=stop)
+    with open_endpoint(options, out_dir, on_note=on_target) as endpoint:
+        hooks = build_hooks(options, plan.scenario, endpoint)
+        target = fit_target(endpoint, plan.scenario, options, on_note=on_target)
+        execution = execute(
+            options, plan, target, hooks, out_dir, on_progress=on_progress, stop=stop
+        )
     analysis = analyze(options, plan, target, execution, out_dir)
     write_outputs(
         out_dir,

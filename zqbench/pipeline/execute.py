@@ -1,9 +1,10 @@
 """Stage 3, execute: the plan's works on the target's workers -> `Execution`.
 
-The hooks (impairment, telemetry) are built first, so a missing permission or a bad
-source fails before the load; they start at the schedule's t = 0 and are stopped on every
-way out (end, error, Ctrl-C, SIGTERM). Signals stay handled until they are stopped: a
-SIGTERM right after the load must not leave nftables rules in place.
+The hooks (impairment, telemetry) are built by `build_hooks` before any request reaches
+the target, so a missing permission or a bad source fails before the load; they start at
+the schedule's t = 0 and are stopped on every way out (end, error, Ctrl-C, SIGTERM).
+Signals stay handled until they are stopped: a SIGTERM right after the load must not leave
+nftables rules in place.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from zqbench.engines.workers import (
 from zqbench.hooks import HookContext, HookResult, RunHook
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan
-from zqbench.pipeline.target import Target
+from zqbench.pipeline.target import Endpoint, Target
 from zqbench.prompts import synth_text
 from zqbench.redact import redact_url
 from zqbench.run_hooks import hooks_for_run
@@ -50,13 +51,14 @@ def execute(
     options: RunOptions,
     plan: Plan,
     target: Target,
+    hooks: list[RunHook],
     out_dir: Path,
     *,
     on_progress: ProgressCallback | None = None,
     stop: StopFlag | None = None,
 ) -> Execution:
     """Send the plan's requests; samples land in `out_dir` as the workers go."""
-    hooks = _Hooks(_build_hooks(options, target), plan, target, out_dir)
+    run_hooks = _Hooks(hooks, plan, target, out_dir)
     classes = class_specs(target.scenario, options.seed, target.calibration)
     specs = _worker_specs(options, target, classes, out_dir)
     start_epoch_ns = time.time_ns()
@@ -64,9 +66,11 @@ def execute(
     stop = stop or StopFlag()
     with stop_on_signals(stop):
         try:
-            start_ns, interrupted = _run_workers(specs, plan.works, on_progress, stop, hooks.start)
+            start_ns, interrupted = _run_workers(
+                specs, plan.works, on_progress, stop, run_hooks.start
+            )
         finally:
-            hook_results = hooks.stop()
+            hook_results = run_hooks.stop()
         interrupted = interrupted or stop.is_set()
     end_ns = time.perf_counter_ns()
     return Execution(
@@ -80,13 +84,15 @@ def execute(
     )
 
 
-def _build_hooks(options: RunOptions, target: Target) -> list[RunHook]:
-    """The scenario's impairment and the telemetry sources, then the caller's own hooks."""
+def build_hooks(options: RunOptions, scenario: Scenario, endpoint: Endpoint) -> list[RunHook]:
+    """The scenario's impairment and the telemetry sources, then the caller's own hooks.
+
+    Called before any request: impairment preflight and telemetry sources fail here."""
     built = hooks_for_run(
-        target.scenario,
+        scenario,
         telemetry=options.telemetry,
-        target_host=target.host,
-        target_port=target.port,
+        target_host=endpoint.host,
+        target_port=endpoint.port,
     )
     return [*built, *options.hooks]
 

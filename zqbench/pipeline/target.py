@@ -5,8 +5,10 @@
 
 Then the prompts are fitted to it: every class whose prompt + max_tokens exceeds the
 target's context is clamped, and prompt sizes are calibrated (bytes of text per token).
-`open_target` yields the `Target` while the endpoint serves, and stops an embedded server
-when the block ends.
+`open_endpoint` yields the `Endpoint` while it serves (and stops an embedded server when
+the block ends); `fit_target` then fits the prompts to it and returns the `Target`. The two
+are apart so that the run can build its hooks (impairment preflight, telemetry sources) in
+between: after the target is known, before any request reaches it.
 """
 
 from __future__ import annotations
@@ -51,31 +53,45 @@ class Target:
 
     @property
     def host(self) -> str:
-        return urlsplit(self.base_url).hostname or ""
+        return _host_port(self.base_url)[0]
 
     @property
     def port(self) -> int:
-        parts = urlsplit(self.base_url)
-        return parts.port or (443 if parts.scheme == "https" else 80)
+        return _host_port(self.base_url)[1]
 
 
 @dataclass(frozen=True)
-class _Endpoint:
+class Endpoint:
+    """A reachable endpoint and the model to ask it for; prompts not fitted yet."""
+
     base_url: str
     model: str
     note: str = ""
     server: EmbeddedServer | None = None
 
+    @property
+    def host(self) -> str:
+        return _host_port(self.base_url)[0]
+
+    @property
+    def port(self) -> int:
+        return _host_port(self.base_url)[1]
+
+
+def _host_port(base_url: str) -> tuple[str, int]:
+    parts = urlsplit(base_url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
 
 @contextlib.contextmanager
-def open_target(
-    options: RunOptions, scenario: Scenario, out_dir: Path, *, on_note: NoteCallback | None = None
-) -> Iterator[Target]:
-    """The target, fitted to `scenario`, for the duration of the block."""
-    note = on_note or (lambda _line: None)
+def open_endpoint(
+    options: RunOptions, out_dir: Path, *, on_note: NoteCallback | None = None
+) -> Iterator[Endpoint]:
+    """The endpoint, reachable (or started), for the duration of the block."""
     with _endpoint(options, out_dir) as endpoint:
-        note(endpoint.note or f"target {redact_url(endpoint.base_url)}")
-        yield _fit(endpoint, scenario, options, note)
+        if on_note is not None:
+            on_note(endpoint.note or f"target {redact_url(endpoint.base_url)}")
+        yield endpoint
 
 
 def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:
@@ -105,14 +121,14 @@ def embedded_server(options: RunOptions, log_path: Path, *, pin_cpus: bool) -> E
 
 
 @contextlib.contextmanager
-def _endpoint(options: RunOptions, out_dir: Path) -> Iterator[_Endpoint]:
+def _endpoint(options: RunOptions, out_dir: Path) -> Iterator[Endpoint]:
     if options.target is not None:
         parse_base_url(options.target)  # one validation for every entry point (UsageError)
         base_url = options.target.rstrip("/")
         check_reachable(base_url)
         if not options.model:
             raise UsageError("--model is required with --target (the model name the server serves)")
-        yield _Endpoint(base_url, options.model)
+        yield Endpoint(base_url, options.model)
         return
     # Pinned: the model's compute must not steal the generator's timing.
     with embedded_server(options, out_dir / "reference_server.log", pin_cpus=True) as server:
@@ -122,13 +138,18 @@ def _endpoint(options: RunOptions, out_dir: Path) -> Iterator[_Endpoint]:
             f"(engine={health.get('engine')}, scheduler={health.get('scheduler')})"
         )
         model = options.model or str(health.get("model") or "refserver")
-        yield _Endpoint(server.base_url, model, note, server)
+        yield Endpoint(server.base_url, model, note, server)
 
 
-def _fit(
-    endpoint: _Endpoint, scenario: Scenario, options: RunOptions, note: NoteCallback
+def fit_target(
+    endpoint: Endpoint,
+    scenario: Scenario,
+    options: RunOptions,
+    *,
+    on_note: NoteCallback | None = None,
 ) -> Target:
     """Clamp the prompts to the target's context, then calibrate their sizes."""
+    note = on_note or (lambda _line: None)
     max_context = options.max_context or _advertised_context(endpoint)
     scenario, clamped = clamp_classes(scenario, max_context)
     for line in clamped:
@@ -155,7 +176,7 @@ def _fit(
     )
 
 
-def _advertised_context(endpoint: _Endpoint) -> int | None:
+def _advertised_context(endpoint: Endpoint) -> int | None:
     """max_context from the target's /health (the reference server has it), if any."""
     health: dict[str, Any] | None = None
     if endpoint.server is not None:
@@ -197,7 +218,7 @@ def clamp_classes(scenario: Scenario, max_context: int | None) -> tuple[Scenario
 
 
 def _calibrate(
-    endpoint: _Endpoint,
+    endpoint: Endpoint,
     scenario: Scenario,
     dialect_config: DialectConfig,
     max_context: int | None,
