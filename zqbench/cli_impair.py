@@ -11,10 +11,11 @@ from typing import Annotated
 
 import typer
 
-from zqbench.errors import ZqbenchError
+from zqbench.cli_boundary import CommandGroup
 
 impair_app = typer.Typer(
     name="impair",
+    cls=CommandGroup,
     help="Network impairment rules (nftables table `inet zqbench`).",
     no_args_is_help=True,
 )
@@ -25,22 +26,13 @@ RunName = Annotated[
 ]
 
 
-def _fail(exc: ZqbenchError) -> None:
-    typer.echo(f"zqbench: error: {exc.message}", err=True)
-    raise typer.Exit(exc.exit_code)
-
-
 @impair_app.command("clear")
 def clear(run: RunName = None) -> None:
     """Remove zqbench's packet-loss rules (all of them, or one run's)."""
     from zqbench.impair import nft
 
-    try:
-        nft.preflight()
-        removed = nft.remove(run)
-    except ZqbenchError as exc:
-        _fail(exc)
-        return
+    nft.preflight()
+    removed = nft.remove(run)
     runs = sorted({r.comment.removeprefix(nft.COMMENT_PREFIX) for r in removed})
     if not removed:
         typer.echo("no zqbench impairment rules found")
@@ -53,12 +45,8 @@ def list_rules(run: RunName = None) -> None:
     """Show zqbench's packet-loss rules now in place, with the packets each has dropped."""
     from zqbench.impair import nft
 
-    try:
-        nft.preflight()
-        rules = nft.list_rules(run)
-    except ZqbenchError as exc:
-        _fail(exc)
-        return
+    nft.preflight()
+    rules = nft.list_rules(run)
     if not rules:
         typer.echo("no zqbench impairment rules in place")
         return

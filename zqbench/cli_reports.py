@@ -1,7 +1,7 @@
 """`zqbench report`, `zqbench gate` and `zqbench compare`: commands over saved runs.
 
-No traffic is sent. `zqbench.cli` calls `register(app)`; like cli.py, this module maps
-ZqbenchError to its exit code and imports nothing heavy at module level.
+No traffic is sent. `zqbench.cli` calls `register(app)`; its error boundary reports
+ZqbenchError. Nothing heavy is imported at module level.
 """
 
 from __future__ import annotations
@@ -11,44 +11,31 @@ from typing import Annotated
 
 import typer
 
-from zqbench.errors import UsageError, ZqbenchError
+from zqbench.cli_options import InconclusiveOkOpt, RunDirArg
+from zqbench.errors import OptionError
 
 
-def _fail(exc: ZqbenchError) -> None:
-    typer.echo(f"zqbench: error: {exc.message}", err=True)
-    raise typer.Exit(exc.exit_code)
-
-
-def _percent(text: str, flag: str) -> float:
+def _percent(text: str, option: str) -> float:
     """'5%' -> 0.05; '0.05' -> 0.05."""
     try:
         return float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
-        raise UsageError(f"{flag} {text!r}: expected a percentage like 5% or a fraction") from None
+        problem = "expected a percentage like 5% or a fraction"
+        raise OptionError(option, problem, value=repr(text)) from None
 
 
-RunDir = Annotated[Path, typer.Argument(help="A run folder (holds summary.json).")]
-InconclusiveOk = Annotated[
-    bool, typer.Option(help="Exit 0 when the result is inconclusive rather than 1.")
-]
-
-
-def report(run_dir: RunDir, inconclusive_ok: InconclusiveOk = False) -> None:
+def report(run_dir: RunDirArg, inconclusive_ok: InconclusiveOkOpt = False) -> None:
     """Re-render summary.md, junit.xml, plots and report.html of a saved run (no traffic)."""
     from zqbench.outputs.render import render_all
 
-    try:
-        paths = render_all(run_dir, inconclusive_fails=not inconclusive_ok)
-    except ZqbenchError as exc:
-        _fail(exc)
-        return
+    paths = render_all(run_dir, inconclusive_fails=not inconclusive_ok)
     for path in paths:
         typer.echo(str(path))
 
 
 def gate(
-    run_dir: RunDir,
-    slo: Annotated[
+    run_dir: RunDirArg,
+    slos: Annotated[
         list[str] | None,
         typer.Option(
             "--slo", help="SLO to evaluate, e.g. 'latency:p99<150ms' (default: the run's own)."
@@ -57,19 +44,15 @@ def gate(
     write: Annotated[
         bool, typer.Option(help="Rewrite the run's summary.json and outputs with this gate.")
     ] = False,
-    inconclusive_ok: InconclusiveOk = False,
+    inconclusive_ok: InconclusiveOkOpt = False,
 ) -> None:
     """Re-evaluate SLOs on a saved run and exit 0 pass, 1 fail/inconclusive, 4 invalid."""
     from zqbench.errors import exit_code_for_verdict
     from zqbench.outputs.gate import gate_run, write_gated
 
-    try:
-        summary = gate_run(run_dir, slo or ())
-        if write:
-            write_gated(run_dir, summary, inconclusive_fails=not inconclusive_ok)
-    except ZqbenchError as exc:
-        _fail(exc)
-        return
+    summary = gate_run(run_dir, slos or ())
+    if write:
+        write_gated(run_dir, summary, inconclusive_fails=not inconclusive_ok)
     typer.echo(f"verdict: {summary.verdict.upper()}   {run_dir}")
     for result in summary.slos:
         typer.echo(f"  {result.verdict:<12} {result.expr}  {result.message}")
@@ -98,7 +81,7 @@ def compare(
             " (repeatable; default: latency and ttft p50/p99, errors:rate).",
         ),
     ] = None,
-    inconclusive_ok: InconclusiveOk = False,
+    inconclusive_ok: InconclusiveOkOpt = False,
 ) -> None:
     """Compare runs with the first: differences with 95% CIs and a regression verdict.
 
@@ -106,17 +89,13 @@ def compare(
     from zqbench.outputs.compare import compare_runs, exit_code
     from zqbench.outputs.compare_render import render_compare_md, write_comparison
 
-    try:
-        comparison = compare_runs(
-            runs,
-            max_regression=_percent(max_regression, "--max-regression"),
-            max_error_increase=_percent(max_error_increase, "--max-error-increase"),
-            metrics=metric or (),
-        )
-        paths = write_comparison(comparison, out) if out is not None else []
-    except ZqbenchError as exc:
-        _fail(exc)
-        return
+    comparison = compare_runs(
+        runs,
+        max_regression=_percent(max_regression, "max_regression"),
+        max_error_increase=_percent(max_error_increase, "max_error_increase"),
+        metrics=metric or (),
+    )
+    paths = write_comparison(comparison, out) if out is not None else []
     typer.echo(render_compare_md(comparison), nl=False)
     for path in paths:
         typer.echo(str(path))

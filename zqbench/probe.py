@@ -8,12 +8,12 @@ a P99/P50 ratio far above 1 here points at the server's own jitter.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec
-from zqbench.errors import TargetError, UsageError
+from zqbench.errors import TargetError
+from zqbench.option_values import Api, check_at_least, parse_headers, read_api_key
 from zqbench.prompts import synth_prompt
 from zqbench.redact import redact_url
 from zqbench.transport.base import ConnectError
@@ -22,9 +22,11 @@ from zqbench.transport.probe import ProbeResult, probe
 
 @dataclass(frozen=True, slots=True)
 class ProbeOptions:
+    """The probe's options, checked when built; the names are `zqbench probe`'s parameters."""
+
     target: str
     n: int = 100
-    api: str = "anthropic"
+    api: Api = Api.anthropic
     model: str = "refserver"
     max_tokens: int = 16
     prompt_tokens: int = 32
@@ -34,6 +36,12 @@ class ProbeOptions:
     fresh_connections: bool = False
     stream: bool = True
     timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "api", Api.parse(self.api, "api"))
+        check_at_least("n", self.n, 1)
+        parse_headers(self.headers)
+        read_api_key(self.api_key_env)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,23 +80,12 @@ def _phase(name: str, values_ns: list[int | None]) -> PhaseStats:
 
 
 def run_probe(options: ProbeOptions) -> ProbeReport:
-    if options.n < 1:
-        raise UsageError(f"-n {options.n}: must be at least 1")
-    api_key = None
-    if options.api_key_env:
-        api_key = os.environ.get(options.api_key_env)
-        if not api_key:
-            raise UsageError(f"--api-key-env {options.api_key_env}: the variable is not set")
-    headers = []
-    for item in options.headers:
-        name, sep, value = item.partition(":")
-        if not sep:
-            raise UsageError(f"--header {item!r} is not 'Name: value'")
-        headers.append((name.strip(), value.strip()))
-    dialect = get_dialect(
-        options.api,
-        DialectConfig(model=options.model, api_key=api_key, extra_headers=tuple(headers)),
+    config = DialectConfig(
+        model=options.model,
+        api_key=read_api_key(options.api_key_env),
+        extra_headers=parse_headers(options.headers),
     )
+    dialect = get_dialect(options.api.value, config)
     spec = RequestSpec(
         request_class="probe",
         prompt=synth_prompt(max(1, options.prompt_tokens), seed=0),
@@ -106,10 +103,6 @@ def run_probe(options: ProbeOptions) -> ProbeReport:
         )
     except ConnectError as exc:
         raise TargetError(str(exc)) from None
-    statuses: dict[str, int] = {}
-    for r in results:
-        key = str(r.status) if r.error is None or r.status else f"transport:{r.error}"
-        statuses[key] = statuses.get(key, 0) + 1
     ok = [r for r in results if r.error is None and 200 <= r.status < 300]
     phases = (
         _phase("dns", [r.dns_ns for r in ok]),
@@ -126,10 +119,19 @@ def run_probe(options: ProbeOptions) -> ProbeReport:
         target=redact_url(options.target),
         n=len(results),
         ok_count=len(ok),
-        statuses=statuses,
+        statuses=_statuses(results),
         phases=phases,
         ratio_p99_p50=ratio,
     )
+
+
+def _statuses(results: list[ProbeResult]) -> dict[str, int]:
+    """How many requests ended with each HTTP status, or each transport error."""
+    statuses: dict[str, int] = {}
+    for r in results:
+        key = str(r.status) if r.error is None or r.status else f"transport:{r.error}"
+        statuses[key] = statuses.get(key, 0) + 1
+    return statuses
 
 
 def format_probe(report: ProbeReport) -> str:

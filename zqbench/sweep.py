@@ -11,30 +11,34 @@ a constant-arrival-rate copy of the scenario (same requests, mix and SLOs, one s
 
 A step passes only with verdict `pass`: `fail`, `inconclusive` (too few samples to be
 sure) and `invalid` (the generator could not hold the rate) do not. The knee is the
-highest passing rate. Outputs: `sweep.json` (schema `zqbench.sweep/1`), `sweep.md`, and
-one run folder per step. Without a target, one embedded reference server serves every
-step (not one per step), so the steps see the same warm server.
+highest passing rate. Outputs (`zqbench.outputs.sweep`): `sweep.json` (schema
+`zqbench.sweep/1`), `sweep.md`, and one run folder per step. Without a target, one
+embedded reference server (the target stage's) serves every step, not one per step, so
+the steps see the same warm server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from zqbench.embedded import EmbeddedServer
-from zqbench.outputs.json_out import write_atomic
+from zqbench.option_values import check_above, check_at_least
 from zqbench.outputs.paths import make_out_dir
+from zqbench.outputs.sweep import SCHEMA, write_sweep
+from zqbench.pipeline.options import RunOptions
+from zqbench.pipeline.plan import prepare_scenario
+from zqbench.pipeline.target import embedded_server
 from zqbench.redact import redact_url
-from zqbench.run import RunOptions, prepare_scenario, run_scenario
+from zqbench.run import run_scenario
 from zqbench.scenario import LoadConfig, Scenario, Stage, SweepConfig
 from zqbench.summary import Summary
 
-SCHEMA = "zqbench.sweep/1"
+StepCallback = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,22 @@ class SweepResult:
     out_dir: Path
     report: dict[str, Any]
     exit_code: int  # 0: a passing rate was found; 1: none
+
+
+def sweep_config(
+    scenario: Scenario, overrides: Mapping[str, float | None] | None = None
+) -> SweepConfig:
+    """The scenario's [sweep] table (else the defaults), with the fields `overrides` gives
+    (None: keep), checked: 0 < min_rate <= max_rate, step_factor > 1, step_duration_s > 0,
+    bisect_steps >= 0."""
+    given: dict[str, Any] = {k: v for k, v in (overrides or {}).items() if v is not None}
+    config = dataclasses.replace(scenario.sweep or SweepConfig(), **given)
+    check_above("min_rate", config.min_rate, 0)
+    check_at_least("max_rate", config.max_rate, config.min_rate)
+    check_above("step_factor", config.step_factor, 1)
+    check_above("step_duration_s", config.step_duration_s, 0)
+    check_at_least("bisect_steps", config.bisect_steps, 0)
+    return config
 
 
 def step_scenario(scenario: Scenario, rate: float, duration_s: float) -> Scenario:
@@ -106,80 +126,21 @@ def plan_next(config: SweepConfig, steps: list[dict[str, Any]]) -> tuple[float, 
     return (lo + min(above)) / 2, "bisect"
 
 
-def _render_md(report: dict[str, Any]) -> str:
-    knee = report["knee"]
-    head = (
-        f"**capacity at SLO: {knee['rate']:g} req/s** (step {knee['step']})"
-        if knee
-        else "**no passing rate**: the SLOs fail even at the lowest rate"
-    )
-    lines = [
-        f"## zqbench sweep · `{report['scenario']}` → `{report['target']}`",
-        "",
-        head,
-        "",
-        "SLOs: " + ", ".join(f"`{s}`" for s in report["slos"]),
-        "",
-        "| rate (req/s) | phase | verdict | sent | latency p50 (ms) | p99 (ms) | ttft p99 (ms) |",
-        "| ---: | --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-
-    def ms(v: Any) -> str:
-        return "–" if v is None else ("∞" if v == "inf" else f"{float(v) * 1e3:.4g}")
-
-    for s in report["curve"]:
-        lines.append(
-            f"| {s['rate']:g} | {s['phase']} | {s['verdict']} | {s['sent']:,} |"
-            f" {ms(s['latency_p50'])} | {ms(s['latency_p99'])} | {ms(s['ttft_p99'])} |"
-        )
-    return "\n".join([*lines, ""])
-
-
 def run_sweep(
     options: RunOptions,
     *,
-    sweep: SweepConfig | None = None,
-    on_step: Callable[[dict[str, Any]], None] | None = None,
+    overrides: Mapping[str, float | None] | None = None,
+    on_step: StepCallback | None = None,
 ) -> SweepResult:
-    """Search the knee; `sweep` overrides the scenario's [sweep] table (else defaults)."""
-    scenario = prepare_scenario(options)  # validates flags and SLOs before any traffic
-    config = sweep or scenario.sweep or SweepConfig()
+    """Search the knee; `overrides` replace fields of the scenario's [sweep] table."""
+    scenario = prepare_scenario(options)  # the plan stage's checks, before any traffic
+    config = sweep_config(scenario, overrides)
     started = datetime.now(timezone.utc)
     out_dir = make_out_dir(
         options.out, f"sweep-{scenario.name}", now=started, root=options.reports_root
     )
-    server: EmbeddedServer | None = None
-    base = options
-    if options.target is None:
-        server = EmbeddedServer(
-            engine=options.server_engine,
-            scheduler=options.server_scheduler,
-            extra_args=options.server_args,
-            log_path=out_dir / "reference_server.log",
-        ).start()
-        base = dataclasses.replace(
-            options, target=server.base_url, model=options.model or str(server.health["model"])
-        )
-    steps: list[dict[str, Any]] = []
-    try:
-        while (nxt := plan_next(config, steps)) is not None:
-            rate, phase = nxt
-            index = len(steps)
-            step_out = out_dir / f"step-{index:02d}-{rate:g}rps"
-            step = dataclasses.replace(
-                base,
-                scenario=step_scenario(scenario, rate, config.step_duration_s),
-                rate_scale=1.0,
-                duration_scale=1.0,
-                out=step_out,
-            )
-            result = run_scenario(step)
-            steps.append(_step_record(index, rate, phase, result.summary, step_out))
-            if on_step is not None:
-                on_step(steps[-1])
-    finally:
-        if server is not None:
-            server.stop()
+    with _shared_target(options, out_dir) as base:
+        steps = _search(base, scenario, config, out_dir, on_step)
     passing = [s for s in steps if s["passed"]]
     knee = max(passing, key=lambda s: s["rate"]) if passing else None
     report = {
@@ -193,6 +154,45 @@ def run_sweep(
         "curve": sorted(steps, key=lambda s: s["rate"]),
         "knee": None if knee is None else {"rate": knee["rate"], "step": knee["index"]},
     }
-    write_atomic(out_dir / "sweep.json", json.dumps(report, indent=2) + "\n")
-    write_atomic(out_dir / "sweep.md", _render_md(report))
+    write_sweep(out_dir, report)
     return SweepResult(out_dir, report, 0 if knee else 1)
+
+
+@contextlib.contextmanager
+def _shared_target(options: RunOptions, out_dir: Path) -> Iterator[RunOptions]:
+    """The options every step runs with: without a target, one embedded server serves
+    every step, so the steps see the same warm server."""
+    if options.target is not None:
+        yield options
+        return
+    log_path = out_dir / "reference_server.log"
+    with embedded_server(options, log_path, pin_cpus=False) as server:
+        model = options.model or str(server.health["model"])
+        yield dataclasses.replace(options, target=server.base_url, model=model)
+
+
+def _search(
+    base: RunOptions,
+    scenario: Scenario,
+    config: SweepConfig,
+    out_dir: Path,
+    on_step: StepCallback | None,
+) -> list[dict[str, Any]]:
+    """Run steps until `plan_next` says the knee is found; one run folder per step."""
+    steps: list[dict[str, Any]] = []
+    while (nxt := plan_next(config, steps)) is not None:
+        rate, phase = nxt
+        index = len(steps)
+        step_out = out_dir / f"step-{index:02d}-{rate:g}rps"
+        step = dataclasses.replace(
+            base,
+            scenario=step_scenario(scenario, rate, config.step_duration_s),
+            rate_scale=1.0,
+            duration_scale=1.0,
+            out=step_out,
+        )
+        result = run_scenario(step)
+        steps.append(_step_record(index, rate, phase, result.summary, step_out))
+        if on_step is not None:
+            on_step(steps[-1])
+    return steps

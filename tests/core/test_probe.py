@@ -7,7 +7,7 @@ import pytest
 from tests.core.conftest import MODEL, zqbench
 from tests.core.test_run_cli import closed_port
 from zqbench.embedded import EmbeddedServer
-from zqbench.errors import TargetError, UsageError
+from zqbench.errors import OptionError, TargetError
 from zqbench.probe import ProbeOptions, format_probe, run_probe
 
 
@@ -34,8 +34,9 @@ def test_fresh_connections_time_connect_every_time(ref_server: EmbeddedServer) -
 def test_unreachable_and_bad_input() -> None:
     with pytest.raises(TargetError, match=r"127\.0\.0\.1"):
         run_probe(ProbeOptions(target=f"http://127.0.0.1:{closed_port()}", n=1))
-    with pytest.raises(UsageError, match="-n 0: must be at least 1"):
+    with pytest.raises(OptionError, match=r"^n 0: must be at least 1$") as bad_n:
         run_probe(ProbeOptions(target="http://127.0.0.1:1", n=0))
+    assert bad_n.value.option == "n"
 
 
 def test_probe_cli_exit_codes(ref_server: EmbeddedServer) -> None:
@@ -43,3 +44,6 @@ def test_probe_cli_exit_codes(ref_server: EmbeddedServer) -> None:
     assert ok.returncode == 0 and "3 sequential requests, 3 ok" in ok.stdout
     bad_model = zqbench("probe", "--target", ref_server.base_url, "--model", "nope", "-n", "2")
     assert bad_model.returncode == 1 and "404: 2" in bad_model.stdout
+    bad_n = zqbench("probe", "--target", ref_server.base_url, "-n", "0")
+    assert bad_n.returncode == 2
+    assert bad_n.stderr.strip() == "zqbench: error: -n 0: must be at least 1"

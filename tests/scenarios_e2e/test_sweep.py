@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.core.conftest import write_scenario, zqbench
+from zqbench.errors import OptionError
 from zqbench.run import RunOptions
-from zqbench.sweep import run_sweep
+from zqbench.scenario import load_scenario
+from zqbench.sweep import run_sweep, sweep_config
 
 # 4 sim slots, 8 output tokens: capacity is roughly 150-250 req/s on this machine, so
 # 50 req/s passes (100 requests: just enough for a valid run) and the ramp (x4 per 2 s
@@ -89,3 +93,16 @@ def test_sweep_cli_exits_1_when_even_the_first_rate_fails(tmp_path: Path) -> Non
     report = json.loads((tmp_path / "out" / "sweep.json").read_text())
     assert report["knee"] is None and len(report["steps"]) == 1
     assert report["steps"][0]["verdict"] == "fail"
+
+
+def test_sweep_config_takes_the_scenarios_table_and_checks_the_overrides(tmp_path: Path) -> None:
+    scenario = load_scenario(str(write_scenario(tmp_path, TINY)))
+    config = sweep_config(scenario, {"max_rate": 800.0, "bisect_steps": None})
+    assert (config.min_rate, config.max_rate, config.step_factor) == (50, 800, 4)
+    assert config.bisect_steps == 1  # None keeps the scenario's value
+    with pytest.raises(OptionError, match=r"^max_rate 10: must be at least 50$"):
+        sweep_config(scenario, {"max_rate": 10.0})
+    with pytest.raises(OptionError, match=r"^step_factor 1: must be greater than 1$"):
+        sweep_config(scenario, {"step_factor": 1.0})
+    with pytest.raises(OptionError, match=r"^step_duration_s 0: must be greater than 0$"):
+        sweep_config(scenario, {"step_duration_s": 0.0})

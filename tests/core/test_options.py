@@ -1,0 +1,96 @@
+"""Options are checked in the library's words; the CLI shows the same problem with its flag."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from zqbench.cli import app
+from zqbench.errors import OptionError
+from zqbench.option_values import Api, CalibrationMode, H1Client, ServerEngine, ServerScheduler
+from zqbench.probe import ProbeOptions
+from zqbench.run import RunOptions
+
+runner = CliRunner()
+
+
+def test_choice_strings_become_the_librarys_enums() -> None:
+    options = RunOptions(
+        api="openai",  # type: ignore[arg-type]
+        h1_client="aiohttp",  # type: ignore[arg-type]
+        calibration="off",  # type: ignore[arg-type]
+        server_engine="sim",  # type: ignore[arg-type]
+        server_scheduler="fifo",  # type: ignore[arg-type]
+    )
+    assert options.api is Api.openai
+    assert options.h1_client is H1Client.aiohttp
+    assert options.calibration is CalibrationMode.off
+    assert options.server_engine is ServerEngine.sim
+    assert options.server_scheduler is ServerScheduler.fifo
+    assert f"{options.server_scheduler}" == "fifo"
+    assert ProbeOptions(target="http://x", api="openai").api is Api.openai  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "option", "message"),
+    [
+        ({"workers": 0}, "workers", "workers 0: must be at least 1"),
+        ({"max_context": 1}, "max_context", "max_context 1: must be at least 2 tokens"),
+        ({"rate_scale": 0.0}, "rate_scale", "rate_scale 0: must be greater than 0"),
+        ({"duration_scale": -1.0}, "duration_scale", "duration_scale -1: must be greater than 0"),
+        ({"h1_client": "curl"}, "h1_client", "h1_client 'curl': choose one of raw, aiohttp"),
+        ({"api": "grpc"}, "api", "api 'grpc': choose one of anthropic, openai"),
+        (
+            {"calibration": "sometimes"},
+            "calibration",
+            "calibration 'sometimes': choose one of auto, fresh, off",
+        ),
+        (
+            {"server_scheduler": "lifo"},
+            "server_scheduler",
+            "server_scheduler 'lifo': choose one of zero-queue, fifo",
+        ),
+        ({"headers": ("X-A 1",)}, "headers", "headers 'X-A 1': expected 'Name: value'"),
+        ({"headers": (": v",)}, "headers", "headers ': v': expected 'Name: value'"),
+        (
+            {"api_key_env": "ZQ_SURELY_UNSET_VAR"},
+            "api_key_env",
+            "api_key_env ZQ_SURELY_UNSET_VAR: the variable is not set or empty",
+        ),
+    ],
+)
+def test_a_bad_option_is_an_option_error_naming_the_field(
+    fields: dict[str, object], option: str, message: str
+) -> None:
+    with pytest.raises(OptionError) as caught:
+        RunOptions(**fields)  # type: ignore[arg-type]
+    assert caught.value.option == option
+    assert caught.value.message == message
+
+
+def test_the_cli_names_the_flag_of_the_field() -> None:
+    """`headers` is `--header`/-H, `n` is `-n`: the message uses the command's own flag."""
+    bad_header = runner.invoke(app, ["run", "smoke", "-H", "X-A 1"])
+    assert bad_header.exit_code == 2
+    assert bad_header.output == "zqbench: error: --header 'X-A 1': expected 'Name: value'\n"
+    bad_n = runner.invoke(app, ["probe", "--target", "http://127.0.0.1:1", "-n", "0"])
+    assert bad_n.exit_code == 2
+    assert bad_n.output == "zqbench: error: -n 0: must be at least 1\n"
+    bad_choice = runner.invoke(app, ["sweep", "--server-scheduler", "lifo"])
+    assert bad_choice.exit_code == 2
+    assert bad_choice.output == (
+        "zqbench: error: --server-scheduler 'lifo': choose one of zero-queue, fifo\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "probe"])
+def test_help_lists_the_values_of_every_choice(command: str) -> None:
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "[anthropic|openai]" in result.output
+    if command != "probe":
+        assert "[zero-queue|fifo]" in result.output
+        assert "[auto|torch|sim]" in result.output
+    if command == "run":
+        assert "[raw|aiohttp]" in result.output
+        assert "[auto|fresh|off]" in result.output

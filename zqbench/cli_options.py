@@ -1,0 +1,104 @@
+"""The options zqbench's commands share, declared once as `Annotated` types.
+
+A command names each parameter after the field of the options dataclass it fills
+(`headers` for `--header`, `timeout_s` for `--timeout`), so `fields_of` maps the parsed
+parameters onto it, and an `OptionError` about a field is shown with that parameter's flag.
+Choices are the library's enums: `--help` lists their values and the library parses them.
+Imported by the CLI at startup, so it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from zqbench.option_values import (
+    Api,
+    CalibrationMode,
+    Choice,
+    H1Client,
+    ServerEngine,
+    ServerScheduler,
+)
+
+
+def choice_option(kind: type[Choice], option: str, help: str) -> Any:
+    """A typer option taking one of `kind`'s values, listed in --help; a bad value is the
+    library's OptionError about `option` (the parameter's name)."""
+    return typer.Option(
+        parser=lambda value: kind.parse(value, option),
+        metavar="[" + "|".join(kind.values()) + "]",
+        help=help,
+    )
+
+
+def fields_of(kind: type[Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters named like a field of the dataclass `kind`, as its keyword arguments.
+
+    An unset parameter (None) is left out, so the field keeps its default; a repeatable
+    one becomes a tuple."""
+    names = {f.name for f in dataclasses.fields(kind)}
+    return {
+        name: tuple(value) if isinstance(value, list) else value
+        for name, value in params.items()
+        if name in names and value is not None
+    }
+
+
+ScenarioArg = Annotated[str, typer.Argument(help="Bundled scenario name or a TOML path.")]
+TargetOpt = Annotated[
+    str | None,
+    typer.Option(help="Base URL of the endpoint. Default: start the bundled reference server."),
+]
+ApiOpt = Annotated[
+    Api | None, choice_option(Api, "api", "The API the target speaks (default: the scenario's).")
+]
+ModelOpt = Annotated[str | None, typer.Option(help="Model name sent in each request.")]
+HeadersOpt = Annotated[
+    list[str] | None, typer.Option("--header", "-H", help="Extra header 'Name: value'.")
+]
+ApiKeyEnvOpt = Annotated[
+    str | None,
+    typer.Option(help="Environment variable holding the API key (never pass keys in argv)."),
+]
+Http2Opt = Annotated[bool, typer.Option("--http2", help="HTTP/2 (h2c or ALPN).")]
+H1ClientOpt = Annotated[
+    H1Client,
+    choice_option(H1Client, "h1_client", "HTTP/1.1 transport: raw (fastest measured) or aiohttp."),
+]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the arrival and mix RNG.")]
+SlosOpt = Annotated[
+    list[str] | None, typer.Option("--slo", help="Extra SLO, e.g. 'latency:p99<150ms'.")
+]
+OutOpt = Annotated[Path | None, typer.Option(help="Output folder.")]
+MaxContextOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Clamp request classes whose prompt + max_tokens exceed this many tokens "
+        "(default: the target's /health max_context, when it says)."
+    ),
+]
+CalibrationOpt = Annotated[
+    CalibrationMode,
+    choice_option(
+        CalibrationMode,
+        "calibration",
+        "Prompt sizing: auto (calibrate once per target, cached), fresh, or off.",
+    ),
+]
+ServerEngineOpt = Annotated[
+    ServerEngine,
+    choice_option(ServerEngine, "server_engine", "Embedded reference server: compute engine."),
+]
+ServerSchedulerOpt = Annotated[
+    ServerScheduler,
+    choice_option(ServerScheduler, "server_scheduler", "Embedded reference server: admission."),
+]
+InconclusiveOkOpt = Annotated[
+    bool, typer.Option(help="Exit 0 when the verdict is inconclusive rather than 1.")
+]
+RunDirArg = Annotated[Path, typer.Argument(help="A run folder (holds summary.json).")]

@@ -1,0 +1,113 @@
+"""The values options take, parsed and checked in the library's own words.
+
+    Api.parse("grpc", "api")          -> OptionError: api 'grpc': choose one of anthropic, openai
+    parse_headers(("X-A: 1",))        -> (("X-A", "1"),)
+    read_api_key("KEY_VAR")           -> the variable's value, or OptionError when unset
+
+Every error is an `OptionError` naming the options field (`api`, `headers`, ...); the CLI,
+which knows its flags, shows the same message with the flag's name. The choices are
+str-valued enums, so the options dataclasses and the CLI's `--help` share one list.
+Imported by the CLI at startup: standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from typing import TypeVar
+
+from zqbench.errors import OptionError
+
+_C = TypeVar("_C", bound="Choice")
+
+
+class Choice(str, Enum):
+    """One value of a closed set; it compares equal to, and prints as, its string value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        return tuple(str(member.value) for member in cls)
+
+    @classmethod
+    def parse(cls: type[_C], value: str, option: str) -> _C:
+        """The member whose value is `value`; OptionError naming `option` otherwise."""
+        try:
+            return cls(value)
+        except ValueError:
+            choices = ", ".join(cls.values())
+            raise OptionError(option, f"choose one of {choices}", value=repr(value)) from None
+
+
+class Api(Choice):
+    """The API family a target speaks (the dialect of every request)."""
+
+    anthropic = "anthropic"
+    openai = "openai"
+
+
+class H1Client(Choice):
+    """The HTTP/1.1 transport: raw (measured fastest) or aiohttp (the reference)."""
+
+    raw = "raw"
+    aiohttp = "aiohttp"
+
+
+class CalibrationMode(Choice):
+    """Prompt sizing: auto (cached per target), fresh (probe again), off (a byte per token)."""
+
+    auto = "auto"
+    fresh = "fresh"
+    off = "off"
+
+
+class ServerEngine(Choice):
+    """The embedded reference server's compute: auto (torch when importable), torch, sim."""
+
+    auto = "auto"
+    torch = "torch"
+    sim = "sim"
+
+
+class ServerScheduler(Choice):
+    """The embedded reference server's admission: zero-queue (refuse) or fifo (queue)."""
+
+    zero_queue = "zero-queue"
+    fifo = "fifo"
+
+
+def parse_headers(raw: tuple[str, ...], option: str = "headers") -> tuple[tuple[str, str], ...]:
+    """'Name: value' strings as (name, value) pairs, both stripped."""
+    parsed = []
+    for item in raw:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise OptionError(option, "expected 'Name: value'", value=repr(item))
+        parsed.append((name.strip(), value.strip()))
+    return tuple(parsed)
+
+
+def read_api_key(env_var: str | None, option: str = "api_key_env") -> str | None:
+    """The API key held by the environment variable `env_var` (None: no key).
+
+    Keys are read from the environment, never from argv, so no process listing shows them."""
+    if env_var is None:
+        return None
+    value = os.environ.get(env_var)
+    if not value:
+        raise OptionError(option, "the variable is not set or empty", value=env_var)
+    return value
+
+
+def check_at_least(option: str, value: float | None, minimum: float, unit: str = "") -> None:
+    """OptionError unless `value` (None: not given) is at least `minimum`."""
+    if value is not None and value < minimum:
+        raise OptionError(option, f"must be at least {minimum:g}{unit}", value=f"{value:g}")
+
+
+def check_above(option: str, value: float, bound: float) -> None:
+    """OptionError unless `value` is greater than `bound`."""
+    if not value > bound:
+        raise OptionError(option, f"must be greater than {bound:g}", value=f"{value:g}")

@@ -1,0 +1,93 @@
+"""Stage 4, analyze: the samples on disk -> the run's summary.
+
+The workers' files become samples.parquet, stamped with the run's clock anchor, and
+`summarize` computes every metric, the validity checks and the SLO verdicts from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+import zqbench
+from zqbench import recorder
+from zqbench.metrics.summarize import RunInfo, summarize
+from zqbench.pipeline.execute import Execution
+from zqbench.pipeline.options import RunOptions
+from zqbench.pipeline.plan import Plan
+from zqbench.pipeline.target import Target
+from zqbench.redact import redact_url
+from zqbench.summary import Summary
+
+
+@dataclass(frozen=True)
+class Analysis:
+    summary: Summary
+    samples: pd.DataFrame  # samples.parquet, one row per request
+
+
+def analyze(
+    options: RunOptions, plan: Plan, target: Target, execution: Execution, out_dir: Path
+) -> Analysis:
+    clock = {"start_monotonic_ns": execution.start_ns, "start_epoch_ns": execution.start_epoch_ns}
+    recorder.finalize(out_dir, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
+    samples = pq.read_table(out_dir / recorder.PARQUET_NAME).to_pandas()
+    summary = summarize(samples, run=_run_info(options, plan, target, execution), slos=plan.slos)
+    return Analysis(summary, samples)
+
+
+def _run_info(options: RunOptions, plan: Plan, target: Target, execution: Execution) -> RunInfo:
+    scenario = target.scenario
+    return RunInfo(
+        scenario=scenario.name,
+        target=redact_url(target.base_url),
+        api=scenario.api,
+        started_at=plan.started_at.isoformat(timespec="seconds"),
+        start_monotonic_ns=execution.start_ns,
+        start_epoch_ns=execution.start_epoch_ns,
+        duration_s=(execution.end_ns - execution.start_ns) / 1e9,
+        open_loop=scenario.load.open_loop,
+        scenario_config=scenario.to_dict(),
+        offered_requests=plan.offered or None,
+        offered_rate=plan.offered_rate or None,
+        environment=_environment(options, target, execution),
+        stages=plan.stages,
+        telemetry=execution.hooks.telemetry,
+    )
+
+
+def _environment(options: RunOptions, target: Target, execution: Execution) -> dict[str, Any]:
+    """Where and how the run ran: versions, machine, options, prompts, hooks' reports."""
+    env: dict[str, Any] = {
+        "zqbench": zqbench.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "hostname": socket.gethostname(),
+        "workers": options.workers,
+        "http2": options.http2,
+        "seed": options.seed,
+        "rate_scale": options.rate_scale,
+        "duration_scale": options.duration_scale,
+    }
+    if target.server is not None:
+        env["reference_server"] = {
+            k: target.server.health.get(k) for k in ("engine", "scheduler", "device", "model")
+        }
+    calibration = target.calibration
+    env["prompts"] = {
+        "max_context": target.max_context,
+        "clamped": list(target.clamped),
+        "warnings": list(target.warnings),
+        "calibration": None if calibration is None else dataclasses.asdict(calibration),
+        "bytes": execution.prompt_bytes,
+    }
+    return {**env, "interrupted": execution.interrupted, **execution.hooks.environment}

@@ -1,0 +1,226 @@
+"""Stage 3, execute: the plan's works on the target's workers -> `Execution`.
+
+The hooks (impairment, telemetry) are built by `build_hooks` before any request reaches
+the target, so a missing permission or a bad source fails before the load; they start at
+the schedule's t = 0 and are stopped on every way out (end, error, Ctrl-C, SIGTERM).
+Signals stay handled until they are stopped: a SIGTERM right after the load must not leave
+nftables rules in place.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zqbench.calibrate import Calibration
+from zqbench.engines.native import ClassSpec, WorkerSpec
+from zqbench.engines.workers import (
+    StopFlag,
+    Work,
+    run_in_process,
+    run_in_processes,
+    stop_on_signals,
+)
+from zqbench.hooks import HookContext, HookResult, RunHook
+from zqbench.pipeline.options import RunOptions
+from zqbench.pipeline.plan import Plan
+from zqbench.pipeline.target import Endpoint, Target
+from zqbench.prompts import synth_text
+from zqbench.redact import redact_url
+from zqbench.run_hooks import hooks_for_run
+from zqbench.scenario import Scenario
+from zqbench.transport.base import PoolLimits
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Execution:
+    start_ns: int  # t = 0 of every t_* column, on time.perf_counter_ns()
+    start_epoch_ns: int  # the same instant on the wall clock
+    end_ns: int  # when the workers were done, on time.perf_counter_ns()
+    interrupted: bool  # a signal or the caller's stop flag ended the load early
+    hooks: HookResult  # what the hooks add to the summary
+    prompt_bytes: dict[str, int]  # bytes of synthetic prompt text per request class
+
+
+def execute(
+    options: RunOptions,
+    plan: Plan,
+    target: Target,
+    hooks: list[RunHook],
+    out_dir: Path,
+    *,
+    on_progress: ProgressCallback | None = None,
+    stop: StopFlag | None = None,
+) -> Execution:
+    """Send the plan's requests; samples land in `out_dir` as the workers go."""
+    run_hooks = _Hooks(hooks, plan, target, out_dir)
+    classes = class_specs(target.scenario, options.seed, target.calibration)
+    specs = _worker_specs(options, target, classes, out_dir)
+    start_epoch_ns = time.time_ns()
+    start_mono_ns = time.perf_counter_ns()
+    stop = stop or StopFlag()
+    with stop_on_signals(stop):
+        try:
+            start_ns, interrupted = _run_workers(
+                specs, plan.works, on_progress, stop, run_hooks.start
+            )
+        finally:
+            hook_results = run_hooks.stop()
+        interrupted = interrupted or stop.is_set()
+    end_ns = time.perf_counter_ns()
+    return Execution(
+        start_ns=start_ns,
+        # One anchor on both clocks, at the run's start (the monotonic origin of every t_*).
+        start_epoch_ns=start_epoch_ns + start_ns - start_mono_ns,
+        end_ns=end_ns,
+        interrupted=interrupted,
+        hooks=hook_results,
+        prompt_bytes={c.name: len(c.prompt) for c in classes},
+    )
+
+
+def build_hooks(options: RunOptions, scenario: Scenario, endpoint: Endpoint) -> list[RunHook]:
+    """The scenario's impairment and the telemetry sources, then the caller's own hooks.
+
+    Called before any request: impairment preflight and telemetry sources fail here."""
+    built = hooks_for_run(
+        scenario,
+        telemetry=options.telemetry,
+        target_host=endpoint.host,
+        target_port=endpoint.port,
+    )
+    return [*built, *options.hooks]
+
+
+class _Hooks:
+    """The run's hooks: started together at t = 0, stopped together, newest first."""
+
+    def __init__(self, hooks: list[RunHook], plan: Plan, target: Target, out_dir: Path) -> None:
+        self.hooks = hooks
+        self.plan = plan
+        self.target = target
+        self.out_dir = out_dir
+        self.started: list[RunHook] = []
+
+    def start(self, start_ns: int) -> None:
+        ctx = HookContext(
+            run_name=self.out_dir.name,
+            out_dir=self.out_dir,
+            base_url=redact_url(self.target.base_url),
+            host=self.target.host,
+            port=self.target.port,
+            start_monotonic_ns=start_ns,
+            stages=self.plan.stages,
+        )
+        for hook in self.hooks:
+            self.started.append(hook)  # before start(): a half-started hook is still stopped
+            hook.start(ctx)
+
+    def stop(self) -> HookResult:
+        return stop_hooks(self.started)
+
+
+def class_specs(
+    scenario: Scenario, seed: int, calibration: Calibration | None
+) -> tuple[ClassSpec, ...]:
+    """Each request class with its prompt text, sized by the calibration (else a byte a token)."""
+    specs = []
+    for i, cls in enumerate(scenario.request.mix):
+        tokens = max(2, int(cls.prompt_tokens))  # at least one byte of text after BOS
+        n_bytes = tokens - 1 if calibration is None else calibration.bytes_for(tokens)
+        specs.append(
+            ClassSpec(
+                name=cls.name,
+                prompt=synth_text(n_bytes, seed=seed * 1000 + i),
+                max_tokens=scenario.request.max_tokens_for(cls),
+                prompt_tokens_estimate=tokens,
+            )
+        )
+    return tuple(specs)
+
+
+def stop_hooks(started: list[RunHook]) -> HookResult:
+    """Stop every started hook, newest first, even when one of them fails to stop."""
+    merged = HookResult()
+    errors: list[str] = []
+    for hook in reversed(started):
+        try:
+            result = hook.stop()
+        except Exception as exc:  # keep stopping the others; report, never hide
+            errors.append(f"{hook.name}: {type(exc).__name__}: {exc}")
+            continue
+        merged.telemetry.update(result.telemetry)
+        if result.environment:
+            merged.environment[hook.name] = result.environment
+        merged.notes.extend(result.notes)
+    if errors:
+        merged.notes.extend(f"hook failed to stop: {e}" for e in errors)
+    if merged.notes:
+        merged.environment["notes"] = merged.notes
+    return merged
+
+
+def _worker_specs(
+    options: RunOptions, target: Target, classes: tuple[ClassSpec, ...], out_dir: Path
+) -> list[WorkerSpec]:
+    scenario = target.scenario
+    limits = PoolLimits(
+        max_connections=options.max_connections,
+        warm_connections=_warm_connections(options, scenario),
+    )
+    return [
+        WorkerSpec(
+            worker=w,
+            n_workers=options.workers,
+            base_url=target.base_url,
+            http2=options.http2,
+            limits=limits,
+            api=scenario.api,
+            dialect_config=target.dialect_config,
+            classes=classes,
+            stream=scenario.request.stream,
+            timeout_s=scenario.request.timeout_s,
+            out_dir=str(out_dir),
+            spin_ns=options.spin_us * 1000,
+            insecure=options.insecure,
+            h1_client=options.h1_client.value,
+            drain_timeout_s=scenario.load.graceful_stop_s,
+        )
+        for w in range(options.workers)
+    ]
+
+
+def _warm_connections(options: RunOptions, scenario: Scenario) -> int:
+    """Connections opened before t = 0: given, or sized from the expected concurrency."""
+    if options.warm_connections is not None:
+        return max(0, min(options.warm_connections, options.max_connections))
+    if options.http2:
+        return 1
+    load = scenario.load
+    if load.open_loop:
+        peak = max([load.start_rate or 0.0, load.rate or 0.0, *[s.target for s in load.stages]])
+        # Little's law with a guessed 100 ms latency, bounded: enough for the first second.
+        guess = int(peak * 0.1) + 4
+    else:
+        guess = max([load.vus or 0, *[int(s.target) for s in load.stages]])
+    return max(1, min(guess, 64, options.max_connections))
+
+
+def _run_workers(
+    specs: list[WorkerSpec],
+    works: list[Work],
+    on_progress: ProgressCallback | None,
+    stop: StopFlag,
+    on_start: Callable[[int], None],
+) -> tuple[int, bool]:
+    """One worker in this process, several in spawned processes: (t = 0, interrupted)."""
+    if len(specs) == 1:
+        return run_in_process(
+            specs[0], works[0], on_progress=on_progress, stop=stop, on_start=on_start
+        )
+    return run_in_processes(specs, works, on_progress=on_progress, stop=stop, on_start=on_start)

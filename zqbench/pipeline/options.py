@@ -1,0 +1,84 @@
+"""`RunOptions`: everything a run takes besides its scenario file, checked when built.
+
+An invalid `RunOptions` cannot exist: `__post_init__` turns choice strings into their
+enums and raises `OptionError` (naming the field, in the library's words) for a bad value.
+What depends on the scenario (its SLOs, its api) is checked by the plan stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from zqbench.hooks import RunHook
+from zqbench.option_values import (
+    Api,
+    CalibrationMode,
+    Choice,
+    H1Client,
+    ServerEngine,
+    ServerScheduler,
+    check_above,
+    check_at_least,
+    parse_headers,
+    read_api_key,
+)
+from zqbench.scenario import Scenario
+
+# The fields whose value is one of a Choice's, each with its enum.
+_CHOICES: dict[str, type[Choice]] = {
+    "api": Api,
+    "h1_client": H1Client,
+    "calibration": CalibrationMode,
+    "server_engine": ServerEngine,
+    "server_scheduler": ServerScheduler,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """A run's options; the field names are the `zqbench run` parameter names."""
+
+    scenario: str | Scenario = "burst"  # a bundled name, a TOML path, or a loaded scenario
+    target: str | None = None  # None: start the bundled reference server
+    api: Api | None = None  # overrides the scenario's
+    model: str | None = None
+    headers: tuple[str, ...] = ()  # "Name: value"
+    api_key_env: str | None = None  # the key is read from this variable, never from argv
+    http2: bool = False
+    h1_client: H1Client = H1Client.raw
+    workers: int = 1
+    seed: int = 0
+    rate_scale: float = 1.0
+    duration_scale: float = 1.0
+    slos: tuple[str, ...] = ()  # added to the scenario's
+    out: Path | None = None
+    reports_root: Path = Path("reports")
+    max_connections: int = 1024
+    warm_connections: int | None = None  # None: sized from the expected concurrency
+    timeout_s: float | None = None  # overrides the scenario's per-request timeout
+    max_tokens: int | None = None
+    insecure: bool = False
+    spin_us: int = 1500
+    inconclusive_fails: bool = True
+    # The embedded reference server (used when target is None).
+    server_engine: ServerEngine = ServerEngine.auto
+    server_scheduler: ServerScheduler = ServerScheduler.zero_queue
+    server_args: tuple[str, ...] = ()
+    calibration: CalibrationMode = CalibrationMode.auto  # prompt sizing (zqbench.calibrate)
+    max_context: int | None = None  # clamp classes to it; None: the target's /health says
+    html: bool = True  # render report.html (a sweep may skip it for its steps)
+    telemetry: tuple[str, ...] = ()  # --telemetry sources: nvml, auto, prometheus:URL
+    hooks: tuple[RunHook, ...] = ()  # impairment, telemetry, ...: started at t = 0, always stopped
+
+    def __post_init__(self) -> None:
+        for name, kind in _CHOICES.items():
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, kind.parse(value, name))
+        check_at_least("workers", self.workers, 1)
+        check_at_least("max_context", self.max_context, 2, " tokens")
+        check_above("rate_scale", self.rate_scale, 0)
+        check_above("duration_scale", self.duration_scale, 0)
+        parse_headers(self.headers)
+        read_api_key(self.api_key_env)

@@ -1,0 +1,244 @@
+"""Stage 2, target: the endpoint the run measures, fitted to the plan -> `Target`.
+
+    remote (--target URL): the URL checked, the port reachable, --model required
+    embedded (no --target): the bundled reference server started, its /health read
+
+Then the prompts are fitted to it: every class whose prompt + max_tokens exceeds the
+target's context is clamped, and prompt sizes are calibrated (bytes of text per token).
+`open_endpoint` yields the `Endpoint` while it serves (and stops an embedded server when
+the block ends); `fit_target` then fits the prompts to it and returns the `Target`. The two
+are apart so that the run can build its hooks (impairment preflight, telemetry sources) in
+between: after the target is known, before any request reaches it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from zqbench.calibrate import Calibration, calibrate
+from zqbench.dialects.base import DialectConfig
+from zqbench.embedded import EmbeddedServer, get_health
+from zqbench.errors import TargetError, UsageError
+from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
+from zqbench.pipeline.options import RunOptions
+from zqbench.redact import redact_url
+from zqbench.scenario import Scenario
+from zqbench.transport._common import parse_base_url
+
+NoteCallback = Callable[[str], None]
+
+CALIBRATION_TIMEOUT_S = 10.0  # per probe: calibration must never stall a run for long
+CONTEXT_HEADROOM = 0.98  # a clamped prompt keeps 2% spare: calibration is good to about 2%
+
+
+@dataclass(frozen=True)
+class Target:
+    base_url: str
+    model: str
+    dialect_config: DialectConfig  # model, API key and extra headers of every request
+    scenario: Scenario  # the plan's, each class's prompt clamped to max_context
+    max_context: int | None
+    clamped: tuple[str, ...]  # one line per clamped class
+    warnings: tuple[str, ...]  # clamping and calibration problems, as shown to the user
+    calibration: Calibration | None  # None: prompts sized at one byte per token
+    note: str = ""  # how an embedded server was started; "" for a remote target
+    server: EmbeddedServer | None = field(default=None, repr=False)
+
+    @property
+    def host(self) -> str:
+        return _host_port(self.base_url)[0]
+
+    @property
+    def port(self) -> int:
+        return _host_port(self.base_url)[1]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A reachable endpoint and the model to ask it for; prompts not fitted yet."""
+
+    base_url: str
+    model: str
+    note: str = ""
+    server: EmbeddedServer | None = None
+
+    @property
+    def host(self) -> str:
+        return _host_port(self.base_url)[0]
+
+    @property
+    def port(self) -> int:
+        return _host_port(self.base_url)[1]
+
+
+def _host_port(base_url: str) -> tuple[str, int]:
+    parts = urlsplit(base_url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+@contextlib.contextmanager
+def open_endpoint(
+    options: RunOptions, out_dir: Path, *, on_note: NoteCallback | None = None
+) -> Iterator[Endpoint]:
+    """The endpoint, reachable (or started), for the duration of the block."""
+    with _endpoint(options, out_dir) as endpoint:
+        if on_note is not None:
+            on_note(endpoint.note or f"target {redact_url(endpoint.base_url)}")
+        yield endpoint
+
+
+def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:
+    """Fail fast (TargetError, exit 3) with the address, before any worker starts."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        if isinstance(exc, TimeoutError | socket.timeout):
+            reason = f"no answer within {timeout_s:.0f} s"
+        raise TargetError(f"cannot reach {host}:{port}: {reason}") from None
+
+
+def embedded_server(options: RunOptions, log_path: Path, *, pin_cpus: bool) -> EmbeddedServer:
+    """The bundled reference server the options ask for (not started yet)."""
+    return EmbeddedServer(
+        engine=options.server_engine.value,
+        scheduler=options.server_scheduler.value,
+        extra_args=options.server_args,
+        log_path=log_path,
+        pin_cpus=pin_cpus,
+    )
+
+
+@contextlib.contextmanager
+def _endpoint(options: RunOptions, out_dir: Path) -> Iterator[Endpoint]:
+    if options.target is not None:
+        parse_base_url(options.target)  # one validation for every entry point (UsageError)
+        base_url = options.target.rstrip("/")
+        check_reachable(base_url)
+        if not options.model:
+            raise UsageError("--model is required with --target (the model name the server serves)")
+        yield Endpoint(base_url, options.model)
+        return
+    # Pinned: the model's compute must not steal the generator's timing.
+    with embedded_server(options, out_dir / "reference_server.log", pin_cpus=True) as server:
+        health = server.health
+        note = (
+            f"embedded reference server at {server.base_url} "
+            f"(engine={health.get('engine')}, scheduler={health.get('scheduler')})"
+        )
+        model = options.model or str(health.get("model") or "refserver")
+        yield Endpoint(server.base_url, model, note, server)
+
+
+def fit_target(
+    endpoint: Endpoint,
+    scenario: Scenario,
+    options: RunOptions,
+    *,
+    on_note: NoteCallback | None = None,
+) -> Target:
+    """Clamp the prompts to the target's context, then calibrate their sizes."""
+    note = on_note or (lambda _line: None)
+    max_context = options.max_context or _advertised_context(endpoint)
+    scenario, clamped = clamp_classes(scenario, max_context)
+    for line in clamped:
+        note(f"warning: {line}")
+    dialect_config = DialectConfig(
+        model=endpoint.model,
+        api_key=read_api_key(options.api_key_env),
+        extra_headers=parse_headers(options.headers),
+    )
+    calibration, problems = _calibrate(endpoint, scenario, dialect_config, max_context, options)
+    for line in problems:
+        note(f"warning: {line}")
+    return Target(
+        base_url=endpoint.base_url,
+        model=endpoint.model,
+        dialect_config=dialect_config,
+        scenario=scenario,
+        max_context=max_context,
+        clamped=tuple(clamped),
+        warnings=(*clamped, *problems),
+        calibration=calibration,
+        note=endpoint.note,
+        server=endpoint.server,
+    )
+
+
+def _advertised_context(endpoint: Endpoint) -> int | None:
+    """max_context from the target's /health (the reference server has it), if any."""
+    health: dict[str, Any] | None = None
+    if endpoint.server is not None:
+        health = dict(endpoint.server.health)
+    else:
+        with contextlib.suppress(Exception):  # any endpoint may lack /health or answer oddly
+            health = dict(get_health(endpoint.base_url, timeout_s=2.0))
+    value = (health or {}).get("max_context")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else None
+
+
+def clamp_classes(scenario: Scenario, max_context: int | None) -> tuple[Scenario, list[str]]:
+    """Shrink the prompt of every class whose prompt + max_tokens exceeds `max_context`.
+
+    Returns the scenario with the new sizes and one warning line per clamped class."""
+    if max_context is None:
+        return scenario, []
+    warnings: list[str] = []
+    classes = []
+    for cls in scenario.request.mix:
+        max_tokens = scenario.request.max_tokens_for(cls)
+        room = max_context - max_tokens
+        if cls.prompt_tokens + max_tokens <= max_context:
+            classes.append(cls)
+            continue
+        if room < 2:
+            raise UsageError(
+                f"class {cls.name}: max_tokens {max_tokens} leaves no room for a prompt "
+                f"within max context {max_context}"
+            )
+        tokens = max(2, int(room * CONTEXT_HEADROOM))
+        warnings.append(
+            f"class {cls.name}: prompt_tokens {cls.prompt_tokens} + max_tokens {max_tokens} "
+            f"> max context {max_context}; clamped to {tokens} prompt tokens"
+        )
+        classes.append(dataclasses.replace(cls, prompt_tokens=tokens))
+    request = dataclasses.replace(scenario.request, mix=tuple(classes))
+    return dataclasses.replace(scenario, request=request), warnings
+
+
+def _calibrate(
+    endpoint: Endpoint,
+    scenario: Scenario,
+    dialect_config: DialectConfig,
+    max_context: int | None,
+    options: RunOptions,
+) -> tuple[Calibration | None, tuple[str, ...]]:
+    """The bytes-per-token fit, or None and the reason it is missing."""
+    if options.calibration is CalibrationMode.off:
+        return None, ()
+    try:
+        return calibrate(
+            endpoint.base_url,
+            scenario.api,
+            dialect_config,
+            max_context=max_context,
+            insecure=options.insecure,
+            timeout_s=min(scenario.request.timeout_s, CALIBRATION_TIMEOUT_S),
+            # The embedded server lives on a new port each run: nothing to reuse.
+            use_cache=options.calibration is CalibrationMode.auto and endpoint.server is None,
+        ), ()
+    except TargetError as exc:
+        # The run can still measure; its prompts are then sized at one byte per token,
+        # and the tokens each request really had are recorded anyway.
+        return None, (f"{exc.message}; prompts sized at one byte per token",)
