@@ -39,15 +39,11 @@ CONTEXT_HEADROOM = 0.98  # a clamped prompt keeps 2% spare: calibration is good 
 
 
 @dataclass(frozen=True)
-class Target:
+class Endpoint:
+    """A reachable endpoint and the model to ask it for; prompts not fitted yet."""
+
     base_url: str
     model: str
-    dialect_config: DialectConfig  # model, API key and extra headers of every request
-    scenario: Scenario  # the plan's, each class's prompt clamped to max_context
-    max_context: int | None
-    clamped: tuple[str, ...]  # one line per clamped class
-    warnings: tuple[str, ...]  # clamping and calibration problems, as shown to the user
-    calibration: Calibration | None  # None: prompts sized at one byte per token
     note: str = ""  # how an embedded server was started; "" for a remote target
     server: EmbeddedServer | None = field(default=None, repr=False)
 
@@ -60,22 +56,16 @@ class Target:
         return _host_port(self.base_url)[1]
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """A reachable endpoint and the model to ask it for; prompts not fitted yet."""
+@dataclass(frozen=True, kw_only=True)
+class Target(Endpoint):
+    """The endpoint with the scenario's prompts fitted to it."""
 
-    base_url: str
-    model: str
-    note: str = ""
-    server: EmbeddedServer | None = None
-
-    @property
-    def host(self) -> str:
-        return _host_port(self.base_url)[0]
-
-    @property
-    def port(self) -> int:
-        return _host_port(self.base_url)[1]
+    dialect_config: DialectConfig  # model, API key and extra headers of every request
+    scenario: Scenario  # the plan's, each class's prompt clamped to max_context
+    max_context: int | None
+    clamped: tuple[str, ...]  # one line per clamped class
+    warnings: tuple[str, ...]  # clamping and calibration problems, as shown to the user
+    calibration: Calibration | None  # None: prompts sized at one byte per token
 
 
 def _host_port(base_url: str) -> tuple[str, int]:
