@@ -26,7 +26,7 @@ def _percent(text: str, option: str) -> float:
 
 def report(run_dir: RunDirArg, inconclusive_ok: InconclusiveOkOpt = False) -> None:
     """Re-render summary.md, junit.xml, plots and report.html of a saved run (no traffic)."""
-    from zqbench.reporting.render import render_all
+    from zqbench.outputs.render import render_all
 
     paths = render_all(run_dir, inconclusive_fails=not inconclusive_ok)
     for path in paths:
@@ -48,17 +48,17 @@ def gate(
 ) -> None:
     """Re-evaluate SLOs on a saved run and exit 0 pass, 1 fail/inconclusive, 4 invalid."""
     from zqbench.errors import exit_code_for_verdict
-    from zqbench.reporting.gate import gate_run, write_gated
+    from zqbench.outputs.gate import gate_run, write_gated
 
     summary = gate_run(run_dir, slos or ())
     if write:
         write_gated(run_dir, summary, inconclusive_fails=not inconclusive_ok)
-    typer.echo(f"verdict: {summary['verdict'].upper()}   {run_dir}")
-    for result in summary["slos"]:
-        typer.echo(f"  {result['verdict']:<12} {result['expr']}  {result['message']}")
-    for reason in summary["validity"]["reasons"]:
+    typer.echo(f"verdict: {summary.verdict.upper()}   {run_dir}")
+    for result in summary.slos:
+        typer.echo(f"  {result.verdict:<12} {result.expr}  {result.message}")
+    for reason in summary.validity.reasons:
         typer.echo(f"  invalid: {reason}")
-    code = exit_code_for_verdict(summary["verdict"], inconclusive_fails=not inconclusive_ok)
+    code = exit_code_for_verdict(summary.verdict, inconclusive_fails=not inconclusive_ok)
     raise typer.Exit(code)
 
 
@@ -86,8 +86,8 @@ def compare(
     """Compare runs with the first: differences with 95% CIs and a regression verdict.
 
     Exit 0 no regression, 1 regression (or inconclusive), 2 bad usage, 4 an invalid run."""
-    from zqbench.reporting.compare import compare_runs, exit_code, write_comparison
-    from zqbench.reporting.compare_render import render_compare_md
+    from zqbench.outputs.compare import compare_runs, exit_code
+    from zqbench.outputs.compare_render import render_compare_md, write_comparison
 
     comparison = compare_runs(
         runs,

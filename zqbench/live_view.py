@@ -8,12 +8,15 @@ import time
 from collections import deque
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from zqbench.summary import Summary
 
 
 def _fmt_ms(value: float | None) -> str:
@@ -93,25 +96,22 @@ class LiveView:
             self._live.__exit__(exc_type, exc, tb)
             self._live = None
 
-    def final(self, summary: dict[str, Any], out_dir: Path) -> None:
+    def final(self, summary: Summary, out_dir: Path) -> None:
         """A few lines any log can keep: the verdict, each SLO, where the outputs are."""
-        verdict = str(summary.get("verdict", "?"))
+        verdict = summary.verdict
         style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}.get(verdict, "magenta")
-        requests = summary.get("requests", {})
+        requests = summary.requests
         console = Console(stderr=False, soft_wrap=True)
         console.print(
             Text.assemble(
                 ("verdict: ", "bold"),
                 (verdict.upper(), f"bold {style}"),
-                f"   requests: sent {requests.get('sent')}, ok {requests.get('ok')}, "
-                f"failed {requests.get('failed')}",
+                f"   requests: sent {requests.sent}, ok {requests.ok}, failed {requests.failed}",
             )
         )
-        for slo in summary.get("slos", []):
-            console.print(
-                f"  {slo.get('verdict', '?'):<12} {slo.get('expr')}  {slo.get('message', '')}"
-            )
-        validity = summary.get("validity", {})
-        for reason in validity.get("reasons", []) if not validity.get("ok", True) else []:
+        for slo in summary.slos:
+            console.print(f"  {slo.verdict:<12} {slo.expr}  {slo.message}")
+        validity = summary.validity
+        for reason in validity.reasons if not validity.ok else []:
             console.print(f"  [magenta]invalid[/magenta]: {reason}")
         console.print(f"outputs: {out_dir}")

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from zqbench.engines.workers import StopFlag
 from zqbench.errors import EXIT_INTERRUPTED, exit_code_for_verdict
@@ -25,6 +24,7 @@ from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import make_plan
 from zqbench.pipeline.target import fit_target, open_endpoint
 from zqbench.pipeline.write import write_outputs
+from zqbench.summary import Summary
 
 __all__ = ["RunOptions", "RunResult", "run_scenario"]
 
@@ -32,7 +32,7 @@ __all__ = ["RunOptions", "RunResult", "run_scenario"]
 @dataclass(frozen=True, slots=True)
 class RunResult:
     out_dir: Path
-    summary: dict[str, Any]
+    summary: Summary
     exit_code: int
     interrupted: bool
     target_note: str = ""
@@ -67,7 +67,7 @@ def run_scenario(
         inconclusive_fails=options.inconclusive_fails,
         html=options.html,
     )
-    code = _exit_code(str(analysis.summary["verdict"]), execution.interrupted, options)
+    code = _exit_code(analysis.summary.verdict, execution.interrupted, options)
     return RunResult(out_dir, analysis.summary, code, execution.interrupted, target.note)
 
 

@@ -36,6 +36,7 @@ from zqbench.pipeline.target import embedded_server
 from zqbench.redact import redact_url
 from zqbench.run import run_scenario
 from zqbench.scenario import LoadConfig, Scenario, Stage, SweepConfig
+from zqbench.summary import Summary
 
 StepCallback = Callable[[dict[str, Any]], None]
 
@@ -84,27 +85,23 @@ def step_scenario(scenario: Scenario, rate: float, duration_s: float) -> Scenari
     return dataclasses.replace(scenario, load=constant, network=None)
 
 
-def _step_record(index: int, rate: float, phase: str, summary: dict[str, Any], out: Path) -> dict:
-    metrics = summary["metrics"]
-
-    def q(name: str, key: str) -> Any:
-        return metrics.get(name, {}).get(key)
-
+def _step_record(index: int, rate: float, phase: str, summary: Summary, out: Path) -> dict:
+    latency, ttft = summary.metrics["latency"], summary.metrics["ttft"]
     return {
         "index": index,
         "phase": phase,
         "rate": rate,
-        "verdict": summary["verdict"],
-        "passed": summary["verdict"] == "pass",
-        "sent": summary["requests"]["sent"],
-        "failed": summary["requests"]["failed"],
-        "achieved_rate": summary["load"]["achieved_rate"],
-        "latency_p50": q("latency", "p50"),
-        "latency_p99": q("latency", "p99"),
-        "ttft_p50": q("ttft", "p50"),
-        "ttft_p99": q("ttft", "p99"),
-        "slos": [{"expr": s["expr"], "verdict": s["verdict"]} for s in summary["slos"]],
-        "validity_reasons": summary["validity"]["reasons"],
+        "verdict": summary.verdict,
+        "passed": summary.verdict == "pass",
+        "sent": summary.requests.sent,
+        "failed": summary.requests.failed,
+        "achieved_rate": summary.load.achieved_rate,
+        "latency_p50": latency.p50,
+        "latency_p99": latency.p99,
+        "ttft_p50": ttft.p50,
+        "ttft_p99": ttft.p99,
+        "slos": [{"expr": s.expr, "verdict": s.verdict} for s in summary.slos],
+        "validity_reasons": summary.validity.reasons,
         "out_dir": out.name,
     }
 

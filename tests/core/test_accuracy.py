@@ -87,8 +87,8 @@ def test_ttfb_ttft_and_latency_match_the_server_truth_at_200_rps(
         assert 0 <= medians[name] < 1.0, f"{name}: median error {medians[name]} ms; {medians}"
     summary = result.summary
     # The programmed truth itself: TTFT p50 is 20 ms plus the (sub-ms) error above.
-    assert 0.020 <= summary["metrics"]["ttft"]["p50"] < 0.021
-    assert 0.010 <= summary["metrics"]["ttfb"]["p50"] < 0.011
+    assert 0.020 <= summary.metrics["ttft"].p50 < 0.021
+    assert 0.010 <= summary.metrics["ttfb"].p50 < 0.011
 
 
 def test_a_server_stall_shows_in_latency_corrected_not_only_in_latency(
@@ -134,8 +134,8 @@ def test_a_server_stall_shows_in_latency_corrected_not_only_in_latency(
     assert sum(c > 1.0 for c in corrected) >= 40  # every request meant for the stall's first half
     assert sum(v > 1.0 for v in latency) <= 8  # only those already on the 4 connections
     summary = result.summary
-    assert summary["metrics"]["latency_corrected"]["p99"] >= 1.5
-    assert summary["metrics"]["latency"]["p99"] < summary["metrics"]["latency_corrected"]["p99"]
+    assert summary.metrics["latency_corrected"].p99 >= 1.5
+    assert summary.metrics["latency"].p99 < summary.metrics["latency_corrected"].p99
     # The generator could not send on time, so the run says it is not valid as a measurement.
-    assert summary["verdict"] == "invalid"
-    assert any("schedule" in reason for reason in summary["validity"]["reasons"])
+    assert summary.verdict == "invalid"
+    assert any("schedule" in reason for reason in summary.validity.reasons)

@@ -62,12 +62,12 @@ def test_hook_gets_t0_and_stage_times_and_feeds_the_summary(
     )
     assert hook.stopped == 1
     assert hook.ctx is not None
-    assert hook.ctx.start_monotonic_ns == result.summary["clock"]["start_monotonic_ns"]
+    assert hook.ctx.start_monotonic_ns == result.summary.clock.start_monotonic_ns
     assert hook.started_at <= hook.ctx.start_monotonic_ns  # started before t = 0
     assert [(s.start_s, s.end_s) for s in hook.ctx.stages] == [(0.0, 1.0), (1.0, 2.0)]
     assert hook.ctx.port == int(ref_server.base_url.rsplit(":", 1)[1])
-    assert result.summary["environment"]["recorder"] == {"seen": True}
-    assert result.summary["telemetry"]["gpu_density"] == 0.5
+    assert result.summary.environment["recorder"] == {"seen": True}
+    assert result.summary.telemetry["gpu_density"] == 0.5
 
 
 def test_a_hook_that_fails_to_start_is_still_stopped(

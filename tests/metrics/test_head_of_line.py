@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from zqbench.metrics.summary import summarize
+from zqbench.metrics.summarize import summarize
 from zqbench.stages import StageInfo
+from zqbench.summary import Unavailable
 
 from .conftest import build_samples
 from .test_summary import run_info
@@ -28,27 +29,27 @@ def mixed_run(stage_classes):
 
 
 def test_ratio_of_the_short_class_between_stages() -> None:
-    hol = mixed_run([("short",), None])["head_of_line"]
-    assert (hol["baseline_stage"], hol["mixed_stage"], hol["classes"]) == (0, 1, ["short"])
-    lat = hol["by_class"]["short"]["latency"]
-    assert (lat["n_baseline"], lat["n_mixed"]) == (100, 100)
-    assert np.isclose(lat["baseline_p50"], 0.050) and np.isclose(lat["mixed_p50"], 0.150)
-    assert np.isclose(lat["baseline_p99"], 0.099) and np.isclose(lat["mixed_p99"], 0.297)
-    assert np.isclose(lat["ratio_p50"], 3.0) and np.isclose(lat["ratio_p99"], 3.0)
-    assert np.isclose(hol["by_class"]["short"]["ttft"]["ratio_p99"], 3.0)
-    assert np.isclose(hol["worst"]["latency_p99_ratio"], 3.0)
+    hol = mixed_run([("short",), None]).head_of_line
+    assert (hol.baseline_stage, hol.mixed_stage, hol.classes) == (0, 1, ["short"])
+    lat = hol.by_class["short"].latency
+    assert (lat.n_baseline, lat.n_mixed) == (100, 100)
+    assert np.isclose(lat.baseline_p50, 0.050) and np.isclose(lat.mixed_p50, 0.150)
+    assert np.isclose(lat.baseline_p99, 0.099) and np.isclose(lat.mixed_p99, 0.297)
+    assert np.isclose(lat.ratio_p50, 3.0) and np.isclose(lat.ratio_p99, 3.0)
+    assert np.isclose(hol.by_class["short"].ttft.ratio_p99, 3.0)
+    assert np.isclose(hol.worst.latency_p99_ratio, 3.0)
 
 
 def test_mixed_stage_must_add_classes() -> None:
     """Two stages with the same restricted mix are no comparison."""
-    hol = mixed_run([("short",), ("short",)])["head_of_line"]
-    assert "unavailable" in hol
-    assert "unavailable" in mixed_run([None, None])["head_of_line"]
+    hol = mixed_run([("short",), ("short",)]).head_of_line
+    assert isinstance(hol, Unavailable)
+    assert isinstance(mixed_run([None, None]).head_of_line, Unavailable)
 
 
 def test_summary_md_renders_the_ratios() -> None:
     from zqbench.outputs.markdown import render_summary_md
 
-    text = render_summary_md(mixed_run([("short",), ("short", "long")]))
+    text = render_summary_md(mixed_run([("short",), ("short", "long")]).model_dump(mode="json"))
     assert "### Head-of-line blocking: stage 1 (mixed) vs stage 0 (baseline)" in text
     assert "| short | `latency` | 50 ms | 150 ms | 3 | 99 ms | 297 ms | 3 |" in text

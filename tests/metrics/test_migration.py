@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from zqbench.metrics.summary import summarize
+from zqbench.metrics.summarize import summarize
 from zqbench.stages import StageInfo
+from zqbench.summary import MigrationRow, RetryAfter, Unavailable
 
 from .conftest import build_samples
 from .test_summary import run_info
@@ -41,38 +42,32 @@ def summary():
 
 
 def test_migration_compares_first_stage_with_busiest() -> None:
-    m = summary()["migration"]
-    assert m["baseline"]["stage"] == 0 and m["overload"]["stage"] == 1
-    assert m["baseline"]["send_rate"] == 10.0 and m["overload"]["send_rate"] == 50.0
-    assert m["baseline"]["share"] == {"200": 1.0}
-    assert m["overload"]["share"] == {"529": 0.5, "200": 0.4, "429": 0.1}
-    assert m["rows"][0] == {"status": "529", "baseline": 0.0, "overload": 0.5}
+    m = summary().migration
+    assert m.baseline.stage == 0 and m.overload.stage == 1
+    assert m.baseline.send_rate == 10.0 and m.overload.send_rate == 50.0
+    assert m.baseline.share == {"200": 1.0}
+    assert m.overload.share == {"529": 0.5, "200": 0.4, "429": 0.1}
+    assert m.rows[0] == MigrationRow(status="529", baseline=0.0, overload=0.5)
     # Admitted latency of stage 1: 10..29 ms; nearest rank p50 = x(10) = 19 ms, p99 = 29 ms.
-    assert np.isclose(m["overload"]["latency_p50"], 0.019)
-    assert np.isclose(m["overload"]["latency_p99"], 0.029)
-    assert np.isclose(m["overload"]["latency_p99_p50"], 29 / 19)
-    assert np.isclose(m["overload"]["time_to_reject_p99"], 0.4)  # 30 refusals: x(30)
-    assert m["baseline"]["time_to_reject_p99"] is None
+    assert np.isclose(m.overload.latency_p50, 0.019)
+    assert np.isclose(m.overload.latency_p99, 0.029)
+    assert np.isclose(m.overload.latency_p99_p50, 29 / 19)
+    assert np.isclose(m.overload.time_to_reject_p99, 0.4)  # 30 refusals: x(30)
+    assert m.baseline.time_to_reject_p99 is None
 
 
 def test_status_over_time_counts_per_second() -> None:
-    t = summary()["status_mix"]["over_time"]
-    assert t["bin_s"] == 1.0 and t["start_s"] == [0.0, 1.0, 2.0]
-    assert t["counts"] == {"200": [10, 10, 20], "529": [0, 0, 25], "429": [0, 0, 5]}
+    t = summary().status_mix.over_time
+    assert t.bin_s == 1.0 and t.start_s == [0.0, 1.0, 2.0]
+    assert t.counts == {"200": [10, 10, 20], "529": [0, 0, 25], "429": [0, 0, 5]}
 
 
 def test_retry_after_share_of_refusals() -> None:
-    r = summary()["retry_after"]
-    assert r == {
-        "refusals": 30,
-        "with_retry_after": 25,
-        "share": 25 / 30,
-        "min_s": 1.0,
-        "max_s": 2.0,
-    }
+    r = summary().retry_after
+    assert r == RetryAfter(refusals=30, with_retry_after=25, share=25 / 30, min_s=1.0, max_s=2.0)
 
 
 def test_one_stage_has_no_migration_and_no_refusals_no_retry_after() -> None:
     s = summarize(build_samples(n=10), run=run_info(stages=[StageInfo("s", 0.0, 10.0)]), slos=[])
-    assert "unavailable" in s["migration"]
-    assert s["retry_after"] == {"unavailable": "no request was refused (429/503/529)"}
+    assert isinstance(s.migration, Unavailable)
+    assert s.retry_after == Unavailable(unavailable="no request was refused (429/503/529)")

@@ -8,8 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from zqbench.metrics.summary import SCHEMA, RunInfo, ValidityThresholds, summarize
+from zqbench.metrics.summarize import RunInfo, ValidityThresholds, summarize
 from zqbench.stages import StageInfo
+from zqbench.summary import SCHEMA, MetricStats, Stage
 
 from .conftest import MS, build_samples
 
@@ -38,20 +39,20 @@ def shuffled_thousand() -> list[float]:
 def test_percentiles_are_order_statistics_of_the_raw_latencies() -> None:
     """Latencies 1..1000 ms: p50 = 500, p90 = 900, p95 = 950, p99 = 990, p999 = 999 ms."""
     summary = summarize(build_samples(shuffled_thousand()), run=run_info(), slos=[])
-    latency = summary["metrics"]["latency"]
-    assert latency["n"] == 1000
-    assert latency["p50"] == pytest.approx(0.500)
-    assert latency["p90"] == pytest.approx(0.900)
-    assert latency["p95"] == pytest.approx(0.950)
-    assert latency["p99"] == pytest.approx(0.990)
-    assert latency["p999"] == pytest.approx(0.999)
-    assert latency["max"] == pytest.approx(1.000)
-    assert latency["min"] == pytest.approx(0.001)
-    assert latency["mean"] == pytest.approx(0.5005)
+    latency = summary.metrics["latency"]
+    assert latency.n == 1000
+    assert latency.p50 == pytest.approx(0.500)
+    assert latency.p90 == pytest.approx(0.900)
+    assert latency.p95 == pytest.approx(0.950)
+    assert latency.p99 == pytest.approx(0.990)
+    assert latency.p999 == pytest.approx(0.999)
+    assert latency.max == pytest.approx(1.000)
+    assert latency.min == pytest.approx(0.001)
+    assert latency.mean == pytest.approx(0.5005)
     # CI ranks for n = 1000: p50 -> [x_(469), x_(532)] (F(468) = 2.31%, F(531) = 97.69%),
     # p99 -> [x_(983), x_(997)]
-    assert latency["ci"]["p99"] == [pytest.approx(0.983), pytest.approx(0.997)]
-    assert latency["ci"]["p50"] == [pytest.approx(0.469), pytest.approx(0.532)]
+    assert latency.ci.p99 == (pytest.approx(0.983), pytest.approx(0.997))
+    assert latency.ci.p50 == (pytest.approx(0.469), pytest.approx(0.532))
 
 
 def test_schema_requests_and_json_safety() -> None:
@@ -62,43 +63,42 @@ def test_schema_requests_and_json_safety() -> None:
         error=[None] * 970 + ["http_503"] * 20 + ["timeout"] * 10,
     )
     summary = summarize(samples, run=run_info(), slos=["latency:p99<1s"])
-    assert summary["schema"] == SCHEMA == "zqbench.summary/1"
-    assert summary["requests"] == {"sent": 1000, "ok": 970, "failed": 30}
-    assert summary["status_codes"] == {"200": 970, "503": 20, "transport:timeout": 10}
-    assert summary["status_mix"]["share"]["503"] == pytest.approx(0.02)
-    json.dumps(summary, allow_nan=False)
+    assert summary.schema_id == SCHEMA == "zqbench.summary/1"
+    assert summary.requests.model_dump() == {"sent": 1000, "ok": 970, "failed": 30}
+    assert summary.status_codes == {"200": 970, "503": 20, "transport:timeout": 10}
+    assert summary.status_mix.share["503"] == pytest.approx(0.02)
+    json.loads(summary.to_json())
 
 
 def test_derived_metrics_known_answers() -> None:
     """10 ms requests, headers at 2.5 ms, first token at 5 ms, 11 output tokens:
     ttfb 2.5 ms, ttft 5 ms, tpot (10 - 5) / 10 = 0.5 ms."""
     summary = summarize(build_samples([10.0] * 200), run=run_info(), slos=[])
-    metrics = summary["metrics"]
-    assert metrics["ttfb"]["p50"] == pytest.approx(0.0025)
-    assert metrics["ttft"]["p99"] == pytest.approx(0.005)
-    assert metrics["tpot"]["p50"] == pytest.approx(0.0005)
-    assert metrics["schedule_lag"]["max"] == 0.0
+    metrics = summary.metrics
+    assert metrics["ttfb"].p50 == pytest.approx(0.0025)
+    assert metrics["ttft"].p99 == pytest.approx(0.005)
+    assert metrics["tpot"].p50 == pytest.approx(0.0005)
+    assert metrics["schedule_lag"].max == 0.0
 
 
 def test_unavailable_metrics_have_reasons_not_zeros() -> None:
     """Closed loop, no timing headers, no refusals, no ITL: each such metric says why."""
     samples = build_samples([10.0] * 200, t_intended=None)
     summary = summarize(samples, run=run_info(open_loop=False), slos=[])
-    metrics = summary["metrics"]
-    assert metrics["latency_corrected"] == {
-        "n": 0,
-        "unavailable": "closed loop: requests have no intended send time",
-    }
-    assert metrics["schedule_lag"]["n"] == 0
-    assert "X-Request-Dispatch-Time" in metrics["server_queue"]["unavailable"]
-    assert "X-Request-Start-Time" in metrics["dispatch_delay"]["unavailable"]
-    assert "X-Request-Start-Time" in metrics["dispatch_jitter"]["unavailable"]
-    assert metrics["time_to_reject"]["unavailable"] == "no request was refused (429/503/529)"
-    assert "inter-token" in metrics["itl"]["unavailable"]
+    metrics = summary.metrics
+    assert metrics["latency_corrected"] == MetricStats(
+        n=0, unavailable="closed loop: requests have no intended send time"
+    )
+    assert metrics["schedule_lag"].n == 0
+    assert "X-Request-Dispatch-Time" in metrics["server_queue"].unavailable
+    assert "X-Request-Start-Time" in metrics["dispatch_delay"].unavailable
+    assert "X-Request-Start-Time" in metrics["dispatch_jitter"].unavailable
+    assert metrics["time_to_reject"].unavailable == "no request was refused (429/503/529)"
+    assert "inter-token" in metrics["itl"].unavailable
     for entry in metrics.values():
-        if "unavailable" in entry:
-            assert set(entry) == {"n", "unavailable"}
-    assert summary["validity"]["ok"] is True  # closed loop: no lag check
+        if entry.unavailable is not None:
+            assert set(entry.model_dump()) == {"n", "unavailable"}
+    assert summary.validity.ok is True  # closed loop: no lag check
 
 
 def test_error_adjusted_percentiles_count_failures_as_infinite() -> None:
@@ -106,16 +106,16 @@ def test_error_adjusted_percentiles_count_failures_as_infinite() -> None:
     samples = build_samples(
         [10.0] * 1000, status=[0] * 20 + [200] * 980, error=["timeout"] * 20 + [None] * 980
     )
-    metrics = summarize(samples, run=run_info(), slos=[])["metrics"]
-    assert metrics["latency"]["p99"] == pytest.approx(0.010)
+    metrics = summarize(samples, run=run_info(), slos=[]).metrics
+    assert metrics["latency"].p99 == pytest.approx(0.010)
     adjusted = metrics["latency_error_adjusted"]
-    assert adjusted["n"] == 1000
-    assert adjusted["p50"] == pytest.approx(0.010)
-    assert adjusted["p95"] == pytest.approx(0.010)
-    assert adjusted["p99"] == "inf"
-    assert adjusted["max"] == "inf"
-    assert adjusted["mean"] == "inf"
-    assert adjusted["ci"]["p99"] == ["inf", "inf"]  # ranks 983..997 of 1000, 20 are inf
+    assert adjusted.n == 1000
+    assert adjusted.p50 == pytest.approx(0.010)
+    assert adjusted.p95 == pytest.approx(0.010)
+    assert adjusted.p99 == "inf"
+    assert adjusted.max == "inf"
+    assert adjusted.mean == "inf"
+    assert adjusted.ci.p99 == ("inf", "inf")  # ranks 983..997 of 1000, 20 are inf
 
 
 def test_time_to_reject() -> None:
@@ -125,9 +125,9 @@ def test_time_to_reject() -> None:
         status=[429] * 50 + [529] * 50 + [200] * 100 + [0] * 10,
         error=["http_429"] * 50 + ["http_529"] * 50 + [None] * 100 + ["timeout"] * 10,
     )
-    ttr = summarize(samples, run=run_info(), slos=[])["metrics"]["time_to_reject"]
-    assert ttr["n"] == 100
-    assert ttr["max"] == pytest.approx(0.001)
+    ttr = summarize(samples, run=run_info(), slos=[]).metrics["time_to_reject"]
+    assert ttr.n == 100
+    assert ttr.max == pytest.approx(0.001)
 
 
 def test_by_stage_and_by_class_breakdowns() -> None:
@@ -138,14 +138,14 @@ def test_by_stage_and_by_class_breakdowns() -> None:
         stage=[0] * 100 + [1] * 100,
         request_class=["odd" if v % 2 else "even" for v in latencies],
     )
-    latency = summarize(samples, run=run_info(), slos=[])["metrics"]["latency"]
-    assert latency["by_stage"]["0"]["p50"] == pytest.approx(0.050)
-    assert latency["by_stage"]["0"]["max"] == pytest.approx(0.100)
-    assert latency["by_stage"]["1"]["min"] == pytest.approx(0.101)
-    assert latency["by_stage"]["1"]["p90"] == pytest.approx(0.190)
-    assert latency["by_class"]["odd"]["max"] == pytest.approx(0.199)
-    assert latency["by_class"]["even"]["min"] == pytest.approx(0.002)
-    assert latency["by_class"]["even"]["n"] == 100
+    latency = summarize(samples, run=run_info(), slos=[]).metrics["latency"]
+    assert latency.by_stage["0"].p50 == pytest.approx(0.050)
+    assert latency.by_stage["0"].max == pytest.approx(0.100)
+    assert latency.by_stage["1"].min == pytest.approx(0.101)
+    assert latency.by_stage["1"].p90 == pytest.approx(0.190)
+    assert latency.by_class["odd"].max == pytest.approx(0.199)
+    assert latency.by_class["even"].min == pytest.approx(0.002)
+    assert latency.by_class["even"].n == 100
 
 
 def test_ratios_per_class() -> None:
@@ -154,11 +154,11 @@ def test_ratios_per_class() -> None:
         list(range(1, 201)) + [10.0] * 100,
         request_class=["long"] * 200 + ["short"] * 100,
     )
-    ratios = summarize(samples, run=run_info(), slos=[])["ratios"]["latency"]
-    assert ratios["by_class"]["long"] == {"p99_p50": pytest.approx(1.98), "n": 200}
-    assert ratios["by_class"]["short"]["p99_p50"] == pytest.approx(1.0)
-    assert ratios["p99_p50"] == pytest.approx(1.98)
-    assert ratios["worst_class"] == "long"
+    ratios = summarize(samples, run=run_info(), slos=[]).ratios["latency"]
+    assert ratios.by_class["long"].model_dump() == {"p99_p50": pytest.approx(1.98), "n": 200}
+    assert ratios.by_class["short"].p99_p50 == pytest.approx(1.0)
+    assert ratios.p99_p50 == pytest.approx(1.98)
+    assert ratios.worst_class == "long"
 
 
 def test_dispatch_delay_maps_send_time_to_the_server_clock() -> None:
@@ -170,12 +170,12 @@ def test_dispatch_delay_maps_send_time_to_the_server_clock() -> None:
     samples["srv_received"] = (START_EPOCH_NS + send + offset_ns + 100_000) / 1e9
     samples["srv_dispatch"] = (START_EPOCH_NS + send + offset_ns + 150_000) / 1e9
     summary = summarize(samples, run=run_info(clock_offset_ns=offset_ns), slos=[])
-    metrics = summary["metrics"]
-    assert metrics["dispatch_delay"]["p50"] == pytest.approx(250e-6, abs=1e-6)
-    assert metrics["server_queue"]["p99"] == pytest.approx(50e-6, abs=1e-6)
-    assert metrics["dispatch_jitter"]["n"] == 3  # three windows of 100
-    assert metrics["dispatch_jitter"]["max"] == pytest.approx(0.0, abs=1e-6)
-    assert summary["clock"]["server_offset_ns"] == offset_ns
+    metrics = summary.metrics
+    assert metrics["dispatch_delay"].p50 == pytest.approx(250e-6, abs=1e-6)
+    assert metrics["server_queue"].p99 == pytest.approx(50e-6, abs=1e-6)
+    assert metrics["dispatch_jitter"].n == 3  # three windows of 100
+    assert metrics["dispatch_jitter"].max == pytest.approx(0.0, abs=1e-6)
+    assert summary.clock.server_offset_ns == offset_ns
 
 
 def test_lagging_generator_makes_the_run_invalid() -> None:
@@ -183,10 +183,10 @@ def test_lagging_generator_makes_the_run_invalid() -> None:
     samples = build_samples([10.0] * 1000)
     samples["t_intended"] = samples["t_send"] - 20 * MS
     summary = summarize(samples, run=run_info(), slos=["latency:p99<1s"])
-    assert summary["slos"][0]["verdict"] == "pass"
-    assert summary["verdict"] == "invalid"
-    assert summary["validity"]["ok"] is False
-    assert summary["validity"]["reasons"] == [
+    assert summary.slos[0].verdict == "pass"
+    assert summary.verdict == "invalid"
+    assert summary.validity.ok is False
+    assert summary.validity.reasons == [
         "the generator fell behind its schedule: schedule_lag p99 = 20 ms > 10 ms"
     ]
 
@@ -197,19 +197,19 @@ def test_validity_thresholds_are_configurable() -> None:
     samples["t_intended"] = samples["t_send"] - 20 * MS
     limits = ValidityThresholds(max_schedule_lag_p99_s=0.050)
     summary = summarize(samples, run=run_info(validity=limits), slos=[])
-    assert summary["validity"]["ok"] is True
-    assert summary["verdict"] == "pass"
+    assert summary.validity.ok is True
+    assert summary.verdict == "pass"
 
 
 def test_under_delivered_load_and_too_few_samples_are_invalid() -> None:
     """50 of 100 scheduled requests sent: too few samples and 50% of the offered load."""
     summary = summarize(build_samples([10.0] * 50), run=run_info(offered_requests=100), slos=[])
-    assert summary["verdict"] == "invalid"
-    assert summary["validity"]["reasons"] == [
+    assert summary.verdict == "invalid"
+    assert summary.validity.reasons == [
         "only 50 requests were sent; a valid run needs at least 100",
         "the generator achieved 50.0% of the offered load (< 97%)",
     ]
-    assert summary["load"]["achieved_ratio"] == pytest.approx(0.5)
+    assert summary.load.achieved_ratio == pytest.approx(0.5)
 
 
 def test_goodput_counts_requests_meeting_every_per_request_bound() -> None:
@@ -217,49 +217,53 @@ def test_goodput_counts_requests_meeting_every_per_request_bound() -> None:
     summary = summarize(
         build_samples(shuffled_thousand()), run=run_info(), slos=["latency:p99<500ms"]
     )
-    assert summary["throughput"]["goodput_requests"] == 499
-    assert summary["throughput"]["goodput_per_s"] == pytest.approx(49.9)
-    assert summary["throughput"]["requests_per_s"] == pytest.approx(100.0)
-    assert summary["throughput"]["output_tokens_per_s"] == pytest.approx(1100.0)
-    assert summary["verdict"] == "fail"
+    assert summary.throughput.goodput_requests == 499
+    assert summary.throughput.goodput_per_s == pytest.approx(49.9)
+    assert summary.throughput.requests_per_s == pytest.approx(100.0)
+    assert summary.throughput.output_tokens_per_s == pytest.approx(1100.0)
+    assert summary.verdict == "fail"
 
 
 def test_slo_records_in_summary() -> None:
     """Each SLO becomes a record with expr, metric, value, threshold, verdict and CI."""
     summary = summarize(build_samples(shuffled_thousand()), run=run_info(), slos=["latency:p99<1s"])
-    (record,) = summary["slos"]
-    assert record["expr"] == "latency:p99<1s"
-    assert record["metric"] == "latency"
-    assert record["value"] == pytest.approx(0.99)
-    assert record["threshold"] == 1.0
-    assert record["verdict"] == "pass"
-    assert record["ci_low"] == pytest.approx(0.983)
-    assert record["ci_high"] == pytest.approx(0.997)
-    assert summary["verdict"] == "pass"
+    (record,) = summary.slos
+    assert record.expr == "latency:p99<1s"
+    assert record.metric == "latency"
+    assert record.value == pytest.approx(0.99)
+    assert record.threshold == 1.0
+    assert record.verdict == "pass"
+    assert record.ci_low == pytest.approx(0.983)
+    assert record.ci_high == pytest.approx(0.997)
+    assert summary.verdict == "pass"
 
 
 def test_stages_and_run_facts_are_reported() -> None:
     """Stages, clock, scenario and target pass through."""
     run = run_info(stages=(StageInfo("warm", 0.0, 5.0, 100.0), StageInfo("burst", 5.0, 10.0)))
     summary = summarize(build_samples([10.0] * 100), run=run, slos=[])
-    assert summary["stages"] == [
+    assert summary.stages == [
+        Stage(index=0, name="warm", start=0.0, end=5.0, target_rate=100.0),
+        Stage(index=1, name="burst", start=5.0, end=10.0),
+    ]
+    assert json.loads(summary.to_json())["stages"] == [
         {"index": 0, "name": "warm", "start": 0.0, "end": 5.0, "target_rate": 100.0},
         {"index": 1, "name": "burst", "start": 5.0, "end": 10.0},
     ]
-    assert summary["clock"]["start_epoch_ns"] == START_EPOCH_NS
-    assert summary["scenario"]["name"] == "burst"
-    assert summary["target"] == "http://127.0.0.1:8000"
-    assert summary["duration"] == 10.0
+    assert summary.clock.start_epoch_ns == START_EPOCH_NS
+    assert summary.scenario.name == "burst"
+    assert summary.target == "http://127.0.0.1:8000"
+    assert summary.duration == 10.0
 
 
 def test_empty_run() -> None:
     """No samples at all: every metric unavailable, the run invalid, nothing is zero."""
     summary = summarize(build_samples([]), run=run_info(), slos=["latency:p99<1s"])
-    assert summary["requests"] == {"sent": 0, "ok": 0, "failed": 0}
-    assert summary["metrics"]["latency"] == {"n": 0, "unavailable": "no request sent"}
-    assert summary["slos"][0]["verdict"] == "inconclusive"
-    assert summary["verdict"] == "invalid"
-    json.dumps(summary, allow_nan=False)
+    assert summary.requests.model_dump() == {"sent": 0, "ok": 0, "failed": 0}
+    assert summary.metrics["latency"].model_dump() == {"n": 0, "unavailable": "no request sent"}
+    assert summary.slos[0].verdict == "inconclusive"
+    assert summary.verdict == "invalid"
+    json.loads(summary.to_json())
 
 
 @pytest.mark.slow
@@ -279,4 +283,4 @@ def test_a_million_rows_in_a_few_seconds() -> None:
     started = time.perf_counter()
     summary = summarize(samples, run=run_info(), slos=["latency:p99<100ms", "errors:rate<0.01"])
     assert time.perf_counter() - started < 15.0  # ~2-3 s on an idle core
-    assert summary["requests"]["sent"] == n
+    assert summary.requests.sent == n

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.metrics.conftest import build_samples
-from zqbench.metrics.summary import RunInfo, summarize
+from zqbench.metrics.summarize import RunInfo, summarize
 from zqbench.stages import StageInfo
+from zqbench.summary import Summary
 
 
-def make_summary(slos: list[str], *, failures: int = 0, lag_ms: float = 0.0) -> dict[str, Any]:
+def make_summary(slos: list[str], *, failures: int = 0, lag_ms: float = 0.0) -> Summary:
     """1000 requests with latencies 1..1000 ms over two stages, `failures` of them 503."""
     latencies = list(range(1, 1001))
     samples = build_samples(

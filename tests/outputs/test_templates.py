@@ -44,14 +44,14 @@ def test_html_shows_head_of_line_and_telemetry() -> None:
     mixed = json.loads((EXAMPLES / "mixed-length-fifo" / "summary.json").read_text())
     page = render_report_html(mixed, [])
     assert "<h2>Head-of-line blocking: stage 1 (mixed) vs stage 0 (baseline)</h2>" in page
-    summary = make_summary([])
+    summary = make_summary([]).model_dump(mode="json")
     summary["telemetry"] = {"gpu_density": 0.912345}
     assert "<tr><td>gpu_density</td><td>0.9123</td></tr>" in render_report_html(summary, [])
 
 
 def test_run_strings_are_escaped_for_each_format() -> None:
     """HTML escapes markup (autoescape); Markdown escapes what would break a table cell."""
-    summary = make_summary(["latency:p99<2s"])
+    summary = make_summary(["latency:p99<2s"]).model_dump(mode="json")
     summary["scenario"]["name"] = "<script>alert(1)</script>"
     summary["stages"][1]["name"] = "burst|x"
     summary["status_codes"]["a|b\nc"] = 0
@@ -66,7 +66,7 @@ def test_run_strings_are_escaped_for_each_format() -> None:
 
 
 def test_secrets_are_redacted_in_the_view() -> None:
-    summary = make_summary([])
+    summary = make_summary([]).model_dump(mode="json")
     summary["target"] = "http://user:hunter2@127.0.0.1:8000/v1?api_key=sk-secret-0123456789"
     summary["environment"] = {"token": "sk-ant-secret-123456", "host": "ci"}
     view = build_view(summary)
@@ -81,7 +81,8 @@ def test_secrets_are_redacted_in_the_view() -> None:
 
 def test_no_value_is_a_dash_and_infinity_a_symbol_in_both_formats() -> None:
     """An error-adjusted p99 on a failure is ∞; a stage with no rejection has no value."""
-    summary = make_summary([], failures=20)  # the first 20 requests (stage 0) fail
+    # The first 20 requests (stage 0) fail.
+    summary = make_summary([], failures=20).model_dump(mode="json")
     view = build_view(summary)
     row = next(r for r in view.metrics if (r.metric, r.group) == ("latency_error_adjusted", "all"))
     assert (row.p99, row.p999, row.maximum) == ("∞", "∞", "∞")

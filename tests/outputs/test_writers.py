@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from zqbench.outputs.json_out import read_summary, write_summary
+from zqbench.errors import UsageError
+from zqbench.outputs.json_out import load_summary, write_summary
 from zqbench.outputs.junit import render_junit, write_junit
 from zqbench.outputs.markdown import render_summary_md, write_summary_md
 from zqbench.outputs.paths import default_out_dir, make_out_dir, scenario_slug
@@ -26,17 +27,54 @@ def test_summary_json_round_trip_without_secrets(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]  # no temp file left
     text = path.read_text()
     assert "sk-ant-secret" not in text
-    loaded = read_summary(path)
-    assert loaded["schema"] == "zqbench.summary/1"
-    assert loaded["scenario"]["config"]["headers"]["x-api-key"] == "<redacted>"
-    assert loaded["metrics"]["latency"]["p99"] == pytest.approx(0.99)
+    loaded = load_summary(path)
+    assert loaded.schema_id == "zqbench.summary/1"
+    assert loaded.scenario.config["headers"]["x-api-key"] == "<redacted>"
+    assert loaded.metrics["latency"].p99 == pytest.approx(0.99)
+    assert loaded.to_json() == text  # read back, it writes the same bytes
 
 
 def test_summary_json_refuses_nan(tmp_path: Path) -> None:
     """A NaN never reaches summary.json (it would mean a silent 'no value')."""
+    summary = make_summary(SLOS).model_copy(update={"duration": float("nan")})
     with pytest.raises(ValueError):
-        write_summary({"x": float("nan")}, tmp_path / "summary.json")
+        write_summary(summary, tmp_path / "summary.json")
     assert not (tmp_path / "summary.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{", "unreadable (Expecting property name enclosed in double quotes:"),
+        ('{"schema": "zqbench.summary/0"}', "schema 'zqbench.summary/0', expected"),
+        ("[]", "schema None, expected 'zqbench.summary/1'"),
+        (
+            '{"schema": "zqbench.summary/1", "verdict": "pass"}',
+            "not a valid zqbench.summary/1 file: scenario: Field required (and 20 more)",
+        ),
+    ],
+)
+def test_a_bad_summary_json_is_one_usage_error(tmp_path: Path, text: str, problem: str) -> None:
+    """Unreadable, another version, or not the schema: exit 2 with one line naming the file."""
+    path = tmp_path / "summary.json"
+    path.write_text(text)
+    with pytest.raises(UsageError) as info:
+        load_summary(path)
+    assert info.value.message.startswith(f"{path}: {problem}")
+    assert "\n" not in info.value.message
+
+
+def test_summary_json_with_a_wrong_value_names_its_place(tmp_path: Path) -> None:
+    data = json.loads(make_summary(SLOS).to_json())
+    data["metrics"]["latency"]["p99"] = "fast"
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        UsageError,
+        match=r"summary.json: not a valid zqbench.summary/1 file: "
+        r"metrics\.latency\.p99\.float: Input should be a valid number",
+    ):
+        load_summary(path)
 
 
 def test_junit_one_testcase_per_slo(tmp_path: Path) -> None:
@@ -76,7 +114,7 @@ def test_junit_invalid_run_is_an_error() -> None:
 def test_summary_md_content(tmp_path: Path) -> None:
     """Verdict line, SLO table with verdicts, per-stage latency rows, status mix."""
     summary = make_summary(SLOS, failures=10)
-    text = write_summary_md(summary, tmp_path / "summary.md").read_text()
+    text = write_summary_md(summary.model_dump(mode="json"), tmp_path / "summary.md").read_text()
     first = text.splitlines()[0]
     assert first == "## zqbench: ❌ FAIL · `burst` → `http://127.0.0.1:8000/v1`"
     assert "1,000 requests sent, 990 ok, 10 failed in 10.0 s" in text
@@ -91,14 +129,14 @@ def test_summary_md_content(tmp_path: Path) -> None:
 
 
 def test_summary_md_invalid_run_lists_reasons() -> None:
-    text = render_summary_md(make_summary([], lag_ms=20))
+    text = render_summary_md(make_summary([], lag_ms=20).model_dump(mode="json"))
     assert text.startswith("## zqbench: 🚫 INVALID")
     assert "- the generator fell behind its schedule: schedule_lag p99 = 20 ms > 10 ms" in text
 
 
 def test_summary_md_error_adjusted_infinity() -> None:
     """An error-adjusted percentile landing on a failure shows as ∞, not a number."""
-    text = render_summary_md(make_summary([], failures=20))
+    text = render_summary_md(make_summary([], failures=20).model_dump(mode="json"))
     row = next(
         line for line in text.splitlines() if line.startswith("| `latency_error_adjusted` | all")
     )
@@ -127,4 +165,4 @@ def test_json_summary_matches_markdown_numbers(tmp_path: Path) -> None:
     """The renderers read the saved summary: re-rendering from JSON gives the same page."""
     summary = make_summary(SLOS)
     loaded = json.loads(write_summary(summary, tmp_path / "s.json").read_text())
-    assert render_summary_md(loaded) == render_summary_md(summary)
+    assert render_summary_md(loaded) == render_summary_md(summary.model_dump(mode="json"))

@@ -15,10 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zqbench.metrics.summary import RunInfo, summarize
+from zqbench.metrics.summarize import RunInfo, summarize
 from zqbench.outputs.json_out import write_summary
 from zqbench.records import ARROW_SCHEMA
 from zqbench.stages import StageInfo
+from zqbench.summary import Summary
+from zqbench.telemetry.table import GPU_TABLE
 
 MS = 1_000_000
 START_EPOCH_NS = 1_764_412_345_000_000_000
@@ -38,8 +40,8 @@ def write_synthetic_run(
     headers: bool = True,
     gpu: bool = False,
     target: str = "http://user:hunter2@127.0.0.1:8000/v1?api_key=sk-secret-0123456789",
-) -> dict[str, Any]:
-    """Write a run folder and return its summary dict."""
+) -> Summary:
+    """Write a run folder and return its summary."""
     rng = np.random.default_rng(seed)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -105,7 +107,7 @@ def write_synthetic_run(
                 "util": 0.6 + 0.3 * np.sin(t),
             }
         )
-        pq.write_table(gpu_table, out_dir / "telemetry.gpu.parquet")
+        pq.write_table(gpu_table, out_dir / GPU_TABLE)
     run = RunInfo(
         scenario="synthetic",
         target=target.replace("user:hunter2@", "").split("?")[0],

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from tests.reporting.conftest import uniform_run
 from tests.reporting.synth import write_synthetic_run
 from zqbench.cli import app
-from zqbench.reporting.compare import compare_runs
+from zqbench.outputs.compare import compare_runs
 
 runner = CliRunner()
 

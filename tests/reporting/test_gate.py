@@ -12,8 +12,8 @@ from tests.reporting.conftest import uniform_run
 from tests.reporting.synth import write_synthetic_run
 from zqbench.cli import app
 from zqbench.errors import UsageError
-from zqbench.reporting.gate import gate_run
-from zqbench.reporting.saved import load_run
+from zqbench.outputs.gate import gate_run
+from zqbench.outputs.saved import load_run
 
 runner = CliRunner()
 
@@ -27,17 +27,27 @@ def uniform(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_gate_with_the_runs_own_slos_reproduces_summary_json(uniform: Path) -> None:
     """Same samples, same RunInfo, same SLOs: the saved summary, number for number."""
     saved = json.loads((uniform / "summary.json").read_text())
-    regated = json.loads(json.dumps(gate_run(uniform)))
+    regated = json.loads(gate_run(uniform).to_json())
     assert regated["slos"] == saved["slos"]
     assert regated["metrics"] == saved["metrics"]
     assert regated["validity"] == saved["validity"]
 
 
+EXAMPLES = sorted((Path(__file__).parents[2] / "reports" / "examples").glob("*/samples.parquet"))
+
+
+@pytest.mark.parametrize("run", [p.parent for p in EXAMPLES], ids=lambda p: p.name)
+def test_gate_reproduces_each_example_byte_for_byte(run: Path) -> None:
+    """Everything summarize reads besides the samples is in summary.json (stage classes
+    too): re-gating a committed example rewrites its summary.json unchanged."""
+    assert gate_run(run).to_json() == (run / "summary.json").read_text()
+
+
 def test_gate_known_answers(uniform: Path) -> None:
     summary = gate_run(uniform, ["latency:p50<21ms", "latency:p99<29ms", "latency:p99<29.8ms"])
-    values = [(s["verdict"], round(s["value"] * 1e3, 3)) for s in summary["slos"]]
+    values = [(s.verdict, round(s.value * 1e3, 3)) for s in summary.slos]
     assert values == [("pass", 19.995), ("fail", 29.795), ("inconclusive", 29.795)]
-    assert summary["verdict"] == "fail"
+    assert summary.verdict == "fail"
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 
 from tests.reporting.conftest import uniform_run
 from tests.reporting.synth import write_synthetic_run
+from zqbench.outputs import plots
 from zqbench.outputs.html import render_report_html
-from zqbench.reporting import plots
-from zqbench.reporting.render import frame_of
-from zqbench.reporting.saved import load_run
+from zqbench.outputs.render import frame_of
+from zqbench.outputs.saved import load_run
 
 runner = CliRunner()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -55,9 +55,9 @@ def _run_data(run: Path) -> plots.RunData:
 def test_runs_without_headers_or_telemetry_skip_those_figures(tmp_path: Path) -> None:
     write_synthetic_run(tmp_path / "bare", headers=False)
     data = _run_data(tmp_path / "bare")
-    assert plots.dispatch(data, tmp_path / "d.png") is None
-    assert plots.gpu(data, None, tmp_path / "g.png") is None
-    assert not (tmp_path / "d.png").exists()
+    assert plots.dispatch(data, tmp_path) is None
+    assert plots.gpu(data, None, tmp_path) is None
+    assert not (tmp_path / "dispatch.png").exists()
 
 
 def test_many_samples_draw_bands_not_points(
@@ -78,7 +78,7 @@ def test_many_samples_draw_bands_not_points(
 def test_banner_lists_each_slo_with_value_threshold_ci(tmp_path: Path) -> None:
     """Latencies 10..29.995 ms: latency p99 = 29.795 ms, shown in the SLO's unit."""
     run = uniform_run(tmp_path / "u", slos=["latency:p99<50ms", "errors:rate<1%"])
-    page = render_report_html(load_run(run).summary, [])
+    page = render_report_html(load_run(run).summary.model_dump(mode="json"), [])
     assert '<section id="verdict" class="banner pass" data-verdict="pass">' in page
     row = re.search(r'<tr data-expr="latency:p99&lt;50ms" data-verdict="pass">(.*?)</tr>', page)
     assert row is not None

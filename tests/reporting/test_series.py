@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zqbench.reporting import series
+from zqbench.outputs import series
 
 
 def test_bin_width_is_round_and_bounded() -> None:

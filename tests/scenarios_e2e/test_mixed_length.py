@@ -34,7 +34,7 @@ def test_prompts_land_within_2_percent_of_their_token_targets(runs: dict[str, An
     """Calibrated prompt sizes, checked against the server's own usage counts; the long
     class is clamped to 98% of the room max_tokens leaves in the 16K context."""
     result = runs["zero-queue"]
-    prompts = result.summary["environment"]["prompts"]
+    prompts = result.summary.environment["prompts"]
     assert prompts["max_context"] == 16384
     assert prompts["clamped"] == [
         "class long: prompt_tokens 131072 + max_tokens 64 > max context 16384; "
@@ -56,19 +56,19 @@ def test_head_of_line_ratio_shows_the_long_prefills(runs: dict[str, Any]) -> Non
     prefills stretch the short class's tail in the engine both schedulers share."""
     for result in runs.values():
         s = result.summary
-        assert list(s["metrics"]["latency"]["by_class"]) == ["long", "medium", "short"]
+        assert list(s.metrics["latency"].by_class) == ["long", "medium", "short"]
         samples = pq.read_table(result.out_dir / "samples.parquet").to_pandas()
         assert set(samples.loc[samples["stage"] == 0, "request_class"]) == {"short"}
-        hol = s["head_of_line"]
-        assert (hol["baseline_stage"], hol["mixed_stage"], hol["classes"]) == (0, 1, ["short"])
-        assert hol["by_class"]["short"]["latency"]["ratio_p99"] > 1.5
+        hol = s.head_of_line
+        assert (hol.baseline_stage, hol.mixed_stage, hol.classes) == (0, 1, ["short"])
+        assert hol.by_class["short"].latency.ratio_p99 > 1.5
         assert "### Head-of-line blocking" in (result.out_dir / "summary.md").read_text()
 
 
 def test_fifo_queues_where_zero_queue_refuses(runs: dict[str, Any]) -> None:
     zq, fifo = runs["zero-queue"].summary, runs["fifo"].summary
-    assert set(fifo["status_codes"]) == {"200"}
-    assert set(zq["status_codes"]) <= {"200", "529"}
-    assert zq["metrics"]["server_queue"]["p99"] < 0.005
-    assert fifo["metrics"]["server_queue"]["p99"] > 0.05
-    assert fifo["metrics"]["server_queue"]["p99"] > 20 * zq["metrics"]["server_queue"]["p99"]
+    assert set(fifo.status_codes) == {"200"}
+    assert set(zq.status_codes) <= {"200", "529"}
+    assert zq.metrics["server_queue"].p99 < 0.005
+    assert fifo.metrics["server_queue"].p99 > 0.05
+    assert fifo.metrics["server_queue"].p99 > 20 * zq.metrics["server_queue"].p99

@@ -8,17 +8,16 @@ two busy cores would make the generator itself fall behind.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.scenarios_e2e.conftest import run_bundled
+from zqbench.summary import Summary, Unavailable
 
 SCALE = {"rate_scale": 0.75, "duration_scale": 0.15, "warm_connections": 512}
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Summary]:
     out = tmp_path_factory.mktemp("overload")
     return {
         scheduler: run_bundled("overload", out / scheduler, scheduler=scheduler, **SCALE).summary
@@ -26,50 +25,50 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     }
 
 
-def test_zero_queue_refuses_fast_with_retry_after(runs: dict[str, dict[str, Any]]) -> None:
+def test_zero_queue_refuses_fast_with_retry_after(runs: dict[str, Summary]) -> None:
     """Overload becomes 529s (never 429s or timeouts), each refused within milliseconds and
     carrying Retry-After; the admitted requests keep a tight distribution."""
     s = runs["zero-queue"]
-    assert s["validity"]["ok"], s["validity"]["reasons"]
-    migration = s["migration"]
-    assert (migration["baseline"]["stage"], migration["overload"]["stage"]) == (0, 2)
-    assert migration["baseline"]["share"] == {"200": 1.0}
-    assert migration["overload"]["share"]["529"] > 0.3
-    assert set(s["status_codes"]) == {"200", "529"}
-    assert s["metrics"]["time_to_reject"]["p99"] < 0.05
-    assert s["retry_after"]["share"] == 1.0
-    assert migration["overload"]["latency_p99_p50"] < 2.0
-    assert s["metrics"]["server_queue"]["p99"] < 0.005
-    over_time = s["status_mix"]["over_time"]
-    refused_bins = [i for i, n in enumerate(over_time["counts"]["529"]) if n]
+    assert s.validity.ok, s.validity.reasons
+    migration = s.migration
+    assert (migration.baseline.stage, migration.overload.stage) == (0, 2)
+    assert migration.baseline.share == {"200": 1.0}
+    assert migration.overload.share["529"] > 0.3
+    assert set(s.status_codes) == {"200", "529"}
+    assert s.metrics["time_to_reject"].p99 < 0.05
+    assert s.retry_after.share == 1.0
+    assert migration.overload.latency_p99_p50 < 2.0
+    assert s.metrics["server_queue"].p99 < 0.005
+    over_time = s.status_mix.over_time
+    refused_bins = [i for i, n in enumerate(over_time.counts["529"]) if n]
     assert refused_bins and all(2 <= i <= 6 for i in refused_bins)  # only while overloaded
-    verdicts = {x["expr"]: x["verdict"] for x in s["slos"]}
+    verdicts = {x.expr: x.verdict for x in s.slos}
     assert verdicts["status_429:rate<0.01"] == verdicts["status_0:rate<0.01"] == "pass"
     assert verdicts["latency:p99/p50<=1.5"] != "fail"
 
 
-def test_fifo_queues_instead(runs: dict[str, dict[str, Any]]) -> None:
+def test_fifo_queues_instead(runs: dict[str, Summary]) -> None:
     """fifo refuses nothing: the excess waits, so server_queue and latency grow by orders of
     magnitude over zero-queue's, and the ttft gate fails."""
     fifo, zq = runs["fifo"], runs["zero-queue"]
     # Hundreds of open streams on two busy cores can push the generator's own lag past
     # 10 ms (the run is then `invalid`); the contrast below is server-side and far larger.
-    assert fifo["metrics"]["schedule_lag"]["p99"] < 0.5
-    assert set(fifo["status_codes"]) == {"200"}
-    assert "unavailable" in fifo["retry_after"]
-    over_fifo, over_zq = fifo["migration"]["overload"], zq["migration"]["overload"]
-    assert over_fifo["latency_p99"] > 10 * over_zq["latency_p99"]
-    assert over_fifo["latency_p99"] > 10 * fifo["migration"]["baseline"]["latency_p99"]
-    assert fifo["metrics"]["server_queue"]["p99"] > 100 * zq["metrics"]["server_queue"]["p99"]
-    verdicts = {x["expr"]: x["verdict"] for x in fifo["slos"]}
+    assert fifo.metrics["schedule_lag"].p99 < 0.5
+    assert set(fifo.status_codes) == {"200"}
+    assert isinstance(fifo.retry_after, Unavailable)
+    over_fifo, over_zq = fifo.migration.overload, zq.migration.overload
+    assert over_fifo.latency_p99 > 10 * over_zq.latency_p99
+    assert over_fifo.latency_p99 > 10 * fifo.migration.baseline.latency_p99
+    assert fifo.metrics["server_queue"].p99 > 100 * zq.metrics["server_queue"].p99
+    verdicts = {x.expr: x.verdict for x in fifo.slos}
     assert verdicts["ttft:p99<100ms"] == "fail"
-    assert fifo["verdict"] in ("fail", "invalid")
+    assert fifo.verdict in ("fail", "invalid")
 
 
-def test_summary_md_shows_the_migration(runs: dict[str, dict[str, Any]]) -> None:
+def test_summary_md_shows_the_migration(runs: dict[str, Summary]) -> None:
     from zqbench.outputs.markdown import render_summary_md
 
-    text = render_summary_md(runs["zero-queue"])
+    text = render_summary_md(runs["zero-queue"].model_dump(mode="json"))
     assert "### Error migration: baseline vs overload" in text
     assert "| `529` | 0.00% |" in text
     assert "100.00% carried Retry-After" in text

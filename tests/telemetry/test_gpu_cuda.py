@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from zqbench.embedded import EmbeddedServer
-from zqbench.reporting.render import GPU_TABLE
 from zqbench.run import RunOptions, run_scenario
 from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import load_scenario
 from zqbench.telemetry.nvml import NvmlSampler
+from zqbench.telemetry.table import GPU_TABLE
 
 pytestmark = [pytest.mark.gpu, pytest.mark.torch, pytest.mark.slow]
 
@@ -62,15 +62,15 @@ def test_torch_engine_on_cuda_reports_a_real_gpu_density(tmp_path: Path) -> None
             )
         )
     summary = result.summary
-    density = summary["telemetry"]["gpu_density"]
+    density = summary.telemetry["gpu_density"]
     gpu = pd.read_parquet(result.out_dir / GPU_TABLE)
     print(
         f"gpu_density={density:.3f} readings={len(gpu)} "
         f"util_mean={gpu['util'].mean():.3f} sm_clock_max={gpu['sm_clock_mhz'].max()} "
         f"power_max_w={gpu['power_w'].max()} temp_max_c={gpu['temp_c'].max()} "
-        f"notes={summary['environment'].get('notes')}"
+        f"notes={summary.environment.get('notes')}"
     )
-    assert summary["requests"]["ok"] > 0
+    assert summary.requests.ok > 0
     assert 0.0 < density <= 1.0
     assert len(gpu) >= 60  # 10 Hz over >= 8 s, per GPU
     assert gpu["util"].max() > 0  # the torch engine really ran on this GPU

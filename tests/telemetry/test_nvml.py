@@ -13,7 +13,7 @@ from tests.telemetry.conftest import run_with
 from tests.telemetry.fake_nvml import FakeNvml
 from zqbench.embedded import EmbeddedServer
 from zqbench.hooks import HookContext
-from zqbench.reporting.render import GPU_TABLE, load_gpu
+from zqbench.outputs.render import load_gpu
 from zqbench.telemetry import table
 from zqbench.telemetry.nvml import NvmlSampler
 
@@ -43,8 +43,7 @@ def test_samples_every_100_ms_and_writes_the_gpu_table(tmp_path: Path) -> None:
     assert np.median(gaps) == pytest.approx(0.1, abs=0.01)
     assert fake.shutdowns == 1
 
-    assert table.GPU_TABLE == GPU_TABLE  # the report reads what the sampler writes
-    frame = pd.read_parquet(tmp_path / GPU_TABLE)
+    frame = pd.read_parquet(tmp_path / table.GPU_TABLE)
     assert frame["t_epoch_ns"].dtype == np.int64
     assert sorted(frame["gpu"].unique()) == [0, 1]
     assert frame["util"].eq(0.75).all()
@@ -53,6 +52,7 @@ def test_samples_every_100_ms_and_writes_the_gpu_table(tmp_path: Path) -> None:
     assert frame["temp_c"].eq(61).all()
     assert frame["power_w"].isna().all()  # unsupported: null, not 0
     assert abs(frame["t_epoch_ns"].iloc[0] - time.time_ns()) < 5 * 10**9
+    # The report reads what the sampler writes (one GPU_TABLE name, in telemetry.table).
     assert len(load_gpu(tmp_path, int(frame["t_epoch_ns"].iloc[0]))["t_s"]) == len(frame)
     assert result.environment["devices"] == [
         {"index": 0, "name": "Fake GPU"},
@@ -94,7 +94,7 @@ def test_a_run_reports_gpu_density_from_nvml(ref_server: EmbeddedServer, tmp_pat
     """Through run_scenario: the hook's gpu_density reaches summary.json and the GPU plot."""
     fake = FakeNvml(util=lambda t: 80)
     result = run_with([NvmlSampler(fake)], ref_server, tmp_path)
-    assert result.summary["telemetry"]["gpu_density"] == pytest.approx(0.8)
-    assert result.summary["environment"]["nvml"]["readings"] >= 15
-    assert (result.out_dir / GPU_TABLE).is_file()
+    assert result.summary.telemetry["gpu_density"] == pytest.approx(0.8)
+    assert result.summary.environment["nvml"]["readings"] >= 15
+    assert (result.out_dir / table.GPU_TABLE).is_file()
     assert (result.out_dir / "plots" / "gpu.png").is_file()

@@ -16,11 +16,11 @@ from tests.telemetry.conftest import run_with
 from zqbench.embedded import EmbeddedServer, free_port
 from zqbench.errors import UsageError
 from zqbench.hooks import HookContext
-from zqbench.reporting.render import GPU_TABLE
 from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import load_scenario
 from zqbench.telemetry import table
 from zqbench.telemetry.prometheus import PrometheusScraper, parse
+from zqbench.telemetry.table import GPU_TABLE
 
 
 def exposition(hit: int) -> str:
@@ -130,10 +130,10 @@ def test_reference_server_metrics_during_a_run(ref_server: EmbeddedServer, tmp_p
     """refserver_* names: a zero-queue server never has a request waiting."""
     scraper = PrometheusScraper(ref_server.base_url + "/metrics")
     result = run_with([scraper], ref_server, tmp_path)
-    env = result.summary["environment"]["prometheus"]
+    env = result.summary.environment["prometheus"]
     assert env["scrapes"] >= 6 and env["failed_scrapes"] == 0
     assert "refserver_num_requests_waiting" in env["metrics"]
-    telemetry = result.summary["telemetry"]
+    telemetry = result.summary.telemetry
     assert telemetry["server_requests_waiting_max"] == 0.0
     assert "gpu_density" not in telemetry  # no DCGM: unavailable
     print(telemetry)

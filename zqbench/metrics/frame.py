@@ -1,4 +1,4 @@
-"""Per-request metric columns, derived from the samples DataFrame (../../shared/DESIGN.md).
+"""Per-request metric columns, derived from the samples DataFrame (docs/metrics.md).
 
 Every metric below is one small function from the sample columns to one value per
 request, in nanoseconds, NaN where the metric is not defined for that request. A metric
@@ -47,7 +47,25 @@ class Columns:
     clock_offset_ns: int = 0  # server clock minus client clock
 
 
-def _num(df: pd.DataFrame, name: str) -> np.ndarray:
+# The Columns read as float64 (NaN for null, or for a column the samples lack).
+FLOAT_COLUMNS = (
+    "t_intended",
+    "t_send",
+    "t_headers",
+    "t_first_token",
+    "t_end",
+    "output_tokens",
+    "itl_mean_ns",
+    "itl_p99_ns",
+    "itl_max_ns",
+    "srv_received",
+    "srv_dispatch",
+    "srv_start",
+)
+
+
+def float_column(df: pd.DataFrame, name: str) -> np.ndarray:
+    """A sample column as float64, NaN for null; all NaN when the samples lack it."""
     if name not in df.columns:
         return np.full(len(df), np.nan)
     return df[name].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -59,20 +77,9 @@ def columns_of(
     status = samples["status"].to_numpy(dtype=np.int64)
     ok = samples["error"].isna().to_numpy() & (status >= 200) & (status < 300)
     return Columns(
-        t_intended=_num(samples, "t_intended"),
-        t_send=_num(samples, "t_send"),
-        t_headers=_num(samples, "t_headers"),
-        t_first_token=_num(samples, "t_first_token"),
-        t_end=_num(samples, "t_end"),
+        **{name: float_column(samples, name) for name in FLOAT_COLUMNS},
         status=status,
         ok=ok,
-        output_tokens=_num(samples, "output_tokens"),
-        itl_mean_ns=_num(samples, "itl_mean_ns"),
-        itl_p99_ns=_num(samples, "itl_p99_ns"),
-        itl_max_ns=_num(samples, "itl_max_ns"),
-        srv_received=_num(samples, "srv_received"),
-        srv_dispatch=_num(samples, "srv_dispatch"),
-        srv_start=_num(samples, "srv_start"),
         start_epoch_ns=start_epoch_ns,
         clock_offset_ns=clock_offset_ns,
     )

@@ -17,12 +17,12 @@ later stage whose classes strictly include the baseline's.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+import numpy as np
 
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import MetricFrame
-
-METRICS = ("latency", "ttft")
+from zqbench.summary import HeadOfLine, HeadOfLineClass, HeadOfLineRow, HeadOfLineWorst, Unavailable
 
 
 def _includes(outer: tuple[str, ...] | None, inner: tuple[str, ...], classes: set[str]) -> bool:
@@ -49,41 +49,62 @@ def _ratio(top: float | None, bottom: float | None) -> float | None:
     return top / bottom if top is not None and bottom else None
 
 
+def _q(sorted_s: np.ndarray, q: float) -> float | None:
+    return quantiles.quantile(sorted_s, q) if len(sorted_s) else None
+
+
+def _row(frame: MetricFrame, metric: str, cls: str, b: int, m: int) -> HeadOfLineRow:
+    """One class's `metric` in the baseline stage `b` and the mixed stage `m`."""
+    base = frame.sorted_seconds(metric, frame.mask(stage=b, request_class=cls))
+    mixed = frame.sorted_seconds(metric, frame.mask(stage=m, request_class=cls))
+    base_p50, mixed_p50 = _q(base, 0.5), _q(mixed, 0.5)
+    base_p99, mixed_p99 = _q(base, 0.99), _q(mixed, 0.99)
+    return HeadOfLineRow(
+        n_baseline=len(base),
+        n_mixed=len(mixed),
+        baseline_p50=base_p50,
+        mixed_p50=mixed_p50,
+        ratio_p50=_ratio(mixed_p50, base_p50),
+        baseline_p99=base_p99,
+        mixed_p99=mixed_p99,
+        ratio_p99=_ratio(mixed_p99, base_p99),
+    )
+
+
+def _worst(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
 def head_of_line(
     frame: MetricFrame, stage_classes: Sequence[tuple[str, ...] | None]
-) -> dict[str, Any]:
-    """`{"baseline_stage", "mixed_stage", "by_class": {cls: {metric: {...}}}, "worst"}`."""
+) -> HeadOfLine | Unavailable:
+    """Per baseline class, latency and ttft quantiles of both stages and their ratios."""
     picked = _pick(frame, stage_classes)
     if picked is None:
-        return {
-            "unavailable": "no baseline stage with a restricted mix followed by a stage "
+        return Unavailable(
+            unavailable="no baseline stage with a restricted mix followed by a stage "
             "that adds classes (see docs/scenarios.md, per-stage mix)"
-        }
+        )
     b, m = picked
     base_classes = stage_classes[b] or ()
-    by_class: dict[str, Any] = {}
-    ratios: dict[str, list[float]] = {f"{x}_{y}_ratio": [] for x in METRICS for y in ("p50", "p99")}
-    for cls in base_classes:
-        entry: dict[str, Any] = {}
-        for metric in METRICS:
-            base = frame.sorted_seconds(metric, frame.mask(stage=b, request_class=cls))
-            mixed = frame.sorted_seconds(metric, frame.mask(stage=m, request_class=cls))
-            row: dict[str, Any] = {"n_baseline": len(base), "n_mixed": len(mixed)}
-            for name, q in (("p50", 0.5), ("p99", 0.99)):
-                bq = quantiles.quantile(base, q) if len(base) else None
-                mq = quantiles.quantile(mixed, q) if len(mixed) else None
-                row[f"baseline_{name}"] = bq
-                row[f"mixed_{name}"] = mq
-                row[f"ratio_{name}"] = _ratio(mq, bq)
-                if row[f"ratio_{name}"] is not None:
-                    ratios[f"{metric}_{name}_ratio"].append(row[f"ratio_{name}"])
-            entry[metric] = row
-        by_class[cls] = entry
-    return {
-        "baseline_stage": b,
-        "mixed_stage": m,
-        "classes": list(base_classes),
-        "by_class": by_class,
-        # The worst class per ratio: the headline numbers.
-        "worst": {key: max(values) if values else None for key, values in ratios.items()},
+    by_class = {
+        cls: HeadOfLineClass(
+            latency=_row(frame, "latency", cls, b, m), ttft=_row(frame, "ttft", cls, b, m)
+        )
+        for cls in base_classes
     }
+    rows = by_class.values()
+    return HeadOfLine(
+        baseline_stage=b,
+        mixed_stage=m,
+        classes=list(base_classes),
+        by_class=by_class,
+        # The worst class per ratio: the headline numbers.
+        worst=HeadOfLineWorst(
+            latency_p50_ratio=_worst([r.latency.ratio_p50 for r in rows]),
+            latency_p99_ratio=_worst([r.latency.ratio_p99 for r in rows]),
+            ttft_p50_ratio=_worst([r.ttft.ratio_p50 for r in rows]),
+            ttft_p99_ratio=_worst([r.ttft.ratio_p99 for r in rows]),
+        ),
+    )

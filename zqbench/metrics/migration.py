@@ -10,20 +10,27 @@ Three views of one run, all computed from the samples:
   admitted latency p50/p99 and time_to_reject p99 of each;
 - `retry_after`: how many refusals (429/503/529) carried a Retry-After header.
 
-A view without inputs is `{"unavailable": "<reason>"}`, never zeros.
+A view without inputs is `Unavailable` (`{"unavailable": "<reason>"}`), never zeros.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import NS_PER_S, REFUSAL_STATUSES, MetricFrame
+from zqbench.summary import (
+    Migration,
+    MigrationRow,
+    MigrationStage,
+    RetryAfter,
+    StatusOverTime,
+    Unavailable,
+)
 
 MAX_BINS = 300  # longer runs get wider bins, so summary.json stays small
 
@@ -33,12 +40,12 @@ def bin_width_s(duration_s: float) -> float:
     return float(max(1, math.ceil(duration_s / MAX_BINS)))
 
 
-def status_over_time(frame: MetricFrame, duration_s: float) -> dict[str, Any]:
-    """{"bin_s": w, "start_s": [0, w, ...], "counts": {"200": [...], "529": [...]}}.
+def status_over_time(frame: MetricFrame, duration_s: float) -> StatusOverTime | Unavailable:
+    """Bins of width w: start_s [0, w, ...], counts {"200": [...], "529": [...]}.
 
     Request i falls in bin floor(t_send / w); a key's list has one count per bin."""
     if frame.n == 0:
-        return {"unavailable": "no request sent"}
+        return Unavailable(unavailable="no request sent")
     t_send_s = frame.columns.t_send / NS_PER_S
     span = max(duration_s, float(np.max(t_send_s)))
     width = bin_width_s(span)
@@ -49,11 +56,11 @@ def status_over_time(frame: MetricFrame, duration_s: float) -> dict[str, Any]:
         hits = bins[frame.status_keys == key]
         counts[str(key)] = np.bincount(hits, minlength=n_bins).astype(int).tolist()
     order = sorted(counts, key=lambda k: -sum(counts[k]))
-    return {
-        "bin_s": width,
-        "start_s": [i * width for i in range(n_bins)],
-        "counts": {k: counts[k] for k in order},
-    }
+    return StatusOverTime(
+        bin_s=width,
+        start_s=[i * width for i in range(n_bins)],
+        counts={k: counts[k] for k in order},
+    )
 
 
 def _shares(keys: np.ndarray) -> dict[str, float]:
@@ -67,26 +74,30 @@ def _p(values_s: np.ndarray, q: float) -> float | None:
     return quantiles.quantile(values_s, q) if len(values_s) else None
 
 
-def _stage_view(frame: MetricFrame, stage: int, name: str, span_s: float) -> dict[str, Any]:
+def _stage_view(
+    frame: MetricFrame, stage: int, name: str, start_s: float, end_s: float
+) -> MigrationStage:
     keep = frame.mask(stage=stage)
     latency = frame.sorted_seconds("latency", keep)
     reject = frame.sorted_seconds("time_to_reject", keep)
     sent = int(np.count_nonzero(keep))
     p50, p99 = _p(latency, 0.5), _p(latency, 0.99)
-    return {
-        "stage": stage,
-        "name": name,
-        "sent": sent,
-        "send_rate": sent / span_s if span_s > 0 else None,
-        "share": _shares(frame.status_keys[keep]),
-        "latency_p50": p50,
-        "latency_p99": p99,
-        "latency_p99_p50": p99 / p50 if p50 and p99 is not None else None,
-        "time_to_reject_p99": _p(reject, 0.99),
-    }
+    return MigrationStage(
+        stage=stage,
+        name=name,
+        sent=sent,
+        send_rate=sent / (end_s - start_s) if end_s > start_s else None,
+        share=_shares(frame.status_keys[keep]),
+        latency_p50=p50,
+        latency_p99=p99,
+        latency_p99_p50=p99 / p50 if p50 and p99 is not None else None,
+        time_to_reject_p99=_p(reject, 0.99),
+    )
 
 
-def migration(frame: MetricFrame, stages: Sequence[tuple[str, float, float]]) -> dict[str, Any]:
+def migration(
+    frame: MetricFrame, stages: Sequence[tuple[str, float, float]]
+) -> Migration | Unavailable:
     """The baseline stage beside the overload stage; `stages` are (name, start_s, end_s)."""
     rates: list[tuple[int, float]] = []
     for i, (_, start, end) in enumerate(stages):
@@ -94,41 +105,37 @@ def migration(frame: MetricFrame, stages: Sequence[tuple[str, float, float]]) ->
         if sent and end > start:
             rates.append((i, sent / (end - start)))
     if len(rates) < 2:
-        return {"unavailable": "fewer than two stages with requests: no baseline to compare"}
-    baseline = rates[0][0]
+        return Unavailable(
+            unavailable="fewer than two stages with requests: no baseline to compare"
+        )
+    first = rates[0][0]
     # Highest send rate; on a tie the later stage (the one that follows the build-up).
-    overload = max(rates[1:], key=lambda r: (r[1], r[0]))[0]
-    views = {}
-    for role, i in (("baseline", baseline), ("overload", overload)):
-        name, start, end = stages[i]
-        views[role] = _stage_view(frame, i, name, end - start)
+    busiest = max(rates[1:], key=lambda r: (r[1], r[0]))[0]
+    baseline, overload = (_stage_view(frame, i, *stages[i]) for i in (first, busiest))
     keys = sorted(
-        set(views["baseline"]["share"]) | set(views["overload"]["share"]),
-        key=lambda k: -(views["overload"]["share"].get(k, 0.0)),
+        set(baseline.share) | set(overload.share), key=lambda k: -(overload.share.get(k, 0.0))
     )
     rows = [
-        {
-            "status": k,
-            "baseline": views["baseline"]["share"].get(k, 0.0),
-            "overload": views["overload"]["share"].get(k, 0.0),
-        }
+        MigrationRow(
+            status=k, baseline=baseline.share.get(k, 0.0), overload=overload.share.get(k, 0.0)
+        )
         for k in keys
     ]
-    return {**views, "rows": rows}
+    return Migration(baseline=baseline, overload=overload, rows=rows)
 
 
-def retry_after(frame: MetricFrame, retry_after_s: np.ndarray) -> dict[str, Any]:
+def retry_after(frame: MetricFrame, retry_after_s: np.ndarray) -> RetryAfter | Unavailable:
     """Share of refusals (429/503/529) that carried Retry-After, and its values."""
     refused = np.isin(frame.columns.status, REFUSAL_STATUSES)
     n = int(np.count_nonzero(refused))
     if n == 0:
-        return {"unavailable": "no request was refused (429/503/529)"}
+        return Unavailable(unavailable="no request was refused (429/503/529)")
     values = retry_after_s[refused]
     given = values[~np.isnan(values)]
-    return {
-        "refusals": n,
-        "with_retry_after": len(given),
-        "share": len(given) / n,
-        "min_s": float(given.min()) if len(given) else None,
-        "max_s": float(given.max()) if len(given) else None,
-    }
+    return RetryAfter(
+        refusals=n,
+        with_retry_after=len(given),
+        share=len(given) / n,
+        min_s=float(given.min()) if len(given) else None,
+        max_s=float(given.max()) if len(given) else None,
+    )

@@ -35,6 +35,8 @@ import math
 
 import numpy as np
 
+from zqbench.summary import SloVerdict
+
 CONFIDENCE = 0.95
 Z_95 = 1.959963984540054  # standard normal 0.975 quantile, for the Wilson interval
 
@@ -161,7 +163,7 @@ def wilson_interval(
 # An unbounded side (None) is -inf for low and +inf for high.
 
 
-def decide(op: str, low: float | None, high: float | None, threshold: float) -> str:
+def decide(op: str, low: float | None, high: float | None, threshold: float) -> SloVerdict:
     """'pass', 'fail' or 'inconclusive' for an interval against `statistic OP threshold`."""
     lo = -math.inf if low is None else low
     hi = math.inf if high is None else high

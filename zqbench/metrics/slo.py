@@ -32,6 +32,7 @@ import numpy as np
 from zqbench.errors import UsageError
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import DURATION_METRICS, GOODPUT_METRICS, MetricFrame
+from zqbench.summary import SloVerdict, Verdict
 
 RATE_METRICS = ("errors", "status_<code>")
 SCALAR_METRICS = ("goodput", "throughput", "gpu_density")
@@ -74,7 +75,7 @@ class SloResult:
     metric: str
     value: float | None  # None: unavailable; may be inf (error-adjusted)
     threshold: float
-    verdict: str  # pass | fail | inconclusive
+    verdict: SloVerdict
     ci_low: float | None  # None: unbounded or no interval
     ci_high: float | None
     message: str
@@ -272,15 +273,15 @@ def _evaluate_ratio(
         numerator = quantiles.quantile(values, top)
         if not denominator or numerator is None:  # p50 of 0 s: no meaningful ratio
             continue
-        ratio = numerator / denominator
-        if worst is None or ratio > worst[0]:
-            worst = (ratio, name, len(values))
+        value = numerator / denominator
+        if worst is None or value > worst[0]:
+            worst = (value, name, len(values))
     if worst is None:
         return _unavailable(
             slo, f"no request class has {evidence.min_ratio_samples} or more samples"
         )
-    ratio, name, n = worst
-    return _point(slo, ratio, n, f"{slo.agg} (worst class {name!r}, n = {n:,})")
+    value, name, n = worst
+    return _point(slo, value, n, f"{slo.agg} (worst class {name!r}, n = {n:,})")
 
 
 def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloResult:
@@ -359,7 +360,7 @@ def evaluate_slos(slos: Sequence[Slo], frame: MetricFrame, evidence: Evidence) -
     return [evaluate_slo(slo, frame, evidence) for slo in slos]
 
 
-def run_verdict(valid: bool, results: Sequence[SloResult]) -> str:
+def run_verdict(valid: bool, results: Sequence[SloResult]) -> Verdict:
     """invalid if the run is invalid; else fail if any SLO fails; else inconclusive if
     any is inconclusive; else pass (also with no SLOs)."""
     if not valid:

@@ -18,7 +18,7 @@ import zqbench
 from zqbench.outputs import view
 from zqbench.outputs.templating import html_environment
 
-# compare.html (reporting/compare_render.py) inlines the same stylesheet.
+# compare.html (outputs/compare_render.py) inlines the same stylesheet.
 CSS = (resources.files("zqbench.outputs") / "templates" / "report.css").read_text("utf-8")
 
 

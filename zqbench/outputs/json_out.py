@@ -1,15 +1,22 @@
-"""summary.json: written atomically (temp file, fsync, rename), secrets redacted, no NaN."""
+"""summary.json on disk: written atomically (temp file, fsync, rename) with secrets
+redacted and no NaN; read back validated, a bad file being one UsageError.
+
+    write_summary(summary, out_dir / SUMMARY_JSON)
+    summary = load_summary(out_dir / SUMMARY_JSON)
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from pydantic import ValidationError
+
+from zqbench.errors import UsageError
 from zqbench.redact import redact
+from zqbench.summary import SCHEMA, Summary
 
 
 def write_atomic(path: Path, text: str) -> Path:
@@ -28,16 +35,36 @@ def write_atomic(path: Path, text: str) -> Path:
     return path
 
 
-def dumps_summary(summary: Mapping[str, Any]) -> str:
-    """Redacted, indented JSON; raises ValueError if a NaN or inf slipped through."""
-    return json.dumps(redact(dict(summary)), indent=2, allow_nan=False) + "\n"
+def redacted(summary: Summary) -> Summary:
+    """The summary with every secret replaced by "<redacted>", as every output shows it."""
+    return Summary.model_validate(redact(summary.model_dump(mode="json")))
 
 
-def write_summary(summary: Mapping[str, Any], path: Path) -> Path:
-    """Write summary.json atomically; returns the path."""
-    return write_atomic(Path(path), dumps_summary(summary))
+def write_summary(summary: Summary, path: Path) -> Path:
+    """Write summary.json atomically; returns the path. Raises ValueError, and leaves
+    no file, if a NaN or infinity slipped through."""
+    return write_atomic(Path(path), redacted(summary).to_json())
 
 
-def read_summary(path: Path) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def load_summary(path: Path) -> Summary:
+    """Read a summary.json. Raises UsageError (one line, exit 2) when the file is
+    unreadable, of another schema version, or does not match the schema."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: unreadable ({exc})") from exc
+    found = data.get("schema") if isinstance(data, dict) else None
+    if found != SCHEMA:
+        raise UsageError(f"{path}: schema {found!r}, expected {SCHEMA!r}")
+    try:
+        return Summary.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"{path}: not a valid {SCHEMA} file: {_first_problem(exc)}") from None
+
+
+def _first_problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = exc.error_count() - 1
+    return f"{where}: {first['msg']}" + (f" (and {more} more)" if more else "")

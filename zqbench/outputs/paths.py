@@ -1,7 +1,11 @@
-"""Where a run's outputs go: `reports/<UTC time>-<scenario>/` unless `--out` names a folder.
+"""Where a run's outputs go: `reports/<UTC time>-<scenario>/` unless `--out` names a folder,
+and the names of the files zqbench.outputs writes there.
 
 default_out_dir("burst", now=...)  -> reports/20261129T104501Z-burst
 make_out_dir(out=None, scenario="burst")  creates it (adding -2, -3 ... on a clash)
+
+The files written below this layer are named by their writers: samples.parquet by
+zqbench.recorder, the telemetry tables by zqbench.telemetry.table.
 """
 
 from __future__ import annotations
@@ -14,7 +18,11 @@ REPORTS_ROOT = Path("reports")
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 JUNIT_XML = "junit.xml"
-SAMPLES_PARQUET = "samples.parquet"
+REPORT_HTML = "report.html"
+PLOTS_DIR = "plots"  # <figure>.png, one per figure of the report (or the comparison)
+COMPARE_JSON = "compare.json"
+COMPARE_MD = "compare.md"
+COMPARE_HTML = "compare.html"
 
 
 def scenario_slug(scenario: str) -> str:

@@ -41,7 +41,7 @@ KEY_METRICS = (
     "dispatch_jitter",
 )
 NO_VALUE = "–"
-# A figure as reporting/plots.py hands it over: (name, title, caption, PNG bytes).
+# A figure as outputs/plots.py hands it over: (name, title, caption, PNG bytes).
 FigureData = tuple[str, str, str, bytes]
 
 

@@ -19,17 +19,18 @@ import pyarrow.parquet as pq
 
 import zqbench
 from zqbench import recorder
-from zqbench.metrics.summary import RunInfo, summarize
+from zqbench.metrics.summarize import RunInfo, summarize
 from zqbench.pipeline.execute import Execution
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
+from zqbench.summary import Summary
 
 
 @dataclass(frozen=True)
 class Analysis:
-    summary: dict[str, Any]  # summary.json
+    summary: Summary
     samples: pd.DataFrame  # samples.parquet, one row per request
 
 

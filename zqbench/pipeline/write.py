@@ -6,19 +6,19 @@ summary.json   summary.md   junit.xml   report.html (+ plots/), unless html is o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from zqbench.outputs.json_out import write_summary
 from zqbench.outputs.junit import write_junit
 from zqbench.outputs.markdown import write_summary_md
-from zqbench.reporting.render import render_html
+from zqbench.outputs.render import render_html
+from zqbench.summary import Summary
 
 
 def write_outputs(
     out_dir: Path,
-    summary: dict[str, Any],
+    summary: Summary,
     samples: pd.DataFrame,
     *,
     inconclusive_fails: bool,
@@ -26,7 +26,7 @@ def write_outputs(
 ) -> None:
     """Every output of a run; an inconclusive SLO is a JUnit failure or a skip."""
     write_summary(summary, out_dir / "summary.json")
-    write_summary_md(summary, out_dir / "summary.md")
+    write_summary_md(summary.model_dump(mode="json"), out_dir / "summary.md")
     write_junit(
         summary,
         out_dir / "junit.xml",

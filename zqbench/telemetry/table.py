@@ -1,7 +1,7 @@
 """The telemetry tables a run folder may hold, and their one writer.
 
 telemetry.gpu.parquet: one row per GPU per reading. `t_epoch_ns`, `gpu`, `util` are what
-the report's GPU plot reads (zqbench.reporting.render.GPU_TABLE); the other columns are
+the report's GPU plot reads (zqbench.outputs.render.load_gpu); the other columns are
 null where the source does not give them (a Prometheus scrape has only utilization).
 
 telemetry.prometheus.parquet: one row per scraped value (long format).

@@ -1,12 +1,13 @@
 """The report's figures, as PNG files. The only zqbench module that imports matplotlib.
 
-    plots = render_plots(summary, frame, out_dir / "plots", gpu=None)   # -> list[Plot]
+    plots = render_plots(summary, frame, out_dir / PLOTS_DIR, gpu_samples=None)  # [Plot]
 
 matplotlib is imported lazily (inside functions) with the Agg backend through
 `matplotlib.figure.Figure`, never pyplot: no global figure state, no GUI, safe in threads.
-A figure whose data the run does not have (no timing headers, no telemetry) is skipped,
-not drawn empty. Runs with many requests are drawn as per-bin percentile bands instead
-of one point per request (SCATTER_MAX), so a million samples render in about a second.
+A figure named NAME is written to plots_dir/NAME.png; a figure whose data the run does
+not have (no timing headers, no telemetry) is skipped, not drawn empty. Runs with many
+requests are drawn as per-bin percentile bands instead of one point per request
+(SCATTER_MAX), so a million samples render in about a second.
 Times on every x axis are seconds since the run's start; durations are milliseconds.
 """
 
@@ -15,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import JITTER_WINDOW, NS_PER_S, MetricFrame, dispatch_jitter
-from zqbench.reporting import series
+from zqbench.outputs import series
+from zqbench.summary import Stage, Summary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -76,7 +78,7 @@ class Plot:
     name: str  # file stem, e.g. "timeline"
     title: str
     caption: str  # one sentence: how to read it
-    path: Path
+    path: Path  # plots_dir/<name>.png
 
 
 # --- shared helpers ---------------------------------------------------------------------
@@ -90,11 +92,13 @@ def _figure(rows: int = 1, cols: int = 1, *, height: float = 3.6, **kw: Any) -> 
     return fig
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def _save(fig: Figure, plots_dir: Path, name: str, title: str, caption: str) -> Plot:
+    """Write the figure to plots_dir/<name>.png."""
+    path = plots_dir / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     # No "Software" metadata: the same run renders byte-identical PNGs on any version.
     fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})
-    return path
+    return Plot(name, title, caption, path)
 
 
 def _seconds(ns: np.ndarray) -> np.ndarray:
@@ -106,18 +110,18 @@ def _ms_floor(values_s: np.ndarray) -> np.ndarray:
     return np.maximum(values_s * MS, FLOOR_MS)
 
 
-def _stage_lines(ax: Axes, stages: Sequence[Mapping[str, Any]], span_s: float, label: bool) -> None:
+def _stage_lines(ax: Axes, stages: Sequence[Stage], span_s: float, label: bool) -> None:
     """Dotted lines at stage boundaries; names above the axes where the stage is wide
     enough for its name (narrow stages are numbered only, so labels never overlap)."""
     for stage in stages:
-        if stage["start"] > 0:
-            ax.axvline(stage["start"], color="0.4", linestyle=":", linewidth=1)
+        if stage.start > 0:
+            ax.axvline(stage.start, color="0.4", linestyle=":", linewidth=1)
         if not label:
             continue
-        width = (stage["end"] - stage["start"]) / max(span_s, 1e-9)
-        name = str(stage["name"])
-        text = name if width * 95 > len(name) + 4 else str(stage["index"])
-        mid = (stage["start"] + min(stage["end"], span_s)) / 2
+        width = (stage.end - stage.start) / max(span_s, 1e-9)
+        name = stage.name
+        text = name if width * 95 > len(name) + 4 else str(stage.index)
+        mid = (stage.start + min(stage.end, span_s)) / 2
         ax.text(
             mid,
             1.01,
@@ -159,33 +163,21 @@ def _time_series(
         )
         return
     bands = series.percentile_bands(t_s, v_ms, bin_edges)
-    x = bands.centers
+    x, levels = bands.centers, bands.levels
     ax.fill_between(
         x,
-        bands.levels["p50"],
-        bands.levels["p99"],
+        levels["p50"],
+        levels["p99"],
         color=color,
         alpha=0.25,
         step="mid",
         label=f"{label} p50-p99 per bin",
     )
-    ax.plot(
-        x,
-        bands.levels["p50"],
-        color=color,
-        linewidth=1.2,
-        drawstyle="steps-mid",
-        label=f"{label} p50",
-    )
-    ax.plot(
-        x,
-        bands.levels["max"],
-        color=color,
-        linewidth=0.8,
-        linestyle="--",
-        drawstyle="steps-mid",
-        label=f"{label} max",
-    )
+    lines = (("p50", {"linewidth": 1.2}), ("max", {"linewidth": 0.8, "linestyle": "--"}))
+    for level, style in lines:
+        ax.plot(
+            x, levels[level], color=color, drawstyle="steps-mid", label=f"{label} {level}", **style
+        )
 
 
 def _no_data(ax: Axes, message: str) -> None:
@@ -230,7 +222,7 @@ def _log_axis(ax: Axes, axis: str = "y") -> None:
 class RunData:
     """What every figure reads from one run: times in seconds, the metric frame, the summary."""
 
-    def __init__(self, summary: Mapping[str, Any], frame: MetricFrame) -> None:
+    def __init__(self, summary: Summary, frame: MetricFrame) -> None:
         self.summary = summary
         self.frame = frame
         c = frame.columns
@@ -238,10 +230,10 @@ class RunData:
         self.t_end = _seconds(c.t_end)
         self.t_intended = _seconds(c.t_intended)
         span = float(np.nanmax(self.t_end)) if frame.n else 0.0
-        self.span = max(span, float(summary.get("duration") or 0.0), 1e-3)
+        self.span = max(span, summary.duration, 1e-3)
         self.width = series.bin_width(self.span)
         self.edges = series.edges(self.span, self.width)
-        self.stages = list(summary.get("stages", []))
+        self.stages = summary.stages
 
     def values_s(self, metric: str) -> np.ndarray:
         return self.frame.values[metric] / NS_PER_S
@@ -253,11 +245,27 @@ class RunData:
         for i, ax in enumerate(axes):
             _stage_lines(ax, self.stages, self.span, label=(i == 0))
 
+    def finish(
+        self,
+        ax: Axes,
+        *,
+        ylabel: str,
+        xlabel: str,
+        legend_loc: Literal["upper left", "lower right"],
+    ) -> None:
+        """The end of a one-panel time plot: the run's span, labels, legend, stage lines."""
+        ax.set_xlim(0, self.span)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel(xlabel)
+        ax.legend(loc=legend_loc, fontsize=8)
+        ax.grid(True, alpha=0.3)
+        self.stage_lines([ax])
+
 
 # --- the figures ----------------------------------------------------------------------
 
 
-def timeline(run: RunData, path: Path) -> Plot:
+def timeline(run: RunData, plots_dir: Path) -> Plot:
     fig = _figure(2, 1, height=2.9, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     top, bottom = fig.axes
     _time_series(
@@ -278,35 +286,22 @@ def timeline(run: RunData, path: Path) -> Plot:
     _legend(top)
     top.grid(True, which="major", alpha=0.3)
 
+    ok_end = np.where(run.frame.ok, run.t_end, np.nan)
+    rates: list[tuple[np.ndarray, str, dict[str, Any]]] = [  # (event times, label, style)
+        (run.t_send, "sent (achieved)", {"color": COLORS["sent"], "linewidth": 1.2}),
+        (ok_end, "completed ok", {"color": COLORS["ok"], "linewidth": 1.2, "linestyle": "--"}),
+    ]
     if run.frame.columns.t_intended.size and not np.all(np.isnan(run.t_intended)):
-        offered = series.rate(run.t_intended, run.edges)
+        offered = {"color": COLORS["offered"], "linewidth": 2.2, "alpha": 0.6}
+        rates.insert(0, (run.t_intended, "offered (schedule)", offered))
+    for times, label, style in rates:
         bottom.plot(
             run.edges[:-1],
-            offered,
+            series.rate(times, run.edges),
             drawstyle="steps-post",
-            color=COLORS["offered"],
-            linewidth=2.2,
-            alpha=0.6,
-            label="offered (schedule)",
+            label=label,
+            **style,
         )
-    bottom.plot(
-        run.edges[:-1],
-        series.rate(run.t_send, run.edges),
-        drawstyle="steps-post",
-        color=COLORS["sent"],
-        linewidth=1.2,
-        label="sent (achieved)",
-    )
-    ok_end = np.where(run.frame.ok, run.t_end, np.nan)
-    bottom.plot(
-        run.edges[:-1],
-        series.rate(ok_end, run.edges),
-        drawstyle="steps-post",
-        color=COLORS["ok"],
-        linewidth=1.2,
-        linestyle="--",
-        label="completed ok",
-    )
     bottom.set_ylabel(f"requests/s ({run.width:g} s bins)")
     bottom.set_xlabel("time since start (s)")
     bottom.set_ylim(bottom=0)
@@ -314,14 +309,14 @@ def timeline(run: RunData, path: Path) -> Plot:
     _legend(bottom)
     bottom.grid(True, alpha=0.3)
     run.stage_lines(fig.axes)
-    _save(fig, path)
-    return Plot(
+    return _save(
+        fig,
+        plots_dir,
         "timeline",
         "Latency and request rate over time",
         "Top: latency of each request by send time (refusals as red x). Bottom: the"
         " schedule's offered rate, the rate actually sent, and successful completions."
         " Dotted lines are stage boundaries.",
-        path,
     )
 
 
@@ -371,7 +366,7 @@ def _draw_percentiles(ax: Axes, curves: list[tuple[str, np.ndarray, str]], title
 HDR_METRICS = ("latency", "latency_corrected", "ttft")
 
 
-def percentiles(run: RunData, path: Path) -> Plot:
+def percentiles(run: RunData, plots_dir: Path) -> Plot:
     fig = _figure(1, len(HDR_METRICS), height=3.8)
     for ax, metric in zip(fig.axes, HDR_METRICS, strict=True):
         reason = run.frame.unavailable_reason(metric)
@@ -389,25 +384,25 @@ def percentiles(run: RunData, path: Path) -> Plot:
             )
         _draw_percentiles(ax, curves, metric)
     fig.axes[0].set_ylabel("ms (log)")
-    _save(fig, path)
-    return Plot(
+    return _save(
+        fig,
+        plots_dir,
         "percentiles",
         "Latency percentile distribution (HDR)",
         "Value at each percentile, one line per request class; the x axis stretches"
         " the tail (each tick is ten times rarer). Successful requests only.",
-        path,
     )
 
 
-def _log_bins(values_ms: np.ndarray, bins: int = 60) -> np.ndarray:
+def _log_bins(values_ms: np.ndarray, bins: int = 60) -> list[float]:
     positive = values_ms[values_ms > 0]
     low, high = float(positive.min()), float(positive.max())
     if high <= low * 1.0001:
         low, high = low / 1.5, high * 1.5
-    return np.geomspace(low, high, bins + 1)
+    return np.geomspace(low, high, bins + 1).tolist()
 
 
-def histograms(run: RunData, path: Path) -> Plot | None:
+def histograms(run: RunData, plots_dir: Path) -> Plot | None:
     panels = [("ttft", "TTFT"), ("itl", "inter-token latency (mean gap per request)")]
     panels = [(m, t) for m, t in panels if run.available(m)]
     if not panels:
@@ -435,12 +430,12 @@ def histograms(run: RunData, path: Path) -> Plot | None:
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
         ax.grid(True, alpha=0.3)
-    _save(fig, path)
-    return Plot(
+    return _save(
+        fig,
+        plots_dir,
         "histograms",
         "TTFT and inter-token latency",
         "How many successful requests fell in each (log-spaced) bin, with p50 and p99 marked.",
-        path,
     )
 
 
@@ -455,9 +450,9 @@ def _status_color(key: str, i: int) -> str:
     return ("#e377c2", "#8c564b", "#bcbd22", "#17becf")[i % 4]
 
 
-def status_mix(run: RunData, path: Path) -> Plot:
+def status_mix(run: RunData, plots_dir: Path) -> Plot:
     keys = run.frame.status_keys
-    counts = run.summary.get("status_codes", {})
+    counts = run.summary.status_codes
     order = list(counts)[:7]
     keys = np.where(np.isin(keys, order), keys, "other") if len(counts) > 7 else keys
     if len(counts) > 7:
@@ -480,41 +475,30 @@ def status_mix(run: RunData, path: Path) -> Plot:
     ax.set_xlabel("send time since start (s)")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="status")
     run.stage_lines([ax])
-    _save(fig, path)
-    return Plot(
+    return _save(
+        fig,
+        plots_dir,
         "status_mix",
         "Status mix over time",
         "Share of each HTTP status or transport error among the requests sent in each"
         " bin: how errors migrate as load changes.",
-        path,
     )
 
 
-def dispatch(run: RunData, path: Path) -> Plot | None:
-    has_delay = run.available("dispatch_delay")
-    has_queue = run.available("server_queue")
-    if not (has_delay or has_queue):
+def dispatch(run: RunData, plots_dir: Path) -> Plot | None:
+    shown = [
+        (metric, color)
+        for metric, color in (("dispatch_delay", "dispatch"), ("server_queue", "queue"))
+        if run.available(metric)
+    ]
+    if not shown:
         return None
+    has_delay = run.available("dispatch_delay")
     fig = _figure(2, 1, height=2.8, sharex=True)
     top, bottom = fig.axes
-    if has_delay:
-        _time_series(
-            top,
-            run.t_send,
-            _ms_floor(run.values_s("dispatch_delay")),
-            run.edges,
-            COLORS["dispatch"],
-            "dispatch_delay",
-        )
-    if has_queue:
-        _time_series(
-            top,
-            run.t_send,
-            _ms_floor(run.values_s("server_queue")),
-            run.edges,
-            COLORS["queue"],
-            "server_queue",
-        )
+    for metric, color in shown:
+        values_ms = _ms_floor(run.values_s(metric))
+        _time_series(top, run.t_send, values_ms, run.edges, COLORS[color], metric)
     _log_axis(top)
     top.set_ylabel("ms (log)")
     _legend(top)
@@ -532,14 +516,14 @@ def dispatch(run: RunData, path: Path) -> Plot | None:
             color=COLORS["dispatch"],
             label=f"std per {JITTER_WINDOW} requests",
         )
-        for slo in run.summary.get("slos", []):
-            if slo["metric"] == "dispatch_jitter":
+        for slo in run.summary.slos:
+            if slo.metric == "dispatch_jitter":
                 bottom.axhline(
-                    slo["threshold"] * MS,
+                    slo.threshold * MS,
                     color="k",
                     linestyle="--",
                     linewidth=1,
-                    label=f"SLO {slo['expr']}",
+                    label=f"SLO {slo.expr}",
                 )
         bottom.set_ylim(bottom=0)
         bottom.legend(loc="upper left", fontsize=8)
@@ -550,18 +534,18 @@ def dispatch(run: RunData, path: Path) -> Plot | None:
     bottom.set_xlim(0, run.span)
     bottom.grid(True, alpha=0.3)
     run.stage_lines(fig.axes)
-    _save(fig, path)
-    return Plot(
+    return _save(
+        fig,
+        plots_dir,
         "dispatch",
         "Server queue, dispatch delay and jitter",
         "Top: time queued in the server (timing headers) and from send to the first"
         " compute step. Bottom: the jitter of dispatch_delay over consecutive windows"
         " of requests.",
-        path,
     )
 
 
-def gpu(run: RunData, gpu_samples: Mapping[str, np.ndarray] | None, path: Path) -> Plot | None:
+def gpu(run: RunData, gpu_samples: Mapping[str, np.ndarray] | None, plots_dir: Path) -> Plot | None:
     """GPU busy fraction over time; shaded where at least one request was in flight."""
     if gpu_samples is None or len(gpu_samples["t_s"]) == 0:
         return None
@@ -590,27 +574,22 @@ def gpu(run: RunData, gpu_samples: Mapping[str, np.ndarray] | None, path: Path) 
             color=RUN_COLORS[i % len(RUN_COLORS)],
             label=f"GPU {g} utilization",
         )
-    density = run.summary.get("telemetry", {}).get("gpu_density")
+    density = run.summary.telemetry.get("gpu_density")
     if density is not None:
         ax.plot([], [], " ", label=f"gpu_density = {density:.1%}")
     ax.set_ylim(0, 105)
-    ax.set_xlim(0, run.span)
-    ax.set_ylabel("busy (%)")
-    ax.set_xlabel("time since start (s)")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(True, alpha=0.3)
-    run.stage_lines([ax])
-    _save(fig, path)
-    return Plot(
+    run.finish(ax, ylabel="busy (%)", xlabel="time since start (s)", legend_loc="lower right")
+    return _save(
+        fig,
+        plots_dir,
         "gpu",
         "GPU utilization",
         "GPU busy fraction from telemetry; shaded spans had at least one request in"
         " flight (gpu_density averages only those).",
-        path,
     )
 
 
-def schedule_lag(run: RunData, path: Path) -> Plot | None:
+def schedule_lag(run: RunData, plots_dir: Path) -> Plot | None:
     if not run.available("schedule_lag"):
         return None
     fig = _figure(1, 1, height=3.0)
@@ -623,7 +602,7 @@ def schedule_lag(run: RunData, path: Path) -> Plot | None:
         COLORS["offered"],
         "schedule_lag",
     )
-    limit = run.summary.get("validity", {}).get("thresholds", {}).get("max_schedule_lag_p99_s")
+    limit = run.summary.validity.thresholds.max_schedule_lag_p99_s
     if limit:
         ax.axhline(
             limit * MS,
@@ -636,24 +615,24 @@ def schedule_lag(run: RunData, path: Path) -> Plot | None:
     if p99 is not None:  # in the legend: a title would collide with the stage names
         ax.plot([], [], " ", label=f"measured p99 = {p99 * MS:.3g} ms")
     _log_axis(ax)
-    ax.set_ylabel("send - intended (ms, log)")
-    ax.set_xlabel("intended send time since start (s)")
-    ax.set_xlim(0, run.span)
-    ax.legend(loc="upper left", fontsize=8)
-    ax.grid(True, alpha=0.3)
-    run.stage_lines([ax])
-    _save(fig, path)
-    return Plot(
+    run.finish(
+        ax,
+        ylabel="send - intended (ms, log)",
+        xlabel="intended send time since start (s)",
+        legend_loc="upper left",
+    )
+    return _save(
+        fig,
+        plots_dir,
         "schedule_lag",
         "Did the generator hold the schedule?",
         "How late each request was sent relative to its intended time; values at or"
         " below 1 µs are drawn at 1 µs. Above the red line at p99 the run is invalid.",
-        path,
     )
 
 
 def render_plots(
-    summary: Mapping[str, Any],
+    summary: Summary,
     frame: MetricFrame,
     plots_dir: Path,
     *,
@@ -662,13 +641,13 @@ def render_plots(
     """Every figure the run has data for, written to plots_dir/<name>.png."""
     run = RunData(summary, frame)
     out: list[Plot | None] = [
-        timeline(run, plots_dir / "timeline.png"),
-        percentiles(run, plots_dir / "percentiles.png"),
-        histograms(run, plots_dir / "histograms.png"),
-        status_mix(run, plots_dir / "status_mix.png"),
-        dispatch(run, plots_dir / "dispatch.png"),
-        gpu(run, gpu_samples, plots_dir / "gpu.png"),
-        schedule_lag(run, plots_dir / "schedule_lag.png"),
+        timeline(run, plots_dir),
+        percentiles(run, plots_dir),
+        histograms(run, plots_dir),
+        status_mix(run, plots_dir),
+        dispatch(run, plots_dir),
+        gpu(run, gpu_samples, plots_dir),
+        schedule_lag(run, plots_dir),
     ]
     return [p for p in out if p is not None]
 
@@ -677,7 +656,7 @@ def render_plots(
 
 
 def compare_percentiles(
-    runs: Sequence[tuple[str, MetricFrame]], metrics: Sequence[str], path: Path
+    runs: Sequence[tuple[str, MetricFrame]], metrics: Sequence[str], plots_dir: Path
 ) -> Plot:
     """HDR percentile curves of several runs overlaid, one panel per metric."""
     fig = _figure(1, len(metrics), height=3.8)
@@ -693,10 +672,10 @@ def compare_percentiles(
             continue
         _draw_percentiles(ax, curves, metric)
     fig.axes[0].set_ylabel("ms (log)")
-    _save(fig, path)
-    return Plot(
+    return _save(
+        fig,
+        plots_dir,
         "compare_percentiles",
         "Percentile distributions, overlaid",
         "Each run's value at each percentile (successful requests); lower is better.",
-        path,
     )

@@ -1,7 +1,7 @@
 """The CI gate after the fact: re-evaluate SLOs on a saved run, no traffic sent.
 
     summary = gate_run(Path(run_dir), slos=["latency:p99<150ms"])
-    exit_code_for_verdict(summary["verdict"])
+    exit_code_for_verdict(summary.verdict)
 
 The run's samples and its RunInfo (rebuilt from summary.json) go through the same
 `summarize` as `zqbench run`, so a gate on a saved run decides exactly as the run would
@@ -13,28 +13,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from zqbench.metrics.slo import parse_slos
-from zqbench.metrics.summary import summarize
+from zqbench.metrics.summarize import summarize
 from zqbench.outputs.json_out import write_summary
 from zqbench.outputs.paths import SUMMARY_JSON
-from zqbench.reporting.saved import load_run, run_info
+from zqbench.outputs.render import render_all
+from zqbench.outputs.saved import load_run, run_info
+from zqbench.summary import Summary
 
 
-def gate_run(run_dir: Path, slos: Sequence[str] = ()) -> dict[str, Any]:
-    """The summary dict of a saved run evaluated against `slos` (default: its own).
+def gate_run(run_dir: Path, slos: Sequence[str] = ()) -> Summary:
+    """The summary of a saved run evaluated against `slos` (default: its own).
 
     Raises UsageError for a folder that is not a run or a bad SLO expression (exit 2)."""
     parse_slos(list(slos))  # a bad expression fails before the samples are read
     run = load_run(Path(run_dir))
-    own = [slo["expr"] for slo in run.summary.get("slos", [])]
+    own = [slo.expr for slo in run.summary.slos]
     return summarize(run.samples(), run=run_info(run.summary), slos=list(slos) or own)
 
 
-def write_gated(run_dir: Path, summary: dict[str, Any], *, inconclusive_fails: bool) -> list[Path]:
+def write_gated(run_dir: Path, summary: Summary, *, inconclusive_fails: bool) -> list[Path]:
     """Replace the run's summary.json with the gated one and re-render every output."""
-    from zqbench.reporting.render import render_all
-
     path = write_summary(summary, Path(run_dir) / SUMMARY_JSON)
     return [path, *render_all(Path(run_dir), inconclusive_fails=inconclusive_fails)]

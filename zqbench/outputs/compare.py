@@ -2,7 +2,8 @@
 
     comparison = compare_runs([baseline_dir, candidate_dir], max_regression=0.05)
     comparison.verdict        # "ok" | "regression" | "inconclusive" | "invalid"
-    write_comparison(comparison, out_dir)  # compare.md, compare.html, compare.json, plots/
+
+compare_render.py writes it out (compare.md, compare.html, compare.json, plots/).
 
 The first run is the baseline; every other run is compared with it.
 
@@ -23,21 +24,19 @@ ok when its high end is at or under allowed; otherwise inconclusive.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from zqbench.errors import UsageError
+from zqbench.errors import EXIT_INVALID, EXIT_OK, EXIT_SLO_FAILED, UsageError
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import DURATION_METRICS, MetricFrame
-from zqbench.metrics.summary import PERCENTILES, json_number
-from zqbench.outputs.json_out import write_atomic
-from zqbench.reporting.saved import SavedRun, load_run
+from zqbench.metrics.summarize import PERCENTILES
+from zqbench.outputs.render import frame_of
+from zqbench.outputs.saved import SavedRun, load_run
 
 CONFIDENCE_EACH = 0.975  # per run, so the difference's interval has >= 95% coverage
 DEFAULT_GATED = ("latency:p50", "latency:p99", "ttft:p50", "ttft:p99", "errors:rate")
@@ -54,7 +53,6 @@ SHOWN = (
     "time_to_reject:p99",
     "errors:rate",
 )
-COMPARE_PLOT_METRICS = ("latency", "latency_corrected", "ttft")
 
 
 @dataclass(frozen=True)
@@ -215,8 +213,6 @@ def compare_runs(
 ) -> Comparison:
     """Compare every run with the first. Raises UsageError (exit 2) for fewer than two
     runs, a folder that is not a run, or a bad --metric."""
-    from zqbench.reporting.render import frame_of
-
     if len(run_dirs) < 2:
         raise UsageError("compare needs at least two runs: BASELINE CANDIDATE [...]")
     if not 0 <= max_regression < 10 or not 0 <= max_error_increase <= 1:
@@ -246,7 +242,7 @@ def compare_runs(
         ]
         pairs.append(Pair(labels[0], label, diffs, pair_verdict(diffs)))
     verdicts = {p.verdict for p in pairs}
-    if any(r.summary["verdict"] == "invalid" for r in runs):
+    if any(r.summary.verdict == "invalid" for r in runs):
         verdict = "invalid"
     elif "regression" in verdicts:
         verdict = "regression"
@@ -272,8 +268,6 @@ def unique_labels(runs: Sequence[SavedRun]) -> list[str]:
 
 def exit_code(comparison: Comparison, *, inconclusive_fails: bool = True) -> int:
     """0 no regression, 1 regression (or inconclusive unless allowed), 4 an invalid run."""
-    from zqbench.errors import EXIT_INVALID, EXIT_OK, EXIT_SLO_FAILED
-
     if comparison.verdict == "invalid":
         return EXIT_INVALID
     if comparison.verdict == "regression":
@@ -281,57 +275,3 @@ def exit_code(comparison: Comparison, *, inconclusive_fails: bool = True) -> int
     if comparison.verdict == "inconclusive" and inconclusive_fails:
         return EXIT_SLO_FAILED
     return EXIT_OK
-
-
-def to_dict(comparison: Comparison) -> dict[str, Any]:
-    """compare.json: machine-readable, seconds and fractions, no inf/NaN."""
-
-    def clean(d: Diff) -> dict[str, Any]:
-        out = asdict(d)
-        for k in ("baseline", "candidate", "diff", "ci_low", "ci_high", "allowed"):
-            out[k] = json_number(out[k])
-        out["relative"] = json_number(d.relative)
-        return out
-
-    return {
-        "schema": "zqbench.compare/1",
-        "verdict": comparison.verdict,
-        "max_regression": comparison.max_regression,
-        "max_error_increase": comparison.max_error_increase,
-        "gated": comparison.gated,
-        "runs": [
-            {"label": label, "path": str(r.path), "verdict": r.summary["verdict"]}
-            for label, r in zip(comparison.frames, comparison.runs, strict=True)
-        ],
-        "pairs": [
-            {
-                "baseline": p.baseline,
-                "candidate": p.candidate,
-                "verdict": p.verdict,
-                "diffs": [clean(d) for d in p.diffs],
-            }
-            for p in comparison.pairs
-        ],
-    }
-
-
-def write_comparison(comparison: Comparison, out_dir: Path) -> list[Path]:
-    """compare.md, compare.html, compare.json and plots/compare_percentiles.png."""
-    from zqbench.redact import redact
-    from zqbench.reporting.compare_render import render_compare_html, render_compare_md
-    from zqbench.reporting.plots import compare_percentiles
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    plot = compare_percentiles(
-        list(comparison.frames.items()),
-        COMPARE_PLOT_METRICS,
-        out_dir / "plots" / "compare_percentiles.png",
-    )
-    data = json.dumps(redact(to_dict(comparison)), indent=2, allow_nan=False) + "\n"
-    return [
-        write_atomic(out_dir / "compare.json", data),
-        write_atomic(out_dir / "compare.md", render_compare_md(comparison)),
-        write_atomic(out_dir / "compare.html", render_compare_html(comparison, [plot])),
-        plot.path,
-    ]

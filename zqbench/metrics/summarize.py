@@ -1,19 +1,17 @@
-"""summary.json as a dict: every number a report shows, computed once from the samples.
+"""summarize(): every number a report shows, computed once from the samples.
 
-    summarize(samples, run=RunInfo(...), slos=["latency:p99<150ms"]) -> dict
+    summarize(samples, run=RunInfo(...), slos=["latency:p99<150ms"]) -> Summary
 
-Durations are seconds (floats). Percentiles are nearest-rank order statistics
-(quantiles.py) with 95% distribution-free CIs for p50 and p99. JSON has no infinity:
-an error-adjusted value that lands on a failed request is the string "inf"; null
-means "no value" (unavailable, or an unbounded CI side). A metric with no value at all
-is `{"n": 0, "unavailable": "<reason>"}`, never zeros.
+The result is the typed summary.json (zqbench.summary, where its JSON conventions are
+written down). Durations are seconds (floats). Percentiles are nearest-rank order
+statistics (quantiles.py) with 95% distribution-free CIs for p50 and p99. A metric with
+no value at all is unavailable with a reason, never zeros.
 
 Everything is vectorised numpy: one sort per metric and group, no per-row Python.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -27,6 +25,7 @@ from zqbench.metrics.frame import (
     NS_PER_S,
     MetricFrame,
     build_frame,
+    float_column,
     goodput_count,
 )
 from zqbench.metrics.head_of_line import head_of_line
@@ -40,8 +39,27 @@ from zqbench.metrics.slo import (
     run_verdict,
 )
 from zqbench.stages import StageInfo
+from zqbench.summary import (
+    Ci,
+    ClassRatio,
+    Clock,
+    Load,
+    MetricStats,
+    Ratio,
+    Requests,
+    ScenarioInfo,
+    SloRecord,
+    Stage,
+    StageStatus,
+    Stats,
+    StatusMix,
+    Summary,
+    Thresholds,
+    Throughput,
+    Validity,
+    json_number,
+)
 
-SCHEMA = "zqbench.summary/1"
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 CI_PERCENTILES = ("p50", "p99")
 RATIO_METRICS = ("latency", "ttft")
@@ -80,64 +98,57 @@ class RunInfo:
     telemetry: Mapping[str, float] = field(default_factory=dict)  # e.g. {"gpu_density": 0.9}
 
 
-def json_number(value: float | None) -> float | str | None:
-    """A float for JSON: None stays null, +inf becomes "inf" (-inf "-inf"), NaN null."""
-    if value is None or math.isnan(value):
-        return None
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return float(value)
-
-
-def stats(sorted_s: np.ndarray) -> dict[str, Any]:
+def stats(sorted_s: np.ndarray) -> Stats:
     """n, mean, min, p50..p999, max and the p50/p99 CIs of an ascending array (seconds)."""
     n = len(sorted_s)
     if n == 0:
-        return {"n": 0}
-    out: dict[str, Any] = {"n": n, "mean": json_number(float(np.mean(sorted_s)))}
-    out["min"] = json_number(float(sorted_s[0]))
-    for name, q in PERCENTILES.items():
-        out[name] = json_number(quantiles.quantile(sorted_s, q))
-    out["max"] = json_number(float(sorted_s[-1]))
+        return Stats(n=0)
     ci = {}
     for name in CI_PERCENTILES:
         low, high = quantiles.quantile_ci(sorted_s, PERCENTILES[name])
-        ci[name] = [json_number(low), json_number(high)]
-    out["ci"] = ci
-    return out
+        ci[name] = (json_number(low), json_number(high))
+    return Stats(
+        n=n,
+        mean=json_number(float(np.mean(sorted_s))),
+        min=json_number(float(sorted_s[0])),
+        **{name: json_number(quantiles.quantile(sorted_s, q)) for name, q in PERCENTILES.items()},
+        max=json_number(float(sorted_s[-1])),
+        ci=Ci(**ci),
+    )
 
 
-def metric_summary(frame: MetricFrame, name: str) -> dict[str, Any]:
+def metric_summary(frame: MetricFrame, name: str) -> MetricStats:
     """Overall stats plus by_stage / by_class breakdowns of one duration metric."""
     reason = frame.unavailable_reason(name)
     if reason is not None:
-        return {"n": 0, "unavailable": reason}
+        return MetricStats(n=0, unavailable=reason)
     overall, by_stage, by_class = frame.grouped_sorted_seconds(name)
-    out = stats(overall)
-    out["by_stage"] = {str(stage): stats(values) for stage, values in by_stage.items()}
-    out["by_class"] = {cls: stats(values) for cls, values in by_class.items()}
-    return out
+    return MetricStats(
+        **dict(stats(overall)),
+        by_stage={str(stage): stats(values) for stage, values in by_stage.items()},
+        by_class={cls: stats(values) for cls, values in by_class.items()},
+    )
 
 
-def ratio_summary(frame: MetricFrame, name: str, min_samples: int) -> dict[str, Any]:
+def ratio_summary(frame: MetricFrame, name: str, min_samples: int) -> Ratio:
     """p99/p50 of a metric per request class; the run's value is the worst class with at
     least `min_samples` values (a mix of lengths is not one distribution)."""
-    by_class: dict[str, Any] = {}
+    by_class: dict[str, ClassRatio] = {}
     worst: tuple[float, str] | None = None
     for cls in frame.classes:
         values = frame.sorted_seconds(name, frame.mask(request_class=cls))
         p50 = quantiles.quantile(values, 0.5)
         p99 = quantiles.quantile(values, 0.99)
         ratio = None if not p50 or p99 is None else p99 / p50
-        by_class[cls] = {"p99_p50": json_number(ratio), "n": len(values)}
+        by_class[cls] = ClassRatio(p99_p50=json_number(ratio), n=len(values))
         if ratio is not None and len(values) >= min_samples and (worst is None or ratio > worst[0]):
             worst = (ratio, cls)
-    return {
-        "p99_p50": None if worst is None else json_number(worst[0]),
-        "worst_class": None if worst is None else worst[1],
-        "min_samples": min_samples,
-        "by_class": by_class,
-    }
+    return Ratio(
+        p99_p50=None if worst is None else json_number(worst[0]),
+        worst_class=None if worst is None else worst[1],
+        min_samples=min_samples,
+        by_class=by_class,
+    )
 
 
 def status_counts(keys: np.ndarray) -> dict[str, int]:
@@ -148,24 +159,25 @@ def status_counts(keys: np.ndarray) -> dict[str, int]:
     return {str(k): int(v) for k, v in counts.items()}
 
 
-def status_mix(frame: MetricFrame) -> dict[str, Any]:
-    """Counts and shares of each status key, overall and per stage."""
+def status_mix(frame: MetricFrame, duration_s: float) -> StatusMix:
+    """Counts and shares of each status key, overall, per stage and over time."""
     overall = status_counts(frame.status_keys)
     total = max(1, frame.n)
     by_stage = {}
     for stage in frame.stages:
         keys = frame.status_keys[frame.stage == stage]
-        by_stage[str(stage)] = {
-            "counts": status_counts(keys),
-            "share": {k: v / len(keys) for k, v in status_counts(keys).items()},
-        }
-    return {
-        "share": {k: v / total for k, v in overall.items()},
-        "by_stage": by_stage,
-    }
+        counts = status_counts(keys)
+        by_stage[str(stage)] = StageStatus(
+            counts=counts, share={k: v / len(keys) for k, v in counts.items()}
+        )
+    return StatusMix(
+        share={k: v / total for k, v in overall.items()},
+        by_stage=by_stage,
+        over_time=status_over_time(frame, duration_s),
+    )
 
 
-def load_summary(frame: MetricFrame, run: RunInfo) -> dict[str, Any]:
+def load_summary(frame: MetricFrame, run: RunInfo) -> Load:
     """Offered versus achieved load.
 
     achieved_rate = (sent - 1) / (last t_send - first t_send), in req/s.
@@ -181,20 +193,20 @@ def load_summary(frame: MetricFrame, run: RunInfo) -> dict[str, Any]:
         ratio = achieved_rate / run.offered_rate
     else:
         ratio = None
-    return {
-        "open_loop": run.open_loop,
-        "offered_requests": run.offered_requests,
-        "offered_rate": run.offered_rate,
-        "achieved_rate": achieved_rate,
-        "achieved_ratio": ratio,
-    }
+    return Load(
+        open_loop=run.open_loop,
+        offered_requests=run.offered_requests,
+        offered_rate=run.offered_rate,
+        achieved_rate=achieved_rate,
+        achieved_ratio=ratio,
+    )
 
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms"
 
 
-def validity(frame: MetricFrame, run: RunInfo, load: Mapping[str, Any]) -> dict[str, Any]:
+def validity(frame: MetricFrame, run: RunInfo, load: Load) -> Validity:
     """A run is invalid, not merely slow, when the generator could not hold the schedule
     (schedule_lag p99 over its limit, or achieved/offered load under its limit) or when
     it sent too few requests to say anything."""
@@ -211,38 +223,60 @@ def validity(frame: MetricFrame, run: RunInfo, load: Mapping[str, Any]) -> dict[
                 f"the generator fell behind its schedule: schedule_lag p99 = {_ms(lag)}"
                 f" > {_ms(limits.max_schedule_lag_p99_s)}"
             )
-    ratio = load["achieved_ratio"]
+    ratio = load.achieved_ratio
     if ratio is not None and ratio < limits.min_achieved_ratio:
         reasons.append(
             f"the generator achieved {ratio:.1%} of the offered load"
             f" (< {limits.min_achieved_ratio:.0%})"
         )
-    return {"ok": not reasons, "reasons": reasons, "thresholds": asdict(limits)}
+    return Validity(ok=not reasons, reasons=reasons, thresholds=Thresholds(**asdict(limits)))
 
 
-def slo_record(result: SloResult) -> dict[str, Any]:
-    return {
-        "expr": result.expr,
-        "metric": result.metric,
-        "value": json_number(result.value),
-        "threshold": result.threshold,
-        "verdict": result.verdict,
-        "ci_low": json_number(result.ci_low),
-        "ci_high": json_number(result.ci_high),
-        "n": result.n,
-        "samples_needed": result.samples_needed,
-        "message": result.message,
-    }
+def slo_record(result: SloResult) -> SloRecord:
+    return SloRecord(
+        expr=result.expr,
+        metric=result.metric,
+        value=json_number(result.value),
+        threshold=result.threshold,
+        verdict=result.verdict,
+        ci_low=json_number(result.ci_low),
+        ci_high=json_number(result.ci_high),
+        n=result.n,
+        samples_needed=result.samples_needed,
+        message=result.message,
+    )
 
 
-def _column(samples: pd.DataFrame, name: str) -> np.ndarray:
-    if name not in samples.columns:
-        return np.full(len(samples), np.nan)
-    return samples[name].to_numpy(dtype=np.float64, na_value=np.nan)
+def stage_record(index: int, stage: StageInfo) -> Stage:
+    classes = None if stage.classes is None else list(stage.classes)
+    return Stage(
+        index=index,
+        name=stage.name,
+        start=stage.start_s,
+        end=stage.end_s,
+        target_rate=stage.target_rate,
+        classes=classes,
+    )
 
 
-def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> dict[str, Any]:
-    """The summary.json dict of a run (../../shared/DESIGN.md, "summary.json").
+def throughput(frame: MetricFrame, evidence: Evidence, good: int) -> Throughput:
+    """Requests, goodput and output tokens per second of run duration (null if 0 s)."""
+    tokens = frame.columns.output_tokens[frame.ok]
+    duration = evidence.duration_s if evidence.duration_s > 0 else None
+    return Throughput(
+        requests_per_s=evidence.throughput,
+        goodput_per_s=evidence.goodput,
+        goodput_requests=good,
+        output_tokens_per_s=(
+            None
+            if duration is None or np.all(np.isnan(tokens))
+            else float(np.nansum(tokens)) / duration
+        ),
+    )
+
+
+def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> Summary:
+    """The summary of a run: what summary.json holds.
 
     Raises UsageError for a bad SLO expression."""
     parsed = parse_slos(list(slos))
@@ -252,7 +286,6 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> di
     ok = int(np.count_nonzero(frame.ok))
     duration = run.duration_s if run.duration_s > 0 else None
     good = goodput_count(frame, goodput_bounds(parsed))
-    tokens = frame.columns.output_tokens[frame.ok]
     evidence = Evidence(
         duration_s=run.duration_s,
         goodput=None if duration is None else good / duration,
@@ -263,50 +296,35 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> di
     results = evaluate_slos(parsed, frame, evidence)
     load = load_summary(frame, run)
     valid = validity(frame, run, load)
-    return {
-        "schema": SCHEMA,
-        "verdict": run_verdict(valid["ok"], results),
-        "scenario": {"name": run.scenario, "config": dict(run.scenario_config)},
-        "target": run.target,
-        "api": run.api,
-        "started_at": run.started_at,
-        "duration": run.duration_s,
-        "clock": {
-            "start_monotonic_ns": run.start_monotonic_ns,
-            "start_epoch_ns": run.start_epoch_ns,
-            "server_offset_ns": run.clock_offset_ns,
-            "server_offset_source": run.clock_offset_source,
-        },
-        "environment": dict(run.environment),
-        "stages": [
-            {"index": i, "name": s.name, "start": s.start_s, "end": s.end_s}
-            | ({"target_rate": s.target_rate} if s.target_rate is not None else {})
-            | ({"classes": list(s.classes)} if s.classes is not None else {})
-            for i, s in enumerate(run.stages)
-        ],
-        "load": load,
-        "requests": {"sent": frame.n, "ok": ok, "failed": frame.n - ok},
-        "throughput": {
-            "requests_per_s": evidence.throughput,
-            "goodput_per_s": evidence.goodput,
-            "goodput_requests": good,
-            "output_tokens_per_s": (
-                None
-                if duration is None or np.all(np.isnan(tokens))
-                else float(np.nansum(tokens)) / duration
-            ),
-        },
-        "status_codes": status_counts(frame.status_keys),
-        "status_mix": status_mix(frame) | {"over_time": status_over_time(frame, run.duration_s)},
-        "migration": migration(frame, [(s.name, s.start_s, s.end_s) for s in run.stages]),
-        "retry_after": retry_after(frame, _column(samples, "retry_after_s")),
-        "head_of_line": head_of_line(frame, [s.classes for s in run.stages]),
-        "metrics": {name: metric_summary(frame, name) for name in DURATION_METRICS},
-        "ratios": {
+    return Summary(
+        verdict=run_verdict(valid.ok, results),
+        scenario=ScenarioInfo(name=run.scenario, config=dict(run.scenario_config)),
+        target=run.target,
+        api=run.api,
+        started_at=run.started_at,
+        duration=run.duration_s,
+        clock=Clock(
+            start_monotonic_ns=run.start_monotonic_ns,
+            start_epoch_ns=run.start_epoch_ns,
+            server_offset_ns=run.clock_offset_ns,
+            server_offset_source=run.clock_offset_source,
+        ),
+        environment=dict(run.environment),
+        stages=[stage_record(i, s) for i, s in enumerate(run.stages)],
+        load=load,
+        requests=Requests(sent=frame.n, ok=ok, failed=frame.n - ok),
+        throughput=throughput(frame, evidence, good),
+        status_codes=status_counts(frame.status_keys),
+        status_mix=status_mix(frame, run.duration_s),
+        migration=migration(frame, [(s.name, s.start_s, s.end_s) for s in run.stages]),
+        retry_after=retry_after(frame, float_column(samples, "retry_after_s")),
+        head_of_line=head_of_line(frame, [s.classes for s in run.stages]),
+        metrics={name: metric_summary(frame, name) for name in DURATION_METRICS},
+        ratios={
             name: ratio_summary(frame, name, run.validity.min_ratio_samples)
             for name in RATIO_METRICS
         },
-        "telemetry": dict(run.telemetry),
-        "slos": [slo_record(r) for r in results],
-        "validity": valid,
-    }
+        telemetry=dict(run.telemetry),
+        slos=[slo_record(r) for r in results],
+        validity=valid,
+    )

@@ -1,21 +1,33 @@
-"""compare.md and compare.html: renderers of a Comparison (compare.py computes everything).
+"""compare.md, compare.html and compare.json: renderers of a Comparison (compare.py
+computes everything).
+
+    write_comparison(comparison, out_dir)  # compare.md, compare.html, compare.json, plots/
 
 Durations are shown in milliseconds, rates in percent; the CI column is the 95% interval
 of the difference (candidate - baseline). Every string passes through redact + escape.
+compare.json holds seconds and fractions, "inf" for infinity, null for no value.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from markupsafe import escape as esc
 
+from zqbench.outputs.compare import Comparison, Diff
 from zqbench.outputs.html import CSS, figure
+from zqbench.outputs.json_out import redacted, write_atomic
+from zqbench.outputs.paths import COMPARE_HTML, COMPARE_JSON, COMPARE_MD, PLOTS_DIR
+from zqbench.outputs.plots import Plot, compare_percentiles
 from zqbench.redact import redact
-from zqbench.reporting.compare import Comparison, Diff
-from zqbench.reporting.plots import Plot
+from zqbench.summary import json_number
+
+COMPARE_PLOT_METRICS = ("latency", "latency_corrected", "ttft")
 
 VERDICT_BADGE = {
     "ok": "✅ NO REGRESSION",
@@ -70,21 +82,21 @@ def _cells(d: Diff) -> dict[str, str]:
 def _run_rows(comparison: Comparison) -> list[list[str]]:
     rows = []
     for label, run in zip(comparison.frames, comparison.runs, strict=True):
-        s = redact(run.summary)
-        server = s.get("environment", {}).get("reference_server") or {}
+        s = redacted(run.summary)
+        server = s.environment.get("reference_server") or {}
         scheduler = server.get("scheduler") if isinstance(server, dict) else None
-        r = s["requests"]
+        r = s.requests
         rows.append(
             [
                 label,
-                s["scenario"]["name"],
-                s["target"],
+                s.scenario.name,
+                s.target,
                 str(scheduler or "–"),
-                s["verdict"],
-                f"{r['sent']:,}",
-                f"{r['ok']:,}",
-                f"{r['failed']:,}",
-                f"{float(s['duration']):.1f}",
+                s.verdict,
+                f"{r.sent:,}",
+                f"{r.ok:,}",
+                f"{r.failed:,}",
+                f"{s.duration:.1f}",
             ]
         )
     return rows
@@ -180,3 +192,51 @@ def render_compare_html(comparison: Comparison, plots: Sequence[Plot]) -> str:
         f"<title>zqbench compare · {esc(VERDICT_BADGE[verdict])}</title><style>{CSS}</style>"
         "</head><body><h1>zqbench compare</h1>" + "".join(parts) + "</body></html>\n"
     )
+
+
+def to_dict(comparison: Comparison) -> dict[str, Any]:
+    """compare.json: machine-readable, seconds and fractions, no inf/NaN."""
+
+    def clean(d: Diff) -> dict[str, Any]:
+        out = asdict(d)
+        for k in ("baseline", "candidate", "diff", "ci_low", "ci_high", "allowed"):
+            out[k] = json_number(out[k])
+        out["relative"] = json_number(d.relative)
+        return out
+
+    return {
+        "schema": "zqbench.compare/1",
+        "verdict": comparison.verdict,
+        "max_regression": comparison.max_regression,
+        "max_error_increase": comparison.max_error_increase,
+        "gated": comparison.gated,
+        "runs": [
+            {"label": label, "path": str(r.path), "verdict": r.summary.verdict}
+            for label, r in zip(comparison.frames, comparison.runs, strict=True)
+        ],
+        "pairs": [
+            {
+                "baseline": p.baseline,
+                "candidate": p.candidate,
+                "verdict": p.verdict,
+                "diffs": [clean(d) for d in p.diffs],
+            }
+            for p in comparison.pairs
+        ],
+    }
+
+
+def write_comparison(comparison: Comparison, out_dir: Path) -> list[Path]:
+    """compare.md, compare.html, compare.json and plots/compare_percentiles.png."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plot = compare_percentiles(
+        list(comparison.frames.items()), COMPARE_PLOT_METRICS, out_dir / PLOTS_DIR
+    )
+    data = json.dumps(redact(to_dict(comparison)), indent=2, allow_nan=False) + "\n"
+    return [
+        write_atomic(out_dir / COMPARE_JSON, data),
+        write_atomic(out_dir / COMPARE_MD, render_compare_md(comparison)),
+        write_atomic(out_dir / COMPARE_HTML, render_compare_html(comparison, [plot])),
+        plot.path,
+    ]

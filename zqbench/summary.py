@@ -1,0 +1,370 @@
+"""The summary.json contract: the typed, versioned result of one run.
+
+    summary = summarize(samples, run=..., slos=[...])   # zqbench.metrics.summarize
+    summary.metrics["latency"].p99                      # seconds, "inf", or None
+    text = summary.to_json()                            # summary.json's text
+    summary = Summary.model_validate_json(text)         # pydantic.ValidationError if malformed
+
+Writing and reading the file (secrets redacted, atomic write, a malformed file as one
+UsageError) is zqbench.outputs.json_out's job: this module sits at the bottom of the
+package and imports only pydantic and the standard library, so every layer can use it.
+
+Why pydantic: summary.json is written by `zqbench run` and read back by `report`, `gate`
+and `compare`, possibly from another version of zqbench. Its models validate such a file
+once, where it is read, so a malformed or foreign file is one clear error and never a
+KeyError deep in a renderer; they generate the file's JSON Schema (docs/summary.schema.json,
+for tools outside zqbench); and they are the one serializer of the format.
+
+JSON has no infinity: an error-adjusted value that lands on a failed request is the string
+"inf" (`JsonFloat`); null means "no value" (unavailable, or an unbounded CI side), so nulls
+are written, never dropped. A few keys are present only in some states: a stage's
+`target_rate` and `classes` when set, a statistic's numbers only when it has values
+(`{"n": 0}` otherwise), a metric with no value is `{"n": 0, "unavailable": "<reason>"}`, a
+view without inputs is `{"unavailable": "<reason>"}` (`Unavailable`). Those models name the
+keys they leave out (`_absent`), so a file read back re-serializes byte for byte.
+
+Changing the format: adding a key to an open mapping (environment, telemetry, scenario
+config) keeps the version. Anything else (a new, renamed, removed or retyped field) changes
+what a reader accepts: bump SCHEMA and the `schema_id` literal together (zqbench.summary/2),
+since readers refuse other versions; then regenerate the schema and commit it:
+
+    python -m zqbench.summary > docs/summary.schema.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection
+from typing import Any, Final, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic.functional_serializers import SerializerFunctionWrapHandler
+
+SCHEMA: Final = "zqbench.summary/1"
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic writes
+
+JsonFloat: TypeAlias = float | Literal["inf", "-inf"] | None
+"""A float as summary.json holds it: a number, "inf" / "-inf", or null (no value)."""
+
+Verdict: TypeAlias = Literal["pass", "fail", "inconclusive", "invalid"]
+SloVerdict: TypeAlias = Literal["pass", "fail", "inconclusive"]
+
+
+def json_number(value: float | None) -> JsonFloat:
+    """A float for JSON: None stays null, +inf becomes "inf" (-inf "-inf"), NaN null."""
+    if value is None or math.isnan(value):
+        return None
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return float(value)
+
+
+class _Record(BaseModel):
+    """A fixed-shape part of the summary: immutable, no key beyond its fields, and no
+    NaN or infinite float (JSON has neither: infinity is the string "inf")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class _SparseRecord(_Record):
+    """A record some of whose keys are absent from the JSON in some states."""
+
+    def _absent(self) -> Collection[str]:
+        """The keys this instance leaves out of its JSON."""
+        return ()
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        absent = self._absent()
+        return {k: v for k, v in data.items() if k not in absent}
+
+
+class Unavailable(_Record):
+    """A view the run has no inputs for, and why (never zeros)."""
+
+    unavailable: str
+
+
+# --- run facts ---------------------------------------------------------------------------
+
+
+class ScenarioInfo(_Record):
+    name: str  # a path, or bundled:NAME
+    config: dict[str, Any]  # the scenario as loaded (open: its own format)
+
+
+class Clock(_Record):
+    """The run's start on both clocks; every t_* is ns after start_monotonic_ns."""
+
+    start_monotonic_ns: int
+    start_epoch_ns: int
+    server_offset_ns: int  # server clock minus client clock
+    server_offset_source: str
+
+
+class Stage(_SparseRecord):
+    """One scenario stage; seconds since the run's start."""
+
+    index: int
+    name: str
+    start: float
+    end: float
+    target_rate: float | None = None  # key present only when set
+    classes: list[str] | None = None  # the classes it draws from; key absent: all
+
+    def _absent(self) -> Collection[str]:
+        return [k for k in ("target_rate", "classes") if getattr(self, k) is None]
+
+
+class Load(_Record):
+    """Offered versus achieved load (req/s); the ratio is null in closed loop."""
+
+    open_loop: bool
+    offered_requests: int | None
+    offered_rate: float | None
+    achieved_rate: float | None
+    achieved_ratio: float | None
+
+
+class Requests(_Record):
+    sent: int
+    ok: int
+    failed: int
+
+
+class Throughput(_Record):
+    requests_per_s: float | None
+    goodput_per_s: float | None  # requests/s that met every per-request SLO
+    goodput_requests: int
+    output_tokens_per_s: float | None
+
+
+# --- status mix and its migration ----------------------------------------------------------
+
+
+class StageStatus(_Record):
+    counts: dict[str, int]  # status key -> requests, most frequent first
+    share: dict[str, float]
+
+
+class StatusOverTime(_Record):
+    """Request counts per status key in bins of `bin_s` seconds of send time."""
+
+    bin_s: float
+    start_s: list[float]
+    counts: dict[str, list[int]]  # one count per bin
+
+
+class StatusMix(_Record):
+    share: dict[str, float]
+    by_stage: dict[str, StageStatus]  # stage index -> mix
+    over_time: StatusOverTime | Unavailable
+
+
+class MigrationStage(_Record):
+    stage: int
+    name: str
+    sent: int
+    send_rate: float | None
+    share: dict[str, float]
+    latency_p50: float | None
+    latency_p99: float | None
+    latency_p99_p50: float | None
+    time_to_reject_p99: float | None
+
+
+class MigrationRow(_Record):
+    status: str
+    baseline: float  # share in the baseline stage
+    overload: float
+
+
+class Migration(_Record):
+    """The baseline stage beside the overload stage (the one with the highest send rate)."""
+
+    baseline: MigrationStage
+    overload: MigrationStage
+    rows: list[MigrationRow]
+
+
+class RetryAfter(_Record):
+    """Refusals (429/503/529) that carried Retry-After, and its values (s)."""
+
+    refusals: int
+    with_retry_after: int
+    share: float
+    min_s: float | None
+    max_s: float | None
+
+
+class HeadOfLineRow(_Record):
+    """One metric of one class: the baseline stage's quantiles, the mixed stage's, ratios."""
+
+    n_baseline: int
+    n_mixed: int
+    baseline_p50: float | None
+    mixed_p50: float | None
+    ratio_p50: float | None
+    baseline_p99: float | None
+    mixed_p99: float | None
+    ratio_p99: float | None
+
+
+class HeadOfLineClass(_Record):
+    latency: HeadOfLineRow
+    ttft: HeadOfLineRow
+
+
+class HeadOfLineWorst(_Record):
+    """The worst class per ratio: the headline numbers."""
+
+    latency_p50_ratio: float | None
+    latency_p99_ratio: float | None
+    ttft_p50_ratio: float | None
+    ttft_p99_ratio: float | None
+
+
+class HeadOfLine(_Record):
+    baseline_stage: int
+    mixed_stage: int
+    classes: list[str]
+    by_class: dict[str, HeadOfLineClass]
+    worst: HeadOfLineWorst
+
+
+# --- duration metrics ----------------------------------------------------------------------
+
+
+class Ci(_Record):
+    """95% distribution-free intervals [low, high]; null: unbounded side."""
+
+    p50: tuple[JsonFloat, JsonFloat]
+    p99: tuple[JsonFloat, JsonFloat]
+
+
+class Stats(_SparseRecord):
+    """Order statistics of one group of values (seconds); only `n` when it has none."""
+
+    n: int
+    mean: JsonFloat = None
+    min: JsonFloat = None
+    p50: JsonFloat = None
+    p90: JsonFloat = None
+    p95: JsonFloat = None
+    p99: JsonFloat = None
+    p999: JsonFloat = None
+    max: JsonFloat = None
+    ci: Ci | None = None
+
+    def _absent(self) -> Collection[str]:
+        if self.n == 0:
+            return set(Stats.model_fields) - {"n"}
+        return ()
+
+
+class MetricStats(Stats):
+    """A duration metric over the run, by stage and by request class; or why it has no
+    value at all (`unavailable`, with n = 0 and nothing else)."""
+
+    by_stage: dict[str, Stats] = Field(default_factory=dict)  # stage index -> stats
+    by_class: dict[str, Stats] = Field(default_factory=dict)
+    unavailable: str | None = None
+
+    def _absent(self) -> Collection[str]:
+        if self.unavailable is not None:
+            return set(MetricStats.model_fields) - {"n", "unavailable"}
+        return {"unavailable", *super()._absent()}
+
+
+class ClassRatio(_Record):
+    p99_p50: JsonFloat
+    n: int
+
+
+class Ratio(_Record):
+    """p99/p50 per request class; the run's value is the worst class with min_samples."""
+
+    p99_p50: JsonFloat
+    worst_class: str | None
+    min_samples: int
+    by_class: dict[str, ClassRatio]
+
+
+# --- the verdict ---------------------------------------------------------------------------
+
+
+class SloRecord(_Record):
+    expr: str
+    metric: str
+    value: JsonFloat  # null: unavailable
+    threshold: float  # base units: seconds, a fraction, req/s or a ratio
+    verdict: SloVerdict
+    ci_low: JsonFloat  # null: unbounded, or no interval
+    ci_high: JsonFloat
+    n: int
+    samples_needed: int | None
+    message: str
+
+
+class Thresholds(_Record):
+    """When a run is invalid rather than slow (metrics.summarize.ValidityThresholds)."""
+
+    max_schedule_lag_p99_s: float
+    min_achieved_ratio: float
+    min_samples: int
+    min_ratio_samples: int
+
+
+class Validity(_Record):
+    ok: bool
+    reasons: list[str]
+    thresholds: Thresholds
+
+
+class Summary(_Record):
+    """summary.json. Durations are seconds; see the module docstring for the conventions."""
+
+    # The field is `schema_id` (BaseModel has a `schema` method); in JSON it is "schema".
+    model_config = ConfigDict(
+        validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
+
+    schema_id: Literal["zqbench.summary/1"] = Field(default=SCHEMA, alias="schema")
+    verdict: Verdict
+    scenario: ScenarioInfo
+    target: str  # URL without credentials
+    api: str
+    started_at: str  # ISO 8601, UTC
+    duration: float
+    clock: Clock
+    environment: dict[str, Any]  # open: versions, host, server facts, hook notes
+    stages: list[Stage]
+    load: Load
+    requests: Requests
+    throughput: Throughput
+    status_codes: dict[str, int]  # status key -> requests, most frequent first
+    status_mix: StatusMix
+    migration: Migration | Unavailable
+    retry_after: RetryAfter | Unavailable
+    head_of_line: HeadOfLine | Unavailable
+    metrics: dict[str, MetricStats]  # metric name -> stats
+    ratios: dict[str, Ratio]  # "latency", "ttft"
+    telemetry: dict[str, Any]  # open: scalars from telemetry hooks, e.g. gpu_density
+    slos: list[SloRecord]
+    validity: Validity
+
+    def to_json(self) -> str:
+        """The JSON text, indented as summary.json is (ValueError on NaN or infinity)."""
+        return json.dumps(self.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
+
+
+def json_schema() -> str:
+    """The JSON Schema of summary.json, as committed in docs/summary.schema.json."""
+    schema = {"$schema": JSON_SCHEMA_DIALECT, **Summary.model_json_schema()}
+    return json.dumps(schema, indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    print(json_schema(), end="")
