@@ -53,9 +53,9 @@ from zqbench.reporting.render import render_html
 from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import LoadConfig, Scenario, load_scenario
 from zqbench.stages import StageInfo
-from zqbench.transport._common import parse_base_url
 from zqbench.transport.base import PoolLimits
 from zqbench.transport.factory import H1_CLIENTS
+from zqbench.transport.origin import parse_base_url
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 

@@ -27,7 +27,7 @@ from aiohttp import client_exceptions as cx
 from aiohttp import http_exceptions as hx
 from yarl import URL
 
-from zqbench.transport._common import Deadline, Origin, client_ssl_context, now_ns, parse_base_url
+from zqbench.transport._common import Deadline, now_ns
 from zqbench.transport.base import (
     BodyTooLarge,
     ConnectError,
@@ -40,6 +40,7 @@ from zqbench.transport.base import (
     ResponseSink,
     TransportError,
 )
+from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
 
 READ_BUFSIZE = 1 << 20  # read up to 1 MiB per wake-up: big bodies in few chunks
 

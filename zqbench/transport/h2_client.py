@@ -26,7 +26,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
-from zqbench.transport._common import Deadline, Origin, client_ssl_context, now_ns, parse_base_url
+from zqbench.transport._common import Deadline, now_ns
 from zqbench.transport.base import (
     BodyTooLarge,
     ConnectError,
@@ -38,6 +38,7 @@ from zqbench.transport.base import (
     ResponseSink,
     TransportError,
 )
+from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
 
 STREAM_WINDOW = 1 << 24
 CONNECTION_WINDOW = 1 << 30

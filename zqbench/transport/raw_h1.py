@@ -31,7 +31,7 @@ import ssl
 from collections.abc import Callable
 from time import perf_counter_ns
 
-from zqbench.transport._common import Deadline, Origin, client_ssl_context, parse_base_url
+from zqbench.transport._common import Deadline
 from zqbench.transport.base import (
     BodyTooLarge,
     ConnectError,
@@ -43,6 +43,7 @@ from zqbench.transport.base import (
     ResponseSink,
     TransportError,
 )
+from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers; more is not a plausible response
 MAX_CHUNK_LINE = 1024  # a chunk-size line with extensions
