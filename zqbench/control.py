@@ -6,7 +6,8 @@ Health checks, reachability, the model list, calibration probes, Prometheus scra
 - TLS is verified against the system's trust store, as the load transports verify it
   (`zqbench.transport.origin.client_ssl_context`); `insecure=True` accepts any certificate;
 - one deadline bounds each call, from connecting to the last body byte: a server that drips
-  bytes cannot hold a call past it (httpx's own timeouts restart at every read);
+  bytes cannot hold a call past it (httpx's own timeouts restart at every read, so a
+  watchdog shuts the connection's socket down when the deadline passes);
 - a body past `max_body_bytes` stops the call (`too_large`), so memory stays bounded;
 - no proxy from the environment (`trust_env=False`), no redirect followed, no compression
   asked for (a sink sees the bytes the server meant);
@@ -20,23 +21,24 @@ fails with the same classes as a measured request. The small functions raise the
     └── ControlError   .error_class: connect, timeout, reset, protocol, too_large,
                        http_<status> (a non-2xx answer) or bad_json; .status (0: no answer)
 
-Calls block: each ControlClient runs them on its own private event loop (so the deadline can
-cancel a call wherever it is), and must not be used from inside a running event loop. This
-module is the only one of zqbench, besides the measuring tool transport/probe.py, that
-imports httpx.
+Calls block (httpx's synchronous client: an answer that arrives while the request body is
+still being sent, a 413 before a 32 MB upload ends, is still read). This module is the only
+one of zqbench, besides the measuring tool transport/probe.py, that imports httpx.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import functools
 import json
 import os
+import socket
 import ssl
-from collections.abc import Coroutine, Iterable, Mapping
+import threading
+from collections.abc import Iterable, Mapping
 from time import perf_counter_ns
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
@@ -59,7 +61,7 @@ DEFAULT_TIMEOUT_S = 10.0
 MAX_BODY_BYTES = 16 * 1024 * 1024
 # A sink gets the bytes on the wire: asking for no compression keeps them the server's words.
 _DEFAULT_HEADERS = {"accept-encoding": "identity", "user-agent": "zqbench"}
-_T = TypeVar("_T")
+_CONNECTED = ("connection.connect_tcp.complete", "connection.start_tls.complete")
 
 Headers = Iterable[tuple[str, str]]
 
@@ -142,7 +144,7 @@ class _Body:
 
 
 class ControlClient:
-    """Sequential control-plane calls, sharing keep-alive connections. Not thread-safe.
+    """Sequential control-plane calls on one keep-alive connection. Not thread-safe.
 
     `timeout_s` is each call's deadline unless the call names its own."""
 
@@ -157,16 +159,18 @@ class ControlClient:
         self.timeout_s = timeout_s
         self.max_body_bytes = max_body_bytes
         self.connections_opened = 0  # TCP connections this client opened so far
-        self._loop = asyncio.new_event_loop()
-        self._http = httpx.AsyncClient(
+        self._http = httpx.Client(
             http1=not http2,
             http2=http2,
             verify=_ssl_context(insecure, http2),
-            timeout=None,  # the per-call deadline bounds everything (see `send`)
             follow_redirects=False,
             trust_env=False,  # reach the target itself, never a proxy from the environment
             headers=_DEFAULT_HEADERS,
+            # One connection at a time: the one whose socket the watchdog cuts.
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
         )
+        self._socket: socket.socket | None = None  # the connection's socket, once open
+        self._expired = threading.Event()  # the running call's deadline has passed
 
     def __enter__(self) -> ControlClient:
         return self
@@ -177,12 +181,7 @@ class ControlClient:
         self.close()
 
     def close(self) -> None:
-        if self._loop.is_closed():
-            return
-        try:
-            self._loop.run_until_complete(self._http.aclose())
-        finally:
-            self._loop.close()
+        self._http.close()
 
     # ------------------------------------------------------------ streaming
     def send(
@@ -199,50 +198,75 @@ class ControlClient:
         `Exchange.error`, and the sink has had whatever arrived before it (no `on_end`)."""
         deadline = self.timeout_s if timeout_s is None else timeout_s
         ex = Exchange(http_version="")
-        url = base_url + request.path
+        self._expired.clear()
+        watchdog = threading.Timer(deadline, self._expire)
+        watchdog.daemon = True
+        watchdog.start()
         try:
-            self._run(self._send(url, request, sink, ex), deadline)
-        except asyncio.TimeoutError:
-            ex.error = RequestTimeout(f"no complete answer within {deadline:g} s")
+            self._send(base_url + request.path, request, sink, ex, deadline)
         except httpx.HTTPError as exc:
-            ex.error = _translate(exc)
+            late = self._expired.is_set() or isinstance(exc, httpx.TimeoutException)
+            ex.error = (
+                RequestTimeout(f"no complete answer within {deadline:g} s")
+                if late
+                else _translate(exc)
+            )
         except TransportError as exc:
             ex.error = exc
+        finally:
+            watchdog.cancel()
+            watchdog.join()  # it never touches the connection after this call has returned
         if not ex.t_end:
             ex.t_end = perf_counter_ns()
         return ex
 
-    def _run(self, coro: Coroutine[Any, Any, _T], deadline_s: float) -> _T:
-        return self._loop.run_until_complete(asyncio.wait_for(coro, deadline_s))
-
-    async def _send(self, url: str, request: HttpRequest, sink: ResponseSink, ex: Exchange) -> None:
+    def _send(
+        self, url: str, request: HttpRequest, sink: ResponseSink, ex: Exchange, deadline: float
+    ) -> None:
         req = self._http.build_request(
             request.method,
             url,
             headers=list(request.headers),
             content=request.body or None,
+            timeout=deadline,  # each connect, write or read; the watchdog bounds their sum
             extensions={"trace": self._trace},
         )
         ex.t_send = perf_counter_ns()
-        resp = await self._http.send(req, stream=True)
+        resp = self._http.send(req, stream=True)
         try:
             ex.http_version = resp.http_version.removeprefix("HTTP/")
             sink.on_headers(
                 resp.status_code, _joined(resp.headers.multi_items()), perf_counter_ns()
             )
-            async for data in resp.aiter_raw():
+            for data in resp.iter_raw():
                 ex.bytes_in += len(data)
                 if ex.bytes_in > self.max_body_bytes:
                     raise BodyTooLarge(f"the body passed the {self.max_body_bytes}-byte cap")
                 sink.on_data(data, perf_counter_ns())
         finally:
-            await resp.aclose()
+            resp.close()
         ex.t_end = perf_counter_ns()
         sink.on_end(ex.t_end)
 
-    async def _trace(self, event: str, info: dict[str, Any]) -> None:
-        if event == "connection.connect_tcp.complete":
+    def _trace(self, event: str, info: dict[str, Any]) -> None:
+        if event not in _CONNECTED:
+            return
+        if event == _CONNECTED[0]:
             self.connections_opened += 1
+        self._socket = info["return_value"].get_extra_info("socket")
+        if self._expired.is_set():  # the deadline passed while connecting
+            self._expire()
+
+    def _expire(self) -> None:
+        """The deadline passed (the watchdog's thread): cut the connection, which ends any
+        read or write the call is blocked in."""
+        self._expired.set()
+        sock = self._socket
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                # The plain socket's shutdown, also for TLS: SSLSocket's would drop its TLS
+                # state under the reading thread's feet.
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
     # ------------------------------------------------------------ whole answers
     def call(self, method: str, url: str, *, headers: Headers = (), body: bytes = b"") -> bytes:
