@@ -44,13 +44,8 @@ class AnthropicParser(ResponseParser):
         name = event.event
         if name not in _READ:
             return
-        try:
-            obj = common.loads(event.data)
-        except Exception:
-            self._bad_data(at_eof)
-            return
-        if not isinstance(obj, dict):
-            self._bad_data(at_eof)
+        obj = self._json_object(event.data, at_eof)
+        if obj is None:
             return
         if name == "message":
             kind = obj.get("type")

@@ -42,13 +42,8 @@ class OpenAIParser(ResponseParser):
             return
         if event.event != "message" and event.event != "error":
             return  # another named event is not a chat chunk (servers may add their own)
-        try:
-            obj = common.loads(data)
-        except Exception:
-            self._bad_data(at_eof)
-            return
-        if not isinstance(obj, dict):
-            self._bad_data(at_eof)
+        obj = self._json_object(data, at_eof)
+        if obj is None:
             return
         err = _error_of(obj)
         if err is None and event.event == "error":

@@ -37,6 +37,7 @@ from zqbench.dialects.common import (
     error_object_problem,
     estimate_tokens,
     header_tuple,
+    loads,
     read_headers,
     stream_error_class,
 )
@@ -187,9 +188,18 @@ class ResponseParser(abc.ABC):
         self._done = True
         self._stopped = True
 
-    def _bad_data(self, at_eof: bool) -> None:
-        # A half event at the very end is a cut stream, not a server emitting garbage.
-        self._fail("incomplete_stream" if at_eof else "bad_json")
+    def _json_object(self, data: str, at_eof: bool) -> dict[str, Any] | None:
+        """An event's data as a JSON object; None, the stream marked bad, for anything else.
+
+        A half event at the very end is a cut stream, not a server emitting garbage."""
+        try:
+            obj = loads(data)
+        except Exception:  # not JSON, or nested past the recursion limit
+            obj = None
+        if not isinstance(obj, dict):
+            self._fail("incomplete_stream" if at_eof else "bad_json")
+            return None
+        return obj
 
     def _token(self, text: str, t_ns: int) -> None:
         """One content chunk: its arrival time and its characters."""

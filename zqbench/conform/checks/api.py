@@ -12,6 +12,7 @@ has the API's shape: a stream out of order is .2's failure, not theirs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from zqbench.conform.checks.shapes import SHAPES
@@ -20,12 +21,6 @@ from zqbench.conform.exchange import Exchange
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig
-
-
-def _not_selected(ctx: Context, api: str) -> CheckResult | None:
-    if api not in ctx.options.apis:
-        return skipped(f"--api does not include {api}")
-    return None
 
 
 def _streamed(ctx: Context, api: str) -> Exchange:
@@ -60,99 +55,89 @@ def _unjudged_stream(ctx: Context, api: str) -> CheckResult | None:
     return None
 
 
-def api_checks(api: str) -> list[Check]:
+def response_shape(ctx: Context, api: str) -> CheckResult:
+    ex = ctx.send(ctx.generate(api, stream=False))
+    if r := _bad_status(ex):
+        return r
     shapes = SHAPES[api]
-    facts = get_dialect(api, DialectConfig(model=""))  # the API's field names, for statements
+    return _shape(shapes.body(ex.json()), ex, f"a {shapes.noun} body with every required field")
 
-    def response_shape(ctx: Context) -> CheckResult:
-        if r := _not_selected(ctx, api):
-            return r
-        ex = ctx.send(ctx.generate(api, stream=False))
+
+def stream_order(ctx: Context, api: str) -> CheckResult:
+    ex = _streamed(ctx, api)
+    if r := _bad_status(ex):
+        return r
+    if not ex.is_sse:
+        return failed("a streamed request did not get text/event-stream", response=ex.evidence())
+    if ex.sse_error:
+        return failed(f"the event stream is not valid SSE ({ex.sse_error})", response=ex.evidence())
+    return _shape(_stream_problems(ctx, api), ex, f"{len(ex.events)} events in order")
+
+
+def usage_tokens(ctx: Context, api: str) -> CheckResult:
+    ex = _streamed(ctx, api)
+    if ex.status != 200 or not ex.is_sse:
+        return skipped(f"no stream to count (status {ex.status}); see api.{api}.2")
+    if r := _unjudged_stream(ctx, api):
+        return r
+    tokens, streamed = ex.usage_output_tokens, ex.text_events
+    evidence = {"usage_output_tokens": tokens, "text_events": streamed}
+    if tokens is None:
+        return failed("the stream reported no output token count", **evidence)
+    if tokens != streamed:
+        return failed(f"usage says {tokens} output tokens, {streamed} were streamed", **evidence)
+    return passed(f"{tokens} tokens reported and streamed", **evidence)
+
+
+def stop_at_max(ctx: Context, api: str) -> CheckResult:
+    facts = ctx.dialect(api)
+    seen = []
+    for stream in (False, True):
+        ex = _streamed(ctx, api) if stream else ctx.send(ctx.generate(api, stream=False))
         if r := _bad_status(ex):
             return r
-        return _shape(shapes.body(ex.json()), ex, f"a {shapes.noun} body with every required field")
+        if stream and (r := _unjudged_stream(ctx, api)):
+            return r
+        one = _stop(facts, ex, stream=stream, limit=ctx.options.max_tokens)
+        seen.append(one)
+        if problem := _stop_problem(facts, one):
+            return failed(problem, **one)
+    return passed(f"{facts.stop_field} right, streamed and not", responses=seen)
 
-    def stream_order(ctx: Context) -> CheckResult:
-        if r := _not_selected(ctx, api):
-            return r
-        ex = _streamed(ctx, api)
-        if r := _bad_status(ex):
-            return r
-        if not ex.is_sse:
-            return failed(
-                "a streamed request did not get text/event-stream", response=ex.evidence()
-            )
-        if ex.sse_error:
-            return failed(
-                f"the event stream is not valid SSE ({ex.sse_error})", response=ex.evidence()
-            )
-        return _shape(_stream_problems(ctx, api), ex, f"{len(ex.events)} events in order")
 
-    def usage_tokens(ctx: Context) -> CheckResult:
-        if r := _not_selected(ctx, api):
-            return r
-        ex = _streamed(ctx, api)
-        if ex.status != 200 or not ex.is_sse:
-            return skipped(f"no stream to count (status {ex.status}); see api.{api}.2")
-        if r := _unjudged_stream(ctx, api):
-            return r
-        tokens, streamed = ex.usage_output_tokens, ex.text_events
-        evidence = {"usage_output_tokens": tokens, "text_events": streamed}
-        if tokens is None:
-            return failed("the stream reported no output token count", **evidence)
-        if tokens != streamed:
-            return failed(
-                f"usage says {tokens} output tokens, {streamed} were streamed", **evidence
-            )
-        return passed(f"{tokens} tokens reported and streamed", **evidence)
+def models(ctx: Context, api: str) -> CheckResult:
+    ex = ctx.send(ctx.get("/v1/models", api))
+    if r := _bad_status(ex):
+        return r
+    return _shape(SHAPES[api].models(ex.json()), ex, "a model list of the API's shape")
 
-    def stop_at_max(ctx: Context) -> CheckResult:
-        if r := _not_selected(ctx, api):
-            return r
-        seen = []
-        for stream in (False, True):
-            ex = _streamed(ctx, api) if stream else ctx.send(ctx.generate(api, stream=False))
-            if r := _bad_status(ex):
-                return r
-            if stream and (r := _unjudged_stream(ctx, api)):
-                return r
-            one = _stop(facts, ex, stream=stream, limit=ctx.options.max_tokens)
-            seen.append(one)
-            if problem := _stop_problem(facts, one):
-                return failed(problem, **one)
-        return passed(f"{facts.stop_field} right, streamed and not", responses=seen)
 
-    def models(ctx: Context) -> CheckResult:
-        if r := _not_selected(ctx, api):
-            return r
-        ex = ctx.send(ctx.get("/v1/models", api))
-        if r := _bad_status(ex):
-            return r
-        return _shape(shapes.models(ex.json()), ex, "a model list of the API's shape")
+def _for(
+    api: str, check: Callable[[Context, str], CheckResult]
+) -> Callable[[Context], CheckResult]:
+    """`check` of `api`, skipped when --api does not include it."""
 
-    prefix = f"api.{api}"
+    def run(ctx: Context) -> CheckResult:
+        if api not in ctx.options.apis:
+            return skipped(f"--api does not include {api}")
+        return check(ctx, api)
+
+    return run
+
+
+def api_checks(api: str) -> list[Check]:
+    noun = SHAPES[api].noun
+    stop_field = get_dialect(api, DialectConfig(model="")).stop_field
+    statements = [
+        (f"A non-streamed request returns a {noun} JSON body of the API's shape.", response_shape),
+        ("A streamed response has the API's event order and event shapes.", stream_order),
+        ("Usage output tokens equal the number of text events streamed.", usage_tokens),
+        (f"{stop_field} says the output stopped at max_tokens exactly when it did.", stop_at_max),
+        ("GET /v1/models returns a model list of the API's shape.", models),
+    ]
     return [
-        Check(
-            f"{prefix}.1",
-            f"A non-streamed request returns a {shapes.noun} JSON body of the API's shape.",
-            response_shape,
-        ),
-        Check(
-            f"{prefix}.2",
-            "A streamed response has the API's event order and event shapes.",
-            stream_order,
-        ),
-        Check(
-            f"{prefix}.3",
-            "Usage output tokens equal the number of text events streamed.",
-            usage_tokens,
-        ),
-        Check(
-            f"{prefix}.4",
-            f"{facts.stop_field} says the output stopped at max_tokens exactly when it did.",
-            stop_at_max,
-        ),
-        Check(f"{prefix}.5", "GET /v1/models returns a model list of the API's shape.", models),
+        Check(f"api.{api}.{n}", statement, _for(api, check))
+        for n, (statement, check) in enumerate(statements, start=1)
     ]
 
 
