@@ -35,7 +35,9 @@ Target = Annotated[
     str | None,
     typer.Option(help="Base URL of the endpoint. Default: start the bundled reference server."),
 ]
-Api = Annotated[ConformApi, typer.Option(help="The APIs to check (the first drives the rest).")]
+Api = Annotated[
+    ConformApi, typer.Option(help="anthropic, openai, or all (the first drives errors/zeroqueue).")
+]
 Only = Annotated[list[str] | None, typer.Option("--only", help="Run only this group (repeatable).")]
 Skip = Annotated[list[str] | None, typer.Option("--skip", help="Skip this check id (repeatable).")]
 Junit = Annotated[Path | None, typer.Option(help="Write JUnit XML here.")]

@@ -19,7 +19,8 @@ fails with the same classes as a measured request. The small functions raise the
 
     TargetError
     └── ControlError   .error_class: connect, timeout, reset, protocol, too_large,
-                       http_<status> (a non-2xx answer) or bad_json; .status (0: no answer)
+                       http_<status> (a non-2xx answer) or bad_json; .status: the
+                       non-2xx answer's status, else 0
 
 Calls block (httpx's synchronous client: an answer that arrives while the request body is
 still being sent, a 413 before a 32 MB upload ends, is still read). This module is the only
@@ -296,7 +297,7 @@ def _json(method: str, url: str, body: bytes) -> Any:
     try:
         return json.loads(body)
     except (ValueError, RecursionError):
-        raise ControlError(method, url, "the answer is not JSON", "bad_json", 200) from None
+        raise ControlError(method, url, "the answer is not JSON", "bad_json") from None
 
 
 # ---------------------------------------------------------------- one-off calls

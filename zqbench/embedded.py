@@ -34,7 +34,7 @@ def get_health(
     url = base_url + "/health"
     health = control.get_json(url, insecure=insecure, timeout_s=timeout_s)
     if not isinstance(health, dict):
-        raise control.ControlError("GET", url, "the answer is not a JSON object", "bad_json", 200)
+        raise control.ControlError("GET", url, "the answer is not a JSON object", "bad_json")
     return health
 
 

@@ -4,6 +4,7 @@ same problem under its own flag (exit 2), before any server starts or request is
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -28,7 +29,7 @@ BASE = ConformOptions(target="http://127.0.0.1:9")
     ],
 )
 def test_bad_values_raise_option_errors_naming_the_field(
-    change: dict[str, object], message: str
+    change: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(OptionError) as info:
         dataclasses.replace(BASE, **change)

@@ -12,18 +12,17 @@ from typing import Any
 from zqbench.conform.context import Context
 from zqbench.conform.exchange import Exchange, Request
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
-from zqbench.dialects.base import Dialect
+from zqbench.dialects.base import Dialect, RequestSpec
 from zqbench.transport.base import HttpRequest
 
 WRONG_KEY = "zqbench-conform-wrong-key"
 
 
 def _valid(ctx: Context) -> dict[str, Any]:
-    return {
-        "model": ctx.model,
-        "max_tokens": ctx.options.max_tokens,
-        "messages": [{"role": "user", "content": "Hello"}],
-    }
+    """The body the dialect builds for a short generation; each case breaks one thing in it."""
+    spec = RequestSpec("conform", "Hello", ctx.options.max_tokens, stream=False)
+    body: dict[str, Any] = json.loads(ctx.dialect().build(spec).body)
+    return body
 
 
 def _post(ctx: Context, body: bytes | dict[str, Any], dialect: Dialect | None = None) -> Exchange:
