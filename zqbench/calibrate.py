@@ -14,34 +14,30 @@ sizes each class's prompt: bytes = round((target - b) / a). The fit is cached pe
 probes. The tokens each request really had are recorded anyway (`prompt_tokens`,
 `tokens_from_usage`).
 
-Probes use the standard library's urllib: they are a handful of sequential requests
-before the run, not measurements.
+Probes go through the control-plane client (`zqbench.control`): a handful of sequential
+requests before the run, not measurements, each bounded by `timeout_s`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import ssl
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from http.client import HTTPException
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from zqbench.control import ControlClient, ControlError
 from zqbench.dialects import get_dialect
-from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec
 from zqbench.errors import TargetError
 from zqbench.prompts import synth_text
 from zqbench.redact import redact_url
 
 CACHE_ENV = "ZQBENCH_CALIBRATION"
 PROBE_BYTES = (64, 256, 1024)  # fits any context of 1K+ tokens; cut to fit smaller ones
-COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 _PROBE_SEED = 7_777  # probe text differs from every run's prompts (seeds are small ints)
 
 
@@ -125,44 +121,38 @@ def cached(base_url: str, api: str, model: str) -> Calibration | None:
 
 
 class _Prober:
-    """Counts the tokens of one probe text on the target."""
+    """Counts the tokens of one probe text on the target, through the control-plane client."""
 
-    def __init__(
-        self, base_url: str, api: str, config: DialectConfig, timeout_s: float, insecure: bool
-    ) -> None:
+    def __init__(self, base_url: str, dialect: Dialect, client: ControlClient) -> None:
         self.base_url = base_url.rstrip("/")
-        self.api = api
-        self.dialect = get_dialect(api, config)
-        self.timeout_s = timeout_s
-        self.context = ssl.create_default_context()
-        if insecure:
-            self.context.check_hostname = False
-            self.context.verify_mode = ssl.CERT_NONE
+        self.dialect = dialect
+        self.client = client
 
-    def _post(self, path: str, headers: Sequence[tuple[str, str]], body: bytes) -> Any:
-        request = urllib.request.Request(
-            self.base_url + path, data=body, headers={k: str(v) for k, v in headers}
-        )
-        with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.context) as r:
-            return json.loads(r.read())
-
-    def count_tokens(self, text: str) -> int:
-        """Anthropic's count_tokens: the same messages, no generation."""
+    def count_tokens(self, path: str, text: str) -> int:
+        """The API's token-counting route: the same messages, no generation."""
         built = self.dialect.build(RequestSpec("calibration", text, 1, stream=False))
         body = json.loads(built.body)
         slim = {k: body[k] for k in ("model", "messages", "system") if k in body}
-        answer = self._post(COUNT_TOKENS_PATH, built.headers, json.dumps(slim).encode())
+        answer = self.client.post_json(
+            self.base_url + path, json.dumps(slim).encode(), headers=built.headers
+        )
         return int(answer["input_tokens"])
 
     def usage_tokens(self, text: str) -> int:
-        """A real request with max_tokens 1; its usage names the prompt tokens."""
-        built = self.dialect.build(RequestSpec("calibration", text, 1, stream=False))
-        answer = self._post(built.path, built.headers, built.body)
-        usage = answer.get("usage") or {}
-        key = "input_tokens" if self.api == "anthropic" else "prompt_tokens"
-        if not isinstance(usage.get(key), int):
-            raise TargetError(f"calibration: the target's answer has no usage.{key}")
-        return int(usage[key])
+        """A real request with max_tokens 1; its usage, as the dialect reads it, names the
+        prompt tokens."""
+        spec = RequestSpec("calibration", text, 1, stream=False)
+        parser = self.dialect.parser(spec)
+        ex = self.client.send(self.base_url, self.dialect.build(spec), parser)
+        where = f"calibration probe to {redact_url(self.base_url)}"
+        if ex.error is not None:
+            raise TargetError(f"{where}: {ex.error}")
+        status = parser.summary.status
+        if not 200 <= status < 300:
+            raise TargetError(f"{where}: HTTP {status}")
+        if parser.summary.prompt_tokens is None:
+            raise TargetError("calibration: the target's answer has no prompt token count (usage)")
+        return parser.summary.prompt_tokens
 
 
 def probe_sizes(max_context: int | None) -> tuple[int, ...]:
@@ -171,6 +161,26 @@ def probe_sizes(max_context: int | None) -> tuple[int, ...]:
         return PROBE_BYTES
     limit = max(16, max_context // 2)
     return tuple(sorted({min(n, limit) for n in PROBE_BYTES} | {min(16, limit // 2)}))
+
+
+def _measure(prober: _Prober, texts: list[str], timeout_s: float) -> Calibration:
+    """The line through the probes, counted by the API's token-counting route if it has
+    one and answers, else by the usage of real requests."""
+    path = prober.dialect.count_tokens_path
+    if path is not None:
+        try:
+            return fit([(len(t), prober.count_tokens(path, t)) for t in texts], "count_tokens")
+        except ControlError as exc:
+            if exc.error_class == "timeout":
+                # A target that does not answer a token count will not answer a generation
+                # either: one timeout is enough to know, not one per probe.
+                raise TargetError(
+                    f"calibration probe to {redact_url(prober.base_url)}: "
+                    f"no answer within {timeout_s:g} s"
+                ) from None
+        except (ValueError, KeyError, TypeError):
+            pass  # not offered (404), or another shape: count with usage instead
+    return fit([(len(t), prober.usage_tokens(t)) for t in texts], "usage")
 
 
 def calibrate(
@@ -188,31 +198,11 @@ def calibrate(
         hit = cached(base_url, api, config.model)
         if hit is not None:
             return hit
-    prober = _Prober(base_url, api, config, timeout_s, insecure)
     sizes = probe_sizes(max_context)
     texts = [synth_text(n, _PROBE_SEED + i) for i, n in enumerate(sizes)]
-    cal = None
-    if api == "anthropic":
-        try:
-            cal = fit([(len(t), prober.count_tokens(t)) for t in texts], "count_tokens")
-        except TimeoutError:
-            # A target that does not answer a token count will not answer a generation
-            # either: one timeout is enough to know, not one per probe.
-            raise TargetError(
-                f"calibration probe to {redact_url(base_url)}: no answer within {timeout_s:g} s"
-            ) from None
-        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError, HTTPException):
-            cal = None  # not offered (404), or another shape: fall back to usage
-    if cal is None:
-        try:
-            cal = fit([(len(t), prober.usage_tokens(t)) for t in texts], "usage")
-        except urllib.error.HTTPError as exc:
-            raise TargetError(
-                f"calibration probe to {redact_url(base_url)}: HTTP {exc.code}"
-            ) from None
-        except (urllib.error.URLError, OSError, ValueError, AttributeError, HTTPException) as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-            raise TargetError(f"calibration probe to {redact_url(base_url)}: {reason}") from None
+    dialect = get_dialect(api, config)
+    with ControlClient(insecure=insecure, timeout_s=timeout_s) as client:
+        cal = _measure(_Prober(base_url, dialect, client), texts, timeout_s)
     if use_cache:
         _write_cache(cache_path(), cache_key(base_url, api, config.model), cal)
     return cal

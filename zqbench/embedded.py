@@ -1,23 +1,22 @@
 """The embedded default target: the bundled reference server, started as a subprocess.
 
 zqbench never imports `reference_server`; it starts `python -m reference_server`
-on a free loopback port, waits for `GET /health`, and stops it by PID afterwards.
+on a free loopback port, waits for `GET /health` (through the control-plane client), and
+stops it by PID afterwards.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zqbench import control
 from zqbench.errors import TargetError
 
 
@@ -27,9 +26,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def get_health(base_url: str, timeout_s: float = 1.0) -> dict[str, object]:
-    with urllib.request.urlopen(base_url + "/health", timeout=timeout_s) as resp:
-        return json.loads(resp.read())  # type: ignore[no-any-return]
+def get_health(
+    base_url: str, timeout_s: float = 1.0, *, insecure: bool = False
+) -> dict[str, object]:
+    """The target's `GET /health` JSON object; TargetError (a ControlError) otherwise."""
+    url = base_url + "/health"
+    health = control.get_json(url, insecure=insecure, timeout_s=timeout_s)
+    if not isinstance(health, dict):
+        raise control.ControlError("GET", url, "the answer is not a JSON object", "bad_json")
+    return health
 
 
 @dataclass
@@ -96,7 +101,7 @@ class EmbeddedServer:
             try:
                 self.health = get_health(self.base_url)
                 return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+            except TargetError:  # not listening yet, or not answering yet
                 time.sleep(0.1)
         self.stop()
         raise TargetError(

@@ -11,7 +11,7 @@ from tests.conform.fake_server import FakeServer
 from tests.conform.util import fake_options
 from zqbench.conform import run_conformance
 from zqbench.conform.catalogue import CATALOGUE
-from zqbench.conform.report import SCHEMA, to_dict, write_json, write_junit
+from zqbench.outputs.conform import SCHEMA, to_dict, write_json, write_junit
 
 KEY = "sk-conformsecret-0123456789"
 

@@ -1,11 +1,17 @@
 """`zqbench conform`: a numbered conformance suite for zero-queue endpoints.
 
-catalogue.py   the ordered checks (ids, statements)        checks/  one module per group
-context.py     what checks share (requests, measurements)  client.py  httpx, one Exchange each
-runner.py      run_conformance(options) -> ConformReport   report.py  JSON, JUnit, table
+options.py     ConformOptions, validated when built       model.py     checks, results, report
+catalogue.py   the ordered checks (ids, statements)       checks/      one module per group
+context.py     what checks share (requests, measurements) exchange.py  one request's evidence
+loadclient.py  concurrent bursts (the load transport)     stats.py     the slope's interval
+runner.py      run_conformance(options) -> ConformReport
+
+Sequential requests go through `zqbench.control`; the report's files are written by
+`zqbench.outputs.conform`.
 """
 
-from zqbench.conform.model import CheckOutcome, CheckResult, ConformOptions, ConformReport
+from zqbench.conform.model import CheckOutcome, CheckResult, ConformReport
+from zqbench.conform.options import ConformOptions
 from zqbench.conform.runner import run_conformance
 
 __all__ = ["CheckOutcome", "CheckResult", "ConformOptions", "ConformReport", "run_conformance"]

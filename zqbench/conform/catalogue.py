@@ -35,3 +35,8 @@ def groups() -> list[str]:
 
 def in_groups(check: Check, only: tuple[str, ...]) -> bool:
     return not only or any(check.group == g or check.group.startswith(g + ".") for g in only)
+
+
+def format_catalogue() -> str:
+    """One line a check, in order: its id and its statement (`zqbench conform --list`)."""
+    return "\n".join(f"{c.id:<16} {c.statement}" for c in CATALOGUE)

@@ -4,6 +4,9 @@ load measurements that several checks judge (each taken once, on first use).
     low_load()  sequential streamed requests           zeroqueue.1-3
     slope()     bursts at rising concurrency           zeroqueue.5
     overload()  one burst past capacity, then recovery zeroqueue.6-10
+
+Requests are built by the dialects (`zqbench.dialects`), sequential ones sent through the
+control-plane client (`zqbench.control`), bursts through the load transport (loadclient.py).
 """
 
 from __future__ import annotations
@@ -11,19 +14,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from zqbench.conform import client as http
 from zqbench.conform import loadclient
-from zqbench.conform.client import Exchange, Request
-from zqbench.conform.model import ConformOptions
-from zqbench.conform.wire import classify, first_token_time
+from zqbench.conform.exchange import Exchange, Recorder, Request
+from zqbench.conform.options import ConformOptions
+from zqbench.control import ControlClient
 from zqbench.dialects import get_dialect
-from zqbench.dialects.base import DialectConfig, RequestSpec
-from zqbench.transport._common import Origin, parse_base_url
-
-if TYPE_CHECKING:
-    import httpx
+from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec
+from zqbench.transport.base import HttpRequest
+from zqbench.transport.origin import Origin, parse_base_url
 
 PROMPT = "Write a long story about a lighthouse keeper who counts ships."
 T = TypeVar("T")
@@ -52,12 +52,12 @@ class Context:
     origin: Origin = field(init=False)
     base: str = field(init=False)
     seen: list[Exchange] = field(default_factory=list)
-    _client: httpx.Client | None = None
+    _client: ControlClient | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.origin = parse_base_url(self.options.target)
-        self.base = f"{self.origin.scheme}://{self.origin.authority}{self.origin.prefix}"
+        self.base = self.origin.url("")
 
     # ------------------------------------------------------------ requests
     @property
@@ -65,34 +65,41 @@ class Context:
         """The dialect that drives errors.* and zeroqueue.* (the first of --api)."""
         return self.options.apis[0]
 
-    def headers(self, api: str, *, key: bool = True) -> tuple[tuple[str, str], ...]:
-        """The dialect's request headers (content type, version, the key unless `key=False`)."""
-        config = DialectConfig(model=self.model, api_key=self.options.api_key if key else None)
-        return get_dialect(api, config).build(RequestSpec("conform", "", 1)).headers
+    def dialect(self, api: str | None = None) -> Dialect:
+        """The dialect of `api` (default: `self.api`), sending the run's key."""
+        return self.keyed(self.options.api_key, api)
 
-    def generate(
-        self, api: str, *, stream: bool, max_tokens: int | None = None, prompt: str = PROMPT
-    ) -> Request:
-        config = DialectConfig(model=self.model, api_key=self.options.api_key)
-        spec = RequestSpec("conform", prompt, max_tokens or self.options.max_tokens, stream)
-        built = get_dialect(api, config).build(spec)
-        return Request(built.method, built.path, tuple(built.headers), built.body)
+    def keyed(self, api_key: str | None, api: str | None = None) -> Dialect:
+        """The dialect of `api` (default: `self.api`), sending `api_key` (None: no key)."""
+        return get_dialect(api or self.api, DialectConfig(model=self.model, api_key=api_key))
 
-    def json_request(self, api: str, path: str, body: bytes, *, key: bool = True) -> Request:
-        return Request("POST", path, self.headers(api, key=key), body)
+    def generate(self, api: str, *, stream: bool, max_tokens: int | None = None) -> Request:
+        """A generation request, read by the dialect's parser when it is answered."""
+        dialect = self.dialect(api)
+        spec = RequestSpec("conform", PROMPT, max_tokens or self.options.max_tokens, stream)
+        return Request(dialect.build(spec), lambda hook: dialect.parser(spec, on_event=hook))
+
+    def post(self, body: bytes, dialect: Dialect | None = None) -> Request:
+        """`body` (any bytes) POSTed to the generation route with the dialect's headers."""
+        d = dialect or self.dialect()
+        return Request(HttpRequest("POST", d.path, d.headers, body))
 
     def get(self, path: str, api: str | None = None) -> Request:
-        headers = self.headers(api or self.api)
-        return Request("GET", path, tuple(h for h in headers if h[0] != "content-type"))
+        headers = self.dialect(api).headers
+        return Request(
+            HttpRequest("GET", path, tuple(h for h in headers if h[0] != "content-type"))
+        )
 
     # ------------------------------------------------------------ sending
-    def client(self) -> httpx.Client:
+    def client(self) -> ControlClient:
         if self._client is None:
-            self._client = http.new_client(timeout_s=self.options.timeout_s)
+            self._client = ControlClient(timeout_s=self.options.timeout_s)
         return self._client
 
-    def send(self, req: Request, client: httpx.Client | None = None) -> Exchange:
-        ex = http.send(client or self.client(), self.base, req)
+    def send(self, req: Request, client: ControlClient | None = None) -> Exchange:
+        """One request on `client` (default: the run's), recorded for headers.*."""
+        rec = Recorder(req)
+        ex = rec.finish((client or self.client()).send(self.base, req.http, rec))
         self.record([ex])
         return ex
 
@@ -119,76 +126,77 @@ class Context:
         """`make()` the first time `key` is asked for; the same value afterwards."""
         if key not in self._cache:
             self._cache[key] = make()
-        return self._cache[key]
+        return cast(T, self._cache[key])
 
     def low_load(self) -> list[Exchange]:
         """Sequential streamed requests on one connection: the endpoint at rest."""
-        if "low_load" not in self._cache:
-            o = self.options
-            req = self.generate(self.api, stream=True, max_tokens=4)
-            deadline = time.monotonic() + o.check_time_s
-            out = []
-            for _ in range(o.low_load_requests):
-                if time.monotonic() > deadline:
-                    break
-                out.append(self.send(req))
-            self._cache["low_load"] = out
-        return self._cache["low_load"]
+        return self.once("low_load", self._low_load)
+
+    def _low_load(self) -> list[Exchange]:
+        req = self.generate(self.api, stream=True, max_tokens=4)
+        deadline = time.monotonic() + self.options.check_time_s
+        out = []
+        for _ in range(self.options.low_load_requests):
+            if time.monotonic() > deadline:
+                break
+            out.append(self.send(req))
+        return out
 
     def baseline_ttft_ms(self) -> float | None:
         ttfts = sorted(
-            (t - ex.t_send) / 1e6
+            t
             for ex in self.low_load()
-            if classify(self.api, ex) == "admitted"
-            and (t := first_token_time(self.api, ex)) is not None
+            if ex.outcome == "admitted" and (t := ex.ttft_ms) is not None
         )
         return ttfts[len(ttfts) // 2] if ttfts else None
 
     def slope(self) -> list[SlopeStep]:
         """Bursts of `c` concurrent requests, `slope_rounds` times per step `c`."""
-        if "slope" not in self._cache:
-            o = self.options
-            req = self.generate(self.api, stream=True, max_tokens=o.slope_max_tokens)
-            # One session for every step, so connections opened at one step are reused
-            # at the next; steps are cut at check_time_s.
-            plan = [[req] * c for c in o.slope_steps for _ in range(o.slope_rounds)]
-            done = self.bursts(plan)
-            steps = []
-            for i, c in enumerate(o.slope_steps):
-                mine = done[i * o.slope_rounds : (i + 1) * o.slope_rounds]
-                if not mine:
-                    break
-                flat = [ex for burst in mine for ex in burst]
-                span = (max(ex.t_end for ex in flat) - min(ex.t_send for ex in flat)) / 1e9
-                steps.append(SlopeStep(c, flat, span))
-            self._cache["slope"] = steps
-        return self._cache["slope"]
+        return self.once("slope", self._slope)
+
+    def _slope(self) -> list[SlopeStep]:
+        o = self.options
+        req = self.generate(self.api, stream=True, max_tokens=o.slope_max_tokens)
+        # One pool for every step, so connections opened at one step are reused at the
+        # next; steps are cut at check_time_s.
+        plan = [[req] * c for c in o.slope_steps for _ in range(o.slope_rounds)]
+        done = self.bursts(plan)
+        steps = []
+        for i, c in enumerate(o.slope_steps):
+            mine = done[i * o.slope_rounds : (i + 1) * o.slope_rounds]
+            if not mine:
+                break
+            flat = [ex for burst in mine for ex in burst]
+            span = (max(ex.t_end for ex in flat) - min(ex.t_send for ex in flat)) / 1e9
+            steps.append(SlopeStep(c, flat, span))
+        return steps
 
     def overload(self) -> Overload:
         """One burst of `overload_concurrency` requests, then sequential requests until
         `recovery_requests` in a row are admitted (or `recovery_s` passed)."""
-        if "overload" not in self._cache:
-            o = self.options
-            baseline = self.baseline_ttft_ms()
-            req = self.generate(self.api, stream=True, max_tokens=o.overload_max_tokens)
-            (burst,) = self.bursts([[req] * o.overload_concurrency])
-            t_end = time.monotonic()
-            small = self.generate(self.api, stream=True, max_tokens=4)
-            recovery: list[Exchange] = []
-            in_a_row, recovered_at = 0, None
-            while time.monotonic() - t_end < o.recovery_s + 1.0 and len(recovery) < 200:
-                ex = self.send(small)
-                recovery.append(ex)
-                if classify(self.api, ex) == "admitted":
-                    if in_a_row == 0:
-                        recovered_at = time.monotonic() - t_end
-                    in_a_row += 1
-                    if in_a_row >= o.recovery_requests:
-                        break
-                else:
-                    in_a_row, recovered_at = 0, None
-                    time.sleep(0.02)  # poll, do not hammer a server that says it is full
-            if in_a_row < o.recovery_requests:
-                recovered_at = None
-            self._cache["overload"] = Overload(burst, recovery, recovered_at, baseline)
-        return self._cache["overload"]
+        return self.once("overload", self._overload)
+
+    def _overload(self) -> Overload:
+        o = self.options
+        baseline = self.baseline_ttft_ms()
+        req = self.generate(self.api, stream=True, max_tokens=o.overload_max_tokens)
+        (burst,) = self.bursts([[req] * o.overload_concurrency])
+        t_end = time.monotonic()
+        small = self.generate(self.api, stream=True, max_tokens=4)
+        recovery: list[Exchange] = []
+        in_a_row, recovered_at = 0, None
+        while time.monotonic() - t_end < o.recovery_s + 1.0 and len(recovery) < 200:
+            ex = self.send(small)
+            recovery.append(ex)
+            if ex.outcome == "admitted":
+                if in_a_row == 0:
+                    recovered_at = time.monotonic() - t_end
+                in_a_row += 1
+                if in_a_row >= o.recovery_requests:
+                    break
+            else:
+                in_a_row, recovered_at = 0, None
+                time.sleep(0.02)  # poll, do not hammer a server that says it is full
+        if in_a_row < o.recovery_requests:
+            recovered_at = None
+        return Overload(burst, recovery, recovered_at, baseline)

@@ -1,9 +1,11 @@
-"""Bursts of concurrent requests for the load checks, over aiohttp.
+"""Bursts of concurrent requests for the load checks, over zqbench's own load transport.
 
 The hidden-queue detector compares TTFT across offered loads, so the client's own cost per
-request must stay small next to a decode step: aiohttp costs far less CPU per request than
-httpx (../shared/research/loadgen-baseline.md), and with httpx a burst of 16 made the
-*client* look like a queue. Each request still becomes one `Exchange`.
+request must stay small next to a decode step: with httpx a burst of 16 made the *client*
+look like a queue. The raw HTTP/1.1 transport `zqbench run` measures with
+(`zqbench.transport.factory`, docs/performance.md) is the cheapest client zqbench has, and it
+stamps every piece when it is read. Each request still becomes one `Exchange`, recorded by
+its `Recorder` (the transport's sink).
 """
 
 from __future__ import annotations
@@ -11,39 +13,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from time import perf_counter_ns
 
-import aiohttp
-from aiohttp import client_exceptions as cx
-
-from zqbench.conform.client import Exchange, Recorder, Request
-
-
-def _error_class(exc: BaseException) -> str:
-    if isinstance(exc, (cx.ClientConnectorError, cx.ConnectionTimeoutError)):
-        return "connect"
-    if isinstance(exc, (cx.ServerTimeoutError, asyncio.TimeoutError)):
-        return "timeout"
-    if isinstance(exc, (cx.ServerDisconnectedError, cx.ClientPayloadError, ConnectionError)):
-        return "reset"
-    if isinstance(exc, cx.ClientResponseError):
-        return "protocol"
-    return "transport"
+from zqbench.conform.exchange import Exchange, Recorder, Request
+from zqbench.transport.base import Exchange as Sent
+from zqbench.transport.base import PoolLimits, Transport, TransportError
+from zqbench.transport.factory import make_transport
 
 
-async def _send(session: aiohttp.ClientSession, base: str, req: Request) -> Exchange:
+async def _send(transport: Transport, req: Request, timeout_s: float) -> Exchange:
     rec = Recorder(req)
-    rec.start()
-    try:
-        async with session.request(
-            req.method, base + req.path, headers=list(req.headers), data=req.body or None
-        ) as resp:
-            version = f"HTTP/{resp.version.major}.{resp.version.minor}" if resp.version else ""
-            rec.head(resp.status, version, resp.headers.items())
-            async for data in resp.content.iter_any():
-                rec.chunk(data)
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-        return rec.end(_error_class(exc))
-    return rec.end()
+    return rec.finish(await transport.send(req.http, rec, timeout_s))
+
+
+def _unsent(reqs: Sequence[Request], error: TransportError) -> list[Exchange]:
+    """The round that could not start (no connection): each request failed with `error`."""
+    t = perf_counter_ns()
+    return [Recorder(r).finish(Sent(t_send=t, t_end=t, error=error)) for r in reqs]
 
 
 def bursts(
@@ -55,21 +41,27 @@ def bursts(
 ) -> list[list[Exchange]]:
     """Each round's requests sent at once; the next round starts when this one has ended.
 
-    One session (keep-alive pool) for all rounds. Rounds that would start after `deadline`
+    One keep-alive pool for all rounds. Rounds that would start after `deadline`
     (time.monotonic) are not sent, so the result may be shorter than `rounds`."""
 
     async def main() -> list[list[Exchange]]:
         width = max((len(r) for r in rounds), default=1)
-        connector = aiohttp.TCPConnector(limit=width, force_close=False)
-        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        limits = PoolLimits(max_connections=width, warm_connections=1)
+        transport = make_transport(base, http2=False, limits=limits)
+        try:
+            await transport.open()
+        except TransportError as exc:
+            return [_unsent(rounds[0], exc)] if rounds else []
         out = []
-        async with aiohttp.ClientSession(
-            connector=connector, timeout=timeout, auto_decompress=False, trust_env=False
-        ) as session:
+        try:
             for reqs in rounds:
                 if time.monotonic() > deadline:
                     break
-                out.append(list(await asyncio.gather(*(_send(session, base, r) for r in reqs))))
+                out.append(
+                    list(await asyncio.gather(*(_send(transport, r, timeout_s) for r in reqs)))
+                )
+        finally:
+            await transport.close()
         return out
 
     return asyncio.run(main())

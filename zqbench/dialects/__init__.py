@@ -7,16 +7,16 @@ from zqbench.dialects.base import Dialect, DialectConfig
 from zqbench.dialects.openai import OpenAIDialect
 from zqbench.errors import UsageError
 
-DIALECTS = ("anthropic", "openai")
+_BY_NAME = {"anthropic": AnthropicDialect, "openai": OpenAIDialect}
+DIALECTS = tuple(_BY_NAME)
 
 
 def get_dialect(name: str, config: DialectConfig) -> Dialect:
     """The dialect called `name` (the `--api` flag / scenario `api`)."""
-    if name == "anthropic":
-        return AnthropicDialect(config)
-    if name == "openai":
-        return OpenAIDialect(config)
-    raise UsageError(f"unknown --api {name!r}: choose anthropic or openai")
+    cls = _BY_NAME.get(name)
+    if cls is None:
+        raise UsageError(f"unknown --api {name!r}: choose anthropic or openai")
+    return cls(config)
 
 
 __all__ = ["DIALECTS", "AnthropicDialect", "OpenAIDialect", "get_dialect"]

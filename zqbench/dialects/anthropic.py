@@ -1,9 +1,10 @@
 """The Anthropic Messages dialect: `POST /v1/messages`, streamed as named SSE events.
 
-Stream (../shared/research/reference-server.md §1.3): `message_start` (usage.input_tokens),
-`content_block_start`, `content_block_delta`* (text_delta), `content_block_stop`,
-`message_delta` (cumulative usage.output_tokens, stop_reason, optionally `zq_timing`),
-`message_stop`; `ping` anywhere; `error` mid-stream; unknown event types are ignored.
+Stream (as the API documents it and the reference server sends it): `message_start`
+(usage.input_tokens), `content_block_start`, `content_block_delta`* (text_delta),
+`content_block_stop`, `message_delta` (cumulative usage.output_tokens, stop_reason,
+optionally `zq_timing`), `message_stop`; `ping` anywhere; `error` mid-stream; unknown event
+types are ignored.
 """
 
 from __future__ import annotations
@@ -11,17 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from zqbench.dialects import common
 from zqbench.dialects.base import DialectConfig, RequestSpec
-from zqbench.dialects.common import (
-    DEFAULT_MAX_BODY_BYTES,
-    ResponseParser,
-    apply_zq_timing,
-    count,
-    describe_error,
-    header_tuple,
-    loads,
-    stream_error_class,
-)
+from zqbench.dialects.parser import DialectBase, ResponseParser
 from zqbench.dialects.sse import SSEEvent
 from zqbench.redact import Secret
 from zqbench.transport.base import HttpRequest
@@ -51,23 +44,14 @@ class AnthropicParser(ResponseParser):
         name = event.event
         if name not in _READ:
             return
-        try:
-            obj = loads(event.data)
-        except Exception:
-            self._bad_data(at_eof)
-            return
-        if not isinstance(obj, dict):
-            self._bad_data(at_eof)
+        obj = self._json_object(event.data, at_eof)
+        if obj is None:
             return
         if name == "message":
             kind = obj.get("type")
             name = kind if isinstance(kind, str) else ""
         if name == "content_block_delta":
-            delta = obj.get("delta")
-            if isinstance(delta, dict) and delta.get("type") == "text_delta":
-                text = delta.get("text")
-                if isinstance(text, str) and text:
-                    self._token(text, t_ns)
+            self._text(obj.get("delta"), "text_delta", t_ns)
         elif name == "message_start":
             message = obj.get("message")
             usage = message.get("usage") if isinstance(message, dict) else None
@@ -75,11 +59,7 @@ class AnthropicParser(ResponseParser):
                 self._usage(usage, output=False)
         elif name == "content_block_start":
             # The block normally starts empty; text here, if any, is generated text too.
-            block = obj.get("content_block")
-            if isinstance(block, dict) and block.get("type") == "text":
-                text = block.get("text")
-                if isinstance(text, str) and text:
-                    self._token(text, t_ns)
+            self._text(obj.get("content_block"), "text", t_ns)
         elif name == "message_delta":
             usage = obj.get("usage")
             if isinstance(usage, dict):
@@ -87,31 +67,34 @@ class AnthropicParser(ResponseParser):
             delta = obj.get("delta")
             if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
                 self.stop_reason = delta["stop_reason"]
-            apply_zq_timing(self.summary, obj.get("zq_timing"))
+            common.apply_zq_timing(self.summary, obj.get("zq_timing"))
         elif name == "message_stop":
-            apply_zq_timing(self.summary, obj.get("zq_timing"))
+            common.apply_zq_timing(self.summary, obj.get("zq_timing"))
             self._finish_stream()
         elif name == "error":
-            err = obj.get("error")
-            self.error_detail = describe_error(err)
-            self._fail(stream_error_class(err))
+            self._server_error(obj.get("error"))
+
+    def _text(self, part: Any, kind: str, t_ns: int) -> None:
+        """A delta or content block of type `kind`: its text, if any, is one content chunk."""
+        if isinstance(part, dict) and part.get("type") == kind:
+            text = part.get("text")
+            if isinstance(text, str) and text:
+                self._token(text, t_ns)
 
     def _usage(self, usage: dict[str, Any], *, output: bool) -> None:
         s = self.summary
-        prompt = count(usage.get("input_tokens"))
+        prompt = common.count(usage.get("input_tokens"))
         if prompt is not None:
             s.prompt_tokens = prompt
         if output:  # message_start's output_tokens is a placeholder; message_delta's is cumulative
-            out = count(usage.get("output_tokens"))
+            out = common.count(usage.get("output_tokens"))
             if out is not None:
                 s.output_tokens = out
                 s.tokens_from_usage = True
 
     def _body_json(self, obj: dict[str, Any], t_ns: int) -> None:
         if obj.get("type") == "error" or obj.get("error"):
-            err = obj.get("error")
-            self.error_detail = describe_error(err)
-            self._fail(stream_error_class(err))
+            self._server_error(obj.get("error"))
             return
         content = obj.get("content")
         if not isinstance(content, list):
@@ -130,24 +113,30 @@ class AnthropicParser(ResponseParser):
             self.stop_reason = obj["stop_reason"]
 
 
-class AnthropicDialect:
+class AnthropicDialect(DialectBase):
     name = "anthropic"
+    path = PATH
+    required_fields: tuple[str, ...] = ("model", "messages", "max_tokens")
+    stop_field = "stop_reason"
+    stop_at_max_tokens = "max_tokens"
+    count_tokens_path: str | None = "/v1/messages/count_tokens"
+    parser_class = AnthropicParser
 
-    def __init__(self, config: DialectConfig, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
-        self.config = config
-        self.max_body_bytes = max_body_bytes
-        base = [
+    def __init__(
+        self, config: DialectConfig, *, max_body_bytes: int = common.DEFAULT_MAX_BODY_BYTES
+    ):
+        super().__init__(config, max_body_bytes=max_body_bytes)
+        self._model = json.dumps(config.model).encode()
+        self._heads: dict[int, bytes] = {}  # max_tokens -> the body up to the prompt
+
+    def _headers(self, config: DialectConfig) -> list[tuple[str, str]]:
+        headers = [
             ("content-type", "application/json"),
             ("anthropic-version", config.anthropic_version),
         ]
         if config.api_key:
-            base.append(("x-api-key", Secret(config.api_key)))
-        self.headers = header_tuple(base, config.extra_headers)
-        self._model = json.dumps(config.model).encode()
-        self._heads: dict[int, bytes] = {}  # max_tokens -> the body up to the prompt
-
-    def __repr__(self) -> str:
-        return f"AnthropicDialect({self.config!r})"
+            headers.append(("x-api-key", Secret(config.api_key)))
+        return headers
 
     def build(self, spec: RequestSpec) -> HttpRequest:
         # Every prompt differs (the engine makes them unique), so only the JSON around it is
@@ -164,5 +153,8 @@ class AnthropicDialect:
         body = head + json.dumps(spec.prompt).encode("ascii") + tail
         return HttpRequest("POST", PATH, self.headers, body)
 
-    def parser(self, spec: RequestSpec) -> AnthropicParser:
-        return AnthropicParser(spec.stream, max_body_bytes=self.max_body_bytes)
+    def error_problem(self, obj: Any) -> str | None:
+        problem = super().error_problem(obj)
+        if problem is None and obj.get("type") != "error":
+            return 'top-level "type" is not "error"'
+        return problem

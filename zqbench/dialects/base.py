@@ -4,14 +4,24 @@ A dialect turns a `RequestSpec` into an `HttpRequest`, and gives the transport a
 fresh `StreamParser` (a `ResponseSink`) per request. The parser never raises: a
 malformed stream becomes an error class on the sample (`bad_sse`, `bad_json`,
 `stream_error`, `http_<code>`, ...), and the run goes on.
+
+A dialect also names the facts of its API that other code judges responses by (the route,
+the required request fields, the stop-reason field and the value it takes at max_tokens,
+the error object's shape), so no caller branches on the API's name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+from zqbench.dialects.sse import SSEEvent
 from zqbench.transport.base import HttpRequest, ResponseSink
+
+# Called with each SSE event of a streamed 2xx response and its arrival time, before the
+# parser reads it, and also after the parser has stopped reading (conformance judges them all).
+EventHook = Callable[[SSEEvent, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +71,28 @@ class ResponseSummary:
 
 class StreamParser(ResponseSink, Protocol):
     summary: ResponseSummary
+    stop_reason: str | None  # why the output stopped, in the API's words, when it said
+    error_detail: str | None  # the server's own words for an error, shortened
+
+    @property
+    def sse_error(self) -> str | None:
+        """`bad_sse` once the event stream was not valid SSE, else None."""
+        ...
 
 
 class Dialect(Protocol):
     name: str  # "anthropic" | "openai"
+    path: str  # the generation route, e.g. "/v1/messages"
+    headers: tuple[tuple[str, str], ...]  # sent with every request (the key as a Secret)
+    required_fields: tuple[str, ...]  # of a generation request's JSON body
+    stop_field: str  # the field saying why the output stopped: stop_reason / finish_reason
+    stop_at_max_tokens: str  # its value when the output reached max_tokens
+    count_tokens_path: str | None  # a route that counts a prompt's tokens, if the API has one
 
     def build(self, spec: RequestSpec) -> HttpRequest: ...
 
-    def parser(self, spec: RequestSpec) -> StreamParser: ...
+    def parser(self, spec: RequestSpec, *, on_event: EventHook | None = None) -> StreamParser: ...
+
+    def error_problem(self, obj: Any) -> str | None:
+        """Why `obj`, a non-2xx body's JSON, is not this API's error object; None if it is."""
+        ...

@@ -1,9 +1,10 @@
 """The OpenAI chat-completions dialect: `POST /v1/chat/completions`, `data:`-only SSE.
 
-Stream (../shared/research/reference-server.md §2): chunks `{"choices":[{"delta":{"content"}}]}`,
-with `stream_options.include_usage` one more chunk with `"choices": []` and `usage`, then
-`data: [DONE]`. A chunk with a truthy `error` key (or vLLM's flat `"object": "error"`) is an
-error. `zq_timing` may ride at the top level of the final chunk or of the body.
+Stream (as the API documents it and the reference server sends it): chunks
+`{"choices":[{"delta":{"content"}}]}`, with `stream_options.include_usage` one more chunk
+with `"choices": []` and `usage`, then `data: [DONE]`. A chunk with a truthy `error` key (or
+vLLM's flat `"object": "error"`) is an error. `zq_timing` may ride at the top level of the
+final chunk or of the body.
 """
 
 from __future__ import annotations
@@ -11,17 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from zqbench.dialects import common
 from zqbench.dialects.base import DialectConfig, RequestSpec
-from zqbench.dialects.common import (
-    DEFAULT_MAX_BODY_BYTES,
-    ResponseParser,
-    apply_zq_timing,
-    count,
-    describe_error,
-    header_tuple,
-    loads,
-    stream_error_class,
-)
+from zqbench.dialects.parser import DialectBase, ResponseParser
 from zqbench.dialects.sse import SSEEvent
 from zqbench.redact import Secret
 from zqbench.transport.base import HttpRequest
@@ -49,20 +42,14 @@ class OpenAIParser(ResponseParser):
             return
         if event.event != "message" and event.event != "error":
             return  # another named event is not a chat chunk (servers may add their own)
-        try:
-            obj = loads(data)
-        except Exception:
-            self._bad_data(at_eof)
-            return
-        if not isinstance(obj, dict):
-            self._bad_data(at_eof)
+        obj = self._json_object(data, at_eof)
+        if obj is None:
             return
         err = _error_of(obj)
         if err is None and event.event == "error":
             err = obj  # `event: error`, as some OpenAI-compatible servers send
         if err is not None:
-            self.error_detail = describe_error(err)
-            self._fail(stream_error_class(err))
+            self._server_error(err)
             return
         choices = obj.get("choices")
         if choices and isinstance(choices, list):
@@ -81,14 +68,14 @@ class OpenAIParser(ResponseParser):
             self._usage(usage)
         timing = obj.get("zq_timing")
         if timing is not None:
-            apply_zq_timing(self.summary, timing)
+            common.apply_zq_timing(self.summary, timing)
 
     def _usage(self, usage: dict[str, Any]) -> None:
         s = self.summary
-        prompt = count(usage.get("prompt_tokens"))
+        prompt = common.count(usage.get("prompt_tokens"))
         if prompt is not None:
             s.prompt_tokens = prompt
-        out = count(usage.get("completion_tokens"))
+        out = common.count(usage.get("completion_tokens"))
         if out is not None:
             s.output_tokens = out
             s.tokens_from_usage = True
@@ -96,8 +83,7 @@ class OpenAIParser(ResponseParser):
     def _body_json(self, obj: dict[str, Any], t_ns: int) -> None:
         err = _error_of(obj)
         if err is not None:
-            self.error_detail = describe_error(err)
-            self._fail(stream_error_class(err))
+            self._server_error(err)
             return
         choices = obj.get("choices")
         if not isinstance(choices, list):
@@ -116,16 +102,18 @@ class OpenAIParser(ResponseParser):
             self._usage(usage)
 
 
-class OpenAIDialect:
+class OpenAIDialect(DialectBase):
     name = "openai"
+    path = PATH
+    required_fields: tuple[str, ...] = ("model", "messages")
+    stop_field = "finish_reason"
+    stop_at_max_tokens = "length"
+    parser_class = OpenAIParser
 
-    def __init__(self, config: DialectConfig, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
-        self.config = config
-        self.max_body_bytes = max_body_bytes
-        base = [("content-type", "application/json")]
-        if config.api_key:
-            base.append(("authorization", Secret(f"Bearer {config.api_key}")))
-        self.headers = header_tuple(base, config.extra_headers)
+    def __init__(
+        self, config: DialectConfig, *, max_body_bytes: int = common.DEFAULT_MAX_BODY_BYTES
+    ):
+        super().__init__(config, max_body_bytes=max_body_bytes)
         self._head = (
             b'{"model":%s,"messages":[{"role":"user","content":' % json.dumps(config.model).encode()
         )
@@ -134,8 +122,11 @@ class OpenAIDialect:
         else:
             self._stream_tail = b',"stream":true}'
 
-    def __repr__(self) -> str:
-        return f"OpenAIDialect({self.config!r})"
+    def _headers(self, config: DialectConfig) -> list[tuple[str, str]]:
+        headers = [("content-type", "application/json")]
+        if config.api_key:
+            headers.append(("authorization", Secret(f"Bearer {config.api_key}")))
+        return headers
 
     def build(self, spec: RequestSpec) -> HttpRequest:
         # Prompts are unique per request; the JSON around the prompt is fixed bytes.
@@ -148,6 +139,3 @@ class OpenAIDialect:
             )
         )
         return HttpRequest("POST", PATH, self.headers, body)
-
-    def parser(self, spec: RequestSpec) -> OpenAIParser:
-        return OpenAIParser(spec.stream, max_body_bytes=self.max_body_bytes)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from zqbench.calibrate import Calibration, calibrate
+from zqbench.control import check_reachable
 from zqbench.dialects.base import DialectConfig
 from zqbench.embedded import EmbeddedServer, get_health
 from zqbench.errors import TargetError, UsageError
@@ -30,7 +30,7 @@ from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
 from zqbench.pipeline.options import RunOptions
 from zqbench.redact import redact_url
 from zqbench.scenario import Scenario
-from zqbench.transport._common import parse_base_url
+from zqbench.transport.origin import parse_base_url
 
 NoteCallback = Callable[[str], None]
 
@@ -84,21 +84,6 @@ def open_endpoint(
         yield endpoint
 
 
-def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:
-    """Fail fast (TargetError, exit 3) with the address, before any worker starts."""
-    parts = urlsplit(base_url)
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        if isinstance(exc, TimeoutError | socket.timeout):
-            reason = f"no answer within {timeout_s:.0f} s"
-        raise TargetError(f"cannot reach {host}:{port}: {reason}") from None
-
-
 def embedded_server(options: RunOptions, log_path: Path, *, pin_cpus: bool) -> EmbeddedServer:
     """The bundled reference server the options ask for (not started yet)."""
     return EmbeddedServer(
@@ -115,7 +100,7 @@ def _endpoint(options: RunOptions, out_dir: Path) -> Iterator[Endpoint]:
     if options.target is not None:
         parse_base_url(options.target)  # one validation for every entry point (UsageError)
         base_url = options.target.rstrip("/")
-        check_reachable(base_url)
+        check_reachable(base_url, insecure=options.insecure)
         if not options.model:
             raise UsageError("--model is required with --target (the model name the server serves)")
         yield Endpoint(base_url, options.model)
@@ -140,7 +125,7 @@ def fit_target(
 ) -> Target:
     """Clamp the prompts to the target's context, then calibrate their sizes."""
     note = on_note or (lambda _line: None)
-    max_context = options.max_context or _advertised_context(endpoint)
+    max_context = options.max_context or _advertised_context(endpoint, options.insecure)
     scenario, clamped = clamp_classes(scenario, max_context)
     for line in clamped:
         note(f"warning: {line}")
@@ -166,14 +151,14 @@ def fit_target(
     )
 
 
-def _advertised_context(endpoint: Endpoint) -> int | None:
+def _advertised_context(endpoint: Endpoint, insecure: bool) -> int | None:
     """max_context from the target's /health (the reference server has it), if any."""
     health: dict[str, Any] | None = None
     if endpoint.server is not None:
         health = dict(endpoint.server.health)
     else:
         with contextlib.suppress(Exception):  # any endpoint may lack /health or answer oddly
-            health = dict(get_health(endpoint.base_url, timeout_s=2.0))
+            health = dict(get_health(endpoint.base_url, timeout_s=2.0, insecure=insecure))
     value = (health or {}).get("max_context")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else None
 

@@ -1,8 +1,9 @@
 """PrometheusScraper: scrape a /metrics endpoint during a run, so remote targets get analysed.
 
-Every `interval_s` (default 250 ms) a thread GETs the URL (stdlib urllib: httpx is kept
-off everything but probes), parses the text exposition format with prometheus_client's
-parser and keeps the series zqbench understands, under one canonical name per quantity:
+Every `interval_s` (default 250 ms) a thread GETs the URL through the control-plane client
+(each scrape bounded by `timeout_s`, its body capped), parses the text exposition format
+with prometheus_client's parser and keeps the series zqbench understands, under one
+canonical name per quantity:
 
     canonical                        scraped as
     gpu_util (0..1, per gpu label)   DCGM_FI_DEV_GPU_UTIL (0..100)
@@ -26,14 +27,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.request
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
+from zqbench.control import ControlClient
 from zqbench.errors import UsageError
 from zqbench.hooks import HookContext, HookResult
 from zqbench.telemetry import table
@@ -54,7 +54,7 @@ ALIASES = {
     "refserver_request_queue_time_seconds_count": "request_queue_time_seconds_count",
 }
 
-Fetch = Callable[[str, float], str]
+ACCEPT = (("accept", "text/plain; version=0.0.4"),)  # the text format, not protobuf
 
 
 def check_url(url: str) -> str:
@@ -65,12 +65,6 @@ def check_url(url: str) -> str:
             "e.g. prometheus:http://gpu-host:9400/metrics"
         )
     return url
-
-
-def fetch_text(url: str, timeout_s: float) -> str:
-    req = urllib.request.Request(url, headers={"Accept": "text/plain; version=0.0.4"})
-    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-        return str(resp.read().decode("utf-8", errors="replace"))
 
 
 def parse(text: str) -> list[tuple[str, str, dict[str, str], float]]:
@@ -105,7 +99,6 @@ class PrometheusScraper:
         interval_s: float = INTERVAL_S,
         timeout_s: float = TIMEOUT_S,
         primary: bool = True,
-        fetch: Fetch = fetch_text,
     ) -> None:
         """`primary`: its GPU readings are the run's telemetry.gpu.parquet and gpu_density
         (False when NVML samples the same run)."""
@@ -115,7 +108,7 @@ class PrometheusScraper:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.primary = primary
-        self._fetch = fetch
+        self._client: ControlClient | None = None
         self._rows: dict[str, list[Any]] = {
             "t_epoch_ns": [],
             "metric": [],
@@ -134,13 +127,18 @@ class PrometheusScraper:
     def start(self, ctx: HookContext) -> None:
         self._ctx = ctx
         self._anchor_ns = time.time_ns() - time.perf_counter_ns()
+        # Made here, not in the thread: its set-up (the trust store) stays out of the first
+        # scrape's timing. The thread is its only user until stop().
+        self._client = ControlClient(timeout_s=self.timeout_s)
         self._thread = threading.Thread(target=self._loop, name="zqbench-prometheus", daemon=True)
         self._thread.start()
 
     def _scrape(self) -> None:
+        if self._client is None:  # not started
+            return
         sent = time.perf_counter_ns()
         try:
-            found = parse(self._fetch(self.url, self.timeout_s))
+            found = parse(self._client.get_text(self.url, headers=ACCEPT))
         except Exception as exc:  # unreachable, HTTP error, unparsable: count it, go on
             self._failed += 1
             self._last_error = f"{type(exc).__name__}: {exc}"
@@ -162,6 +160,8 @@ class PrometheusScraper:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(self.timeout_s + 2.0)
+        if self._client is not None and not (self._thread and self._thread.is_alive()):
+            self._client.close()
         result = HookResult()
         ctx = self._ctx
         if ctx is None:

@@ -33,14 +33,12 @@ from yarl import URL
 from zqbench.transport import base
 from zqbench.transport._common import (
     Deadline,
-    Origin,
-    client_ssl_context,
     first_line,
     no_answer,
     now_ns,
-    parse_base_url,
 )
 from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
+from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
 
 READ_BUFSIZE = 1 << 20  # read up to 1 MiB per wake-up: big bodies in few chunks
 

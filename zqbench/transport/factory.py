@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from zqbench.errors import UsageError
-from zqbench.transport._common import parse_base_url
 from zqbench.transport.base import PoolLimits, Transport
+from zqbench.transport.origin import parse_base_url
 
 H1_CLIENTS = ("raw", "aiohttp")
 

@@ -29,13 +29,11 @@ import h2.settings
 from zqbench.transport import base
 from zqbench.transport._common import (
     Deadline,
-    Origin,
-    client_ssl_context,
     now_ns,
     open_connection,
-    parse_base_url,
 )
 from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
+from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
 
 STREAM_WINDOW = 1 << 24
 CONNECTION_WINDOW = 1 << 30

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import httpx
 
-from zqbench.transport._common import Origin, parse_base_url
 from zqbench.transport.base import (
     ConnectError,
     ConnectionReset,
@@ -36,6 +35,7 @@ from zqbench.transport.base import (
     RequestTimeout,
     TransportError,
 )
+from zqbench.transport.origin import Origin, parse_base_url
 
 
 @dataclass(frozen=True, slots=True)

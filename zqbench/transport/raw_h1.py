@@ -33,14 +33,12 @@ from time import perf_counter_ns
 from zqbench.transport import base
 from zqbench.transport._common import (
     Deadline,
-    Origin,
     cannot_connect,
-    client_ssl_context,
     open_connection,
-    parse_base_url,
     reason,
 )
 from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
+from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers; more is not a plausible response
 MAX_CHUNK_LINE = 1024  # a chunk-size line with extensions

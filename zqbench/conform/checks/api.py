@@ -4,30 +4,35 @@ Both groups have the same five checks, built by `api_checks(api)`:
     .1 the non-streamed response's JSON shape      .2 the stream's event order and shapes
     .3 usage output tokens = text events streamed  .4 stop_reason/finish_reason at max_tokens
     .5 GET /v1/models
+
+What a response says (its text events, usage, stop reason) is what the dialect's parser,
+the one `zqbench run` measures with, reads from it. .3 and .4 judge a stream only when it
+has the API's shape: a stream out of order is .2's failure, not theirs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from zqbench.conform.checks import shapes
-from zqbench.conform.client import Exchange
+from zqbench.conform.checks.shapes import SHAPES
 from zqbench.conform.context import Context
+from zqbench.conform.exchange import Exchange
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
-from zqbench.conform.wire import body_json, event_json, stream_texts
-
-_AT_MAX = {"anthropic": "max_tokens", "openai": "length"}
-_REASON = {"anthropic": "stop_reason", "openai": "finish_reason"}
-
-
-def _not_selected(ctx: Context, api: str) -> CheckResult | None:
-    if api not in ctx.options.apis:
-        return skipped(f"--api does not include {api}")
-    return None
+from zqbench.dialects import get_dialect
+from zqbench.dialects.base import Dialect, DialectConfig
 
 
 def _streamed(ctx: Context, api: str) -> Exchange:
     return ctx.once(f"api.{api}.stream", lambda: ctx.send(ctx.generate(api, stream=True)))
+
+
+def _stream_problems(ctx: Context, api: str) -> list[str]:
+    """What is wrong with the shape of the streamed response (a 200 event stream)."""
+    ex = _streamed(ctx, api)
+    return ctx.once(
+        f"api.{api}.stream_problems", lambda: SHAPES[api].stream([e for e, _ in ex.events])
+    )
 
 
 def _bad_status(ex: Exchange) -> CheckResult | None:
@@ -36,146 +41,126 @@ def _bad_status(ex: Exchange) -> CheckResult | None:
     return None
 
 
-def _usage_and_reason(api: str, ex: Exchange) -> tuple[int | None, str | None]:
-    """Output tokens from usage and the stop/finish reason, from a body or a stream."""
-    objs: list[Any] = [event_json(e) for e, _ in ex.events] if ex.is_sse else [body_json(ex)]
-    tokens: int | None = None
-    reason: str | None = None
-    for obj in objs:
-        if not isinstance(obj, dict):
-            continue
-        usage = obj.get("usage")
-        if api == "anthropic":
-            delta = obj.get("delta") if obj.get("type") == "message_delta" else obj
-            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
-                reason = delta["stop_reason"]
-            if obj.get("type") in ("message_delta", "message") and isinstance(usage, dict):
-                tokens = usage.get("output_tokens")
-        else:
-            choices = obj.get("choices")
-            first = choices[0] if isinstance(choices, list) and choices else None
-            if isinstance(first, dict) and isinstance(first.get("finish_reason"), str):
-                reason = first["finish_reason"]
-            if isinstance(usage, dict):
-                tokens = usage.get("completion_tokens")
-    return (tokens if isinstance(tokens, int) else None), reason
+def _shape(problems: list[str], ex: Exchange, ok: str) -> CheckResult:
+    if problems:
+        return failed(problems[0], problems=problems[:10], response=ex.evidence())
+    return passed(ok)
+
+
+def _unjudged_stream(ctx: Context, api: str) -> CheckResult | None:
+    """A skip when the streamed response is a 200 event stream not of the API's shape."""
+    ex = _streamed(ctx, api)
+    if ex.sse_error or _stream_problems(ctx, api):
+        return skipped(f"the stream is not of the API's shape; see api.{api}.2")
+    return None
+
+
+def response_shape(ctx: Context, api: str) -> CheckResult:
+    ex = ctx.send(ctx.generate(api, stream=False))
+    if r := _bad_status(ex):
+        return r
+    shapes = SHAPES[api]
+    return _shape(shapes.body(ex.json()), ex, f"a {shapes.noun} body with every required field")
+
+
+def stream_order(ctx: Context, api: str) -> CheckResult:
+    ex = _streamed(ctx, api)
+    if r := _bad_status(ex):
+        return r
+    if not ex.is_sse:
+        return failed("a streamed request did not get text/event-stream", response=ex.evidence())
+    if ex.sse_error:
+        return failed(f"the event stream is not valid SSE ({ex.sse_error})", response=ex.evidence())
+    return _shape(_stream_problems(ctx, api), ex, f"{len(ex.events)} events in order")
+
+
+def usage_tokens(ctx: Context, api: str) -> CheckResult:
+    ex = _streamed(ctx, api)
+    if ex.status != 200 or not ex.is_sse:
+        return skipped(f"no stream to count (status {ex.status}); see api.{api}.2")
+    if r := _unjudged_stream(ctx, api):
+        return r
+    tokens, streamed = ex.usage_output_tokens, ex.text_events
+    evidence = {"usage_output_tokens": tokens, "text_events": streamed}
+    if tokens is None:
+        return failed("the stream reported no output token count", **evidence)
+    if tokens != streamed:
+        return failed(f"usage says {tokens} output tokens, {streamed} were streamed", **evidence)
+    return passed(f"{tokens} tokens reported and streamed", **evidence)
+
+
+def stop_at_max(ctx: Context, api: str) -> CheckResult:
+    facts = ctx.dialect(api)
+    seen = []
+    for stream in (False, True):
+        ex = _streamed(ctx, api) if stream else ctx.send(ctx.generate(api, stream=False))
+        if r := _bad_status(ex):
+            return r
+        if stream and (r := _unjudged_stream(ctx, api)):
+            return r
+        one = _stop(facts, ex, stream=stream, limit=ctx.options.max_tokens)
+        seen.append(one)
+        if problem := _stop_problem(facts, one):
+            return failed(problem, **one)
+    return passed(f"{facts.stop_field} right, streamed and not", responses=seen)
+
+
+def models(ctx: Context, api: str) -> CheckResult:
+    ex = ctx.send(ctx.get("/v1/models", api))
+    if r := _bad_status(ex):
+        return r
+    return _shape(SHAPES[api].models(ex.json()), ex, "a model list of the API's shape")
+
+
+def _for(
+    api: str, check: Callable[[Context, str], CheckResult]
+) -> Callable[[Context], CheckResult]:
+    """`check` of `api`, skipped when --api does not include it."""
+
+    def run(ctx: Context) -> CheckResult:
+        if api not in ctx.options.apis:
+            return skipped(f"--api does not include {api}")
+        return check(ctx, api)
+
+    return run
 
 
 def api_checks(api: str) -> list[Check]:
-    body_shape = shapes.anthropic_message if api == "anthropic" else shapes.openai_completion
-    stream_shape = shapes.anthropic_stream if api == "anthropic" else shapes.openai_stream
-    models_shape = shapes.anthropic_models if api == "anthropic" else shapes.openai_models
-    noun = "Message" if api == "anthropic" else "chat.completion"
-
-    def response_shape(ctx: Context) -> CheckResult:
-        if r := _not_selected(ctx, api):
-            return r
-        ex = ctx.send(ctx.generate(api, stream=False))
-        if r := _bad_status(ex):
-            return r
-        problems = body_shape(body_json(ex))
-        if problems:
-            return failed(problems[0], problems=problems[:10], response=ex.evidence())
-        return passed(f"a {noun} body with every required field")
-
-    def stream_order(ctx: Context) -> CheckResult:
-        if r := _not_selected(ctx, api):
-            return r
-        ex = _streamed(ctx, api)
-        if r := _bad_status(ex):
-            return r
-        if not ex.is_sse:
-            return failed(
-                "a streamed request did not get text/event-stream", response=ex.evidence()
-            )
-        if ex.sse_error:
-            return failed(
-                f"the event stream is not valid SSE ({ex.sse_error})", response=ex.evidence()
-            )
-        problems = stream_shape([e for e, _ in ex.events])
-        if problems:
-            return failed(problems[0], problems=problems[:10], response=ex.evidence())
-        return passed(f"{len(ex.events)} events in order")
-
-    def usage_tokens(ctx: Context) -> CheckResult:
-        if r := _not_selected(ctx, api):
-            return r
-        ex = _streamed(ctx, api)
-        if ex.status != 200 or not ex.is_sse:
-            return skipped(f"no stream to count (status {ex.status}); see api.{api}.2")
-        streamed = len(stream_texts(api, ex))
-        tokens, _ = _usage_and_reason(api, ex)
-        evidence = {"usage_output_tokens": tokens, "text_events": streamed}
-        if tokens is None:
-            return failed("the stream reported no output token count", **evidence)
-        if tokens != streamed:
-            return failed(
-                f"usage says {tokens} output tokens, {streamed} were streamed", **evidence
-            )
-        return passed(f"{tokens} tokens reported and streamed", **evidence)
-
-    def stop_at_max(ctx: Context) -> CheckResult:
-        if r := _not_selected(ctx, api):
-            return r
-        limit = ctx.options.max_tokens
-        seen = []
-        for stream in (False, True):
-            ex = _streamed(ctx, api) if stream else ctx.send(ctx.generate(api, stream=False))
-            if r := _bad_status(ex):
-                return r
-            tokens, reason = _usage_and_reason(api, ex)
-            one = {
-                "stream": stream,
-                "max_tokens": limit,
-                "output_tokens": tokens,
-                _REASON[api]: reason,
-            }
-            seen.append(one)
-            if tokens is None or reason is None:
-                return failed(f"no output token count or {_REASON[api]}", **one)
-            if tokens > limit:
-                return failed(f"{tokens} output tokens exceed max_tokens {limit}", **one)
-            if tokens == limit and reason != _AT_MAX[api]:
-                return failed(
-                    f"{_REASON[api]} is {reason!r} at max_tokens, expected {_AT_MAX[api]!r}", **one
-                )
-            if tokens < limit and reason == _AT_MAX[api]:
-                return failed(f"{_REASON[api]} is {reason!r} below max_tokens", **one)
-        return passed(f"{_REASON[api]} right, streamed and not", responses=seen)
-
-    def models(ctx: Context) -> CheckResult:
-        if r := _not_selected(ctx, api):
-            return r
-        ex = ctx.send(ctx.get("/v1/models", api))
-        if r := _bad_status(ex):
-            return r
-        problems = models_shape(body_json(ex))
-        if problems:
-            return failed(problems[0], problems=problems[:10], response=ex.evidence())
-        return passed("a model list of the API's shape")
-
-    prefix = f"api.{api}"
-    reason = _REASON[api]
-    return [
-        Check(
-            f"{prefix}.1",
-            f"A non-streamed request returns a {noun} JSON body of the API's shape.",
-            response_shape,
-        ),
-        Check(
-            f"{prefix}.2",
-            "A streamed response has the API's event order and event shapes.",
-            stream_order,
-        ),
-        Check(
-            f"{prefix}.3",
-            "Usage output tokens equal the number of text events streamed.",
-            usage_tokens,
-        ),
-        Check(
-            f"{prefix}.4",
-            f"{reason} says the output stopped at max_tokens exactly when it did.",
-            stop_at_max,
-        ),
-        Check(f"{prefix}.5", "GET /v1/models returns a model list of the API's shape.", models),
+    noun = SHAPES[api].noun
+    stop_field = get_dialect(api, DialectConfig(model="")).stop_field
+    statements = [
+        (f"A non-streamed request returns a {noun} JSON body of the API's shape.", response_shape),
+        ("A streamed response has the API's event order and event shapes.", stream_order),
+        ("Usage output tokens equal the number of text events streamed.", usage_tokens),
+        (f"{stop_field} says the output stopped at max_tokens exactly when it did.", stop_at_max),
+        ("GET /v1/models returns a model list of the API's shape.", models),
     ]
+    return [
+        Check(f"api.{api}.{n}", statement, _for(api, check))
+        for n, (statement, check) in enumerate(statements, start=1)
+    ]
+
+
+def _stop(facts: Dialect, ex: Exchange, *, stream: bool, limit: int) -> dict[str, Any]:
+    """What one response said about where its output stopped (asked for `limit` tokens)."""
+    return {
+        "stream": stream,
+        "max_tokens": limit,
+        "output_tokens": ex.usage_output_tokens,
+        facts.stop_field: ex.stop_reason,
+    }
+
+
+def _stop_problem(facts: Dialect, one: dict[str, Any]) -> str | None:
+    """Why the stop reason in `one` (from `_stop`) contradicts the output's length."""
+    field, at_max = facts.stop_field, facts.stop_at_max_tokens
+    tokens, reason, limit = one["output_tokens"], one[field], one["max_tokens"]
+    if tokens is None or reason is None:
+        return f"no output token count or {field}"
+    if tokens > limit:
+        return f"{tokens} output tokens exceed max_tokens {limit}"
+    if tokens == limit and reason != at_max:
+        return f"{field} is {reason!r} at max_tokens, expected {at_max!r}"
+    if tokens < limit and reason == at_max:
+        return f"{field} is {reason!r} below max_tokens"
+    return None

@@ -9,26 +9,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from zqbench.conform.client import Exchange, Request
 from zqbench.conform.context import Context
+from zqbench.conform.exchange import Exchange, Request
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
-from zqbench.conform.wire import error_shape_problem
+from zqbench.dialects.base import Dialect, RequestSpec
+from zqbench.transport.base import HttpRequest
 
-PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
+WRONG_KEY = "zqbench-conform-wrong-key"
 
 
-def _valid(ctx: Context, api: str) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": ctx.model,
-        "max_tokens": ctx.options.max_tokens,
-        "messages": [{"role": "user", "content": "Hello"}],
-    }
+def _valid(ctx: Context) -> dict[str, Any]:
+    """The body the dialect builds for a short generation; each case breaks one thing in it."""
+    spec = RequestSpec("conform", "Hello", ctx.options.max_tokens, stream=False)
+    body: dict[str, Any] = json.loads(ctx.dialect().build(spec).body)
     return body
 
 
-def _post(ctx: Context, body: bytes | dict[str, Any], *, key: bool = True) -> Exchange:
+def _post(ctx: Context, body: bytes | dict[str, Any], dialect: Dialect | None = None) -> Exchange:
+    """`body` to the generation route, with the headers of `dialect` (default: the run's)."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return ctx.send(ctx.json_request(ctx.api, PATHS[ctx.api], raw, key=key))
+    return ctx.send(ctx.post(raw, dialect))
 
 
 def _expect(ctx: Context, cases: list[tuple[str, Exchange]], status: int) -> CheckResult:
@@ -39,7 +39,7 @@ def _expect(ctx: Context, cases: list[tuple[str, Exchange]], status: int) -> Che
             return failed(
                 f"{name}: got {got}, expected {status}", case=name, response=ex.evidence()
             )
-        problem = error_shape_problem(ctx.api, ex)
+        problem = ctx.dialect().error_problem(ex.json())
         if problem:
             return failed(
                 f"{name}: {status} but not {ctx.api} error JSON ({problem})",
@@ -50,12 +50,9 @@ def _expect(ctx: Context, cases: list[tuple[str, Exchange]], status: int) -> Che
 
 
 def missing_field(ctx: Context) -> CheckResult:
-    required = (
-        ("model", "messages", "max_tokens") if ctx.api == "anthropic" else ("model", "messages")
-    )
     cases = []
-    for name in required:
-        body = _valid(ctx, ctx.api)
+    for name in ctx.dialect().required_fields:
+        body = _valid(ctx)
         del body[name]
         cases.append((f"without {name}", _post(ctx, body)))
     return _expect(ctx, cases, 400)
@@ -73,20 +70,20 @@ def invalid_field(ctx: Context) -> CheckResult:
     ]
     cases = []
     for name, change in variants:
-        body = {**_valid(ctx, ctx.api), **change}
+        body = {**_valid(ctx), **change}
         cases.append((name, _post(ctx, body)))
     return _expect(ctx, cases, 400)
 
 
 def unknown_model(ctx: Context) -> CheckResult:
-    body = {**_valid(ctx, ctx.api), "model": "zqbench-conform-no-such-model"}
+    body = {**_valid(ctx), "model": "zqbench-conform-no-such-model"}
     return _expect(ctx, [("unknown model", _post(ctx, body))], 404)
 
 
 def oversize(ctx: Context) -> CheckResult:
     # A well-formed body (one long prompt) just past the limit, so only its size is wrong.
     limit = ctx.options.body_limit_bytes
-    body = _valid(ctx, ctx.api)
+    body = _valid(ctx)
     skeleton = len(json.dumps(body).encode())
     body["messages"][0]["content"] = "a" * (limit - skeleton + 1024)
     ex = _post(ctx, body)
@@ -95,31 +92,26 @@ def oversize(ctx: Context) -> CheckResult:
 
 
 def wrong_method(ctx: Context) -> CheckResult:
-    headers = ctx.headers(ctx.api)
-    cases = [
-        ("GET on the generation route", ctx.send(Request("GET", PATHS[ctx.api], headers))),
-        ("DELETE /v1/models", ctx.send(Request("DELETE", "/v1/models", headers))),
+    dialect = ctx.dialect()
+    requests = [
+        ("GET on the generation route", HttpRequest("GET", dialect.path, dialect.headers)),
+        ("DELETE /v1/models", HttpRequest("DELETE", "/v1/models", dialect.headers)),
     ]
-    return _expect(ctx, cases, 405)
+    return _expect(ctx, [(name, ctx.send(Request(r))) for name, r in requests], 405)
 
 
 def auth_required(ctx: Context) -> CheckResult:
     if not ctx.options.expect_auth:
         return skipped("no key is required (pass --expect-auth to check 401)")
-    body = _valid(ctx, ctx.api)
-    no_key = _post(ctx, body, key=False)
-    wrong = ctx.json_request(ctx.api, PATHS[ctx.api], json.dumps(body).encode(), key=False)
-    bad = "x-api-key" if ctx.api == "anthropic" else "authorization"
-    value = "zqbench-conform-wrong-key" if ctx.api == "anthropic" else "Bearer zqbench-wrong"
-    wrong_key = ctx.send(
-        Request(wrong.method, wrong.path, (*wrong.headers, (bad, value)), wrong.body)
-    )
+    body = _valid(ctx)
+    no_key = _post(ctx, body, ctx.keyed(None))
+    wrong_key = _post(ctx, body, ctx.keyed(WRONG_KEY))
     return _expect(ctx, [("no key", no_key), ("a wrong key", wrong_key)], 401)
 
 
 def _corpus(ctx: Context) -> list[tuple[str, bytes]]:
     """(name, body) of malformed requests; none of them may get a 5xx."""
-    valid = _valid(ctx, ctx.api)
+    valid = _valid(ctx)
 
     def variant(**change: Any) -> bytes:
         return json.dumps({**valid, **change}).encode()

@@ -1,15 +1,26 @@
 """Shape rules for both APIs: each function returns the problems it found (empty = conforms).
 
-Only what the SDKs rely on is required (../shared/research/reference-server.md §1-2); unknown
-extra fields and unknown event types are allowed, as both APIs promise to add them.
+Only what the SDKs rely on is required (the fields and events their response types read);
+unknown extra fields and unknown event types are allowed, as both APIs promise to add them.
+`SHAPES` gives each dialect's rules by its name.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from zqbench.conform.wire import event_json
 from zqbench.dialects.sse import SSEEvent
+
+
+@dataclass(frozen=True, slots=True)
+class ApiShapes:
+    noun: str  # what a non-streamed response body is called
+    body: Callable[[Any], list[str]]  # a non-streamed response body's JSON
+    stream: Callable[[list[SSEEvent]], list[str]]  # a streamed response's events
+    models: Callable[[Any], list[str]]  # GET /v1/models's JSON
 
 
 def _int(x: Any) -> bool:
@@ -21,14 +32,27 @@ def _need(path: str, ok: bool, problems: list[str], what: str) -> None:
         problems.append(f"{path}: {what}")
 
 
-# ----------------------------------------------------------------- Anthropic
-def anthropic_usage(usage: Any, where: str, problems: list[str], *, input_needed: bool) -> None:
+def _json(event: SSEEvent) -> Any:
+    """An event's data as JSON; None when it is not (or is `[DONE]`)."""
+    try:
+        return json.loads(event.data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _usage(usage: Any, where: str, problems: list[str], counts: tuple[str, ...]) -> None:
+    """`usage` is an object whose `counts` are token counts."""
     if not isinstance(usage, dict):
         problems.append(f"{where}: not an object")
         return
-    if input_needed:
-        _need(f"{where}.input_tokens", _int(usage.get("input_tokens")), problems, "not a count")
-    _need(f"{where}.output_tokens", _int(usage.get("output_tokens")), problems, "not a count")
+    for key in counts:
+        _need(f"{where}.{key}", _int(usage.get(key)), problems, "not a count")
+
+
+# ----------------------------------------------------------------- Anthropic
+def anthropic_usage(usage: Any, where: str, problems: list[str], *, input_needed: bool) -> None:
+    counts = ("input_tokens", "output_tokens") if input_needed else ("output_tokens",)
+    _usage(usage, where, problems, counts)
 
 
 def anthropic_message(obj: Any) -> list[str]:
@@ -65,7 +89,7 @@ def anthropic_stream(events: list[SSEEvent]) -> list[str]:
     block = -1
     for n, event in enumerate(events):
         name = event.event
-        obj = event_json(event)
+        obj = _json(event)
         where = f"event {n} ({name})"
         known = name in ("message_start", *_A_BLOCK_EVENTS, "message_delta", "message_stop")
         if name == "ping" or not known:
@@ -139,11 +163,7 @@ def anthropic_models(obj: Any) -> list[str]:
 
 # ----------------------------------------------------------------- OpenAI
 def openai_usage(usage: Any, where: str, problems: list[str]) -> None:
-    if not isinstance(usage, dict):
-        problems.append(f"{where}: not an object")
-        return
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        _need(f"{where}.{key}", _int(usage.get(key)), problems, "not a count")
+    _usage(usage, where, problems, ("prompt_tokens", "completion_tokens", "total_tokens"))
 
 
 def openai_completion(obj: Any) -> list[str]:
@@ -181,7 +201,7 @@ def openai_stream(events: list[SSEEvent], *, include_usage: bool = True) -> list
         if event.data == "[DONE]":
             done = True
             continue
-        obj = event_json(event)
+        obj = _json(event)
         if not isinstance(obj, dict):
             p.append(f"{where}: data is not a JSON object")
             continue
@@ -237,3 +257,9 @@ def openai_models(obj: Any) -> list[str]:
         _need(f"data[{i}].created", _int(m.get("created")), p, "not an integer")
         _need(f"data[{i}].owned_by", isinstance(m.get("owned_by"), str), p, "not a string")
     return p
+
+
+SHAPES = {
+    "anthropic": ApiShapes("Message", anthropic_message, anthropic_stream, anthropic_models),
+    "openai": ApiShapes("chat.completion", openai_completion, openai_stream, openai_models),
+}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from zqbench.conform import client as http
-from zqbench.conform.checks import shapes
+from zqbench.conform.checks.shapes import SHAPES
 from zqbench.conform.context import Context
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
+from zqbench.control import ControlClient
 
 
 def keep_alive(ctx: Context) -> CheckResult:
@@ -15,12 +15,12 @@ def keep_alive(ctx: Context) -> CheckResult:
         ctx.generate(ctx.api, stream=False, max_tokens=4),
         ctx.get("/v1/models"),
     ]
-    with http.connection(ctx.base, timeout_s=ctx.options.timeout_s) as client:
+    with ControlClient(timeout_s=ctx.options.timeout_s) as client:
         exchanges = [ctx.send(r, client) for r in reqs]
+        opened = client.connections_opened
     for ex in exchanges:
         if ex.status == 0:
             return failed(f"{ex.method} {ex.path} failed: {ex.error}", response=ex.evidence())
-    opened = sum(ex.new_connection for ex in exchanges)
     closing = [ex for ex in exchanges if ex.headers.get("connection", "").lower() == "close"]
     evidence = {"requests": len(exchanges), "connections_opened": opened}
     if closing:
@@ -39,19 +39,17 @@ def keep_alive(ctx: Context) -> CheckResult:
 def http2(ctx: Context) -> CheckResult:
     how = "ALPN" if ctx.origin.tls else "h2c prior knowledge"
     expect = ctx.options.expect_http2
-    with http.connection(ctx.base, timeout_s=ctx.options.timeout_s, http2=True) as client:
-        models = http.send(client, ctx.base, ctx.get("/v1/models"))
+    with ControlClient(timeout_s=ctx.options.timeout_s, http2=True) as client:
+        models = ctx.send(ctx.get("/v1/models"), client)
         if models.status == 0 or models.http_version != "HTTP/2":
-            ctx.record([models])
             got = models.error or models.http_version
             if expect:
                 return failed(f"HTTP/2 ({how}) did not work: {got}", response=models.evidence())
             return skipped(
                 f"the endpoint does not speak HTTP/2 over {how} ({got}); --expect-http2 requires it"
             )
-        stream = http.send(client, ctx.base, ctx.generate(ctx.api, stream=True, max_tokens=4))
-    ctx.record([models, stream])
-    shape = shapes.anthropic_stream if ctx.api == "anthropic" else shapes.openai_stream
+        stream = ctx.send(ctx.generate(ctx.api, stream=True, max_tokens=4), client)
+    shape = SHAPES[ctx.api].stream
     problems = shape([e for e, _ in stream.events]) if stream.status == 200 else []
     if stream.status != 200 or problems:
         why = problems[0] if problems else f"status {stream.status or stream.error}"

@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from zqbench.conform.client import Exchange
 from zqbench.conform.context import Context
+from zqbench.conform.exchange import Exchange
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
 from zqbench.conform.stats import median_slope
-from zqbench.conform.wire import REFUSAL_STATUSES, body_json, classify, first_token_time
 from zqbench.dialects.common import parse_epoch, parse_retry_after
 
+REFUSAL_STATUSES = (503, 529)  # the zero-queue refusal: overloaded, retry elsewhere or later
 HEADERS = ("x-request-received-time", "x-request-dispatch-time", "x-request-start-time")
 # Stamps carry microsecond digits; allow for their rounding when comparing two of them.
 STAMP_SLACK_S = 2e-6
@@ -37,17 +37,22 @@ def _p(values: list[float], q: float) -> float:
     return s[min(len(s), max(1, math.ceil(round(q * len(s), 9)))) - 1]
 
 
+def _ttfts(exchanges: list[Exchange]) -> list[float]:
+    """TTFT (ms) of each exchange that streamed a first token."""
+    return [t for ex in exchanges if (t := ex.ttft_ms) is not None]
+
+
 def _stamps(ex: Exchange) -> tuple[float | None, ...]:
     return tuple(parse_epoch(ex.headers.get(h)) for h in HEADERS)
 
 
-def _admitted(ctx: Context, exchanges: list[Exchange]) -> list[Exchange]:
-    return [ex for ex in exchanges if classify(ctx.api, ex) == "admitted"]
+def _admitted(exchanges: list[Exchange]) -> list[Exchange]:
+    return [ex for ex in exchanges if ex.outcome == "admitted"]
 
 
 # ------------------------------------------------------------------ at rest
 def headers_present(ctx: Context) -> CheckResult:
-    admitted = _admitted(ctx, ctx.low_load())
+    admitted = _admitted(ctx.low_load())
     if not admitted:
         return skipped("no request was admitted at low load")
     for ex in admitted:
@@ -60,7 +65,7 @@ def headers_present(ctx: Context) -> CheckResult:
 
 
 def headers_ordered(ctx: Context) -> CheckResult:
-    admitted = _admitted(ctx, ctx.low_load())
+    admitted = _admitted(ctx.low_load())
     checked = 0
     for ex in admitted:
         received, dispatch, start = _stamps(ex)
@@ -95,7 +100,7 @@ def headers_ordered(ctx: Context) -> CheckResult:
 
 def server_queue(ctx: Context) -> CheckResult:
     queue_ms = []
-    for ex in _admitted(ctx, ctx.low_load()):
+    for ex in _admitted(ctx.low_load()):
         received, dispatch, _ = _stamps(ex)
         if received is not None and dispatch is not None:
             queue_ms.append((dispatch - received) * 1e3)
@@ -111,7 +116,7 @@ def server_queue(ctx: Context) -> CheckResult:
 
 def health(ctx: Context) -> CheckResult:
     ex = ctx.send(ctx.get("/health"))
-    obj = body_json(ex)
+    obj = ex.json()
     if ex.status != 200 or not isinstance(obj, dict):
         return failed(
             f"GET /health: status {ex.status or ex.error}, JSON object expected",
@@ -133,12 +138,8 @@ def hidden_queue(ctx: Context) -> CheckResult:
     table: list[dict[str, Any]] = []
     points = []
     for step in steps:
-        ttfts = [
-            (t - ex.t_send) / 1e6
-            for ex in _admitted(ctx, step.exchanges)
-            if (t := first_token_time(ctx.api, ex)) is not None
-        ]
-        refused = sum(1 for ex in step.exchanges if classify(ctx.api, ex) != "admitted")
+        ttfts = _ttfts(_admitted(step.exchanges))
+        refused = sum(1 for ex in step.exchanges if ex.outcome != "admitted")
         table.append(
             {
                 "concurrency": step.concurrency,
@@ -171,16 +172,16 @@ def hidden_queue(ctx: Context) -> CheckResult:
 
 
 # ------------------------------------------------------------------ overload
-def _kinds(ctx: Context, exchanges: list[Exchange]) -> dict[str, list[Exchange]]:
+def _kinds(exchanges: list[Exchange]) -> dict[str, list[Exchange]]:
     out: dict[str, list[Exchange]] = {}
     for ex in exchanges:
-        out.setdefault(classify(ctx.api, ex), []).append(ex)
+        out.setdefault(ex.outcome, []).append(ex)
     return out
 
 
 def _burst_summary(ctx: Context) -> dict[str, Any]:
     o = ctx.overload()
-    kinds = _kinds(ctx, o.burst)
+    kinds = _kinds(o.burst)
     return {
         "concurrency": ctx.options.overload_concurrency,
         "counts": {k: len(v) for k, v in sorted(kinds.items())},
@@ -188,12 +189,12 @@ def _burst_summary(ctx: Context) -> dict[str, Any]:
 
 
 def _refusals(ctx: Context) -> list[Exchange]:
-    return _kinds(ctx, ctx.overload().burst).get("refused", [])
+    return _kinds(ctx.overload().burst).get("refused", [])
 
 
 def refuses(ctx: Context) -> CheckResult:
     o = ctx.overload()
-    kinds = _kinds(ctx, o.burst)
+    kinds = _kinds(o.burst)
     summary = _burst_summary(ctx)
     if kinds.get("failed"):
         ex = kinds["failed"][0]
@@ -205,11 +206,7 @@ def refuses(ctx: Context) -> CheckResult:
     if kinds.get("refused") or kinds.get("refused_in_stream"):
         return passed("the endpoint refused part of the burst", **summary)
     # Nothing refused: either the capacity exceeds the burst, or the extra requests waited.
-    ttfts = [
-        (t - ex.t_send) / 1e6
-        for ex in kinds.get("admitted", [])
-        if (t := first_token_time(ctx.api, ex)) is not None
-    ]
+    ttfts = _ttfts(kinds.get("admitted", []))
     baseline = o.baseline_ttft_ms
     summary |= {"baseline_ttft_ms": baseline, "burst_ttft_max_ms": _ms(max(ttfts, default=0))}
     if baseline is not None and ttfts and max(ttfts) > QUEUE_FACTOR * baseline + QUEUE_MARGIN_MS:
@@ -223,7 +220,7 @@ def refuses(ctx: Context) -> CheckResult:
 
 
 def refusal_status(ctx: Context) -> CheckResult:
-    kinds = _kinds(ctx, ctx.overload().burst)
+    kinds = _kinds(ctx.overload().burst)
     summary = _burst_summary(ctx)
     if kinds.get("refused_in_stream"):
         ex = kinds["refused_in_stream"][0]

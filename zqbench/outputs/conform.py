@@ -1,4 +1,4 @@
-"""Renderers of a ConformReport: the JSON document, JUnit XML, and the terminal table.
+"""The outputs of `zqbench conform`: conform.json, junit.xml, and the terminal table.
 
 JSON (`"schema": "zqbench.conform/1"`, docs/conform-schema.md) is the saved result; the
 others are views of it. Every output goes through `redact`, so no secret reaches a file.
@@ -11,8 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from zqbench.conform.catalogue import CATALOGUE
-from zqbench.conform.model import ConformReport
+from zqbench.conform.model import CheckOutcome, ConformReport
 from zqbench.outputs.json_out import write_atomic
 from zqbench.redact import redact
 
@@ -100,20 +99,37 @@ def write_junit(report: ConformReport, path: Path) -> Path:
 _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip"}
 
 
-def format_line(outcome: Any) -> str:
+def format_line(outcome: CheckOutcome) -> str:
     """One row of the terminal table: status, id, and the reason (or the statement)."""
     text = outcome.reason or outcome.statement
     return f"{_MARK[outcome.status]:<5} {outcome.id:<16} {text[:110]}"
 
 
-def format_table(report: ConformReport) -> str:
-    lines = [format_line(o) for o in report.outcomes]
-    lines.append(
+def format_summary(report: ConformReport) -> str:
+    """The table's last line: the counts, the time, the target."""
+    return (
         f"{report.count('pass')} passed, {report.count('fail')} failed, "
         f"{report.count('skip')} skipped in {report.duration_s:.1f} s ({report.target})"
     )
-    return "\n".join(lines)
 
 
-def format_catalogue() -> str:
-    return "\n".join(f"{c.id:<16} {c.statement}" for c in CATALOGUE)
+def format_table(report: ConformReport) -> str:
+    return "\n".join([*(format_line(o) for o in report.outcomes), format_summary(report)])
+
+
+def write_outputs(
+    report: ConformReport,
+    *,
+    out: Path | None = None,
+    json_path: Path | None = None,
+    junit: Path | None = None,
+) -> None:
+    """conform.json and junit.xml in the folder `out`, and each file asked for by path."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(report, out / "conform.json")
+        write_junit(report, out / "junit.xml")
+    if json_path is not None:
+        write_json(report, json_path)
+    if junit is not None:
+        write_junit(report, junit)

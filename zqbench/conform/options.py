@@ -1,0 +1,138 @@
+"""What a conformance run is asked to do: `ConformOptions`, validated when it is built.
+
+A value no run could use raises `OptionError` naming the field (`timeout_s -1: must be
+positive`); the CLI shows the same problem under its flag's name. The helpers below turn the
+CLI's text values (a comma list, an environment variable's name, a header expectation) into
+the typed fields, with the same errors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from zqbench.dialects import DIALECTS
+from zqbench.errors import OptionError
+
+
+@dataclass(frozen=True, slots=True)
+class ConformOptions:
+    """Everything a run needs; the CLI fills it from flags, tests build it directly.
+
+    Load bounds keep every check under about 10 s and 200 requests on a local endpoint.
+    """
+
+    target: str
+    apis: tuple[str, ...] = ("anthropic",)  # the first one drives errors.* and zeroqueue.*
+    model: str | None = None  # None: the first id of GET /v1/models
+    api_key: str | None = None  # never written to any output
+    expect_auth: bool = False  # errors.6: a request without the key must get 401
+    expect_http2: bool = False  # http.2 fails (not skips) when HTTP/2 does not work
+    expect_headers: tuple[str, ...] = ()  # 'NAME=VALUE' or 'NAME~REGEX'
+    only: tuple[str, ...] = ()  # groups (or group prefixes: `api`, `zeroqueue`)
+    skip: tuple[str, ...] = ()  # check ids
+    timeout_s: float = 10.0  # per request
+    max_tokens: int = 8  # api.* and errors.* requests
+    body_limit_bytes: int = 32 * 1024 * 1024  # errors.4 sends a body past this
+    low_load_requests: int = 30  # zeroqueue.1-3: sequential requests
+    server_queue_bound_ms: float = 5.0  # zeroqueue.3: p99 at low load (scheduler noise < 5 ms)
+    slope_steps: tuple[int, ...] = (1, 2, 4, 8, 16)  # zeroqueue.5: concurrency per step
+    slope_rounds: int = 3  # zeroqueue.5: bursts per step
+    slope_max_tokens: int = 64
+    slope_tolerance_ms: float = 3.0  # zeroqueue.5: ms of TTFT per added concurrent request
+    overload_concurrency: int = 32  # zeroqueue.6-9: one burst of this many requests
+    overload_max_tokens: int = 64
+    refusal_bound_ms: float = 100.0  # zeroqueue.8: time_to_reject p99
+    recovery_s: float = 2.0  # zeroqueue.10: refusals must stop within this after the burst
+    recovery_requests: int = 5  # zeroqueue.10: consecutive admissions that prove recovery
+    check_time_s: float = 10.0  # wall-clock bound of each load measurement
+    seed: int = 0  # bootstrap RNG
+
+    def __repr__(self) -> str:  # the key never reaches a log or traceback
+        key = "<redacted>" if self.api_key else None
+        return f"ConformOptions(target={self.target!r}, apis={self.apis!r}, api_key={key})"
+
+    def __post_init__(self) -> None:
+        if not self.apis or any(a not in DIALECTS for a in self.apis):
+            raise OptionError(
+                "apis", f"must be among {', '.join(DIALECTS)}", value=",".join(self.apis)
+            )
+        positive = {
+            "timeout_s": self.timeout_s,
+            "max_tokens": self.max_tokens,
+            "low_load_requests": self.low_load_requests,
+            "slope_rounds": self.slope_rounds,
+            "slope_max_tokens": self.slope_max_tokens,
+            "overload_concurrency": self.overload_concurrency,
+            "overload_max_tokens": self.overload_max_tokens,
+            "recovery_requests": self.recovery_requests,
+            "check_time_s": self.check_time_s,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise OptionError(name, "must be positive", value=str(value))
+        if len(self.slope_steps) < 2 or any(c < 1 for c in self.slope_steps):
+            steps = ",".join(str(c) for c in self.slope_steps)
+            raise OptionError("slope_steps", "needs at least two concurrencies >= 1", value=steps)
+        for spec in self.expect_headers:
+            parse_expectation(spec)
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """One `--expect-header`: the header must be present, with that value or matching."""
+
+    spec: str
+    name: str  # lower case
+    value: str | None = None
+    pattern: re.Pattern[str] | None = None
+
+    def problem(self, headers: dict[str, str]) -> str | None:
+        got = headers.get(self.name)
+        if got is None:
+            return f"{self.name} is absent"
+        if self.value is not None and got != self.value:
+            return f"{self.name} is {got[:80]!r}, expected {self.value!r}"
+        if self.pattern is not None and not self.pattern.search(got):
+            return f"{self.name} is {got[:80]!r}, which does not match {self.pattern.pattern!r}"
+        return None
+
+
+def parse_expectation(spec: str) -> Expectation:
+    """'NAME=VALUE' (that exact value) or 'NAME~REGEX' (re.search matches the value)."""
+    i_eq, i_re = spec.find("="), spec.find("~")
+    cuts = [i for i in (i_eq, i_re) if i > 0]
+    if not cuts:
+        raise OptionError("expect_headers", "use 'NAME=VALUE' or 'NAME~REGEX'", value=repr(spec))
+    cut = min(cuts)
+    name = spec[:cut].strip().lower()
+    rest = spec[cut + 1 :]
+    if not name or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9a-z-]+", name):
+        raise OptionError("expect_headers", f"{name!r} is not a header name", value=repr(spec))
+    if spec[cut] == "=":
+        return Expectation(spec, name, value=rest.strip())
+    try:
+        return Expectation(spec, name, pattern=re.compile(rest))
+    except re.error as e:
+        raise OptionError(
+            "expect_headers", f"bad regular expression: {e}", value=repr(spec)
+        ) from None
+
+
+def parse_steps(text: str) -> tuple[int, ...]:
+    """`slope_steps` from a comma list: `1,2,4,8,16`."""
+    try:
+        return tuple(int(s) for s in text.split(","))
+    except ValueError:
+        raise OptionError("slope_steps", "integers, comma-separated", value=repr(text)) from None
+
+
+def api_key_from_env(variable: str | None) -> str | None:
+    """The key held by the environment variable `variable` (None: no key)."""
+    if not variable:
+        return None
+    key = os.environ.get(variable)
+    if not key:
+        raise OptionError("api_key_env", "the variable is not set", value=variable)
+    return key

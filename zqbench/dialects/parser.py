@@ -1,0 +1,295 @@
+"""The skeleton both dialects fill in: `ResponseParser` (one response) and `DialectBase`.
+
+`ResponseParser` implements the `ResponseSink` side once (status, timing headers,
+Retry-After, error bodies, body caps, SSE framing, end-of-stream checks); a dialect
+subclass only says what one SSE event or one JSON body means. `DialectBase` holds what a
+dialect object shares: its configuration, headers, parser and error-object check.
+
+Error classes a parser can leave in `summary.error` (first one wins):
+
+    http_<code>        the status was not 2xx (the error JSON, if any, goes to `error_detail`)
+    bad_sse            the event stream was not valid UTF-8, or a line/event passed the cap
+    bad_json           an event's data, or a non-streamed body, was not JSON of the right shape
+    stream_error       an error reported inside a 2xx response (`event: error`, an `error` key);
+    stream_<type>        with the error's type when it has a plain one: stream_overloaded_error
+    incomplete_stream  the body ended before the stream's end marker
+    too_large          a non-streamed body passed `max_body_bytes` (memory stays bounded)
+    parse_error        a bug in the parser itself; it is caught so the run goes on
+
+Transport failures (timeout, reset, ...) are the transport's to report; the engine prefers
+them over whatever the parser saw.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from zqbench.dialects.base import DialectConfig, EventHook, RequestSpec, ResponseSummary
+from zqbench.dialects.common import (
+    DEFAULT_MAX_BODY_BYTES,
+    ERROR_BODY_CAP,
+    apply_zq_timing,
+    describe_error,
+    describe_error_body,
+    error_object_problem,
+    estimate_tokens,
+    header_tuple,
+    loads,
+    read_headers,
+    stream_error_class,
+)
+from zqbench.dialects.sse import SSEDecoder, SSEEvent
+from zqbench.transport.base import HttpRequest
+
+
+class ResponseParser(abc.ABC):
+    """One response: a `StreamParser` whose dialect-specific part is `_event` / `_body`.
+
+    For a streamed request the body is decoded as SSE and only the event being read is kept;
+    for a non-streamed one the body is kept up to `max_body_bytes` and parsed at the end.
+    TTFT of a non-streamed response is the arrival of the first body byte: nothing earlier
+    tells the client that generation produced anything.
+    """
+
+    __slots__ = (
+        "_body",
+        "_body_len",
+        "_cap",
+        "_done",
+        "_ended",
+        "_ok",
+        "_on_event",
+        "_sse",
+        "_stopped",
+        "error_detail",
+        "stop_reason",
+        "stream",
+        "summary",
+    )
+
+    def __init__(
+        self,
+        stream: bool,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        on_event: EventHook | None = None,
+    ) -> None:
+        self.summary = ResponseSummary()
+        self.stream = stream
+        self.error_detail: str | None = None  # the server's own words for an error, shortened
+        self.stop_reason: str | None = None  # stop_reason / finish_reason, when given
+        self._cap = max_body_bytes
+        self._ok = False  # 2xx
+        self._sse: SSEDecoder | None = SSEDecoder() if stream else None
+        self._body: list[bytes] = []
+        self._body_len = 0
+        self._done = False  # the stream's end marker was seen
+        self._stopped = False  # done or failed: later stream bytes are ignored
+        self._ended = False
+        self._on_event = on_event
+
+    # -------------------------------------------------------------- ResponseSink
+    def on_headers(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
+        try:
+            s = self.summary
+            s.status = status
+            s.t_headers = t_ns
+            read_headers(s, headers)
+            self._ok = 200 <= status < 300
+            if not self._ok:
+                s.error = f"http_{status}"
+        except Exception:
+            self._fail("parse_error")
+
+    def on_data(self, data: bytes, t_ns: int) -> None:
+        try:
+            if not data:
+                return
+            if not self._ok:
+                self._keep(data, ERROR_BODY_CAP)
+                return
+            sse = self._sse
+            if sse is None:
+                if self.summary.t_first_token is None:
+                    self.summary.t_first_token = t_ns
+                if not self._keep(data, self._cap):
+                    self._fail("too_large")
+                return
+            hook = self._on_event
+            if hook is not None:
+                self._feed_watched(hook, sse, data, t_ns)
+                return
+            if self._stopped:
+                return
+            for event in sse.feed(data):
+                self._event(event, t_ns, False)
+                if self._stopped:
+                    return
+            if sse.error is not None:
+                self._fail(sse.error)
+        except Exception:
+            self._fail("parse_error")
+
+    def on_end(self, t_ns: int) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            s = self.summary
+            if not self._ok:
+                self.error_detail = describe_error_body(b"".join(self._body))
+                self._body = []
+            elif self._sse is not None:
+                if not self._stopped:
+                    # Lenient about a final event whose closing blank line never came; a
+                    # half event that is not JSON then reads as a cut stream, not bad JSON.
+                    pending = self._sse.finish()
+                    if pending is not None:
+                        self._event(pending, t_ns, True)
+                if not self._done:
+                    self._fail("incomplete_stream")
+            elif not self._stopped:
+                body = b"".join(self._body)
+                self._body = []
+                self._parse_body(body, t_ns)
+            self._finish_tokens(s)
+        except Exception:
+            self._fail("parse_error")
+
+    @property
+    def sse_error(self) -> str | None:
+        """`bad_sse` once the event stream was not valid SSE, else None."""
+        return None if self._sse is None else self._sse.error
+
+    # -------------------------------------------------------------- for subclasses
+    @abc.abstractmethod
+    def _event(self, event: SSEEvent, t_ns: int, at_eof: bool) -> None:
+        """One SSE event of a streamed response."""
+
+    @abc.abstractmethod
+    def _body_json(self, obj: dict[str, Any], t_ns: int) -> None:
+        """The parsed JSON body of a non-streamed response."""
+
+    def _fail(self, error: str) -> None:
+        """Record the first error and stop reading the stream."""
+        self._stopped = True
+        if self.summary.error is None:
+            self.summary.error = error
+
+    def _server_error(self, err: Any) -> None:
+        """An error the server reported inside a 2xx response (an event, a chunk, the body)."""
+        self.error_detail = describe_error(err)
+        self._fail(stream_error_class(err))
+
+    def _finish_stream(self) -> None:
+        self._done = True
+        self._stopped = True
+
+    def _json_object(self, data: str, at_eof: bool) -> dict[str, Any] | None:
+        """An event's data as a JSON object; None, the stream marked bad, for anything else.
+
+        A half event at the very end is a cut stream, not a server emitting garbage."""
+        try:
+            obj = loads(data)
+        except Exception:  # not JSON, or nested past the recursion limit
+            obj = None
+        if not isinstance(obj, dict):
+            self._fail("incomplete_stream" if at_eof else "bad_json")
+            return None
+        return obj
+
+    def _token(self, text: str, t_ns: int) -> None:
+        """One content chunk: its arrival time and its characters."""
+        s = self.summary
+        if s.t_first_token is None:
+            s.t_first_token = t_ns
+        s.token_times.append(t_ns)
+        s.text_chars += len(text)
+
+    def _body_text(self, text: str) -> None:
+        """The generated text of a non-streamed body: one chunk, at the first body byte."""
+        s = self.summary
+        if text and s.t_first_token is not None:
+            s.token_times.append(s.t_first_token)
+        s.text_chars += len(text)
+
+    # -------------------------------------------------------------- internals
+    def _feed_watched(self, hook: EventHook, sse: SSEDecoder, data: bytes, t_ns: int) -> None:
+        """The SSE path with an event hook: the hook sees every event, even after a stop."""
+        for event in sse.feed(data):
+            hook(event, t_ns)
+            if not self._stopped:
+                self._event(event, t_ns, False)
+        if sse.error is not None:
+            self._fail(sse.error)
+
+    def _keep(self, data: bytes, cap: int) -> bool:
+        if self._stopped:
+            return True
+        self._body_len += len(data)
+        if self._body_len > cap:
+            self._body = []
+            return False
+        self._body.append(data)
+        return True
+
+    def _parse_body(self, body: bytes, t_ns: int) -> None:
+        try:
+            obj = json.loads(body)
+        except Exception:  # not JSON, not UTF-8, nested too deep
+            self._fail("bad_json")
+            return
+        if not isinstance(obj, dict):
+            self._fail("bad_json")
+            return
+        apply_zq_timing(self.summary, obj.get("zq_timing"))
+        self._body_json(obj, t_ns)
+
+    def _finish_tokens(self, s: ResponseSummary) -> None:
+        # Without usage, estimate from the text (the engine falls back to the request's
+        # own prompt estimate for prompt_tokens).
+        if s.output_tokens is None:
+            s.tokens_from_usage = False
+            if s.text_chars > 0:
+                s.output_tokens = estimate_tokens(s.text_chars)
+            elif s.error is None:
+                s.output_tokens = 0
+
+
+class DialectBase(abc.ABC):
+    """What a dialect object shares: configuration, headers, a parser per response, and the
+    error-object check. A subclass names its API's facts (see `Dialect`) and builds bodies."""
+
+    # The API's facts (the `Dialect` protocol), set by each subclass.
+    name: str
+    path: str
+    required_fields: tuple[str, ...]
+    stop_field: str
+    stop_at_max_tokens: str
+    count_tokens_path: str | None = None
+    parser_class: type[ResponseParser]
+
+    def __init__(self, config: DialectConfig, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+        self.config = config
+        self.max_body_bytes = max_body_bytes
+        self.headers = header_tuple(self._headers(config), config.extra_headers)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config!r})"
+
+    @abc.abstractmethod
+    def _headers(self, config: DialectConfig) -> list[tuple[str, str]]:
+        """The API's own headers, the key among them (as a `Secret`) when configured."""
+
+    @abc.abstractmethod
+    def build(self, spec: RequestSpec) -> HttpRequest: ...
+
+    def parser(self, spec: RequestSpec, *, on_event: EventHook | None = None) -> ResponseParser:
+        return self.parser_class(spec.stream, max_body_bytes=self.max_body_bytes, on_event=on_event)
+
+    def error_problem(self, obj: Any) -> str | None:
+        """Why `obj`, a non-2xx body's JSON, is not this API's error object; None if it is."""
+        return error_object_problem(obj)
