@@ -1,8 +1,8 @@
 """`zqbench conform`: flags to ConformOptions, the table to the terminal, files, exit code.
 
 Imported by zqbench.cli at startup, so it imports nothing heavy at module level. Option
-values are checked by the library (`zqbench.conform.options`); this module only shows its
-errors under the flags' names.
+values are checked by the library (`zqbench.conform.options`); the CLI boundary
+(`zqbench.cli_boundary`) shows its errors under the flags' names.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from zqbench.errors import OptionError, ZqbenchError
+from zqbench.cli_options import ApiKeyEnvOpt, ServerSchedulerOpt, TargetOpt
+from zqbench.option_values import ServerScheduler
 
 if TYPE_CHECKING:
     from zqbench.conform import CheckOutcome, ConformOptions, ConformReport
@@ -28,15 +29,11 @@ class ConformApi(str, Enum):
     all = "all"
 
 
-# ConformOptions fields whose flag is not the field's name with dashes.
-_FLAGS = {"apis": "--api", "timeout_s": "--timeout", "expect_headers": "--expect-header"}
-
-Target = Annotated[
-    str | None,
-    typer.Option(help="Base URL of the endpoint. Default: start the bundled reference server."),
-]
-Api = Annotated[
-    ConformApi, typer.Option(help="anthropic, openai, or all (the first drives errors/zeroqueue).")
+# Parameters are named after ConformOptions fields (`apis` is --api, `timeout_s` --timeout),
+# so the CLI boundary shows an OptionError about a field under its flag.
+ApisOpt = Annotated[
+    ConformApi,
+    typer.Option("--api", help="anthropic, openai, or all (the first drives errors/zeroqueue)."),
 ]
 Only = Annotated[list[str] | None, typer.Option("--only", help="Run only this group (repeatable).")]
 Skip = Annotated[list[str] | None, typer.Option("--skip", help="Skip this check id (repeatable).")]
@@ -47,15 +44,15 @@ ListChecks = Annotated[bool, typer.Option("--list", help="Print the catalogue an
 Model = Annotated[
     str | None, typer.Option(help="Model name (default: the first of GET /v1/models).")
 ]
-ApiKeyEnv = Annotated[str | None, typer.Option(help="Environment variable holding the API key.")]
 ExpectAuth = Annotated[bool, typer.Option(help="errors.6: requests without the key must get 401.")]
 ExpectHttp2 = Annotated[
     bool, typer.Option(help="http.2 fails (not skips) when HTTP/2 does not work.")
 ]
-ExpectHeader = Annotated[
-    list[str] | None, typer.Option(help="'NAME=VALUE' or 'NAME~REGEX' every response must carry.")
+ExpectHeaders = Annotated[
+    list[str] | None,
+    typer.Option("--expect-header", help="'NAME=VALUE' or 'NAME~REGEX' every response must carry."),
 ]
-Timeout = Annotated[float, typer.Option(help="Per-request timeout, seconds.")]
+Timeout = Annotated[float, typer.Option("--timeout", help="Per-request timeout, seconds.")]
 QueueBound = Annotated[float, typer.Option(help="zeroqueue.3 bound.")]
 SlopeTolerance = Annotated[
     float, typer.Option(help="zeroqueue.5: ms of TTFT per added concurrent request.")
@@ -67,15 +64,12 @@ OverloadConcurrency = Annotated[
 RefusalBound = Annotated[float, typer.Option(help="zeroqueue.8 bound.")]
 RecoveryBound = Annotated[float, typer.Option(help="zeroqueue.10 bound, seconds.")]
 BodyLimit = Annotated[int, typer.Option(help="errors.4: the endpoint's body limit.")]
-ServerScheduler = Annotated[
-    str, typer.Option(help="Embedded reference server: zero-queue or fifo.")
-]
 ServerBatch = Annotated[int, typer.Option(help="Embedded reference server: sequence slots.")]
 
 
 def conform(
-    target: Target = None,
-    api: Api = ConformApi.anthropic,
+    target: TargetOpt = None,
+    apis: ApisOpt = ConformApi.anthropic,
     only: Only = None,
     skip: Skip = None,
     junit: Junit = None,
@@ -83,11 +77,11 @@ def conform(
     out: Out = None,
     list_checks: ListChecks = False,
     model: Model = None,
-    api_key_env: ApiKeyEnv = None,
+    api_key_env: ApiKeyEnvOpt = None,
     expect_auth: ExpectAuth = False,
     expect_http2: ExpectHttp2 = False,
-    expect_header: ExpectHeader = None,
-    timeout: Timeout = 10.0,
+    expect_headers: ExpectHeaders = None,
+    timeout_s: Timeout = 10.0,
     server_queue_bound_ms: QueueBound = 5.0,
     slope_tolerance_ms: SlopeTolerance = 3.0,
     slope_steps: SlopeSteps = "1,2,4,8,16",
@@ -95,45 +89,41 @@ def conform(
     refusal_bound_ms: RefusalBound = 100.0,
     recovery_s: RecoveryBound = 2.0,
     body_limit_bytes: BodyLimit = 32 * 1024 * 1024,
-    server_scheduler: ServerScheduler = "zero-queue",
+    server_scheduler: ServerSchedulerOpt = ServerScheduler.zero_queue,
     server_max_batch_size: ServerBatch = 4,
 ) -> None:
     """Run the numbered conformance checks against an endpoint (exit 1 when any fails)."""
     from zqbench.conform.catalogue import format_catalogue
-    from zqbench.conform.options import ConformOptions, api_key_from_env, parse_steps
+    from zqbench.conform.options import ConformOptions, parse_steps
     from zqbench.dialects import DIALECTS
+    from zqbench.option_values import read_api_key
     from zqbench.outputs.conform import format_summary, write_outputs
 
     if list_checks:
         typer.echo(format_catalogue())
         return
-    try:
-        options = ConformOptions(
-            target=target or "",  # "": the embedded server's, once it has started
-            apis=DIALECTS if api is ConformApi.all else (api.value,),
-            model=model,
-            api_key=api_key_from_env(api_key_env),
-            expect_auth=expect_auth,
-            expect_http2=expect_http2,
-            expect_headers=tuple(expect_header or ()),
-            only=tuple(only or ()),
-            skip=tuple(skip or ()),
-            timeout_s=timeout,
-            server_queue_bound_ms=server_queue_bound_ms,
-            slope_tolerance_ms=slope_tolerance_ms,
-            slope_steps=parse_steps(slope_steps),
-            overload_concurrency=overload_concurrency,
-            refusal_bound_ms=refusal_bound_ms,
-            recovery_s=recovery_s,
-            body_limit_bytes=body_limit_bytes,
-        )
-        report = _run(options, server_scheduler, server_max_batch_size)
-        typer.echo(format_summary(report))
-        write_outputs(report, out=out, json_path=json_path, junit=junit)
-    except OptionError as exc:
-        _fail(exc.render(_FLAGS.get(exc.option, "--" + exc.option.replace("_", "-"))), exc)
-    except ZqbenchError as exc:
-        _fail(exc.message, exc)
+    options = ConformOptions(
+        target=target or "",  # "": the embedded server's, once it has started
+        apis=DIALECTS if apis is ConformApi.all else (apis.value,),
+        model=model,
+        api_key=read_api_key(api_key_env),
+        expect_auth=expect_auth,
+        expect_http2=expect_http2,
+        expect_headers=tuple(expect_headers or ()),
+        only=tuple(only or ()),
+        skip=tuple(skip or ()),
+        timeout_s=timeout_s,
+        server_queue_bound_ms=server_queue_bound_ms,
+        slope_tolerance_ms=slope_tolerance_ms,
+        slope_steps=parse_steps(slope_steps),
+        overload_concurrency=overload_concurrency,
+        refusal_bound_ms=refusal_bound_ms,
+        recovery_s=recovery_s,
+        body_limit_bytes=body_limit_bytes,
+    )
+    report = _run(options, server_scheduler.value, server_max_batch_size)
+    typer.echo(format_summary(report))
+    write_outputs(report, out=out, json_path=json_path, junit=junit)
     raise typer.Exit(report.exit_code)
 
 
@@ -151,11 +141,6 @@ def _run(options: ConformOptions, scheduler: str, max_batch_size: int) -> Confor
     typer.echo(f"starting the reference server ({scheduler}, sim engine)", err=True)
     with EmbeddedServer(engine="sim", scheduler=scheduler, max_batch_size=max_batch_size) as srv:
         return run_conformance(dataclasses.replace(options, target=srv.base_url), on_result=show)
-
-
-def _fail(message: str, exc: ZqbenchError) -> NoReturn:
-    typer.echo(f"zqbench: error: {message}", err=True)
-    raise typer.Exit(exc.exit_code) from None
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,6 @@ the typed fields, with the same errors.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
@@ -126,13 +125,3 @@ def parse_steps(text: str) -> tuple[int, ...]:
         return tuple(int(s) for s in text.split(","))
     except ValueError:
         raise OptionError("slope_steps", "integers, comma-separated", value=repr(text)) from None
-
-
-def api_key_from_env(variable: str | None) -> str | None:
-    """The key held by the environment variable `variable` (None: no key)."""
-    if not variable:
-        return None
-    key = os.environ.get(variable)
-    if not key:
-        raise OptionError("api_key_env", "the variable is not set", value=variable)
-    return key
