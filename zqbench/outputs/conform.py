@@ -7,12 +7,13 @@ others are views of it. Every output goes through `redact`, so no secret reaches
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from zqbench.conform.model import CheckOutcome, ConformReport
 from zqbench.outputs.json_out import write_atomic
+from zqbench.outputs.junit import Case, Suite, render_suite
 from zqbench.redact import redact
 
 SCHEMA = "zqbench.conform/1"
@@ -57,35 +58,32 @@ def dumps(report: ConformReport) -> str:
 def render_junit(report: ConformReport) -> str:
     """One testsuite, one testcase per check: <failure> with the evidence, <skipped> with why."""
     doc = to_dict(report)
-    suite = ET.Element("testsuite", name="zqbench conform")
-    props = ET.SubElement(suite, "properties")
-    for name in ("target", "model", "started_at"):
-        ET.SubElement(props, "property", name=name, value=str(doc[name]))
-    ET.SubElement(props, "property", name="apis", value=",".join(doc["apis"]))
+    cases = []
     for check in doc["checks"]:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            name=f"{check['id']}: {check['statement']}",
-            classname=f"zqbench.conform.{check['group']}",
-            time=f"{check['duration_s']:.3f}",
+        case = Case(
+            f"{check['id']}: {check['statement']}",
+            f"zqbench.conform.{check['group']}",
+            f"{check['duration_s']:.3f}",
         )
         if check["status"] == "fail":
-            failure = ET.SubElement(case, "failure", type="nonconformance", message=check["reason"])
-            failure.text = json.dumps(check["evidence"], indent=2, default=str)[:EVIDENCE_CHARS]
+            evidence = json.dumps(check["evidence"], indent=2, default=str)[:EVIDENCE_CHARS]
+            case = replace(case, outcome="failure", kind="nonconformance", text=evidence)
+            case = replace(case, message=check["reason"])
         elif check["status"] == "skip":
-            ET.SubElement(case, "skipped", message=check["reason"])
+            case = replace(case, outcome="skipped", message=check["reason"])
         else:
-            ET.SubElement(case, "system-out").text = check["reason"]
-    s = doc["summary"]
-    suite.set("tests", str(len(doc["checks"])))
-    suite.set("failures", str(s["fail"]))
-    suite.set("errors", "0")
-    suite.set("skipped", str(s["skip"]))
-    suite.set("time", f"{doc['duration_s']:.3f}")
-    suite.set("timestamp", doc["started_at"])
-    ET.indent(suite)
-    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+            case = replace(case, stdout=check["reason"])
+        cases.append(case)
+    properties = tuple((name, str(doc[name])) for name in ("target", "model", "started_at"))
+    return render_suite(
+        Suite(
+            "zqbench conform",
+            (*properties, ("apis", ",".join(doc["apis"]))),
+            tuple(cases),
+            f"{doc['duration_s']:.3f}",
+            doc["started_at"],
+        )
+    )
 
 
 def write_json(report: ConformReport, path: Path) -> Path:

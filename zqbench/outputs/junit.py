@@ -1,16 +1,20 @@
-"""junit.xml: one testsuite, one testcase per SLO, plus a "run validity" testcase.
+"""junit.xml, the one JUnit writer: `Suite` and `Case` rendered by `render_suite`.
+
+A run's suite has one testcase per SLO, plus a "run validity" testcase (`zqbench conform`
+builds its own suite of checks in zqbench.outputs.conform, rendered here too):
 
     pass          -> a plain testcase
     fail          -> <failure type="slo_failed">
     inconclusive  -> <failure type="slo_inconclusive"> or <skipped> (inconclusive_as)
     invalid run   -> the "run validity" testcase carries <error type="invalid_run">
 
-A renderer of the (redacted) Summary, built with xml.etree (always well-formed XML).
+Built with xml.etree: always well-formed XML.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -18,61 +22,110 @@ from zqbench.outputs.json_out import redacted, write_atomic
 from zqbench.summary import Summary
 
 InconclusiveAs = Literal["failure", "skipped"]
+Outcome = Literal["pass", "failure", "error", "skipped"]
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One <testcase>: its outcome element (`<failure>`, `<error>`, `<skipped>`, or none for a
+    pass) with `kind` and `message`, the element's `text`, and an optional <system-out>."""
+
+    name: str
+    classname: str
+    time: str
+    outcome: Outcome = "pass"
+    kind: str = ""  # the type attribute of <failure> or <error>
+    message: str = ""
+    text: str | None = None
+    stdout: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    name: str
+    properties: tuple[tuple[str, str], ...]
+    cases: tuple[Case, ...]
+    time: str
+    timestamp: str
+
+
+def render_suite(suite: Suite) -> str:
+    """The JUnit XML text of one suite; the counts come from the cases' outcomes."""
+    root = ET.Element("testsuite", name=suite.name)
+    properties = ET.SubElement(root, "properties")
+    for name, value in suite.properties:
+        ET.SubElement(properties, "property", name=name, value=value)
+    for case in suite.cases:
+        element = ET.SubElement(
+            root, "testcase", name=case.name, classname=case.classname, time=case.time
+        )
+        if case.outcome in ("failure", "error"):
+            outcome = ET.SubElement(element, case.outcome, type=case.kind, message=case.message)
+            outcome.text = case.text
+        elif case.outcome == "skipped":
+            ET.SubElement(element, "skipped", message=case.message)
+        if case.stdout is not None:
+            ET.SubElement(element, "system-out").text = case.stdout
+    outcomes = [case.outcome for case in suite.cases]
+    root.set("tests", str(len(outcomes)))
+    root.set("failures", str(outcomes.count("failure")))
+    root.set("errors", str(outcomes.count("error")))
+    root.set("skipped", str(outcomes.count("skipped")))
+    root.set("time", suite.time)
+    root.set("timestamp", suite.timestamp)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def summary_suite(summary: Summary, *, inconclusive_as: InconclusiveAs = "failure") -> Suite:
+    """A run's suite: the run's validity, then one case per SLO (of the redacted summary)."""
+    if inconclusive_as not in ("failure", "skipped"):
+        raise ValueError(f"inconclusive_as must be 'failure' or 'skipped', not {inconclusive_as!r}")
+    summary = redacted(summary)
+    classname = f"zqbench.{summary.scenario.name}"
+    validity = summary.validity
+    cases = [
+        Case("run validity", classname, f"{summary.duration:.3f}")
+        if validity.ok
+        else Case(
+            "run validity",
+            classname,
+            f"{summary.duration:.3f}",
+            "error",
+            "invalid_run",
+            "; ".join(validity.reasons),
+            "\n".join(validity.reasons),
+        )
+    ]
+    for slo in summary.slos:
+        case = Case(slo.expr, classname, "0", stdout=slo.message)
+        if slo.verdict == "fail":
+            case = replace(case, outcome="failure", kind="slo_failed", message=slo.message)
+            case = replace(case, text=slo.message)
+        elif slo.verdict == "inconclusive" and inconclusive_as == "failure":
+            case = replace(case, outcome="failure", kind="slo_inconclusive", message=slo.message)
+            case = replace(case, text=slo.message)
+        elif slo.verdict == "inconclusive":
+            case = replace(case, outcome="skipped", message=slo.message)
+        cases.append(case)
+    facts = (
+        ("verdict", summary.verdict),
+        ("target", summary.target),
+        ("api", summary.api),
+        ("started_at", summary.started_at),
+    )
+    return Suite(
+        f"zqbench {summary.scenario.name}",
+        facts,
+        tuple(cases),
+        f"{summary.duration:.3f}",
+        summary.started_at,
+    )
 
 
 def render_junit(summary: Summary, *, inconclusive_as: InconclusiveAs = "failure") -> str:
     """The junit.xml text of a summary."""
-    if inconclusive_as not in ("failure", "skipped"):
-        raise ValueError(f"inconclusive_as must be 'failure' or 'skipped', not {inconclusive_as!r}")
-    summary = redacted(summary)
-    scenario = summary.scenario.name
-    classname = f"zqbench.{scenario}"
-    suite = ET.Element("testsuite", name=f"zqbench {scenario}")
-    properties = ET.SubElement(suite, "properties")
-    facts = {
-        "verdict": summary.verdict,
-        "target": summary.target,
-        "api": summary.api,
-        "started_at": summary.started_at,
-    }
-    for name, value in facts.items():
-        ET.SubElement(properties, "property", name=name, value=value)
-
-    failures = errors = skipped = 0
-    validity = summary.validity
-    case = ET.SubElement(suite, "testcase", name="run validity", classname=classname)
-    case.set("time", f"{summary.duration:.3f}")
-    if not validity.ok:
-        errors += 1
-        error = ET.SubElement(
-            case, "error", type="invalid_run", message="; ".join(validity.reasons)
-        )
-        error.text = "\n".join(validity.reasons)
-
-    for slo in summary.slos:
-        case = ET.SubElement(suite, "testcase", name=slo.expr, classname=classname)
-        case.set("time", "0")
-        if slo.verdict == "fail":
-            failures += 1
-            element = ET.SubElement(case, "failure", type="slo_failed", message=slo.message)
-            element.text = slo.message
-        elif slo.verdict == "inconclusive" and inconclusive_as == "failure":
-            failures += 1
-            element = ET.SubElement(case, "failure", type="slo_inconclusive", message=slo.message)
-            element.text = slo.message
-        elif slo.verdict == "inconclusive":
-            skipped += 1
-            ET.SubElement(case, "skipped", message=slo.message)
-        ET.SubElement(case, "system-out").text = slo.message
-
-    suite.set("tests", str(1 + len(summary.slos)))
-    suite.set("failures", str(failures))
-    suite.set("errors", str(errors))
-    suite.set("skipped", str(skipped))
-    suite.set("time", f"{summary.duration:.3f}")
-    suite.set("timestamp", summary.started_at)
-    ET.indent(suite)
-    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+    return render_suite(summary_suite(summary, inconclusive_as=inconclusive_as))
 
 
 def write_junit(
