@@ -73,7 +73,7 @@ def compare(
     max_error_increase: Annotated[
         str, typer.Option(help="Tolerated increase of the error rate, in points, e.g. 1%.")
     ] = "1%",
-    metric: Annotated[
+    metrics: Annotated[
         list[str] | None,
         typer.Option(
             "--metric",
@@ -93,7 +93,7 @@ def compare(
         runs,
         max_regression=_percent(max_regression, "max_regression"),
         max_error_increase=_percent(max_error_increase, "max_error_increase"),
-        metrics=metric or (),
+        metrics=metrics or (),
     )
     paths = write_comparison(comparison, out) if out is not None else []
     typer.echo(render_compare_md(comparison), nl=False)

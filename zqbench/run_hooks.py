@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from zqbench.errors import UsageError
+from zqbench.errors import OptionError
 from zqbench.hooks import RunHook
 from zqbench.scenario import Scenario
 
@@ -52,7 +52,7 @@ def telemetry_hooks(sources: Sequence[str], target_host: str) -> list[RunHook]:
         if source.startswith("prometheus:"):
             urls.append(prometheus.check_url(source.removeprefix("prometheus:")))
         elif source not in ("nvml", "auto"):
-            raise UsageError(f"--telemetry {source!r}: expected {TELEMETRY_HELP}")
+            raise OptionError("telemetry", f"expected {TELEMETRY_HELP}", value=repr(source))
     hooks: list[RunHook] = []
     if "nvml" in sources:
         hooks.append(nvml.NvmlSampler.open())

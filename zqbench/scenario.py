@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from zqbench.errors import ScenarioError, UsageError
+from zqbench.errors import OptionError, ScenarioError
 
 T = TypeVar("T")
 D = TypeVar("D")
@@ -167,9 +167,9 @@ class Scenario:
         VU counts are rounded to whole VUs. Think time, graceful stop and the request timeout
         are per-request behaviour and stay as they are.
         """
-        for flag, value in (("--rate-scale", rate_scale), ("--duration-scale", duration_scale)):
+        for option, value in (("rate_scale", rate_scale), ("duration_scale", duration_scale)):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise UsageError(f"{flag} must be a number > 0, got {value}")
+                raise OptionError(option, "must be a number > 0", value=str(value))
         if rate_scale == 1.0 and duration_scale == 1.0:
             return self
         load = self.load
@@ -194,9 +194,10 @@ class Scenario:
             start_vus=None if load.start_vus is None else round(load.start_vus * rate_scale),
         )
         if new_load.vus is not None and new_load.vus < 1:
-            raise UsageError(
-                f"--rate-scale {rate_scale} leaves {self.name} with {load.vus} x {rate_scale} "
-                "< 1 virtual user"
+            raise OptionError(
+                "rate_scale",
+                f"leaves {self.name} with {load.vus} x {rate_scale} < 1 virtual user",
+                value=str(rate_scale),
             )
         return dataclasses.replace(self, load=new_load)
 
@@ -217,37 +218,39 @@ class Scenario:
         out = self
         if api is not None:
             if api not in APIS:
-                raise UsageError(f"--api {api} is not one of {', '.join(APIS)}")
+                raise OptionError("api", f"is not one of {', '.join(APIS)}", value=api)
             out = dataclasses.replace(out, api=api)
         req = out.request
         if max_tokens is not None:
             if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-                raise UsageError(f"--max-tokens must be a whole number >= 1, got {max_tokens}")
+                raise OptionError(
+                    "max_tokens", "must be a whole number >= 1", value=str(max_tokens)
+                )
             mix = tuple(dataclasses.replace(c, max_tokens=None) for c in req.mix)
             req = dataclasses.replace(req, max_tokens=max_tokens, mix=mix)
         if stream is not None:
             req = dataclasses.replace(req, stream=bool(stream))
         if timeout_s is not None:
             if not (math.isfinite(timeout_s) and timeout_s > 0):
-                raise UsageError(f"--timeout must be > 0, got {timeout_s}")
+                raise OptionError("timeout_s", "must be > 0", value=str(timeout_s))
             req = dataclasses.replace(req, timeout_s=float(timeout_s))
         out = dataclasses.replace(out, request=req)
         if arrivals is not None or burstiness is not None:
             load = out.load
             if not load.open_loop:
-                raise UsageError(
-                    f"--arrivals/--burstiness apply to arrival-rate executors, not {load.executor}"
+                raise OptionError(
+                    "arrivals", f"applies to arrival-rate executors, not {load.executor}"
                 )
             arr = arrivals if arrivals is not None else load.arrivals
             if arr not in ARRIVALS:
-                raise UsageError(f"--arrivals {arr} is not one of {', '.join(ARRIVALS)}")
+                raise OptionError("arrivals", f"is not one of {', '.join(ARRIVALS)}", value=arr)
             burst = burstiness if burstiness is not None else load.burstiness
             if arr == "gamma":
                 if burst is None or not (math.isfinite(burst) and burst > 0):
-                    raise UsageError("--arrivals gamma needs --burstiness > 0")
+                    raise OptionError("burstiness", "must be > 0 with gamma arrivals")
             else:
                 if burstiness is not None:
-                    raise UsageError("--burstiness applies only to --arrivals gamma")
+                    raise OptionError("burstiness", "applies only to gamma arrivals")
                 burst = None
             out = dataclasses.replace(
                 out, load=dataclasses.replace(load, arrivals=arr, burstiness=burst)

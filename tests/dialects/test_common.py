@@ -35,7 +35,8 @@ def test_get_dialect():
 def test_unknown_dialect():
     with pytest.raises(UsageError) as info:
         get_dialect("x", DialectConfig(model="m", api_key=KEY))
-    assert str(info.value) == "unknown --api 'x': choose anthropic or openai"
+    assert str(info.value) == "api 'x': choose anthropic or openai"
+    assert info.value.render("--api") == "--api 'x': choose anthropic or openai"
     assert info.value.exit_code == 2
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from zqbench.errors import ScenarioError, UsageError
+from zqbench.errors import OptionError, ScenarioError, UsageError
 from zqbench.scenario import (
     RequestClass,
     Stage,
@@ -423,9 +423,9 @@ def test_scaled_constant_and_vus() -> None:
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])
 def test_scaled_rejects_non_positive(bad: float) -> None:
-    with pytest.raises(UsageError, match="--rate-scale must be a number > 0"):
+    with pytest.raises(OptionError, match=r"^rate_scale .*: must be a number > 0$"):
         load_scenario("smoke").scaled(rate_scale=bad)
-    with pytest.raises(UsageError, match="--duration-scale must be a number > 0"):
+    with pytest.raises(OptionError, match=r"^duration_scale .*: must be a number > 0$"):
         load_scenario("smoke").scaled(duration_scale=bad)
 
 
@@ -444,11 +444,11 @@ def test_overrides() -> None:
     g = s.with_overrides(arrivals="gamma", burstiness=0.25)
     assert (g.load.arrivals, g.load.burstiness) == ("gamma", 0.25)
     assert g.with_overrides(arrivals="poisson").load.burstiness is None
-    with pytest.raises(UsageError, match="--api grpc is not one of anthropic, openai"):
+    with pytest.raises(OptionError, match=r"^api grpc: is not one of anthropic, openai$"):
         s.with_overrides(api="grpc")
-    with pytest.raises(UsageError, match="--arrivals gamma needs --burstiness > 0"):
+    with pytest.raises(OptionError, match=r"^burstiness: must be > 0 with gamma arrivals$"):
         s.with_overrides(arrivals="gamma")
-    with pytest.raises(UsageError, match="--arrivals/--burstiness apply to arrival-rate"):
+    with pytest.raises(OptionError, match=r"^arrivals: applies to arrival-rate executors"):
         load_scenario("closed-loop").with_overrides(arrivals="poisson")
 
 

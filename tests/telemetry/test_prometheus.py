@@ -14,7 +14,7 @@ import pytest
 
 from tests.telemetry.conftest import run_with
 from zqbench.embedded import EmbeddedServer, free_port
-from zqbench.errors import UsageError
+from zqbench.errors import OptionError, UsageError
 from zqbench.hooks import HookContext
 from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import load_scenario
@@ -145,7 +145,7 @@ def test_hooks_for_run_builds_one_scraper_per_source_and_rejects_others(endpoint
         scenario, telemetry=[f"prometheus:{endpoint}", "prometheus:http://h:9400/metrics"]
     )
     assert [h.name for h in hooks] == ["prometheus", "prometheus"]
-    with pytest.raises(UsageError, match="--telemetry 'gpu'"):
+    with pytest.raises(OptionError, match=r"^telemetry 'gpu': expected nvml, auto"):
         hooks_for_run(scenario, telemetry=["gpu"])
     with pytest.raises(UsageError, match="http"):
         hooks_for_run(scenario, telemetry=["prometheus:ftp://x"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.servers import ProgrammedServer
-from zqbench.errors import UsageError
+from zqbench.errors import OptionError, UsageError
 from zqbench.transport.aiohttp_h1 import AiohttpTransport
 from zqbench.transport.base import ConnectError, HttpRequest, PoolLimits
 from zqbench.transport.factory import make_transport
@@ -79,7 +79,7 @@ def test_factory_picks_by_http2_flag_and_keeps_prefix() -> None:
     ref = make_transport("http://h/", http2=False, limits=PoolLimits(), h1_client="aiohttp")
     assert isinstance(h1, RawH1Transport) and h1.http_version == "1.1"  # the measured default
     assert isinstance(ref, AiohttpTransport) and ref.http_version == "1.1"
-    with pytest.raises(UsageError, match="--h1-client 'curl': choose one of raw, aiohttp"):
+    with pytest.raises(OptionError, match=r"^h1_client 'curl': choose one of raw, aiohttp$"):
         make_transport("http://h/", http2=False, limits=PoolLimits(), h1_client="curl")
     assert h1.origin.prefix == "/api" and h1.origin.url("/v1") == "http://127.0.0.1:8000/api/v1"
     assert isinstance(h2, H2Transport) and h2.http_version == "2"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from zqbench.dialects.anthropic import AnthropicDialect
 from zqbench.dialects.base import Dialect, DialectConfig
 from zqbench.dialects.openai import OpenAIDialect
-from zqbench.errors import UsageError
+from zqbench.errors import OptionError
 
 _BY_NAME = {"anthropic": AnthropicDialect, "openai": OpenAIDialect}
 DIALECTS = tuple(_BY_NAME)
@@ -15,7 +15,7 @@ def get_dialect(name: str, config: DialectConfig) -> Dialect:
     """The dialect called `name` (the `--api` flag / scenario `api`)."""
     cls = _BY_NAME.get(name)
     if cls is None:
-        raise UsageError(f"unknown --api {name!r}: choose anthropic or openai")
+        raise OptionError("api", "choose anthropic or openai", value=repr(name))
     return cls(config)
 
 

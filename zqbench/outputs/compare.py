@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zqbench.errors import EXIT_INVALID, EXIT_OK, EXIT_SLO_FAILED, UsageError
+from zqbench.errors import EXIT_INVALID, EXIT_OK, EXIT_SLO_FAILED, OptionError, UsageError
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import DURATION_METRICS, MetricFrame
 from zqbench.metrics.summarize import PERCENTILES
@@ -76,9 +76,13 @@ def parse_stat(text: str) -> Stat:
     if metric == "errors" and stat == "rate":
         return Stat(metric, stat)
     if metric not in DURATION_METRICS or metric == "dispatch_jitter":
-        raise UsageError(f"--metric {text!r}: expected a per-request metric, e.g. latency:p99")
+        raise OptionError(
+            "metrics", "expected a per-request metric, e.g. latency:p99", value=repr(text)
+        )
     if stat not in PERCENTILES:
-        raise UsageError(f"--metric {text!r}: the statistic must be p50, p90, p95, p99 or p999")
+        raise OptionError(
+            "metrics", "the statistic must be p50, p90, p95, p99 or p999", value=repr(text)
+        )
     return Stat(metric, stat)
 
 

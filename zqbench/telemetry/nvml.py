@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from zqbench.errors import UsageError
+from zqbench.errors import OptionError
 from zqbench.hooks import HookContext, HookResult
 from zqbench.telemetry import table
 from zqbench.telemetry.sampler import add_gpu_density, poll_every
@@ -92,9 +92,11 @@ class NvmlSampler:
         """pynvml, initialised; UsageError (exit 2) when there is no NVML or no GPU."""
         sampler = cls.try_open(interval_s)
         if sampler is None:
-            raise UsageError(
-                "--telemetry nvml: NVML did not start (no NVIDIA driver or GPU here); "
-                "use --telemetry prometheus:URL for a remote GPU"
+            raise OptionError(
+                "telemetry",
+                "NVML did not start (no NVIDIA driver or GPU here); "
+                "use prometheus:URL for a remote GPU",
+                value="nvml",
             )
         return sampler
 

@@ -34,7 +34,7 @@ import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
 from zqbench.control import ControlClient
-from zqbench.errors import UsageError
+from zqbench.errors import OptionError
 from zqbench.hooks import HookContext, HookResult
 from zqbench.telemetry import table
 from zqbench.telemetry.sampler import add_gpu_density, poll_every
@@ -60,9 +60,10 @@ ACCEPT = (("accept", "text/plain; version=0.0.4"),)  # the text format, not prot
 def check_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(
-            f"--telemetry prometheus:{url}: expected an http(s) URL, "
-            "e.g. prometheus:http://gpu-host:9400/metrics"
+        raise OptionError(
+            "telemetry",
+            "expected an http(s) URL, e.g. prometheus:http://gpu-host:9400/metrics",
+            value=f"prometheus:{url}",
         )
     return url
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zqbench.errors import UsageError
+from zqbench.errors import OptionError
 from zqbench.transport.base import PoolLimits, Transport
 from zqbench.transport.origin import parse_base_url
 
@@ -41,4 +41,4 @@ def make_transport(
         from zqbench.transport.aiohttp_h1 import AiohttpTransport
 
         return AiohttpTransport(base_url, limits, insecure=insecure)
-    raise UsageError(f"--h1-client {h1_client!r}: choose one of {', '.join(H1_CLIENTS)}")
+    raise OptionError("h1_client", f"choose one of {', '.join(H1_CLIENTS)}", value=repr(h1_client))
