@@ -281,8 +281,9 @@ def _number(value: JsonFloat) -> float | None:
     return None if value is None else float(value)
 
 
-def _ms(value: JsonFloat) -> str:
-    """Seconds as milliseconds with 4 significant digits."""
+def ms(value: JsonFloat) -> str:
+    """Seconds as milliseconds with 4 significant digits, "∞" for "inf", NO_VALUE for null:
+    every report's milliseconds (sweep.md's too)."""
     v = _number(value)
     if v is None:
         return NO_VALUE
@@ -385,11 +386,11 @@ def _metric_rows(s: Summary, name: str, entry: model.MetricStats) -> list[Metric
             metric=name,
             group=group,
             n=_count(stats.n),
-            p50=_ms(stats.p50),
-            p90=_ms(stats.p90),
-            p99=_ms(stats.p99),
-            p999=_ms(stats.p999),
-            maximum=_ms(stats.max),
+            p50=ms(stats.p50),
+            p90=ms(stats.p90),
+            p99=ms(stats.p99),
+            p999=ms(stats.p999),
+            maximum=ms(stats.max),
             p50_ci="" if ci is None else _ms_interval(ci.p50),
             p99_ci="" if ci is None else _ms_interval(ci.p99),
         )
@@ -403,7 +404,7 @@ def _metric_rows(s: Summary, name: str, entry: model.MetricStats) -> list[Metric
 
 
 def _ms_interval(bounds: tuple[JsonFloat, JsonFloat]) -> str:
-    return f"[{_ms(bounds[0])}, {_ms(bounds[1])}]"
+    return f"[{ms(bounds[0])}, {ms(bounds[1])}]"
 
 
 def _ratio_rows(s: Summary) -> tuple[RatioRow, ...]:
@@ -443,10 +444,10 @@ def _migration(entry: model.Migration | model.Unavailable) -> Migration | None:
     rows = [
         _measure("requests", _count, base.sent, over.sent),
         *(MigrationRow(r.status, _share(r.baseline), _share(r.overload), True) for r in entry.rows),
-        _measure("latency p50 (ms)", _ms, base.latency_p50, over.latency_p50),
-        _measure("latency p99 (ms)", _ms, base.latency_p99, over.latency_p99),
+        _measure("latency p50 (ms)", ms, base.latency_p50, over.latency_p50),
+        _measure("latency p99 (ms)", ms, base.latency_p99, over.latency_p99),
         _measure("latency p99/p50", _ratio, base.latency_p99_p50, over.latency_p99_p50),
-        _measure("time_to_reject p99 (ms)", _ms, base.time_to_reject_p99, over.time_to_reject_p99),
+        _measure("time_to_reject p99 (ms)", ms, base.time_to_reject_p99, over.time_to_reject_p99),
     ]
     return Migration(
         baseline=_migration_side(base), overload=_migration_side(over), rows=tuple(rows)
@@ -469,11 +470,11 @@ def _head_of_line(entry: model.HeadOfLine | model.Unavailable) -> HeadOfLine | N
         HeadOfLineRow(
             request_class=cls,
             metric=metric,
-            baseline_p50=_ms(row.baseline_p50),
-            mixed_p50=_ms(row.mixed_p50),
+            baseline_p50=ms(row.baseline_p50),
+            mixed_p50=ms(row.mixed_p50),
             ratio_p50=_ratio(row.ratio_p50),
-            baseline_p99=_ms(row.baseline_p99),
-            mixed_p99=_ms(row.mixed_p99),
+            baseline_p99=ms(row.baseline_p99),
+            mixed_p99=ms(row.mixed_p99),
             ratio_p99=_ratio(row.ratio_p99),
         )
         for cls, by_metric in entry.by_class.items()
@@ -489,8 +490,8 @@ def _refusals(s: Summary) -> Refusals | None:
     reject = s.metrics.get("time_to_reject", model.MetricStats(n=0))
     return Refusals(
         refused=_count(entry.refusals),
-        reject_p50=_ms(reject.p50),
-        reject_p99=_ms(reject.p99),
+        reject_p50=ms(reject.p50),
+        reject_p99=ms(reject.p99),
         retry_after=_share(entry.share),
     )
 
