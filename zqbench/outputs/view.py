@@ -71,7 +71,8 @@ class Headline:
 
 @dataclass(frozen=True)
 class Fact:
-    """One labelled value of the run (run facts, environment, telemetry)."""
+    """One labelled value of the run (run facts, environment, telemetry), or an unavailable
+    metric and why it has no value."""
 
     label: str
     value: str
@@ -107,14 +108,6 @@ class MetricRow:
 
 
 @dataclass(frozen=True)
-class Unavailable:
-    """A metric with no value, and why (never shown as zero)."""
-
-    metric: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class RatioRow:
     """The p99/p50 ratio of a metric in its worst request class."""
 
@@ -125,6 +118,8 @@ class RatioRow:
 
 @dataclass(frozen=True)
 class StatusRow:
+    """One status key of the whole run: its request count and share of the requests sent."""
+
     status: str
     count: str
     share: str
@@ -141,12 +136,17 @@ class StageStatusRow:
 
 @dataclass(frozen=True)
 class StageStatus:
+    """The status mix per stage: one column per status key (the run's, most frequent
+    first), one row per stage."""
+
     statuses: tuple[str, ...]
     rows: tuple[StageStatusRow, ...]
 
 
 @dataclass(frozen=True)
 class MigrationRow:
+    """One line of the migration table: a measure or a status share, in each stage."""
+
     label: str
     baseline: str
     overload: str
@@ -178,6 +178,9 @@ class HeadOfLineRow:
 
 @dataclass(frozen=True)
 class HeadOfLine:
+    """Head-of-line blocking: each class's latency and ttft in the mixed stage, against the
+    baseline stage where it ran alone (stage indexes)."""
+
     mixed_stage: str
     baseline_stage: str
     rows: tuple[HeadOfLineRow, ...]
@@ -195,6 +198,8 @@ class Refusals:
 
 @dataclass(frozen=True)
 class StageRow:
+    """One scenario stage: its bounds (s since the start) and configured rate (req/s)."""
+
     index: str
     name: str
     start_s: str
@@ -220,7 +225,7 @@ class ReportView:
     invalid_reasons: tuple[str, ...] | None  # None for a valid run
     slos: tuple[SloRow, ...]
     metrics: tuple[MetricRow, ...]
-    unavailable: tuple[Unavailable, ...]
+    unavailable: tuple[Fact, ...]  # metric: why it has no value (never shown as zero)
     ratios: tuple[RatioRow, ...]
     status: tuple[StatusRow, ...]
     status_by_stage: StageStatus | None  # None with fewer than two stages
@@ -249,7 +254,7 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
             for row in _metric_rows(s, name, entry)
         ),
         unavailable=tuple(
-            Unavailable(name, entry.unavailable)
+            Fact(name, entry.unavailable)
             for name, entry in metrics
             if entry.unavailable is not None
         ),
