@@ -57,6 +57,7 @@ JsonFloat: TypeAlias = float | Literal["inf", "-inf"] | None
 
 Verdict: TypeAlias = Literal["pass", "fail", "inconclusive", "invalid"]
 SloVerdict: TypeAlias = Literal["pass", "fail", "inconclusive"]
+SweepPhase: TypeAlias = Literal["ramp", "bisect"]  # a sweep step: ramping up, or bisecting
 
 
 def json_number(value: float | None) -> JsonFloat:
@@ -395,7 +396,7 @@ class SweepStep(_Record):
     """One constant-rate run of the search, read from its summary (durations in seconds)."""
 
     index: int  # in the order the steps ran
-    phase: Literal["ramp", "bisect"]
+    phase: SweepPhase
     rate: float  # req/s offered
     verdict: Verdict
     passed: bool  # verdict "pass": the only one that passes

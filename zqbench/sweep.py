@@ -13,9 +13,8 @@ A step passes only with verdict `pass`: `fail`, `inconclusive` (too few samples 
 sure) and `invalid` (the generator could not hold the rate) do not. The knee is the
 highest passing rate. Outputs (`zqbench.outputs.sweep`): `sweep.json` (schema
 `zqbench.sweep/1`, the model `zqbench.summary.SweepReport`), `sweep.md`, and one run folder
-per step. Without a target, one
-embedded reference server (the target stage's) serves every step, not one per step, so
-the steps see the same warm server.
+per step. Without a target, one embedded reference server (the target stage's) serves
+every step, not one per step, so the steps see the same warm server.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from zqbench.option_values import check_above, check_at_least
 from zqbench.outputs.paths import make_out_dir
@@ -37,10 +36,17 @@ from zqbench.pipeline.target import embedded_server
 from zqbench.redact import redact_url
 from zqbench.run import run_scenario
 from zqbench.scenario import LoadConfig, Scenario, Stage, SweepConfig
-from zqbench.summary import Knee, StepSlo, Summary, SweepReport, SweepSettings, SweepStep
+from zqbench.summary import (
+    Knee,
+    StepSlo,
+    Summary,
+    SweepPhase,
+    SweepReport,
+    SweepSettings,
+    SweepStep,
+)
 
 StepCallback = Callable[[SweepStep], None]
-Phase = Literal["ramp", "bisect"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +93,9 @@ def step_scenario(scenario: Scenario, rate: float, duration_s: float) -> Scenari
     return dataclasses.replace(scenario, load=constant, network=None)
 
 
-def _step_record(index: int, rate: float, phase: Phase, summary: Summary, out: Path) -> SweepStep:
+def _step_record(
+    index: int, rate: float, phase: SweepPhase, summary: Summary, out: Path
+) -> SweepStep:
     latency, ttft = summary.metrics["latency"], summary.metrics["ttft"]
     return SweepStep(
         index=index,
@@ -108,7 +116,7 @@ def _step_record(index: int, rate: float, phase: Phase, summary: Summary, out: P
     )
 
 
-def plan_next(config: SweepConfig, steps: list[SweepStep]) -> tuple[float, Phase] | None:
+def plan_next(config: SweepConfig, steps: list[SweepStep]) -> tuple[float, SweepPhase] | None:
     """The next (rate, phase) from the steps so far, or None when the search is done."""
     if not steps:
         return config.min_rate, "ramp"
