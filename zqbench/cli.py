@@ -139,20 +139,20 @@ def sweep(
     Exit 0 when a passing rate was found, 1 when even the lowest rate fails."""
     from zqbench.run import RunOptions
     from zqbench.scenario import SweepConfig
+    from zqbench.summary import SweepStep
     from zqbench.sweep import run_sweep
 
-    def report(step: dict[str, Any]) -> None:
+    def report(step: SweepStep) -> None:
         typer.echo(
-            f"step {step['index']:>2} {step['phase']:<6} {step['rate']:>9.4g} req/s: "
-            f"{step['verdict']}",
+            f"step {step.index:>2} {step.phase:<6} {step.rate:>9.4g} req/s: {step.verdict}",
             err=True,
         )
 
     options = RunOptions(**fields_of(RunOptions, ctx.params))
     overrides = fields_of(SweepConfig, ctx.params)
     result = run_sweep(options, overrides=overrides, on_step=report)
-    knee = result.report["knee"]
-    typer.echo(f"capacity at SLO: {knee['rate']:g} req/s" if knee else "no passing rate: SLOs fail")
+    knee = result.report.knee
+    typer.echo(f"capacity at SLO: {knee.rate:g} req/s" if knee else "no passing rate: SLOs fail")
     typer.echo(f"outputs: {result.out_dir}")
     raise typer.Exit(result.exit_code)
 

@@ -1,4 +1,4 @@
-"""The summary.json contract: the typed, versioned result of one run.
+"""The summary.json contract: the typed, versioned result of one run (and sweep.json's).
 
     summary = summarize(samples, run=..., slos=[...])   # zqbench.metrics.summarize
     summary.metrics["latency"].p99                      # seconds, "inf", or None
@@ -28,13 +28,20 @@ config) keeps the version. Anything else (a new, renamed, removed or retyped fie
 what a reader accepts: bump SCHEMA and the `schema_id` literal together (zqbench.summary/2),
 since readers refuse other versions; then regenerate the schema and commit it:
 
-    python -m zqbench.summary > docs/summary.schema.json
+    python -m zqbench.summary summary > docs/summary.schema.json
+
+sweep.json, the result of `zqbench sweep`, is `SweepReport`: one `SweepStep` per run, each
+read from that run's summary with the same conventions, and the `Knee`. It lives here, with
+the format it is read from, and is versioned the same way (SWEEP_SCHEMA, zqbench.sweep/1):
+
+    python -m zqbench.summary sweep > docs/sweep.schema.json
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Collection
 from typing import Any, Final, Literal, TypeAlias
 
@@ -42,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from pydantic.functional_serializers import SerializerFunctionWrapHandler
 
 SCHEMA: Final = "zqbench.summary/1"
+SWEEP_SCHEMA: Final = "zqbench.sweep/1"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic writes
 
 JsonFloat: TypeAlias = float | Literal["inf", "-inf"] | None
@@ -49,6 +57,7 @@ JsonFloat: TypeAlias = float | Literal["inf", "-inf"] | None
 
 Verdict: TypeAlias = Literal["pass", "fail", "inconclusive", "invalid"]
 SloVerdict: TypeAlias = Literal["pass", "fail", "inconclusive"]
+SweepPhase: TypeAlias = Literal["ramp", "bisect"]  # a sweep step: ramping up, or bisecting
 
 
 def json_number(value: float | None) -> JsonFloat:
@@ -323,13 +332,21 @@ class Validity(_Record):
     thresholds: Thresholds
 
 
-class Summary(_Record):
-    """summary.json. Durations are seconds; see the module docstring for the conventions."""
+class _Document(_Record):
+    """A whole JSON file: versioned by its "schema" key, written indented."""
 
     # The field is `schema_id` (BaseModel has a `schema` method); in JSON it is "schema".
     model_config = ConfigDict(
         validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
     )
+
+    def to_json(self) -> str:
+        """The file's text, indented (ValueError on NaN or infinity)."""
+        return json.dumps(self.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
+
+
+class Summary(_Document):
+    """summary.json. Durations are seconds; see the module docstring for the conventions."""
 
     schema_id: Literal["zqbench.summary/1"] = Field(default=SCHEMA, alias="schema")
     verdict: Verdict
@@ -355,16 +372,78 @@ class Summary(_Record):
     slos: list[SloRecord]
     validity: Validity
 
-    def to_json(self) -> str:
-        """The JSON text, indented as summary.json is (ValueError on NaN or infinity)."""
-        return json.dumps(self.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
+
+# --- sweep.json: `zqbench sweep`, one step per run -----------------------------------------
 
 
-def json_schema() -> str:
-    """The JSON Schema of summary.json, as committed in docs/summary.schema.json."""
-    schema = {"$schema": JSON_SCHEMA_DIALECT, **Summary.model_json_schema()}
+class SweepSettings(_Record):
+    """The search as it ran: the scenario's [sweep] table with the command's overrides
+    (zqbench.scenario.SweepConfig, field for field)."""
+
+    min_rate: float  # req/s
+    max_rate: float
+    step_factor: float
+    step_duration_s: float
+    bisect_steps: int
+
+
+class StepSlo(_Record):
+    expr: str
+    verdict: SloVerdict
+
+
+class SweepStep(_Record):
+    """One constant-rate run of the search, read from its summary (durations in seconds)."""
+
+    index: int  # in the order the steps ran
+    phase: SweepPhase
+    rate: float  # req/s offered
+    verdict: Verdict
+    passed: bool  # verdict "pass": the only one that passes
+    sent: int
+    failed: int
+    achieved_rate: float | None
+    latency_p50: JsonFloat
+    latency_p99: JsonFloat
+    ttft_p50: JsonFloat
+    ttft_p99: JsonFloat
+    slos: list[StepSlo]
+    validity_reasons: list[str]
+    out_dir: str  # the step's run folder, inside the sweep folder
+
+
+class Knee(_Record):
+    """Capacity at SLO: the highest passing rate, and the step that ran it."""
+
+    rate: float
+    step: int
+
+
+class SweepReport(_Document):
+    """sweep.json: every step of a `zqbench sweep`, and the knee (null: no passing rate)."""
+
+    schema_id: Literal["zqbench.sweep/1"] = Field(default=SWEEP_SCHEMA, alias="schema")
+    scenario: str
+    target: str  # URL without credentials
+    started_at: str  # ISO 8601, UTC, whole seconds
+    slos: list[str]  # the scenario's, then the command's
+    config: SweepSettings
+    steps: list[SweepStep]  # in the order they ran
+    curve: list[SweepStep]  # the same steps, by rate
+    knee: Knee | None
+
+
+SCHEMAS: Final[dict[str, type[_Document]]] = {"summary": Summary, "sweep": SweepReport}
+
+
+def json_schema(document: type[_Document]) -> str:
+    """The JSON Schema of a file, as committed in docs/ (SCHEMAS names them)."""
+    schema = {"$schema": JSON_SCHEMA_DIALECT, **document.model_json_schema()}
     return json.dumps(schema, indent=2) + "\n"
 
 
 if __name__ == "__main__":
-    print(json_schema(), end="")
+    args = sys.argv[1:]
+    if len(args) != 1 or args[0] not in SCHEMAS:
+        sys.exit(f"usage: python -m zqbench.summary {'|'.join(SCHEMAS)}")
+    print(json_schema(SCHEMAS[args[0]]), end="")

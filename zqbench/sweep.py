@@ -12,9 +12,9 @@ a constant-arrival-rate copy of the scenario (same requests, mix and SLOs, one s
 A step passes only with verdict `pass`: `fail`, `inconclusive` (too few samples to be
 sure) and `invalid` (the generator could not hold the rate) do not. The knee is the
 highest passing rate. Outputs (`zqbench.outputs.sweep`): `sweep.json` (schema
-`zqbench.sweep/1`), `sweep.md`, and one run folder per step. Without a target, one
-embedded reference server (the target stage's) serves every step, not one per step, so
-the steps see the same warm server.
+`zqbench.sweep/1`, the model `zqbench.summary.SweepReport`), `sweep.md`, and one run folder
+per step. Without a target, one embedded reference server (the target stage's) serves
+every step, not one per step, so the steps see the same warm server.
 """
 
 from __future__ import annotations
@@ -29,22 +29,30 @@ from typing import Any
 
 from zqbench.option_values import check_above, check_at_least
 from zqbench.outputs.paths import make_out_dir
-from zqbench.outputs.sweep import SCHEMA, write_sweep
+from zqbench.outputs.sweep import write_sweep
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import prepare_scenario
 from zqbench.pipeline.target import embedded_server
 from zqbench.redact import redact_url
 from zqbench.run import run_scenario
 from zqbench.scenario import LoadConfig, Scenario, Stage, SweepConfig
-from zqbench.summary import Summary
+from zqbench.summary import (
+    Knee,
+    StepSlo,
+    Summary,
+    SweepPhase,
+    SweepReport,
+    SweepSettings,
+    SweepStep,
+)
 
-StepCallback = Callable[[dict[str, Any]], None]
+StepCallback = Callable[[SweepStep], None]
 
 
 @dataclass(frozen=True, slots=True)
 class SweepResult:
     out_dir: Path
-    report: dict[str, Any]
+    report: SweepReport
     exit_code: int  # 0: a passing rate was found; 1: none
 
 
@@ -85,33 +93,35 @@ def step_scenario(scenario: Scenario, rate: float, duration_s: float) -> Scenari
     return dataclasses.replace(scenario, load=constant, network=None)
 
 
-def _step_record(index: int, rate: float, phase: str, summary: Summary, out: Path) -> dict:
+def _step_record(
+    index: int, rate: float, phase: SweepPhase, summary: Summary, out: Path
+) -> SweepStep:
     latency, ttft = summary.metrics["latency"], summary.metrics["ttft"]
-    return {
-        "index": index,
-        "phase": phase,
-        "rate": rate,
-        "verdict": summary.verdict,
-        "passed": summary.verdict == "pass",
-        "sent": summary.requests.sent,
-        "failed": summary.requests.failed,
-        "achieved_rate": summary.load.achieved_rate,
-        "latency_p50": latency.p50,
-        "latency_p99": latency.p99,
-        "ttft_p50": ttft.p50,
-        "ttft_p99": ttft.p99,
-        "slos": [{"expr": s.expr, "verdict": s.verdict} for s in summary.slos],
-        "validity_reasons": summary.validity.reasons,
-        "out_dir": out.name,
-    }
+    return SweepStep(
+        index=index,
+        phase=phase,
+        rate=rate,
+        verdict=summary.verdict,
+        passed=summary.verdict == "pass",
+        sent=summary.requests.sent,
+        failed=summary.requests.failed,
+        achieved_rate=summary.load.achieved_rate,
+        latency_p50=latency.p50,
+        latency_p99=latency.p99,
+        ttft_p50=ttft.p50,
+        ttft_p99=ttft.p99,
+        slos=[StepSlo(expr=s.expr, verdict=s.verdict) for s in summary.slos],
+        validity_reasons=summary.validity.reasons,
+        out_dir=out.name,
+    )
 
 
-def plan_next(config: SweepConfig, steps: list[dict[str, Any]]) -> tuple[float, str] | None:
+def plan_next(config: SweepConfig, steps: list[SweepStep]) -> tuple[float, SweepPhase] | None:
     """The next (rate, phase) from the steps so far, or None when the search is done."""
     if not steps:
         return config.min_rate, "ramp"
-    passed = [s["rate"] for s in steps if s["passed"]]
-    failed = [s["rate"] for s in steps if not s["passed"]]
+    passed = [s.rate for s in steps if s.passed]
+    failed = [s.rate for s in steps if not s.passed]
     if not passed:
         return None  # even the lowest rate fails: no capacity at SLO
     lo = max(passed)
@@ -120,7 +130,7 @@ def plan_next(config: SweepConfig, steps: list[dict[str, Any]]) -> tuple[float, 
         if lo >= config.max_rate:
             return None
         return min(lo * config.step_factor, config.max_rate), "ramp"
-    bisected = sum(1 for s in steps if s["phase"] == "bisect")
+    bisected = sum(1 for s in steps if s.phase == "bisect")
     if bisected >= config.bisect_steps:
         return None
     return (lo + min(above)) / 2, "bisect"
@@ -141,19 +151,18 @@ def run_sweep(
     )
     with _shared_target(options, out_dir) as base:
         steps = _search(base, scenario, config, out_dir, on_step)
-    passing = [s for s in steps if s["passed"]]
-    knee = max(passing, key=lambda s: s["rate"]) if passing else None
-    report = {
-        "schema": SCHEMA,
-        "scenario": scenario.name,
-        "target": redact_url(base.target or ""),
-        "started_at": started.isoformat(timespec="seconds"),
-        "slos": [*scenario.slo, *options.slos],
-        "config": dataclasses.asdict(config),
-        "steps": steps,
-        "curve": sorted(steps, key=lambda s: s["rate"]),
-        "knee": None if knee is None else {"rate": knee["rate"], "step": knee["index"]},
-    }
+    passing = [s for s in steps if s.passed]
+    knee = max(passing, key=lambda s: s.rate) if passing else None
+    report = SweepReport(
+        scenario=scenario.name,
+        target=redact_url(base.target or ""),
+        started_at=started.isoformat(timespec="seconds"),
+        slos=[*scenario.slo, *options.slos],
+        config=SweepSettings(**dataclasses.asdict(config)),
+        steps=steps,
+        curve=sorted(steps, key=lambda s: s.rate),
+        knee=None if knee is None else Knee(rate=knee.rate, step=knee.index),
+    )
     write_sweep(out_dir, report)
     return SweepResult(out_dir, report, 0 if knee else 1)
 
@@ -177,9 +186,9 @@ def _search(
     config: SweepConfig,
     out_dir: Path,
     on_step: StepCallback | None,
-) -> list[dict[str, Any]]:
+) -> list[SweepStep]:
     """Run steps until `plan_next` says the knee is found; one run folder per step."""
-    steps: list[dict[str, Any]] = []
+    steps: list[SweepStep] = []
     while (nxt := plan_next(config, steps)) is not None:
         rate, phase = nxt
         index = len(steps)

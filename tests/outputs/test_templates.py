@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from zqbench.outputs.html import render_report_html
 from zqbench.outputs.markdown import render_summary_md
 from zqbench.outputs.view import build_view
+from zqbench.summary import Summary
 
 from .conftest import make_summary
 
@@ -17,17 +17,20 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
 EXAMPLE_RUNS = sorted(p.parent.name for p in EXAMPLES.glob("*/summary.json"))
 
 
+def example(run: str) -> Summary:
+    return Summary.model_validate_json((EXAMPLES / run / "summary.json").read_text())
+
+
 @pytest.mark.parametrize("run", EXAMPLE_RUNS)
 def test_committed_summary_md_is_reproduced(run: str) -> None:
     """Each committed example's summary.md is exactly what its summary.json renders to."""
-    summary = json.loads((EXAMPLES / run / "summary.json").read_text())
+    summary = example(run)
     assert render_summary_md(summary) == (EXAMPLES / run / "summary.md").read_text()
 
 
 def test_html_shows_every_markdown_section() -> None:
     """The sections summary.md has (from the same view) are on the page too, same numbers."""
-    summary = json.loads((EXAMPLES / "burst-zero-queue" / "summary.json").read_text())
-    page = render_report_html(summary, [])
+    page = render_report_html(example("burst-zero-queue"), [])
     for heading in (
         "<h2>Status mix by stage</h2>",
         "<h2>Error migration: baseline vs overload</h2>",
@@ -41,20 +44,19 @@ def test_html_shows_every_markdown_section() -> None:
 
 
 def test_html_shows_head_of_line_and_telemetry() -> None:
-    mixed = json.loads((EXAMPLES / "mixed-length-fifo" / "summary.json").read_text())
-    page = render_report_html(mixed, [])
+    page = render_report_html(example("mixed-length-fifo"), [])
     assert "<h2>Head-of-line blocking: stage 1 (mixed) vs stage 0 (baseline)</h2>" in page
-    summary = make_summary([]).model_dump(mode="json")
-    summary["telemetry"] = {"gpu_density": 0.912345}
+    summary = make_summary([]).model_copy(update={"telemetry": {"gpu_density": 0.912345}})
     assert "<tr><td>gpu_density</td><td>0.9123</td></tr>" in render_report_html(summary, [])
 
 
 def test_run_strings_are_escaped_for_each_format() -> None:
     """HTML escapes markup (autoescape); Markdown escapes what would break a table cell."""
-    summary = make_summary(["latency:p99<2s"]).model_dump(mode="json")
-    summary["scenario"]["name"] = "<script>alert(1)</script>"
-    summary["stages"][1]["name"] = "burst|x"
-    summary["status_codes"]["a|b\nc"] = 0
+    data = make_summary(["latency:p99<2s"]).model_dump(mode="json")
+    data["scenario"]["name"] = "<script>alert(1)</script>"
+    data["stages"][1]["name"] = "burst|x"
+    data["status_codes"]["a|b\nc"] = 0
+    summary = Summary.model_validate(data)
     page = render_report_html(summary, [("p", "T<i>", 'it\'s "q"', b"png")])
     assert "<script>" not in page
     assert "zqbench · &lt;script&gt;alert(1)&lt;/script&gt;</h1>" in page
@@ -66,9 +68,12 @@ def test_run_strings_are_escaped_for_each_format() -> None:
 
 
 def test_secrets_are_redacted_in_the_view() -> None:
-    summary = make_summary([]).model_dump(mode="json")
-    summary["target"] = "http://user:hunter2@127.0.0.1:8000/v1?api_key=sk-secret-0123456789"
-    summary["environment"] = {"token": "sk-ant-secret-123456", "host": "ci"}
+    summary = make_summary([]).model_copy(
+        update={
+            "target": "http://user:hunter2@127.0.0.1:8000/v1?api_key=sk-secret-0123456789",
+            "environment": {"token": "sk-ant-secret-123456", "host": "ci"},
+        }
+    )
     view = build_view(summary)
     assert "hunter2" not in view.headline.target and "sk-secret" not in view.headline.target
     assert [(f.label, f.value) for f in view.environment] == [
@@ -82,7 +87,7 @@ def test_secrets_are_redacted_in_the_view() -> None:
 def test_no_value_is_a_dash_and_infinity_a_symbol_in_both_formats() -> None:
     """An error-adjusted p99 on a failure is ∞; a stage with no rejection has no value."""
     # The first 20 requests (stage 0) fail.
-    summary = make_summary([], failures=20).model_dump(mode="json")
+    summary = make_summary([], failures=20)
     view = build_view(summary)
     row = next(r for r in view.metrics if (r.metric, r.group) == ("latency_error_adjusted", "all"))
     assert (row.p99, row.p999, row.maximum) == ("∞", "∞", "∞")

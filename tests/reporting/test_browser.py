@@ -9,6 +9,7 @@ import pytest
 
 from tests.reporting.chromium import Chromium, chromium_required, find_chromium
 from zqbench.outputs.view import build_view
+from zqbench.summary import Summary
 
 pytestmark = pytest.mark.skipif(
     find_chromium() is None and not chromium_required(),
@@ -49,7 +50,7 @@ def test_banner_matches_summary_json(loaded, rendered_run: Path) -> None:
     assert [(r["expr"], r["verdict"]) for r in rows] == [
         (s["expr"], s["verdict"]) for s in summary["slos"]
     ]
-    views = build_view(summary).slos
+    views = build_view(Summary.model_validate(summary)).slos
     for row, slo, view in zip(rows, summary["slos"], views, strict=True):
         assert row["cells"][1:5] == [view.value, view.threshold, view.ci, slo["verdict"]]
         assert row["cells"][5] == slo["message"]

@@ -78,7 +78,7 @@ def test_many_samples_draw_bands_not_points(
 def test_banner_lists_each_slo_with_value_threshold_ci(tmp_path: Path) -> None:
     """Latencies 10..29.995 ms: latency p99 = 29.795 ms, shown in the SLO's unit."""
     run = uniform_run(tmp_path / "u", slos=["latency:p99<50ms", "errors:rate<1%"])
-    page = render_report_html(load_run(run).summary.model_dump(mode="json"), [])
+    page = render_report_html(load_run(run).summary, [])
     assert '<section id="verdict" class="banner pass" data-verdict="pass">' in page
     row = re.search(r'<tr data-expr="latency:p99&lt;50ms" data-verdict="pass">(.*?)</tr>', page)
     assert row is not None

@@ -68,7 +68,7 @@ def test_fifo_queues_instead(runs: dict[str, Summary]) -> None:
 def test_summary_md_shows_the_migration(runs: dict[str, Summary]) -> None:
     from zqbench.outputs.markdown import render_summary_md
 
-    text = render_summary_md(runs["zero-queue"].model_dump(mode="json"))
+    text = render_summary_md(runs["zero-queue"])
     assert "### Error migration: baseline vs overload" in text
     assert "| `529` | 0.00% |" in text
     assert "100.00% carried Retry-After" in text

@@ -50,7 +50,7 @@ def test_sweep_finds_the_knee_between_a_pass_and_a_fail(tmp_path: Path) -> None:
         )
     )
     report = json.loads((result.out_dir / "sweep.json").read_text())
-    assert report == json.loads(json.dumps(result.report))
+    assert report == result.report.model_dump(mode="json")
     steps = report["steps"]
     assert result.exit_code == 0
     assert steps[0]["rate"] == 50 and steps[0]["passed"]

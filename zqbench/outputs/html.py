@@ -10,19 +10,19 @@ figures.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from importlib import resources
-from typing import Any
 
 import zqbench
 from zqbench.outputs import view
 from zqbench.outputs.templating import html_environment
+from zqbench.summary import Summary
 
 # compare.html (outputs/compare_render.py) inlines the same stylesheet.
 CSS = (resources.files("zqbench.outputs") / "templates" / "report.css").read_text("utf-8")
 
 
-def render_report_html(summary: Mapping[str, Any], figures: Sequence[view.FigureData]) -> str:
+def render_report_html(summary: Summary, figures: Sequence[view.FigureData]) -> str:
     """The page; figures are (name, title, caption, png bytes)."""
     template = html_environment().get_template("report.html.j2")
     return template.render(view=view.build_view(summary, figures), version=zqbench.__version__)

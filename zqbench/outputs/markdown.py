@@ -8,20 +8,19 @@ overload stage), head-of-line blocking, refusals.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.templating import markdown_environment
 from zqbench.outputs.view import build_view
+from zqbench.summary import Summary
 
 
-def render_summary_md(summary: Mapping[str, Any]) -> str:
-    """The summary.md text of a summary dict (redacted on the way)."""
+def render_summary_md(summary: Summary) -> str:
+    """The summary.md text of a summary (redacted on the way)."""
     template = markdown_environment().get_template("summary.md.j2")
     return template.render(view=build_view(summary))
 
 
-def write_summary_md(summary: Mapping[str, Any], path: Path) -> Path:
+def write_summary_md(summary: Summary, path: Path) -> Path:
     return write_atomic(Path(path), render_summary_md(summary))

@@ -58,7 +58,7 @@ def render_html(out_dir: Path, summary: Summary, samples: pd.DataFrame) -> list[
     gpu = load_gpu(out_dir, summary.clock.start_epoch_ns)
     plots = render_plots(summary, frame, out_dir / PLOTS_DIR, gpu_samples=gpu)
     figures = [(p.name, p.title, p.caption, p.path.read_bytes()) for p in plots]
-    html = render_report_html(summary.model_dump(mode="json"), figures)
+    html = render_report_html(summary, figures)
     page = write_atomic(out_dir / REPORT_HTML, html)
     return [*(p.path for p in plots), page]
 
@@ -70,7 +70,7 @@ def render_all(out_dir: Path, *, inconclusive_fails: bool = True) -> list[Path]:
     run = load_run(Path(out_dir))
     summary = run.summary
     written = [
-        write_summary_md(summary.model_dump(mode="json"), run.path / SUMMARY_MD),
+        write_summary_md(summary, run.path / SUMMARY_MD),
         write_junit(
             summary,
             run.path / JUNIT_XML,

@@ -6,20 +6,26 @@ A renderer of the saved summary: it computes nothing new. Every string from the 
 redacted first; every number is formatted here, once for both templates: durations in ms
 with 4 significant digits, "–" for no value (never 0), "∞" for a percentile that lands on
 a failure (the error-adjusted latency). The templates (outputs/templates/) only lay the
-view out. This module is the only reader of the summary's keys for those two outputs.
+view out. This module is the only reader of the summary for those two outputs; it reads
+the typed Summary (zqbench.summary, imported as `model` because several view classes share
+a name with the part of the summary they show).
 """
 
 from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
+from zqbench import summary as model
 from zqbench.errors import UsageError
 from zqbench.metrics.slo import format_value, parse_slo
-from zqbench.redact import redact
+from zqbench.outputs.json_out import redacted
+from zqbench.summary import JsonFloat, Summary
+
+_T = TypeVar("_T")
 
 VERDICT_BADGE = {
     "pass": "✅ PASS",
@@ -65,7 +71,8 @@ class Headline:
 
 @dataclass(frozen=True)
 class Fact:
-    """One labelled value of the run (run facts, environment, telemetry)."""
+    """One labelled value of the run (run facts, environment, telemetry), or an unavailable
+    metric and why it has no value."""
 
     label: str
     value: str
@@ -101,14 +108,6 @@ class MetricRow:
 
 
 @dataclass(frozen=True)
-class Unavailable:
-    """A metric with no value, and why (never shown as zero)."""
-
-    metric: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class RatioRow:
     """The p99/p50 ratio of a metric in its worst request class."""
 
@@ -119,6 +118,8 @@ class RatioRow:
 
 @dataclass(frozen=True)
 class StatusRow:
+    """One status key of the whole run: its request count and share of the requests sent."""
+
     status: str
     count: str
     share: str
@@ -135,12 +136,17 @@ class StageStatusRow:
 
 @dataclass(frozen=True)
 class StageStatus:
+    """The status mix per stage: one column per status key (the run's, most frequent
+    first), one row per stage."""
+
     statuses: tuple[str, ...]
     rows: tuple[StageStatusRow, ...]
 
 
 @dataclass(frozen=True)
 class MigrationRow:
+    """One line of the migration table: a measure or a status share, in each stage."""
+
     label: str
     baseline: str
     overload: str
@@ -172,6 +178,9 @@ class HeadOfLineRow:
 
 @dataclass(frozen=True)
 class HeadOfLine:
+    """Head-of-line blocking: each class's latency and ttft in the mixed stage, against the
+    baseline stage where it ran alone (stage indexes)."""
+
     mixed_stage: str
     baseline_stage: str
     rows: tuple[HeadOfLineRow, ...]
@@ -189,6 +198,8 @@ class Refusals:
 
 @dataclass(frozen=True)
 class StageRow:
+    """One scenario stage: its bounds (s since the start) and configured rate (req/s)."""
+
     index: str
     name: str
     start_s: str
@@ -214,7 +225,7 @@ class ReportView:
     invalid_reasons: tuple[str, ...] | None  # None for a valid run
     slos: tuple[SloRow, ...]
     metrics: tuple[MetricRow, ...]
-    unavailable: tuple[Unavailable, ...]
+    unavailable: tuple[Fact, ...]  # metric: why it has no value (never shown as zero)
     ratios: tuple[RatioRow, ...]
     status: tuple[StatusRow, ...]
     status_by_stage: StageStatus | None  # None with fewer than two stages
@@ -228,31 +239,35 @@ class ReportView:
     figures: tuple[Figure, ...]
 
 
-def build_view(summary: Mapping[str, Any], figures: Sequence[FigureData] = ()) -> ReportView:
-    """The view of a summary dict (redacted here) and of the figures drawn from its run."""
-    s = redact(dict(summary))
-    validity = s["validity"]
+def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportView:
+    """The view of a summary (redacted here) and of the figures drawn from its run."""
+    s = redacted(summary)
+    metrics = _key_metrics(s)
     return ReportView(
         headline=_headline(s),
-        invalid_reasons=None if validity["ok"] else tuple(validity["reasons"]),
-        slos=tuple(_slo_row(slo) for slo in s["slos"]),
+        invalid_reasons=None if s.validity.ok else tuple(s.validity.reasons),
+        slos=tuple(_slo_row(slo) for slo in s.slos),
         metrics=tuple(
-            row for name, entry in _key_metrics(s) for row in _metric_rows(s, name, entry)
+            row
+            for name, entry in metrics
+            if entry.unavailable is None
+            for row in _metric_rows(s, name, entry)
         ),
         unavailable=tuple(
-            Unavailable(name, entry["unavailable"])
-            for name, entry in _key_metrics(s, unavailable=True)
+            Fact(name, entry.unavailable)
+            for name, entry in metrics
+            if entry.unavailable is not None
         ),
         ratios=_ratio_rows(s),
         status=_status_rows(s),
         status_by_stage=_status_by_stage(s),
-        migration=_migration(s.get("migration") or {}),
-        head_of_line=_head_of_line(s.get("head_of_line") or {}),
+        migration=_migration(s.migration),
+        head_of_line=_head_of_line(s.head_of_line),
         refusals=_refusals(s),
         facts=_facts(s),
         stages=_stage_rows(s),
-        environment=_flatten("", s.get("environment", {})),
-        telemetry=tuple(Fact(k, f"{float(v):.4g}") for k, v in s.get("telemetry", {}).items()),
+        environment=_flatten("", s.environment),
+        telemetry=tuple(Fact(k, f"{float(v):.4g}") for k, v in s.telemetry.items()),
         figures=tuple(figure(*f) for f in figures),
     )
 
@@ -266,276 +281,271 @@ def figure(name: str, title: str, caption: str, png: bytes) -> Figure:
 # Formatting: the one place each kind of number gets its digits and its "no value".
 
 
-def _number(value: Any) -> float | None:
+def _number(value: JsonFloat) -> float | None:
     """A summary.json number: null -> None, "inf" (JSON has no infinity) -> inf."""
     return None if value is None else float(value)
 
 
-def _ms(value: Any) -> str:
-    """Seconds as milliseconds with 4 significant digits."""
+def ms(value: JsonFloat) -> str:
+    """Seconds as milliseconds with 4 significant digits, "∞" for "inf", NO_VALUE for null:
+    every report's milliseconds (sweep.md's too)."""
     v = _number(value)
     if v is None:
         return NO_VALUE
     return "∞" if math.isinf(v) else f"{v * 1e3:.4g}"
 
 
-def _plain(value: Any) -> str:
+def _plain(value: object) -> str:
     """A value as the summary holds it (a name, a configured rate), or NO_VALUE for null."""
     return NO_VALUE if value is None else str(value)
 
 
-def _count(value: Any) -> str:
+def _count(value: int) -> str:
     return f"{value:,}"
 
 
-def _share(value: Any) -> str:
-    return NO_VALUE if value is None else f"{float(value):.2%}"
+def _share(value: float | None) -> str:
+    return NO_VALUE if value is None else f"{value:.2%}"
 
 
-def _ratio(value: Any) -> str:
-    return NO_VALUE if value is None else f"{float(value):.3g}"
+def _ratio(value: float | None) -> str:
+    return NO_VALUE if value is None else f"{value:.3g}"
 
 
-def _req_rate(value: Any, digits: str = ".4g") -> str:
-    return NO_VALUE if value is None else f"{float(value):{digits}} req/s"
+def _req_rate(value: float | None, digits: str = ".4g") -> str:
+    return NO_VALUE if value is None else f"{value:{digits}} req/s"
+
+
+def _one_decimal(value: float | None) -> str | None:
+    return None if value is None else f"{value:.1f}"
 
 
 # Sections: each reads its own part of the summary.
 
 
-def _headline(s: Mapping[str, Any]) -> Headline:
-    verdict = str(s["verdict"])
-    requests = s["requests"]
-    throughput = s.get("throughput", {})
-    rate, goodput = throughput.get("requests_per_s"), throughput.get("goodput_per_s")
+def _headline(s: Summary) -> Headline:
+    requests = s.requests
     return Headline(
-        verdict=verdict,
-        badge=VERDICT_BADGE.get(verdict, verdict),
-        scenario=s["scenario"]["name"],
-        target=s["target"],
-        api=s["api"],
-        started_at=s["started_at"],
-        sent=_count(requests["sent"]),
-        ok=_count(requests["ok"]),
-        failed=_count(requests["failed"]),
-        duration_s=f"{float(s['duration']):.1f}",
-        ok_rate=None if rate is None else f"{rate:.1f}",
-        goodput=None if goodput is None else f"{goodput:.1f}",
+        verdict=s.verdict,
+        badge=VERDICT_BADGE[s.verdict],
+        scenario=s.scenario.name,
+        target=s.target,
+        api=s.api,
+        started_at=s.started_at,
+        sent=_count(requests.sent),
+        ok=_count(requests.ok),
+        failed=_count(requests.failed),
+        duration_s=f"{s.duration:.1f}",
+        ok_rate=_one_decimal(s.throughput.requests_per_s),
+        goodput=_one_decimal(s.throughput.goodput_per_s),
     )
 
 
-def _slo_unit(slo: Mapping[str, Any]) -> str:
+def _slo_unit(slo: model.SloRecord) -> str:
     """The unit an SLO's values are shown in; '' when its expression no longer parses."""
-    if slo["metric"] == "errors" or str(slo["metric"]).startswith("status_"):
+    if slo.metric == "errors" or slo.metric.startswith("status_"):
         return "%"
     try:
-        return parse_slo(slo["expr"]).unit
+        return parse_slo(slo.expr).unit
     except UsageError:
         return ""
 
 
-def _slo_row(slo: Mapping[str, Any]) -> SloRow:
+def _slo_row(slo: model.SloRecord) -> SloRow:
     unit = _slo_unit(slo)
-    low, high = _number(slo.get("ci_low")), _number(slo.get("ci_high"))
+    low, high = _number(slo.ci_low), _number(slo.ci_high)
     if low is None and high is None:
         ci = NO_VALUE
     else:
         lo = "−∞" if low is None else format_value(low, unit)
         hi = "+∞" if high is None else format_value(high, unit)
         ci = f"[{lo}, {hi}]"
-    verdict = str(slo["verdict"])
     return SloRow(
-        expr=slo["expr"],
-        verdict=verdict,
-        badge=VERDICT_BADGE.get(verdict, verdict),
-        value=format_value(_number(slo["value"]), unit),
-        threshold=format_value(_number(slo["threshold"]), unit),
+        expr=slo.expr,
+        verdict=slo.verdict,
+        badge=VERDICT_BADGE[slo.verdict],
+        value=format_value(_number(slo.value), unit),
+        threshold=format_value(slo.threshold, unit),
         ci=ci,
-        message=slo["message"],
+        message=slo.message,
     )
 
 
-def _key_metrics(
-    s: Mapping[str, Any], *, unavailable: bool = False
-) -> list[tuple[str, Mapping[str, Any]]]:
-    """The key metrics the run has, in KEY_METRICS order: with values, or the unavailable."""
-    entries = [(name, s["metrics"].get(name)) for name in KEY_METRICS]
-    return [(n, e) for n, e in entries if e is not None and ("unavailable" in e) == unavailable]
+def _key_metrics(s: Summary) -> list[tuple[str, model.MetricStats]]:
+    """The key metrics the run has, in KEY_METRICS order."""
+    return [(name, s.metrics[name]) for name in KEY_METRICS if name in s.metrics]
 
 
-def _stage_label(s: Mapping[str, Any], key: str) -> str:
-    names = {str(stage["index"]): stage["name"] for stage in s.get("stages", [])}
+def _stage_label(s: Summary, key: str) -> str:
+    """A stage of a by-stage map (keyed by its index as a string), with its name if known."""
+    names = {str(stage.index): stage.name for stage in s.stages}
     return f"stage {key} ({names[key]})" if key in names else f"stage {key}"
 
 
-def _metric_rows(s: Mapping[str, Any], name: str, entry: Mapping[str, Any]) -> list[MetricRow]:
+def _metric_rows(s: Summary, name: str, entry: model.MetricStats) -> list[MetricRow]:
     """The metric over all requests, then per stage and per class when there are several."""
 
-    def row(group: str, stats: Mapping[str, Any]) -> MetricRow:
-        ci = stats.get("ci", {})
-
-        def bounds(p: str) -> str:
-            return f"[{_ms(ci[p][0])}, {_ms(ci[p][1])}]" if p in ci else ""
-
+    def row(group: str, stats: model.Stats) -> MetricRow:
+        ci = stats.ci
         return MetricRow(
             metric=name,
             group=group,
-            n=_count(stats.get("n", 0)),
-            p50=_ms(stats.get("p50")),
-            p90=_ms(stats.get("p90")),
-            p99=_ms(stats.get("p99")),
-            p999=_ms(stats.get("p999")),
-            maximum=_ms(stats.get("max")),
-            p50_ci=bounds("p50"),
-            p99_ci=bounds("p99"),
+            n=_count(stats.n),
+            p50=ms(stats.p50),
+            p90=ms(stats.p90),
+            p99=ms(stats.p99),
+            p999=ms(stats.p999),
+            maximum=ms(stats.max),
+            p50_ci="" if ci is None else _ms_interval(ci.p50),
+            p99_ci="" if ci is None else _ms_interval(ci.p99),
         )
 
     rows = [row("all", entry)]
-    by_stage = entry.get("by_stage", {})
-    if len(by_stage) > 1:
-        rows += [row(_stage_label(s, k), v) for k, v in by_stage.items()]
-    by_class = entry.get("by_class", {})
-    if len(by_class) > 1:
-        rows += [row(f"class {k}", v) for k, v in by_class.items()]
+    if len(entry.by_stage) > 1:
+        rows += [row(_stage_label(s, k), v) for k, v in entry.by_stage.items()]
+    if len(entry.by_class) > 1:
+        rows += [row(f"class {k}", v) for k, v in entry.by_class.items()]
     return rows
 
 
-def _ratio_rows(s: Mapping[str, Any]) -> tuple[RatioRow, ...]:
+def _ms_interval(bounds: tuple[JsonFloat, JsonFloat]) -> str:
+    return f"[{ms(bounds[0])}, {ms(bounds[1])}]"
+
+
+def _ratio_rows(s: Summary) -> tuple[RatioRow, ...]:
+    """The ratios that have a finite value ("inf" and null have no row)."""
     return tuple(
-        RatioRow(name, f"{entry['p99_p50']:.3g}", str(entry["worst_class"]))
-        for name, entry in s.get("ratios", {}).items()
-        if isinstance(entry.get("p99_p50"), (int, float))
+        RatioRow(name, f"{ratio.p99_p50:.3g}", str(ratio.worst_class))
+        for name, ratio in s.ratios.items()
+        if isinstance(ratio.p99_p50, float)
     )
 
 
-def _status_rows(s: Mapping[str, Any]) -> tuple[StatusRow, ...]:
-    total = max(1, s["requests"]["sent"])
-    return tuple(
-        StatusRow(str(key), _count(n), f"{n / total:.2%}") for key, n in s["status_codes"].items()
-    )
+def _status_rows(s: Summary) -> tuple[StatusRow, ...]:
+    total = max(1, s.requests.sent)
+    return tuple(StatusRow(key, _count(n), f"{n / total:.2%}") for key, n in s.status_codes.items())
 
 
-def _status_by_stage(s: Mapping[str, Any]) -> StageStatus | None:
-    by_stage = s.get("status_mix", {}).get("by_stage", {})
+def _status_by_stage(s: Summary) -> StageStatus | None:
+    by_stage = s.status_mix.by_stage
     if len(by_stage) < 2:
         return None
-    keys = tuple(str(k) for k in s["status_codes"])
+    keys = tuple(s.status_codes)
     rows = tuple(
         StageStatusRow(
             stage=_stage_label(s, stage),
-            n=_count(sum(entry["counts"].values())),
-            shares=tuple(_share(entry["share"].get(k, 0.0)) for k in keys),
+            n=_count(sum(entry.counts.values())),
+            shares=tuple(_share(entry.share.get(k, 0.0)) for k in keys),
         )
         for stage, entry in by_stage.items()
     )
     return StageStatus(statuses=keys, rows=rows)
 
 
-def _migration(entry: Mapping[str, Any]) -> Migration | None:
-    if "baseline" not in entry:
+def _migration(entry: model.Migration | model.Unavailable) -> Migration | None:
+    if not isinstance(entry, model.Migration):
         return None
-    base, over = entry["baseline"], entry["overload"]
-
-    def label(side: Mapping[str, Any]) -> str:
-        rate = _req_rate(side.get("send_rate"), ".1f")
-        return f"stage {side['stage']} ({side['name']}, {rate})"
-
-    def measure(text: str, key: str, fmt: Any = _ms) -> MigrationRow:
-        return MigrationRow(text, fmt(base[key]), fmt(over[key]), is_status=False)
-
+    base, over = entry.baseline, entry.overload
     rows = [
-        measure("requests", "sent", _count),
-        *(
-            MigrationRow(str(r["status"]), _share(r["baseline"]), _share(r["overload"]), True)
-            for r in entry["rows"]
-        ),
-        measure("latency p50 (ms)", "latency_p50"),
-        measure("latency p99 (ms)", "latency_p99"),
-        measure("latency p99/p50", "latency_p99_p50", _ratio),
-        measure("time_to_reject p99 (ms)", "time_to_reject_p99"),
+        _measure("requests", _count, base.sent, over.sent),
+        *(MigrationRow(r.status, _share(r.baseline), _share(r.overload), True) for r in entry.rows),
+        _measure("latency p50 (ms)", ms, base.latency_p50, over.latency_p50),
+        _measure("latency p99 (ms)", ms, base.latency_p99, over.latency_p99),
+        _measure("latency p99/p50", _ratio, base.latency_p99_p50, over.latency_p99_p50),
+        _measure("time_to_reject p99 (ms)", ms, base.time_to_reject_p99, over.time_to_reject_p99),
     ]
-    return Migration(baseline=label(base), overload=label(over), rows=tuple(rows))
+    return Migration(
+        baseline=_migration_side(base), overload=_migration_side(over), rows=tuple(rows)
+    )
 
 
-def _head_of_line(entry: Mapping[str, Any]) -> HeadOfLine | None:
-    if "by_class" not in entry:
+def _migration_side(side: model.MigrationStage) -> str:
+    return f"stage {side.stage} ({side.name}, {_req_rate(side.send_rate, '.1f')})"
+
+
+def _measure(text: str, fmt: Callable[[_T], str], baseline: _T, overload: _T) -> MigrationRow:
+    """A measure of the baseline and the overload stage, in one format."""
+    return MigrationRow(text, fmt(baseline), fmt(overload), is_status=False)
+
+
+def _head_of_line(entry: model.HeadOfLine | model.Unavailable) -> HeadOfLine | None:
+    if not isinstance(entry, model.HeadOfLine):
         return None
     rows = tuple(
         HeadOfLineRow(
-            request_class=str(cls),
+            request_class=cls,
             metric=metric,
-            baseline_p50=_ms(row["baseline_p50"]),
-            mixed_p50=_ms(row["mixed_p50"]),
-            ratio_p50=_ratio(row["ratio_p50"]),
-            baseline_p99=_ms(row["baseline_p99"]),
-            mixed_p99=_ms(row["mixed_p99"]),
-            ratio_p99=_ratio(row["ratio_p99"]),
+            baseline_p50=ms(row.baseline_p50),
+            mixed_p50=ms(row.mixed_p50),
+            ratio_p50=_ratio(row.ratio_p50),
+            baseline_p99=ms(row.baseline_p99),
+            mixed_p99=ms(row.mixed_p99),
+            ratio_p99=_ratio(row.ratio_p99),
         )
-        for cls, metrics in entry["by_class"].items()
-        for metric, row in metrics.items()
+        for cls, by_metric in entry.by_class.items()
+        for metric, row in (("latency", by_metric.latency), ("ttft", by_metric.ttft))
     )
-    return HeadOfLine(str(entry["mixed_stage"]), str(entry["baseline_stage"]), rows)
+    return HeadOfLine(str(entry.mixed_stage), str(entry.baseline_stage), rows)
 
 
-def _refusals(s: Mapping[str, Any]) -> Refusals | None:
-    entry = s.get("retry_after") or {}
-    if "refusals" not in entry:
+def _refusals(s: Summary) -> Refusals | None:
+    entry = s.retry_after
+    if not isinstance(entry, model.RetryAfter):
         return None
-    reject = s["metrics"].get("time_to_reject", {})
+    reject = s.metrics.get("time_to_reject", model.MetricStats(n=0))
     return Refusals(
-        refused=_count(entry["refusals"]),
-        reject_p50=_ms(reject.get("p50")),
-        reject_p99=_ms(reject.get("p99")),
-        retry_after=_share(entry["share"]),
+        refused=_count(entry.refusals),
+        reject_p50=ms(reject.p50),
+        reject_p99=ms(reject.p99),
+        retry_after=_share(entry.share),
     )
 
 
-def _facts(s: Mapping[str, Any]) -> tuple[Fact, ...]:
+def _facts(s: Summary) -> tuple[Fact, ...]:
     """The run table of report.html: what was offered, what was achieved, clock offset."""
-    load, throughput, clock = s.get("load", {}), s.get("throughput", {}), s["clock"]
-    achieved = _number(load.get("achieved_ratio"))
+    load, throughput, clock = s.load, s.throughput, s.clock
+    achieved = load.achieved_ratio
     rows = [
-        ("scenario", s["scenario"]["name"]),
-        ("description", s["scenario"].get("config", {}).get("description", "")),
-        ("target", s["target"]),
-        ("api", s["api"]),
-        ("started", s["started_at"]),
-        ("duration", f"{float(s['duration']):.2f} s"),
-        ("loop", "open (arrival rate)" if load.get("open_loop") else "closed (virtual users)"),
+        ("scenario", s.scenario.name),
+        ("description", s.scenario.config.get("description", "")),
+        ("target", s.target),
+        ("api", s.api),
+        ("started", s.started_at),
+        ("duration", f"{s.duration:.2f} s"),
+        ("loop", "open (arrival rate)" if load.open_loop else "closed (virtual users)"),
         (
             "offered",
-            f"{load.get('offered_requests') or NO_VALUE} requests,"
-            f" {_req_rate(load.get('offered_rate'))}",
+            f"{load.offered_requests or NO_VALUE} requests, {_req_rate(load.offered_rate)}",
         ),
         (
             "achieved",
-            f"{_req_rate(load.get('achieved_rate'))}"
+            f"{_req_rate(load.achieved_rate)}"
             f" ({NO_VALUE if achieved is None else f'{achieved:.1%}'} of offered)",
         ),
-        ("ok throughput", _req_rate(throughput.get("requests_per_s"))),
-        ("goodput", _req_rate(throughput.get("goodput_per_s"))),
+        ("ok throughput", _req_rate(throughput.requests_per_s)),
+        ("goodput", _req_rate(throughput.goodput_per_s)),
         (
             "server clock offset",
-            f"{clock.get('server_offset_ns', 0)} ns ({clock.get('server_offset_source', '')})",
+            f"{clock.server_offset_ns} ns ({clock.server_offset_source})",
         ),
     ]
     return tuple(Fact(label, str(value)) for label, value in rows)
 
 
-def _stage_rows(s: Mapping[str, Any]) -> tuple[StageRow, ...]:
+def _stage_rows(s: Summary) -> tuple[StageRow, ...]:
     return tuple(
         StageRow(
-            index=str(stage["index"]),
-            name=str(stage["name"]),
-            start_s=f"{stage['start']:.2f}",
-            end_s=f"{stage['end']:.2f}",
-            target_rate=_plain(stage.get("target_rate")),
+            index=str(stage.index),
+            name=stage.name,
+            start_s=f"{stage.start:.2f}",
+            end_s=f"{stage.end:.2f}",
+            target_rate=_plain(stage.target_rate),
         )
-        for stage in s.get("stages", [])
+        for stage in s.stages
     )
 
 
-def _flatten(prefix: str, value: Any) -> tuple[Fact, ...]:
+def _flatten(prefix: str, value: object) -> tuple[Fact, ...]:
     """Nested mappings as dotted labels: {"a": {"b": 1}} -> a.b = 1."""
     if isinstance(value, Mapping):
         return tuple(

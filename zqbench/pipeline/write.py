@@ -26,7 +26,7 @@ def write_outputs(
 ) -> None:
     """Every output of a run; an inconclusive SLO is a JUnit failure or a skip."""
     write_summary(summary, out_dir / "summary.json")
-    write_summary_md(summary.model_dump(mode="json"), out_dir / "summary.md")
+    write_summary_md(summary, out_dir / "summary.md")
     write_junit(
         summary,
         out_dir / "junit.xml",
