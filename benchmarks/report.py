@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.reporting.synth
 
 from tests.reporting.synth import write_synthetic_run
-from zqbench.outputs.render import render_all
+from zqbench.outputs.registry import rerender_run
 
 
 def main() -> int:
@@ -33,7 +33,7 @@ def main() -> int:
         t0 = time.perf_counter()
         write_synthetic_run(out, n=args.n, duration_s=args.duration, refused=0.02, gpu=True)
         t1 = time.perf_counter()
-        paths = render_all(out)
+        paths = rerender_run(out)
         t2 = time.perf_counter()
         peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
         size_kb = (out / "report.html").stat().st_size / 1024

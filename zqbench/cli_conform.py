@@ -97,7 +97,8 @@ def conform(
     from zqbench.conform.options import ConformOptions, parse_steps
     from zqbench.dialects import DIALECTS
     from zqbench.option_values import read_api_key
-    from zqbench.outputs.conform import format_summary, write_outputs
+    from zqbench.outputs.conform import format_summary
+    from zqbench.outputs.registry import write_conform
 
     if list_checks:
         typer.echo(format_catalogue())
@@ -123,7 +124,7 @@ def conform(
     )
     report = _run(options, server_scheduler.value, server_max_batch_size)
     typer.echo(format_summary(report))
-    write_outputs(report, out=out, json_path=json_path, junit=junit)
+    write_conform(report, out=out, json_path=json_path, junit=junit)
     raise typer.Exit(report.exit_code)
 
 

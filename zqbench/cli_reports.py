@@ -26,9 +26,9 @@ def _percent(text: str, option: str) -> float:
 
 def report(run_dir: RunDirArg, inconclusive_ok: InconclusiveOkOpt = False) -> None:
     """Re-render summary.md, junit.xml, plots and report.html of a saved run (no traffic)."""
-    from zqbench.outputs.render import render_all
+    from zqbench.outputs.registry import rerender_run
 
-    paths = render_all(run_dir, inconclusive_fails=not inconclusive_ok)
+    paths = rerender_run(run_dir, inconclusive_fails=not inconclusive_ok)
     for path in paths:
         typer.echo(str(path))
 
@@ -87,7 +87,8 @@ def compare(
 
     Exit 0 no regression, 1 regression (or inconclusive), 2 bad usage, 4 an invalid run."""
     from zqbench.outputs.compare import compare_runs, exit_code
-    from zqbench.outputs.compare_render import render_compare_md, write_comparison
+    from zqbench.outputs.compare_render import render_compare_md
+    from zqbench.outputs.registry import write_comparison
 
     comparison = compare_runs(
         runs,

@@ -29,7 +29,7 @@ from typing import Any
 
 from zqbench.option_values import check_above, check_at_least
 from zqbench.outputs.paths import make_out_dir
-from zqbench.outputs.sweep import write_sweep
+from zqbench.outputs.registry import write_sweep
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import prepare_scenario
 from zqbench.pipeline.target import embedded_server

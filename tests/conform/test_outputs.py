@@ -11,7 +11,8 @@ from tests.conform.fake_server import FakeServer
 from tests.conform.util import fake_options
 from zqbench.conform import run_conformance
 from zqbench.conform.catalogue import CATALOGUE
-from zqbench.outputs.conform import SCHEMA, to_dict, write_json, write_junit
+from zqbench.outputs.conform import SCHEMA, to_dict
+from zqbench.outputs.registry import write_conform
 
 KEY = "sk-conformsecret-0123456789"
 
@@ -19,8 +20,13 @@ KEY = "sk-conformsecret-0123456789"
 def test_junit_and_json_read_back(tmp_path: Path) -> None:
     with FakeServer({"refuse_429"}, api_key=KEY) as srv:
         report = run_conformance(fake_options(srv.base_url, api_key=KEY, expect_auth=True))
-    junit = write_junit(report, tmp_path / "junit.xml")
-    doc_path = write_json(report, tmp_path / "conform.json")
+    doc_path, junit = write_conform(report, out=tmp_path)
+    assert (doc_path.name, junit.name) == ("conform.json", "junit.xml")
+    assert write_conform(report, json_path=tmp_path / "c.json", junit=tmp_path / "j.xml") == [
+        tmp_path / "c.json",
+        tmp_path / "j.xml",
+    ]
+    assert (tmp_path / "c.json").read_bytes() == doc_path.read_bytes()
 
     xml = JUnitXml.fromfile(str(junit))
     suites = [xml] if isinstance(xml, TestSuite) else list(xml)  # a bare <testsuite> root

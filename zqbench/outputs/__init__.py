@@ -11,7 +11,9 @@ samples.parquet, never new statistics.
     saved.py           load_run(dir) -> SavedRun; run_info(summary) -> RunInfo
     series.py          time bins: rates, status shares, per-bin percentile bands (numpy)
     plots.py           the figures as PNG (the only module importing matplotlib, lazily, Agg)
-    render.py          render_all(dir): summary.md, junit.xml, plots/, report.html
+    registry.py        every file written, by document: write_run, rerender_run, write_sweep,
+                       write_conform, write_comparison
+    render.py          render_html: report.html and its figures
     gate.py            gate_run(dir, slos): re-evaluate SLOs on a saved run
     compare.py         compare_runs(dirs): differences with CIs and a regression verdict
     compare_render.py  compare.md, compare.html, compare.json

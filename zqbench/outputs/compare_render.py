@@ -1,7 +1,7 @@
 """compare.md, compare.html and compare.json: renderers of a Comparison (compare.py
 computes everything).
 
-    write_comparison(comparison, out_dir)  # compare.md, compare.html, compare.json, plots/
+    dumps(c), render_compare_md(c), render_compare_page(c, folder)   # zqbench.outputs.registry
 
 Durations are shown in milliseconds, rates in percent; the CI column is the 95% interval
 of the difference (candidate - baseline). Every string passes through redact + escape.
@@ -21,8 +21,8 @@ from markupsafe import escape as esc
 
 from zqbench.outputs.compare import Comparison, Diff
 from zqbench.outputs.html import CSS, figure
-from zqbench.outputs.json_out import redacted, write_atomic
-from zqbench.outputs.paths import COMPARE_HTML, COMPARE_JSON, COMPARE_MD, PLOTS_DIR
+from zqbench.outputs.json_out import redacted
+from zqbench.outputs.paths import PLOTS_DIR
 from zqbench.outputs.plots import Plot, compare_percentiles
 from zqbench.redact import redact
 from zqbench.summary import json_number
@@ -226,17 +226,15 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def write_comparison(comparison: Comparison, out_dir: Path) -> list[Path]:
-    """compare.md, compare.html, compare.json and plots/compare_percentiles.png."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def dumps(comparison: Comparison) -> str:
+    """compare.json's text, redacted."""
+    return json.dumps(redact(to_dict(comparison)), indent=2, allow_nan=False) + "\n"
+
+
+def render_compare_page(comparison: Comparison, folder: Path) -> tuple[str, list[Path]]:
+    """compare.html's text, and its figure, plots/compare_percentiles.png, written into
+    `folder` for the page to embed."""
     plot = compare_percentiles(
-        list(comparison.frames.items()), COMPARE_PLOT_METRICS, out_dir / PLOTS_DIR
+        list(comparison.frames.items()), COMPARE_PLOT_METRICS, folder / PLOTS_DIR
     )
-    data = json.dumps(redact(to_dict(comparison)), indent=2, allow_nan=False) + "\n"
-    return [
-        write_atomic(out_dir / COMPARE_JSON, data),
-        write_atomic(out_dir / COMPARE_MD, render_compare_md(comparison)),
-        write_atomic(out_dir / COMPARE_HTML, render_compare_html(comparison, [plot])),
-        plot.path,
-    ]
+    return render_compare_html(comparison, [plot]), [plot.path]

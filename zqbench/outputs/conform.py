@@ -1,4 +1,5 @@
-"""The outputs of `zqbench conform`: conform.json, junit.xml, and the terminal table.
+"""What `zqbench conform` shows: conform.json, junit.xml (written by zqbench.outputs.registry),
+and the terminal table.
 
 JSON (`"schema": "zqbench.conform/1"`, docs/conform-schema.md) is the saved result; the
 others are views of it. Every output goes through `redact`, so no secret reaches a file.
@@ -8,11 +9,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from zqbench.conform.model import CheckOutcome, ConformReport
-from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.junit import Case, Suite, render_suite
 from zqbench.redact import redact
 
@@ -86,14 +85,6 @@ def render_junit(report: ConformReport) -> str:
     )
 
 
-def write_json(report: ConformReport, path: Path) -> Path:
-    return write_atomic(Path(path), dumps(report))
-
-
-def write_junit(report: ConformReport, path: Path) -> Path:
-    return write_atomic(Path(path), render_junit(report))
-
-
 _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip"}
 
 
@@ -113,21 +104,3 @@ def format_summary(report: ConformReport) -> str:
 
 def format_table(report: ConformReport) -> str:
     return "\n".join([*(format_line(o) for o in report.outcomes), format_summary(report)])
-
-
-def write_outputs(
-    report: ConformReport,
-    *,
-    out: Path | None = None,
-    json_path: Path | None = None,
-    junit: Path | None = None,
-) -> None:
-    """conform.json and junit.xml in the folder `out`, and each file asked for by path."""
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(report, out / "conform.json")
-        write_junit(report, out / "junit.xml")
-    if json_path is not None:
-        write_json(report, json_path)
-    if junit is not None:
-        write_junit(report, junit)

@@ -18,7 +18,7 @@ from zqbench.metrics.slo import parse_slos
 from zqbench.metrics.summarize import summarize
 from zqbench.outputs.json_out import write_summary
 from zqbench.outputs.paths import SUMMARY_JSON
-from zqbench.outputs.render import render_all
+from zqbench.outputs.registry import rerender_run
 from zqbench.outputs.saved import load_run, run_info
 from zqbench.summary import Summary
 
@@ -36,4 +36,4 @@ def gate_run(run_dir: Path, slos: Sequence[str] = ()) -> Summary:
 def write_gated(run_dir: Path, summary: Summary, *, inconclusive_fails: bool) -> list[Path]:
     """Replace the run's summary.json with the gated one and re-render every output."""
     path = write_summary(summary, Path(run_dir) / SUMMARY_JSON)
-    return [path, *render_all(Path(run_dir), inconclusive_fails=inconclusive_fails)]
+    return [path, *rerender_run(Path(run_dir), inconclusive_fails=inconclusive_fails)]

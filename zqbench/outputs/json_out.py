@@ -40,10 +40,15 @@ def redacted(summary: Summary) -> Summary:
     return Summary.model_validate(redact(summary.model_dump(mode="json")))
 
 
+def dumps_summary(summary: Summary) -> str:
+    """summary.json's text: the redacted summary. Raises ValueError if a NaN or infinity
+    slipped through (JSON has neither)."""
+    return redacted(summary).to_json()
+
+
 def write_summary(summary: Summary, path: Path) -> Path:
-    """Write summary.json atomically; returns the path. Raises ValueError, and leaves
-    no file, if a NaN or infinity slipped through."""
-    return write_atomic(Path(path), redacted(summary).to_json())
+    """Write summary.json atomically; returns the path, and leaves no file on ValueError."""
+    return write_atomic(Path(path), dumps_summary(summary))
 
 
 def load_summary(path: Path) -> Summary:

@@ -4,8 +4,9 @@ and the names of the files zqbench.outputs writes there.
 default_out_dir("burst", now=...)  -> reports/20261129T104501Z-burst
 make_out_dir(out=None, scenario="burst")  creates it (adding -2, -3 ... on a clash)
 
-The files written below this layer are named by their writers: samples.parquet by
-zqbench.recorder, the telemetry tables by zqbench.telemetry.table.
+Every file zqbench.outputs writes is named here, and zqbench.outputs.registry says which
+document each is rendered from. The files written below this layer are named by their
+writers: samples.parquet by zqbench.recorder, the telemetry tables by zqbench.telemetry.table.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ SUMMARY_MD = "summary.md"
 JUNIT_XML = "junit.xml"
 REPORT_HTML = "report.html"
 PLOTS_DIR = "plots"  # <figure>.png, one per figure of the report (or the comparison)
+SWEEP_JSON = "sweep.json"
+SWEEP_MD = "sweep.md"
+CONFORM_JSON = "conform.json"
 COMPARE_JSON = "compare.json"
 COMPARE_MD = "compare.md"
 COMPARE_HTML = "compare.html"

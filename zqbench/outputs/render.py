@@ -1,9 +1,9 @@
-"""Render every output of a saved run: summary.md, junit.xml, plots/*.png, report.html.
+"""report.html and its figures (plots/*.png), from a run's summary and samples.
 
-    render_all(out_dir)  -> [paths written]
+    render_html(out_dir, summary, samples)  -> [plots/<name>.png ..., report.html]
 
-`zqbench run` calls it after writing summary.json; `zqbench report RUN_DIR` calls it on a
-saved run (no traffic). summary.json and samples.parquet are inputs, never rewritten here.
+summary.json and samples.parquet are inputs, never rewritten here; zqbench.outputs.registry
+says when the page is written (`zqbench run`, `report`, `gate --write`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ import pyarrow.parquet as pq
 
 from zqbench.metrics.frame import MetricFrame, build_frame
 from zqbench.outputs.json_out import write_atomic
-from zqbench.outputs.junit import write_junit
-from zqbench.outputs.markdown import write_summary_md
-from zqbench.outputs.paths import JUNIT_XML, PLOTS_DIR, REPORT_HTML, SUMMARY_MD
-from zqbench.outputs.saved import load_run
+from zqbench.outputs.paths import PLOTS_DIR, REPORT_HTML
 from zqbench.summary import Summary
 from zqbench.telemetry.table import GPU_TABLE
 
@@ -61,20 +58,3 @@ def render_html(out_dir: Path, summary: Summary, samples: pd.DataFrame) -> list[
     html = render_report_html(summary, figures)
     page = write_atomic(out_dir / REPORT_HTML, html)
     return [*(p.path for p in plots), page]
-
-
-def render_all(out_dir: Path, *, inconclusive_fails: bool = True) -> list[Path]:
-    """Re-render summary.md, junit.xml, plots and report.html from a saved run folder.
-
-    Raises UsageError (exit 2) when the folder is not a run."""
-    run = load_run(Path(out_dir))
-    summary = run.summary
-    written = [
-        write_summary_md(summary, run.path / SUMMARY_MD),
-        write_junit(
-            summary,
-            run.path / JUNIT_XML,
-            inconclusive_as="failure" if inconclusive_fails else "skipped",
-        ),
-    ]
-    return written + render_html(run.path, summary, run.samples())

@@ -1,6 +1,5 @@
-"""The outputs of `zqbench sweep`: sweep.json (zqbench.summary.SweepReport) and sweep.md.
-
-    write_sweep(out_dir, report)  -> [sweep.json, sweep.md]
+"""sweep.md, the Markdown of a `zqbench sweep` (sweep.json is `SweepReport.to_json()`;
+zqbench.outputs.registry writes both).
 
 `report` is what `zqbench.sweep.run_sweep` builds: the steps in the order they ran, the
 same steps sorted by rate (`curve`), and the knee.
@@ -8,21 +7,8 @@ same steps sorted by rate (`curve`), and the knee.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.view import ms
 from zqbench.summary import SweepReport
-
-SWEEP_JSON = "sweep.json"
-SWEEP_MD = "sweep.md"
-
-
-def write_sweep(out_dir: Path, report: SweepReport) -> list[Path]:
-    return [
-        write_atomic(out_dir / SWEEP_JSON, report.to_json()),
-        write_atomic(out_dir / SWEEP_MD, render_sweep_md(report)),
-    ]
 
 
 def render_sweep_md(report: SweepReport) -> str:

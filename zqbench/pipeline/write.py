@@ -1,6 +1,7 @@
 """Stage 5, write: the summary -> every output beside samples.parquet.
 
-summary.json   summary.md   junit.xml   report.html (+ plots/), unless html is off
+summary.json   summary.md   junit.xml   report.html (+ plots/), unless html is off;
+which file is rendered how is zqbench.outputs.registry's table.
 """
 
 from __future__ import annotations
@@ -9,10 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from zqbench.outputs.json_out import write_summary
-from zqbench.outputs.junit import write_junit
-from zqbench.outputs.markdown import write_summary_md
-from zqbench.outputs.render import render_html
+from zqbench.outputs.registry import RunOutput, write_run
 from zqbench.summary import Summary
 
 
@@ -23,14 +21,7 @@ def write_outputs(
     *,
     inconclusive_fails: bool,
     html: bool,
-) -> None:
+) -> list[Path]:
     """Every output of a run; an inconclusive SLO is a JUnit failure or a skip."""
-    write_summary(summary, out_dir / "summary.json")
-    write_summary_md(summary, out_dir / "summary.md")
-    write_junit(
-        summary,
-        out_dir / "junit.xml",
-        inconclusive_as="failure" if inconclusive_fails else "skipped",
-    )
-    if html:
-        render_html(out_dir, summary, samples)
+    run = RunOutput(summary, lambda: samples, inconclusive_fails=inconclusive_fails)
+    return write_run(out_dir, run, html=html)
