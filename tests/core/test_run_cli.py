@@ -108,7 +108,7 @@ def test_bad_toml_names_the_file(tmp_path: Path) -> None:
 def test_target_without_model_exits_2(ref_server: EmbeddedServer, tmp_path: Path) -> None:
     res = zqbench("run", "smoke", "--target", ref_server.base_url, "--out", str(tmp_path))
     assert res.returncode == 2
-    assert "--model is required with --target" in one_error_line(res.stderr)
+    assert "--model: required with a target URL" in one_error_line(res.stderr)
 
 
 # ---------------------------------------------------------------------- a real run

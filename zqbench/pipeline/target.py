@@ -25,7 +25,7 @@ from zqbench.calibrate import Calibration, calibrate
 from zqbench.control import check_reachable
 from zqbench.dialects.base import DialectConfig
 from zqbench.embedded import EmbeddedServer, get_health
-from zqbench.errors import TargetError, UsageError
+from zqbench.errors import OptionError, TargetError, UsageError
 from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
 from zqbench.pipeline.options import RunOptions
 from zqbench.redact import redact_url
@@ -102,7 +102,7 @@ def _endpoint(options: RunOptions, out_dir: Path) -> Iterator[Endpoint]:
         base_url = options.target.rstrip("/")
         check_reachable(base_url, insecure=options.insecure)
         if not options.model:
-            raise UsageError("--model is required with --target (the model name the server serves)")
+            raise OptionError("model", "required with a target URL (the model name it serves)")
         yield Endpoint(base_url, options.model)
         return
     # Pinned: the model's compute must not steal the generator's timing.
