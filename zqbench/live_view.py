@@ -8,12 +8,14 @@ import time
 from collections import deque
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+
+from zqbench.engines.live import Progress
 
 if TYPE_CHECKING:
     from zqbench.summary import Summary
@@ -30,7 +32,7 @@ class LiveView:
         self.enabled = enabled
         self.console = Console(stderr=True, soft_wrap=True)
         self._lock = threading.Lock()
-        self._snap: dict[str, Any] = {}
+        self._snap = Progress()
         self._history: deque[tuple[float, int, int]] = deque(maxlen=16)
         self._t0 = time.monotonic()
         self._live: Live | None = None
@@ -38,12 +40,10 @@ class LiveView:
     def note(self, message: str) -> None:
         self.console.print(f"[dim]zqbench:[/dim] {message}")
 
-    def update(self, snapshot: dict[str, Any]) -> None:
+    def update(self, progress: Progress) -> None:
         with self._lock:
-            self._snap = snapshot
-            self._history.append(
-                (time.monotonic(), int(snapshot.get("sent", 0)), int(snapshot.get("due", 0)))
-            )
+            self._snap = progress
+            self._history.append((time.monotonic(), progress.sent, progress.due))
 
     def _rates(self) -> tuple[float | None, float | None]:
         if len(self._history) < 2:
@@ -58,24 +58,21 @@ class LiveView:
 
     def __rich__(self) -> Table:
         with self._lock:
-            snap = dict(self._snap)
+            snap = self._snap
             offered, achieved = self._rates()
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
         elapsed = time.monotonic() - self._t0
-        table.add_row("stage", str(snap.get("stage", "-")))
+        table.add_row("stage", str(snap.stage) if snap.workers else "-")
         table.add_row("elapsed", f"{elapsed:.0f} s")
         rate = f"{achieved:.0f} req/s" if achieved is not None else "-"
         if offered is not None:
             rate = f"{rate} (offered {offered:.0f} req/s)"
-        table.add_row("sent", f"{snap.get('sent', 0)}  {rate}")
-        table.add_row("in flight", str(snap.get("inflight", 0)))
-        table.add_row(
-            "latency", f"p50 {_fmt_ms(snap.get('p50_ms'))}  p99 {_fmt_ms(snap.get('p99_ms'))}"
-        )
-        status = snap.get("status") or {}
-        mix = "  ".join(f"{k}: {v}" for k, v in sorted(status.items()))
+        table.add_row("sent", f"{snap.sent}  {rate}")
+        table.add_row("in flight", str(snap.inflight))
+        table.add_row("latency", f"p50 {_fmt_ms(snap.p50_ms)}  p99 {_fmt_ms(snap.p99_ms)}")
+        mix = "  ".join(f"{k}: {v}" for k, v in sorted(snap.status.items()))
         table.add_row("status", mix or "-")
         return table
 

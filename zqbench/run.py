@@ -15,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from zqbench.engines.live import ProgressCallback
 from zqbench.engines.workers import StopFlag
 from zqbench.errors import EXIT_INTERRUPTED, exit_code_for_verdict
 from zqbench.outputs.paths import make_out_dir
 from zqbench.pipeline.analyze import analyze
-from zqbench.pipeline.execute import ProgressCallback, build_hooks, execute
+from zqbench.pipeline.execute import build_hooks, execute
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import make_plan
 from zqbench.pipeline.target import fit_target, open_endpoint

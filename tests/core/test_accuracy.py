@@ -17,6 +17,7 @@ import pytest
 
 from tests.core.conftest import write_scenario
 from tests.servers import ProgrammedServer
+from zqbench.engines.live import Progress
 from zqbench.run import RunOptions, run_scenario
 
 OPEN_LOOP = """
@@ -102,8 +103,8 @@ def test_a_server_stall_shows_in_latency_corrected_not_only_in_latency(
     scenario = write_scenario(tmp_path, OPEN_LOOP.format(rate=50, duration="6s"))
     stall_now = threading.Event()
 
-    def on_progress(snapshot: dict[str, Any]) -> None:
-        if int(snapshot.get("sent", 0)) >= 100:  # about 2 s into the schedule
+    def on_progress(progress: Progress) -> None:
+        if progress.sent >= 100:  # about 2 s into the schedule
             stall_now.set()
 
     def staller() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,33 +34,71 @@ class LiveStats:
                 self.recent_ms[self._cursor] = latency_ms
                 self._cursor = (self._cursor + 1) % RECENT
 
-    def snapshot(self) -> dict[str, object]:
-        return {
-            "sent": self.sent,
-            "due": self.due,
-            "done": self.done,
-            "ok": self.ok,
-            "inflight": self.inflight,
-            "stage": self.stage,
-            "status": dict(self.status),
-            "recent_ms": list(self.recent_ms),
-        }
+    def snapshot(self) -> WorkerProgress:
+        return WorkerProgress(
+            sent=self.sent,
+            due=self.due,
+            done=self.done,
+            ok=self.ok,
+            inflight=self.inflight,
+            stage=self.stage,
+            status=dict(self.status),
+            recent_ms=tuple(self.recent_ms),
+        )
 
 
-def merge_snapshots(snapshots: list[dict[str, object]]) -> dict[str, object]:
+@dataclass(frozen=True, slots=True)
+class WorkerProgress:
+    """One worker's counters at one moment (picklable: it crosses process boundaries)."""
+
+    sent: int
+    due: int  # open loop: requests whose intended time has passed (the offered load)
+    done: int
+    ok: int
+    inflight: int
+    stage: int
+    status: dict[str, int]
+    recent_ms: tuple[float, ...]  # latencies of the latest successful requests
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """The run's counters so far, summed across workers, for the live view."""
+
+    sent: int = 0
+    due: int = 0
+    done: int = 0
+    ok: int = 0
+    inflight: int = 0
+    stage: int = 0
+    status: dict[str, int] = field(default_factory=dict)
+    p50_ms: float | None = None  # of the pooled recent latencies
+    p99_ms: float | None = None
+    workers: int = 0
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def merge_snapshots(snapshots: Sequence[WorkerProgress]) -> Progress:
     """Sum counters across workers; pool recent latencies for the percentiles."""
     status: Counter[str] = Counter()
-    recent: list[float] = []
-    total = {"sent": 0, "due": 0, "done": 0, "ok": 0, "inflight": 0, "stage": 0}
     for snap in snapshots:
-        for key in ("sent", "due", "done", "ok", "inflight"):
-            total[key] += int(snap[key])  # type: ignore[call-overload]
-        total["stage"] = max(total["stage"], int(snap["stage"]))  # type: ignore[call-overload]
-        status.update(snap["status"])  # type: ignore[arg-type]
-        recent.extend(snap["recent_ms"])  # type: ignore[arg-type]
+        status.update(snap.status)
+    recent = np.sort(np.asarray([ms for snap in snapshots for ms in snap.recent_ms]))
     p50 = p99 = None
-    if recent:
-        arr = np.sort(np.asarray(recent))
-        p50 = float(arr[int(np.ceil(0.50 * len(arr))) - 1])
-        p99 = float(arr[int(np.ceil(0.99 * len(arr))) - 1])
-    return {**total, "status": dict(status), "p50_ms": p50, "p99_ms": p99}
+    if len(recent):
+        p50 = float(recent[int(np.ceil(0.50 * len(recent))) - 1])
+        p99 = float(recent[int(np.ceil(0.99 * len(recent))) - 1])
+    return Progress(
+        sent=sum(s.sent for s in snapshots),
+        due=sum(s.due for s in snapshots),
+        done=sum(s.done for s in snapshots),
+        ok=sum(s.ok for s in snapshots),
+        inflight=sum(s.inflight for s in snapshots),
+        stage=max((s.stage for s in snapshots), default=0),
+        status=dict(status),
+        p50_ms=p50,
+        p99_ms=p99,
+        workers=len(snapshots),
+    )

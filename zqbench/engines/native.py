@@ -26,7 +26,7 @@ import numpy as np
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, ResponseSummary
 from zqbench.dialects.itl import summarize_itl
-from zqbench.engines.live import LiveStats
+from zqbench.engines.live import LiveStats, WorkerProgress
 from zqbench.load.closed_loop import VuPlan
 from zqbench.load.mix import ClassPicker
 from zqbench.recorder import SampleRecorder, stream_path
@@ -95,7 +95,7 @@ class WorkerControl:
     """How the outside world talks to a running worker."""
 
     should_stop: Callable[[], bool] = lambda: False
-    on_progress: Callable[[dict[str, Any]], None] | None = None
+    on_progress: Callable[[WorkerProgress], None] | None = None
     progress_interval_s: float = 0.5
     stopped_early: bool = False
     stats: LiveStats = field(default_factory=LiveStats)

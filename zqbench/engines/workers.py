@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from zqbench.engines.live import merge_snapshots
+from zqbench.engines.live import ProgressCallback, WorkerProgress, merge_snapshots
 from zqbench.engines.native import (
     ClosedLoopWork,
     OpenLoopWork,
@@ -34,7 +34,6 @@ from zqbench.errors import InterruptedRun, TargetError
 from zqbench.transport.base import ConnectError
 
 Work = OpenLoopWork | ClosedLoopWork
-ProgressCallback = Callable[[dict[str, Any]], None]
 
 START_LEAD_NS = 50_000_000  # the first intended send is this long after everyone is ready
 READY_TIMEOUT_S = 60.0
@@ -99,7 +98,7 @@ def run_in_process(
     """Run one worker here. Returns (start_monotonic_ns, interrupted)."""
     stop = stop or StopFlag()
 
-    def progress(snapshot: dict[str, Any]) -> None:
+    def progress(snapshot: WorkerProgress) -> None:
         if on_progress is not None:
             on_progress(merge_snapshots([snapshot]))
 
@@ -122,7 +121,7 @@ def run_in_process(
         return worker.start_ns, stop.is_set()
 
     if not handle_signals:
-        return run_async(main())  # type: ignore[no-any-return]
+        return run_async(main())
     with stop_on_signals(stop):
         result: tuple[int, bool] = run_async(main())
     return result
@@ -232,7 +231,7 @@ def _supervise(
         if on_start is not None:
             on_start(start_ns)
 
-        latest: dict[int, dict[str, Any]] = {}
+        latest: dict[int, WorkerProgress] = {}
         while any(p.is_alive() for p in procs) or not progress_q.empty():
             if stop.is_set():
                 stop_event.set()

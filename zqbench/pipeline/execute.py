@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from zqbench.calibrate import Calibration
+from zqbench.engines.live import ProgressCallback
 from zqbench.engines.native import ClassSpec, WorkerSpec
 from zqbench.engines.workers import (
     StopFlag,
@@ -33,8 +33,6 @@ from zqbench.redact import redact_url
 from zqbench.run_hooks import hooks_for_run
 from zqbench.scenario import Scenario
 from zqbench.transport.base import PoolLimits
-
-ProgressCallback = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
