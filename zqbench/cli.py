@@ -36,7 +36,7 @@ from zqbench.cli_options import (
     choice_option,
     fields_of,
 )
-from zqbench.errors import EXIT_TARGET, EXIT_USAGE
+from zqbench.errors import EXIT_INTERNAL, EXIT_USAGE
 from zqbench.option_values import Api, CalibrationMode, H1Client, ServerEngine, ServerScheduler
 
 app = typer.Typer(
@@ -242,7 +242,7 @@ def main() -> None:
             "(set ZQBENCH_DEBUG=1 for the traceback, and please report it)",
             file=sys.stderr,
         )
-        sys.exit(EXIT_TARGET)
+        sys.exit(EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

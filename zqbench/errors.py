@@ -7,6 +7,7 @@
     ├── TargetError              3  the target could not be reached, or the run could not start
     ├── InvalidRunError          4  the generator could not hold the schedule, too few samples
     └── InterruptedRun           130 Ctrl-C / SIGTERM; partial results were kept
+    (any other exception)        5  a bug in zqbench: one line, the traceback with ZQBENCH_DEBUG=1
 
 SLO failures are not exceptions: a finished run returns a verdict, and
 `exit_code_for_verdict` maps it. Only `zqbench.cli` calls `sys.exit`.
@@ -19,6 +20,7 @@ EXIT_SLO_FAILED = 1
 EXIT_USAGE = 2
 EXIT_TARGET = 3
 EXIT_INVALID = 4
+EXIT_INTERNAL = 5  # any other exception: a bug in zqbench (only the CLI maps it)
 EXIT_INTERRUPTED = 130
 
 
