@@ -14,6 +14,7 @@ from zqbench.metrics.slo import (
     goodput_bounds,
     parse_slo,
     parse_slos,
+    ratio_interval,
     run_verdict,
 )
 
@@ -55,7 +56,8 @@ def test_parse_valid(text: str, fields: tuple) -> None:
 
 
 FORM = (
-    "expected METRIC[:AGG] OP VALUE[UNIT], e.g. latency:p99<150ms (OP: < <= > >=; units: us ms s %)"
+    "expected METRIC[:AGG] OP VALUE[UNIT], e.g. latency:p99<150ms"
+    " (OP: < <= > >=; units: us ms s min h %)"
 )
 AGGS = "pNN (p50, p99, p99.9), pNN/pNN, mean, min, max"
 
@@ -73,11 +75,11 @@ AGGS = "pNN (p50, p99, p99.9), pNN/pNN, mean, min, max"
         ),
         (
             "latency:p99<150",
-            "bad SLO 'latency:p99<150': latency:p99 needs a time unit: us, ms or s",
+            "bad SLO 'latency:p99<150': latency:p99 needs a time unit: us, ms, s, min or h",
         ),
         (
             "latency:p99<150 mins",
-            "bad SLO 'latency:p99<150 mins': unknown unit 'mins'; allowed: us, ms, s, %",
+            "bad SLO 'latency:p99<150 mins': unknown unit 'mins'; allowed: us, ms, s, min, h, %",
         ),
         ("latency:avg<1s", f"bad SLO 'latency:avg<1s': 'avg' is not an aggregate; allowed: {AGGS}"),
         (
@@ -217,15 +219,34 @@ def test_ratio_uses_worst_class_with_enough_samples() -> None:
     result = evaluate("latency:p99/p50<=1.15", samples)
     assert result.verdict == "fail"
     assert result.value == pytest.approx(1.98)
-    assert "worst class 'a'" in result.message and "point estimate" in result.message
-    assert evaluate("latency:p99/p50<2", samples).verdict == "pass"
+    assert "worst class 'a'" in result.message and "95% CI [1.658, +inf]" in result.message
+    # 200 samples cannot bound a p99 from above: "< 2" is not decided by a point estimate
+    assert evaluate("latency:p99/p50<2", samples).verdict == "inconclusive"
+
+
+def test_ratio_interval_by_hand() -> None:
+    """1..10,000 ms: p99/p50 = 9900/5000. Each percentile's CI at 97.5% (both at once: 95%)
+    has ranks 9877..9923 (p99) and 4888..5113 (p50): [9877/5113, 9923/4888]."""
+    values = np.arange(1, 10_001) / 1000
+    assert ratio_interval(values, 0.99, 0.5) == pytest.approx((1.98, 9877 / 5113, 9923 / 4888))
+    samples = build_samples(list(range(1, 10_001)))
+    assert evaluate("latency:p99/p50<2.1", samples).verdict == "pass"
+    assert evaluate("latency:p99/p50<=1.9", samples).verdict == "fail"
+    straddling = evaluate("latency:p99/p50<2", samples)
+    assert straddling.verdict == "inconclusive"
+    assert (straddling.ci_low, straddling.ci_high) == pytest.approx((9877 / 5113, 9923 / 4888))
+
+
+def test_durations_take_minutes_and_hours() -> None:
+    assert parse_slo("latency:p99<2min").threshold == pytest.approx(120.0)
+    assert parse_slo("ttft:max<=1h").threshold == pytest.approx(3600.0)
 
 
 def test_ratio_without_enough_samples_is_unavailable() -> None:
     """No class has 100 samples: the ratio is inconclusive, not computed from a handful."""
     result = evaluate("latency:p99/p50<2", build_samples([1.0] * 99))
     assert result.verdict == "inconclusive"
-    assert "no request class has 100 or more samples" in result.message
+    assert "no request class has 100 or more samples (min_ratio_samples)" in result.message
 
 
 def test_dispatch_jitter_max() -> None:

@@ -7,7 +7,7 @@ Grammar (whitespace around OP and before UNIT is allowed):
     AGG      pNN (p50, p99, p99.9; p999 = p99.9), pNN/pNN (ratio), mean, min, max, rate
     OP       <  <=  >  >=
     VALUE    a decimal number
-    UNIT     us, ms, s (durations: required), % (rates and gpu_density: optional)
+    UNIT     us, ms, s, min, h (durations: required), % (rates and gpu_density: optional)
 
 How each gate decides (95% intervals):
 
@@ -15,7 +15,11 @@ How each gate decides (95% intervals):
                  lies on the right side of the threshold, fail when it lies on the wrong
                  side, otherwise inconclusive with "about N more samples would decide"
     rate         Wilson score interval for the proportion, same rule
-    pNN/pNN      point estimate (no CI): the worst request class with enough samples
+    pNN/pNN      per request class with enough samples, the ratio of the two percentiles
+                 with an interval from their order-statistic CIs, each at 97.5% so that
+                 both hold at once with 95% (Bonferroni): [top_low / bottom_high,
+                 top_high / bottom_low]; the run's ratio is the worst class, its interval
+                 [max of the lows, max of the highs]; same rule as a percentile
     mean/min/max point estimate (no CI); a scalar (goodput, gpu_density) likewise
     unavailable  inconclusive, with the reason the metric has no value
 """
@@ -38,7 +42,8 @@ RATE_METRICS = ("errors", "status_<code>")
 SCALAR_METRICS = ("goodput", "throughput", "gpu_density")
 KNOWN_METRICS = (*DURATION_METRICS, *RATE_METRICS, *SCALAR_METRICS)
 OPS = ("<", "<=", ">", ">=")
-TIME_UNITS = {"us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0}  # units per second
+TIME_UNITS = {"us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0, "min": 1 / 60, "h": 1 / 3600}
+# (units per second)
 VERDICTS = ("pass", "fail", "inconclusive")
 
 _SYNTAX = re.compile(
@@ -105,11 +110,11 @@ def parse_slo(text: str) -> Slo:
     """Parse one SLO expression; a bad one raises UsageError with a one-line message."""
     match = _SYNTAX.match(text)
     if match is None:
-        raise _bad(text, f"{_FORM} (OP: < <= > >=; units: us ms s %)")
+        raise _bad(text, f"{_FORM} (OP: < <= > >=; units: us ms s min h %)")
     metric, agg, op, unit = match["metric"], match["agg"], match["op"], match["unit"] or ""
     value = float(match["value"])
     if unit and unit not in TIME_UNITS and unit != "%":
-        raise _bad(text, f"unknown unit {unit!r}; allowed: us, ms, s, %")
+        raise _bad(text, f"unknown unit {unit!r}; allowed: us, ms, s, min, h, %")
 
     if metric in DURATION_METRICS:
         if agg is None:
@@ -122,7 +127,7 @@ def parse_slo(text: str) -> Slo:
             return Slo(text, metric, agg, op, value, "", ratio=ratio)
         q = None if agg in ("mean", "min", "max") else _percentile(text, agg)
         if unit not in TIME_UNITS:
-            raise _bad(text, f"{metric}:{agg} needs a time unit: us, ms or s")
+            raise _bad(text, f"{metric}:{agg} needs a time unit: us, ms, s, min or h")
         return Slo(text, metric, agg, op, value / TIME_UNITS[unit], unit, q=q)
 
     if metric == "errors" or _STATUS.match(metric):
@@ -260,28 +265,63 @@ def _point(slo: Slo, value: float, n: int, what: str) -> SloResult:
     return SloResult(slo.expr, slo.metric, value, slo.threshold, verdict, None, None, message, n=n)
 
 
+RATIO_CI_EACH = 0.975  # per percentile: both intervals hold at once with >= 95% (Bonferroni)
+
+
+def ratio_interval(
+    values: np.ndarray, top: float, bottom: float
+) -> tuple[float | None, float | None, float | None]:
+    """(point, low, high) of quantile(top) / quantile(bottom) of an ascending array of
+    positive durations; None for no ratio (a bottom of 0 s), or for an unbounded side."""
+    numerator = quantiles.quantile(values, top)
+    denominator = quantiles.quantile(values, bottom)
+    if not denominator or numerator is None:  # p50 of 0 s: no meaningful ratio
+        return None, None, None
+    top_low, top_high = quantiles.quantile_ci(values, top, RATIO_CI_EACH)
+    bottom_low, bottom_high = quantiles.quantile_ci(values, bottom, RATIO_CI_EACH)
+    low = None if top_low is None or not bottom_high else top_low / bottom_high
+    high = None if top_high is None or not bottom_low else top_high / bottom_low
+    return numerator / denominator, low, high
+
+
 def _evaluate_ratio(
     slo: Slo, ratio: tuple[float, float], frame: MetricFrame, evidence: Evidence
 ) -> SloResult:
-    top, bottom = ratio
+    """The worst class's ratio; its interval holds the largest true ratio whenever every
+    class's interval holds its own: [max of the lows, max of the highs]."""
     worst: tuple[float, str, int] | None = None
+    lows: list[float | None] = []
+    highs: list[float | None] = []
     for name in frame.classes:
         values = frame.sorted_seconds(slo.metric, frame.mask(request_class=name))
         if len(values) < evidence.min_ratio_samples:
             continue
-        denominator = quantiles.quantile(values, bottom)
-        numerator = quantiles.quantile(values, top)
-        if not denominator or numerator is None:  # p50 of 0 s: no meaningful ratio
+        value, low, high = ratio_interval(values, *ratio)
+        if value is None:
             continue
-        value = numerator / denominator
+        lows.append(low)
+        highs.append(high)
         if worst is None or value > worst[0]:
             worst = (value, name, len(values))
     if worst is None:
         return _unavailable(
-            slo, f"no request class has {evidence.min_ratio_samples} or more samples"
+            slo,
+            f"no request class has {evidence.min_ratio_samples} or more samples "
+            "(min_ratio_samples)",
         )
     value, name, n = worst
-    return _point(slo, value, n, f"{slo.agg} (worst class {name!r}, n = {n:,})")
+    low = max((x for x in lows if x is not None), default=None)
+    high = None if None in highs else max(h for h in highs if h is not None)
+    verdict = quantiles.decide(slo.op, low, high, slo.threshold)
+    threshold = format_value(slo.threshold, slo.unit)
+    tail = _tail(verdict, slo.op, threshold, None)
+    if verdict == "inconclusive":  # a ratio's interval narrows with samples, as a percentile's
+        tail = f"straddles {threshold}: inconclusive; more samples would narrow the interval"
+    message = (
+        f"{slo.agg} (worst class {name!r}, n = {n:,}) = {format_value(value, slo.unit)},"
+        f" 95% CI {_interval(low, high, slo.unit)} {tail}"
+    )
+    return SloResult(slo.expr, slo.metric, value, slo.threshold, verdict, low, high, message, n=n)
 
 
 def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloResult:
