@@ -137,6 +137,7 @@ def sweep(
     """Capacity at SLO: the highest request rate at which the scenario's SLOs still hold.
 
     Exit 0 when a passing rate was found, 1 when even the lowest rate fails."""
+    from zqbench.outputs.sweep import outcome
     from zqbench.run import RunOptions
     from zqbench.scenario import SweepConfig
     from zqbench.summary import SweepStep
@@ -151,8 +152,7 @@ def sweep(
     options = RunOptions(**fields_of(RunOptions, ctx.params))
     overrides = fields_of(SweepConfig, ctx.params)
     result = run_sweep(options, overrides=overrides, on_step=report)
-    knee = result.report.knee
-    typer.echo(f"capacity at SLO: {knee.rate:g} req/s" if knee else "no passing rate: SLOs fail")
+    typer.echo(outcome(result.report))
     typer.echo(f"outputs: {result.out_dir}")
     raise typer.Exit(result.exit_code)
 

@@ -70,7 +70,7 @@ def test_sweep_finds_the_knee_between_a_pass_and_a_fail(tmp_path: Path) -> None:
         summary = json.loads((result.out_dir / s["out_dir"] / "summary.json").read_text())
         assert summary["verdict"] == s["verdict"]
         assert summary["load"]["offered_rate"] == s["rate"]
-    assert f"**capacity at SLO: {knee:g} req/s**" in (result.out_dir / "sweep.md").read_text()
+    assert f"**capacity at SLO: {knee:g} req/s (step " in (result.out_dir / "sweep.md").read_text()
 
 
 def test_sweep_cli_exits_1_when_even_the_first_rate_fails(tmp_path: Path) -> None:
@@ -89,7 +89,8 @@ def test_sweep_cli_exits_1_when_even_the_first_rate_fails(tmp_path: Path) -> Non
         timeout=60,
     )
     assert res.returncode == 1, res.stderr
-    assert "no passing rate" in res.stdout
+    assert "no passing rate: at the lowest rate, " in res.stdout
+    assert ", the SLOs fail" in res.stdout
     report = json.loads((tmp_path / "out" / "sweep.json").read_text())
     assert report["knee"] is None and len(report["steps"]) == 1
     assert report["steps"][0]["verdict"] == "fail"

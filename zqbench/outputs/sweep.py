@@ -10,19 +10,31 @@ from __future__ import annotations
 from zqbench.outputs.view import ms
 from zqbench.summary import SweepReport
 
+_WHY_NOT = {
+    "fail": "the SLOs fail",
+    "inconclusive": "the SLOs are inconclusive (too few samples to decide)",
+    "invalid": "the run is invalid (the generator could not hold the rate)",
+}
+
+
+def outcome(report: SweepReport) -> str:
+    """One line: the capacity found, or why the lowest rate did not pass (a fail, an
+    inconclusive gate and an invalid run are three different stories)."""
+    if report.knee is not None:
+        return f"capacity at SLO: {report.knee.rate:g} req/s (step {report.knee.step})"
+    if not report.curve:
+        return "no passing rate: no step ran"
+    lowest = report.curve[0]
+    why = _WHY_NOT.get(lowest.verdict, f"its verdict is {lowest.verdict}")
+    return f"no passing rate: at the lowest rate, {lowest.rate:g} req/s, {why}"
+
 
 def render_sweep_md(report: SweepReport) -> str:
-    """The knee in bold, then one table row per step, by rate."""
-    knee = report.knee
-    head = (
-        f"**capacity at SLO: {knee.rate:g} req/s** (step {knee.step})"
-        if knee
-        else "**no passing rate**: the SLOs fail even at the lowest rate"
-    )
+    """The outcome in bold, then one table row per step, by rate."""
     lines = [
         f"## zqbench sweep · `{report.scenario}` → `{report.target}`",
         "",
-        head,
+        f"**{outcome(report)}**",
         "",
         "SLOs: " + ", ".join(f"`{s}`" for s in report.slos),
         "",
