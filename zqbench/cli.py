@@ -8,10 +8,9 @@ the only caller of `sys.exit`.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -206,14 +205,11 @@ def probe(
 )
 def serve(ctx: typer.Context) -> None:
     """Start the bundled reference server (all flags go to `python -m reference_server`)."""
-    args: list[Any] = [sys.executable, "-m", "reference_server", *ctx.args]
-    proc = subprocess.Popen(args, env=os.environ.copy())
-    try:
-        code = proc.wait()
-    except KeyboardInterrupt:
-        proc.terminate()
-        code = proc.wait()
-    raise typer.Exit(code)
+    # Exec, not a child: this process becomes the server, so every signal (SIGTERM,
+    # Ctrl-C, even SIGKILL) reaches the server itself and nothing is left to outlive us.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "reference_server", *ctx.args])
 
 
 def _register_command_groups() -> None:

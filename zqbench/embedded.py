@@ -1,8 +1,9 @@
 """The embedded default target: the bundled reference server, started as a subprocess.
 
-zqbench never imports `reference_server`; it starts `python -m reference_server`
-on a free loopback port, waits for `GET /health` (through the control-plane client), and
-stops it by PID afterwards.
+zqbench never imports `reference_server`; it starts the server's program (what
+`python -m reference_server` runs) on a free loopback port, waits for `GET /health`
+(through the control-plane client), and stops it by PID afterwards. The server also dies
+with this process, however it ends (see `EXIT_WITH_PARENT`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,25 @@ from pathlib import Path
 
 from zqbench import control
 from zqbench.errors import TargetError
+
+# `python -m reference_server ARGS`, plus a thread that reads the server's stdin: a pipe
+# whose only writer is the process that started it. When that process ends by any means,
+# SIGKILL included, the kernel closes the writer, the read returns EOF and the server
+# exits at once: nobody is left to wait for a graceful drain. A pipe rather than Linux's
+# PR_SET_PDEATHSIG, which fires when the *thread* that started the child ends, and would
+# need a preexec_fn, unsafe in a process with threads; rather than polling getppid(), it
+# costs the measured server no wake-ups.
+EXIT_WITH_PARENT = """\
+import os, runpy, threading
+
+def exit_with_parent():
+    while os.read(0, 4096):
+        pass
+    os._exit(1)
+
+threading.Thread(target=exit_with_parent, name="exit-with-parent", daemon=True).start()
+runpy.run_module("reference_server", run_name="__main__", alter_sys=True)
+"""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -64,8 +84,8 @@ class EmbeddedServer:
     def command(self) -> list[str]:
         cmd = [
             sys.executable,
-            "-m",
-            "reference_server",
+            "-c",
+            EXIT_WITH_PARENT,
             "--host",
             self.host,
             "--port",
@@ -85,8 +105,9 @@ class EmbeddedServer:
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self._log = log
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # stdin stays open, never written: its EOF is the server's signal that we died.
         self._proc = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, env=env
         )
         if self.pin_cpus:
             self._pin(self._proc.pid)
@@ -94,6 +115,7 @@ class EmbeddedServer:
         while time.monotonic() < deadline:
             code = self._proc.poll()
             if code is not None:
+                self.stop()  # releases its pipe, its log and our CPUs
                 where = f"; see {self.log_path}" if self.log_path else ""
                 raise TargetError(
                     f"the embedded reference server exited with code {code} during startup{where}"
@@ -134,6 +156,8 @@ class EmbeddedServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)
+        if proc is not None and proc.stdin is not None:
+            proc.stdin.close()  # only now: closing it earlier would kill the server undrained
         if self._log not in (None, subprocess.DEVNULL):
             self._log.close()  # type: ignore[attr-defined]
             self._log = None

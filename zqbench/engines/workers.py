@@ -4,7 +4,8 @@ All workers share one start time on CLOCK_MONOTONIC (system-wide on Linux), set
 only after every worker has opened its connection pool, so warm-up is never
 charged to the schedule. Each worker writes its own sample stream; the caller
 merges them. Ctrl-C in the parent stops every worker; the children ignore SIGINT
-themselves so that the parent decides.
+themselves so that the parent decides. A worker whose parent died (even by SIGKILL)
+stops sending at once and exits within `ORPHAN_GRACE_S`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import asyncio
 import contextlib
 import gc
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
+import os
 import queue
 import signal
 import threading
@@ -37,6 +40,7 @@ Work = OpenLoopWork | ClosedLoopWork
 
 START_LEAD_NS = 50_000_000  # the first intended send is this long after everyone is ready
 READY_TIMEOUT_S = 60.0
+ORPHAN_GRACE_S = 3.0  # a worker whose parent died stops sending, then exits within this
 
 
 def freeze_heap() -> None:
@@ -128,6 +132,25 @@ def run_in_process(
 
 
 # ---------------------------------------------------------------------- many processes
+def _exit_with_parent(orphaned: threading.Event) -> None:
+    """Block until the parent process ends, then stop the load and end this process.
+
+    A spawned child's `parent_process().sentinel` is the read end of a pipe whose writer
+    only the parent holds: it reads EOF when the parent ends by any means, SIGKILL
+    included. Unlike Linux's PR_SET_PDEATHSIG it does not depend on which parent thread
+    started us, and unlike polling getppid() it costs no wake-ups. `orphaned` stops the
+    sends at once; the grace lets the sample stream close; the hard exit follows because a
+    normal exit waits for the progress queue's feeder thread, which can block forever on
+    a pipe nobody reads any more."""
+    parent = mp.parent_process()
+    if parent is None:  # not a multiprocessing child: nobody to outlive
+        return
+    mp_connection.wait([parent.sentinel])
+    orphaned.set()
+    time.sleep(ORPHAN_GRACE_S)  # an upper bound: a clean stop ends the process sooner
+    os._exit(1)
+
+
 def _child(
     spec: WorkerSpec,
     work: Work,
@@ -137,10 +160,17 @@ def _child(
     stop_event: Any,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    orphaned = threading.Event()
+    threading.Thread(
+        target=_exit_with_parent, args=(orphaned,), name="exit-with-parent", daemon=True
+    ).start()
+
+    def should_stop() -> bool:
+        return orphaned.is_set() or stop_event.is_set()
 
     async def main() -> None:
         control = WorkerControl(
-            should_stop=stop_event.is_set,
+            should_stop=should_stop,
             on_progress=lambda snap: progress_q.put((spec.worker, snap)),
         )
         try:
@@ -154,7 +184,7 @@ def _child(
         freeze_heap()
         ready_q.put((spec.worker, "ready", ""))
         while start_value.value == 0:
-            if stop_event.is_set():
+            if should_stop():
                 worker.recorder.close()
                 await worker.transport.close()
                 return
