@@ -11,13 +11,15 @@ The CLI parses flags into `RunOptions` and calls this; tests call it directly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from zqbench.engines.live import ProgressCallback
-from zqbench.engines.workers import StopFlag
-from zqbench.errors import EXIT_INTERRUPTED, exit_code_for_verdict
+from zqbench.engines.workers import StopFlag, stop_on_signals
+from zqbench.errors import EXIT_INTERRUPTED, UsageError, exit_code_for_verdict
 from zqbench.outputs.paths import make_out_dir
 from zqbench.pipeline.analyze import analyze
 from zqbench.pipeline.execute import build_hooks, execute
@@ -49,27 +51,61 @@ def run_scenario(
     """One run: its outputs in a new folder, its verdict as an exit code.
 
     `on_target` gets one-line notes (the target, clamped prompts, calibration problems);
-    `stop`, once set, ends the load early, as Ctrl-C does (exit code 130)."""
+    `stop`, once set, ends the load early, as Ctrl-C does (exit code 130). From the load's
+    start to the last output, SIGINT and SIGTERM only set `stop`: a second signal never
+    cuts the outputs short. A run that fails before it wrote anything leaves no folder."""
     plan = make_plan(options)
+    stop = stop or StopFlag()
+    fresh = options.out is None or not Path(options.out).exists()
     out_dir = make_out_dir(
         options.out, plan.scenario.name, now=plan.started_at, root=options.reports_root
     )
-    with open_endpoint(options, out_dir, on_note=on_target) as endpoint:
-        hooks = build_hooks(options, plan.scenario, endpoint)
-        target = fit_target(endpoint, plan.scenario, options, on_note=on_target)
-        execution = execute(
-            options, plan, target, hooks, out_dir, on_progress=on_progress, stop=stop
-        )
-    analysis = analyze(options, plan, target, execution, out_dir)
-    write_outputs(
-        out_dir,
-        analysis.summary,
-        analysis.samples,
-        inconclusive_fails=options.inconclusive_fails,
-        html=options.html,
-    )
-    code = _exit_code(analysis.summary.verdict, execution.interrupted, options)
-    return RunResult(out_dir, analysis.summary, code, execution.interrupted, target.note)
+    with _removed_if_empty_on_error(out_dir, fresh), contextlib.ExitStack() as signals:
+        with open_endpoint(options, out_dir, on_note=on_target) as endpoint:
+            hooks = build_hooks(options, plan.scenario, endpoint)
+            target = fit_target(endpoint, plan.scenario, options, on_note=on_target)
+            signals.enter_context(stop_on_signals(stop))
+            execution = execute(
+                options, plan, target, hooks, out_dir, on_progress=on_progress, stop=stop
+            )
+        with _disk_errors(out_dir):
+            analysis = analyze(options, plan, target, execution, out_dir)
+            write_outputs(
+                out_dir,
+                analysis.summary,
+                analysis.samples,
+                inconclusive_fails=options.inconclusive_fails,
+                html=options.html,
+            )
+    interrupted = execution.interrupted or stop.is_set()
+    code = _exit_code(analysis.summary.verdict, interrupted, options)
+    return RunResult(out_dir, analysis.summary, code, interrupted, target.note)
+
+
+@contextlib.contextmanager
+def _removed_if_empty_on_error(out_dir: Path, fresh: bool) -> Iterator[None]:
+    """A run that fails to start (bad target, bad hook) leaves no empty folder behind; one
+    that got as far as writing something keeps it (a server log, samples to recover)."""
+    try:
+        yield
+    except BaseException:
+        if fresh:
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()  # only when empty
+        raise
+
+
+@contextlib.contextmanager
+def _disk_errors(out_dir: Path) -> Iterator[None]:
+    """A full disk or a folder that became unwritable is the user's to fix (exit 2)."""
+    try:
+        yield
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise UsageError(
+            f"cannot write the outputs in {out_dir} ({reason}); "
+            "free some space or choose another --out"
+        ) from None
 
 
 def _exit_code(verdict: str, interrupted: bool, options: RunOptions) -> int:
