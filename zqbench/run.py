@@ -20,12 +20,14 @@ from pathlib import Path
 from zqbench.engines.live import ProgressCallback
 from zqbench.engines.workers import StopFlag, stop_on_signals
 from zqbench.errors import EXIT_INTERRUPTED, UsageError, exit_code_for_verdict
+from zqbench.metrics.summarize import RunInfo
 from zqbench.outputs.paths import make_out_dir
-from zqbench.pipeline.analyze import analyze
+from zqbench.outputs.start_record import StartRecord
+from zqbench.pipeline.analyze import analyze, start_info
 from zqbench.pipeline.execute import build_hooks, execute
 from zqbench.pipeline.options import RunOptions
-from zqbench.pipeline.plan import make_plan
-from zqbench.pipeline.target import fit_target, open_endpoint
+from zqbench.pipeline.plan import Plan, make_plan
+from zqbench.pipeline.target import Target, fit_target, open_endpoint
 from zqbench.pipeline.write import write_outputs
 from zqbench.summary import Summary
 
@@ -64,6 +66,7 @@ def run_scenario(
         with open_endpoint(options, out_dir, on_note=on_target) as endpoint:
             hooks = build_hooks(options, plan.scenario, endpoint)
             target = fit_target(endpoint, plan.scenario, options, on_note=on_target)
+            hooks.append(_start_record(options, plan, target, out_dir))
             signals.enter_context(stop_on_signals(stop))
             execution = execute(
                 options, plan, target, hooks, out_dir, on_progress=on_progress, stop=stop
@@ -80,6 +83,15 @@ def run_scenario(
     interrupted = execution.interrupted or stop.is_set()
     code = _exit_code(analysis.summary.verdict, interrupted, options)
     return RunResult(out_dir, analysis.summary, code, interrupted, target.note)
+
+
+def _start_record(options: RunOptions, plan: Plan, target: Target, out_dir: Path) -> StartRecord:
+    """The hook that writes run-start.json at t = 0: a killed run can be recovered from it."""
+
+    def info(start_ns: int, start_epoch_ns: int) -> RunInfo:
+        return start_info(options, plan, target, start_ns=start_ns, start_epoch_ns=start_epoch_ns)
+
+    return StartRecord(out_dir, info, plan.slos)
 
 
 @contextlib.contextmanager

@@ -36,6 +36,7 @@ CONFORM_JSON = "conform.json"
 COMPARE_JSON = "compare.json"
 COMPARE_MD = "compare.md"
 COMPARE_HTML = "compare.html"
+RUN_START_JSON = "run-start.json"  # what a run knows at t = 0; removed once summary.json is
 # What marks a folder as holding a run: the workers' sample streams (samples.w<N>.arrows,
 # named by zqbench.recorder), the merged samples, the summary.
 RUN_FILES = ("samples*.arrows", "samples.parquet", SUMMARY_JSON)
