@@ -15,13 +15,17 @@ probes. The tokens each request really had are recorded anyway (`prompt_tokens`,
 `tokens_from_usage`).
 
 Probes go through the control-plane client (`zqbench.control`): a handful of sequential
-requests before the run, not measurements, each bounded by `timeout_s`.
+requests before the run, not measurements. Each is bounded by `timeout_s` and its answer by
+`MAX_ANSWER_BYTES`; the whole calibration by `deadline_s`. A probe that times out ends the
+calibration (a target that does not answer one probe will not answer the next), and so
+does the deadline: the run then sizes its prompts at one byte per token.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +41,9 @@ from zqbench.prompts import synth_text
 from zqbench.redact import redact_url
 
 CACHE_ENV = "ZQBENCH_CALIBRATION"
+# A token count or a one-token answer is a few hundred bytes; more is not an answer.
+MAX_ANSWER_BYTES = 1024 * 1024
+DEADLINE_S = 30.0  # the whole calibration, every probe included
 PROBE_BYTES = (64, 256, 1024)  # fits any context of 1K+ tokens; cut to fit smaller ones
 _PROBE_SEED = 7_777  # probe text differs from every run's prompts (seeds are small ints)
 
@@ -121,21 +128,39 @@ def cached(base_url: str, api: str, model: str) -> Calibration | None:
 
 
 class _Prober:
-    """Counts the tokens of one probe text on the target, through the control-plane client."""
+    """Counts the tokens of one probe text on the target, through the control-plane client,
+    each probe within `timeout_s` and all of them within `deadline_s`."""
 
-    def __init__(self, base_url: str, dialect: Dialect, client: ControlClient) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        dialect: Dialect,
+        client: ControlClient,
+        *,
+        timeout_s: float,
+        deadline_s: float,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.dialect = dialect
         self.client = client
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
+        self.ends_at = time.monotonic() + deadline_s
 
     def count_tokens(self, path: str, text: str) -> int:
         """The API's token-counting route: the same messages, no generation."""
         built = self.dialect.build(RequestSpec("calibration", text, 1, stream=False))
         body = json.loads(built.body)
         slim = {k: body[k] for k in ("model", "messages", "system") if k in body}
-        answer = self.client.post_json(
-            self.base_url + path, json.dumps(slim).encode(), headers=built.headers
-        )
+        self._arm()
+        try:
+            answer = self.client.post_json(
+                self.base_url + path, json.dumps(slim).encode(), headers=built.headers
+            )
+        except ControlError as exc:
+            if exc.error_class == "timeout":
+                raise self._timed_out() from None
+            raise
         return int(answer["input_tokens"])
 
     def usage_tokens(self, text: str) -> int:
@@ -143,9 +168,12 @@ class _Prober:
         prompt tokens."""
         spec = RequestSpec("calibration", text, 1, stream=False)
         parser = self.dialect.parser(spec)
+        self._arm()
         ex = self.client.send(self.base_url, self.dialect.build(spec), parser)
         where = f"calibration probe to {redact_url(self.base_url)}"
         if ex.error is not None:
+            if ex.error.error_class == "timeout":
+                raise self._timed_out()
             raise TargetError(f"{where}: {ex.error}")
         status = parser.summary.status
         if not 200 <= status < 300:
@@ -153,6 +181,21 @@ class _Prober:
         if parser.summary.prompt_tokens is None:
             raise TargetError("calibration: the target's answer has no prompt token count (usage)")
         return parser.summary.prompt_tokens
+
+    def _arm(self) -> None:
+        """The next call's deadline: its own, or what is left of the calibration's."""
+        left = self.ends_at - time.monotonic()
+        if left <= 0:
+            raise self._timed_out()
+        self.client.timeout_s = min(self.timeout_s, left)
+
+    def _timed_out(self) -> TargetError:
+        url = redact_url(self.base_url)
+        if time.monotonic() >= self.ends_at:
+            return TargetError(f"calibration probes to {url}: no fit within {self.deadline_s:g} s")
+        return TargetError(
+            f"calibration probe to {url}: no complete answer within {self.timeout_s:g} s"
+        )
 
 
 def probe_sizes(max_context: int | None) -> tuple[int, ...]:
@@ -163,22 +206,14 @@ def probe_sizes(max_context: int | None) -> tuple[int, ...]:
     return tuple(sorted({min(n, limit) for n in PROBE_BYTES} | {min(16, limit // 2)}))
 
 
-def _measure(prober: _Prober, texts: list[str], timeout_s: float) -> Calibration:
+def _measure(prober: _Prober, texts: list[str]) -> Calibration:
     """The line through the probes, counted by the API's token-counting route if it has
     one and answers, else by the usage of real requests."""
     path = prober.dialect.count_tokens_path
     if path is not None:
         try:
             return fit([(len(t), prober.count_tokens(path, t)) for t in texts], "count_tokens")
-        except ControlError as exc:
-            if exc.error_class == "timeout":
-                # A target that does not answer a token count will not answer a generation
-                # either: one timeout is enough to know, not one per probe.
-                raise TargetError(
-                    f"calibration probe to {redact_url(prober.base_url)}: "
-                    f"no answer within {timeout_s:g} s"
-                ) from None
-        except (ValueError, KeyError, TypeError):
+        except (ControlError, ValueError, KeyError, TypeError):
             pass  # not offered (404), or another shape: count with usage instead
     return fit([(len(t), prober.usage_tokens(t)) for t in texts], "usage")
 
@@ -190,10 +225,14 @@ def calibrate(
     *,
     max_context: int | None = None,
     timeout_s: float = 30.0,
+    deadline_s: float = DEADLINE_S,
     insecure: bool = False,
     use_cache: bool = True,
 ) -> Calibration:
-    """The target's bytes-to-tokens line, from the cache or from probe requests."""
+    """The target's bytes-to-tokens line, from the cache or from probe requests.
+
+    TargetError when the probes fail, time out (`timeout_s` each, `deadline_s` in all) or
+    answer past `MAX_ANSWER_BYTES`."""
     if use_cache:
         hit = cached(base_url, api, config.model)
         if hit is not None:
@@ -201,8 +240,11 @@ def calibrate(
     sizes = probe_sizes(max_context)
     texts = [synth_text(n, _PROBE_SEED + i) for i, n in enumerate(sizes)]
     dialect = get_dialect(api, config)
-    with ControlClient(insecure=insecure, timeout_s=timeout_s) as client:
-        cal = _measure(_Prober(base_url, dialect, client), texts, timeout_s)
+    with ControlClient(
+        insecure=insecure, timeout_s=timeout_s, max_body_bytes=MAX_ANSWER_BYTES
+    ) as client:
+        prober = _Prober(base_url, dialect, client, timeout_s=timeout_s, deadline_s=deadline_s)
+        cal = _measure(prober, texts)
     if use_cache:
         _write_cache(cache_path(), cache_key(base_url, api, config.model), cal)
     return cal

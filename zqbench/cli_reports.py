@@ -25,10 +25,13 @@ def _percent(text: str, option: str) -> float:
 
 
 def report(run_dir: RunDirArg, inconclusive_ok: InconclusiveOkOpt = False) -> None:
-    """Re-render summary.md, junit.xml, plots and report.html of a saved run (no traffic)."""
-    from zqbench.outputs.registry import rerender_run
+    """Re-render summary.md, junit.xml, plots and report.html of a saved run (no traffic).
 
-    paths = rerender_run(run_dir, inconclusive_fails=not inconclusive_ok)
+    A run killed before its summary.json is recovered from its samples and marked
+    interrupted."""
+    from zqbench.outputs.registry import report_run
+
+    paths = report_run(run_dir, inconclusive_fails=not inconclusive_ok)
     for path in paths:
         typer.echo(str(path))
 

@@ -11,19 +11,23 @@ The CLI parses flags into `RunOptions` and calls this; tests call it directly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from zqbench.engines.live import ProgressCallback
-from zqbench.engines.workers import StopFlag
-from zqbench.errors import EXIT_INTERRUPTED, exit_code_for_verdict
+from zqbench.engines.workers import StopFlag, stop_on_signals
+from zqbench.errors import EXIT_INTERRUPTED, UsageError, exit_code_for_verdict
+from zqbench.metrics.summarize import RunInfo
 from zqbench.outputs.paths import make_out_dir
-from zqbench.pipeline.analyze import analyze
+from zqbench.outputs.start_record import StartRecord
+from zqbench.pipeline.analyze import analyze, start_info
 from zqbench.pipeline.execute import build_hooks, execute
 from zqbench.pipeline.options import RunOptions
-from zqbench.pipeline.plan import make_plan
-from zqbench.pipeline.target import fit_target, open_endpoint
+from zqbench.pipeline.plan import Plan, make_plan
+from zqbench.pipeline.target import Target, fit_target, open_endpoint
 from zqbench.pipeline.write import write_outputs
 from zqbench.summary import Summary
 
@@ -49,27 +53,71 @@ def run_scenario(
     """One run: its outputs in a new folder, its verdict as an exit code.
 
     `on_target` gets one-line notes (the target, clamped prompts, calibration problems);
-    `stop`, once set, ends the load early, as Ctrl-C does (exit code 130)."""
+    `stop`, once set, ends the load early, as Ctrl-C does (exit code 130). From the load's
+    start to the last output, SIGINT and SIGTERM only set `stop`: a second signal never
+    cuts the outputs short. A run that fails before it wrote anything leaves no folder."""
     plan = make_plan(options)
+    stop = stop or StopFlag()
+    fresh = options.out is None or not Path(options.out).exists()
     out_dir = make_out_dir(
         options.out, plan.scenario.name, now=plan.started_at, root=options.reports_root
     )
-    with open_endpoint(options, out_dir, on_note=on_target) as endpoint:
-        hooks = build_hooks(options, plan.scenario, endpoint)
-        target = fit_target(endpoint, plan.scenario, options, on_note=on_target)
-        execution = execute(
-            options, plan, target, hooks, out_dir, on_progress=on_progress, stop=stop
-        )
-    analysis = analyze(options, plan, target, execution, out_dir)
-    write_outputs(
-        out_dir,
-        analysis.summary,
-        analysis.samples,
-        inconclusive_fails=options.inconclusive_fails,
-        html=options.html,
-    )
-    code = _exit_code(analysis.summary.verdict, execution.interrupted, options)
-    return RunResult(out_dir, analysis.summary, code, execution.interrupted, target.note)
+    with _removed_if_empty_on_error(out_dir, fresh), contextlib.ExitStack() as signals:
+        with open_endpoint(options, out_dir, on_note=on_target) as endpoint:
+            hooks = build_hooks(options, plan.scenario, endpoint)
+            target = fit_target(endpoint, plan.scenario, options, on_note=on_target)
+            hooks.append(_start_record(options, plan, target, out_dir))
+            signals.enter_context(stop_on_signals(stop))
+            execution = execute(
+                options, plan, target, hooks, out_dir, on_progress=on_progress, stop=stop
+            )
+        with _disk_errors(out_dir):
+            analysis = analyze(options, plan, target, execution, out_dir)
+            write_outputs(
+                out_dir,
+                analysis.summary,
+                analysis.samples,
+                inconclusive_fails=options.inconclusive_fails,
+                html=options.html,
+            )
+    interrupted = execution.interrupted or stop.is_set()
+    code = _exit_code(analysis.summary.verdict, interrupted, options)
+    return RunResult(out_dir, analysis.summary, code, interrupted, target.note)
+
+
+def _start_record(options: RunOptions, plan: Plan, target: Target, out_dir: Path) -> StartRecord:
+    """The hook that writes run-start.json at t = 0: a killed run can be recovered from it."""
+
+    def info(start_ns: int, start_epoch_ns: int) -> RunInfo:
+        return start_info(options, plan, target, start_ns=start_ns, start_epoch_ns=start_epoch_ns)
+
+    return StartRecord(out_dir, info, plan.slos)
+
+
+@contextlib.contextmanager
+def _removed_if_empty_on_error(out_dir: Path, fresh: bool) -> Iterator[None]:
+    """A run that fails to start (bad target, bad hook) leaves no empty folder behind; one
+    that got as far as writing something keeps it (a server log, samples to recover)."""
+    try:
+        yield
+    except BaseException:
+        if fresh:
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()  # only when empty
+        raise
+
+
+@contextlib.contextmanager
+def _disk_errors(out_dir: Path) -> Iterator[None]:
+    """A full disk or a folder that became unwritable is the user's to fix (exit 2)."""
+    try:
+        yield
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise UsageError(
+            f"cannot write the outputs in {out_dir} ({reason}); "
+            "free some space or choose another --out"
+        ) from None
 
 
 def _exit_code(verdict: str, interrupted: bool, options: RunOptions) -> int:

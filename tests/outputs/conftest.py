@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from tests.metrics.conftest import build_samples
@@ -10,7 +11,7 @@ from zqbench.stages import StageInfo
 from zqbench.summary import Summary
 
 
-def make_summary(slos: list[str], *, failures: int = 0, lag_ms: float = 0.0) -> Summary:
+def make_samples_frame(*, failures: int = 0, lag_ms: float = 0.0) -> pd.DataFrame:
     """1000 requests with latencies 1..1000 ms over two stages, `failures` of them 503."""
     latencies = list(range(1, 1001))
     samples = build_samples(
@@ -20,6 +21,12 @@ def make_summary(slos: list[str], *, failures: int = 0, lag_ms: float = 0.0) -> 
         error=["http_503"] * failures + [None] * (1000 - failures),
     )
     samples["t_intended"] = samples["t_send"] - int(lag_ms * 1e6)
+    return samples
+
+
+def make_summary(slos: list[str], *, failures: int = 0, lag_ms: float = 0.0) -> Summary:
+    """The summary of `make_samples_frame`'s requests."""
+    samples = make_samples_frame(failures=failures, lag_ms=lag_ms)
     run = RunInfo(
         scenario="burst",
         target="http://127.0.0.1:8000/v1",

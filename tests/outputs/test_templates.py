@@ -98,3 +98,17 @@ def test_no_value_is_a_dash_and_infinity_a_symbol_in_both_formats() -> None:
     assert "| `time_to_reject` | stage 1 (burst) | 0 | – | – | – | – | – |" in text
     page = render_report_html(summary, [])
     assert '<td>stage 1 (burst)</td><td class="num">0</td><td class="num">–</td>' in page
+
+
+def test_markdown_shows_run_strings_as_text_never_as_html() -> None:
+    """A Markdown renderer passes raw HTML through: a tag in a run's string is escaped."""
+    data = make_summary(["latency:p99<2s"]).model_dump(mode="json")
+    data["scenario"]["name"] = "<script>alert(1)</script>"
+    data["stages"][1]["name"] = "<img src=x onerror=alert(2)>"
+    data["target"] = "http://h/`<b>x</b>`"
+    text = render_summary_md(Summary.model_validate(data))
+    assert "<script" not in text and "<img" not in text and "<b>" not in text
+    assert "## zqbench: ✅ PASS · &lt;script>alert(1)&lt;/script> → " in text
+    assert "http://h/\\`&lt;b>x&lt;/b>\\`" in text
+    assert "| `latency` | stage 1 (&lt;img src=x onerror=alert(2)>) | 500 |" in text
+    assert "| `latency:p99<2s` |" in text, "an SLO in a code span is shown as written"

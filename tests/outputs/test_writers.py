@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
@@ -166,3 +168,45 @@ def test_json_summary_matches_markdown_numbers(tmp_path: Path) -> None:
     summary = make_summary(SLOS)
     loaded = load_summary(write_summary(summary, tmp_path / "s.json"))
     assert render_summary_md(loaded) == render_summary_md(summary)
+
+
+@pytest.mark.parametrize(
+    "planted", ["samples.w1.arrows", "samples.parquet", "summary.json", "samples.w0.arrows"]
+)
+def test_out_that_holds_a_run_is_refused(tmp_path: Path, planted: str) -> None:
+    """Reusing --out would merge another run's samples into this one: refused, exit 2."""
+    out = tmp_path / "old-run"
+    out.mkdir()
+    (out / planted).write_bytes(b"from an earlier run")
+    with pytest.raises(UsageError) as err:
+        make_out_dir(out, "burst")
+    assert err.value.message == (
+        f"--out {out}: already holds a run's files ({planted}); "
+        "choose another --out or remove that folder"
+    )
+    assert (out / planted).read_bytes() == b"from an earlier run", "nothing was moved or removed"
+
+
+def test_out_that_cannot_be_created_is_a_usage_error(tmp_path: Path) -> None:
+    """An --out below a file (or on a read-only disk) is the user's to fix: exit 2, one line."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(UsageError) as err:
+        make_out_dir(blocker / "run", "burst")
+    assert err.value.message == f"--out {blocker / 'run'}: cannot write there (Not a directory)"
+
+
+def test_every_output_file_has_the_same_mode(tmp_path: Path) -> None:
+    """One policy: every file a run writes is 0666 less the umask, as any file the user makes."""
+    from zqbench.outputs.registry import RunOutput, write_run
+
+    from .conftest import make_samples_frame
+
+    old = os.umask(0o022)
+    try:
+        run = RunOutput(make_summary(SLOS), make_samples_frame)
+        written = write_run(tmp_path, run)
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in written}
+    assert modes and set(modes.values()) == {0o644}, modes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -20,17 +20,21 @@ from zqbench.summary import SCHEMA, Summary
 
 
 def write_atomic(path: Path, text: str) -> Path:
-    """Write text so that readers see the old file or the whole new one, never a part."""
+    """Write text so that readers see the old file or the whole new one, never a part.
+
+    The file is created 0666 less the umask, as every other output (docs/design.md, "The
+    run folder"): a temp file from `tempfile` would be 0600 beside 0644 siblings."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 

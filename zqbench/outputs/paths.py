@@ -4,6 +4,10 @@ and the names of the files zqbench.outputs writes there.
 default_out_dir("burst", now=...)  -> reports/20261129T104501Z-burst
 make_out_dir(out=None, scenario="burst")  creates it (adding -2, -3 ... on a clash)
 
+A folder that already holds a run's files (`RUN_FILES`) is never written into: its samples
+would be merged into the new run's. A folder that cannot be created or written is the
+user's to fix (UsageError, exit 2), not a crash.
+
 Every file zqbench.outputs writes is named here, and zqbench.outputs.registry says which
 document each is rendered from. The files written below this layer are named by their
 writers: samples.parquet by zqbench.recorder, the telemetry tables by zqbench.telemetry.table.
@@ -11,9 +15,14 @@ writers: samples.parquet by zqbench.recorder, the telemetry tables by zqbench.te
 
 from __future__ import annotations
 
+import os
 import re
+import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+
+from zqbench.errors import UsageError
 
 REPORTS_ROOT = Path("reports")
 SUMMARY_JSON = "summary.json"
@@ -27,6 +36,10 @@ CONFORM_JSON = "conform.json"
 COMPARE_JSON = "compare.json"
 COMPARE_MD = "compare.md"
 COMPARE_HTML = "compare.html"
+RUN_START_JSON = "run-start.json"  # what a run knows at t = 0; removed once summary.json is
+# What marks a folder as holding a run: the workers' sample streams (samples.w<N>.arrows,
+# named by zqbench.recorder), the merged samples, the summary.
+RUN_FILES = ("samples*.arrows", "samples.parquet", SUMMARY_JSON)
 
 
 def scenario_slug(scenario: str) -> str:
@@ -51,16 +64,19 @@ def make_out_dir(
     now: datetime | None = None,
     root: Path = REPORTS_ROOT,
 ) -> Path:
-    """Create and return the output folder.
+    """Create and return the output folder, checked writable.
 
-    `out` (from --out) is used as given and may already exist. The default folder is
-    never reused: a second run in the same second gets a -2, -3 ... suffix."""
+    `out` (from --out) is used as given and may already exist, unless it holds a run's
+    files. The default folder is never reused: a second run in the same second gets a
+    -2, -3 ... suffix. UsageError when the folder cannot be created or written."""
     if out is not None:
         path = Path(out)
-        path.mkdir(parents=True, exist_ok=True)
+        _refuse_a_run(path)
+        _writable(path, f"--out {path}", lambda: path.mkdir(parents=True, exist_ok=True))
         return path
     base = default_out_dir(scenario, now=now, root=root)
-    base.parent.mkdir(parents=True, exist_ok=True)
+    parent = base.parent
+    _writable(parent, str(parent), lambda: parent.mkdir(parents=True, exist_ok=True))
     for attempt in range(1, 1000):
         path = base if attempt == 1 else base.with_name(f"{base.name}-{attempt}")
         try:
@@ -68,4 +84,34 @@ def make_out_dir(
         except FileExistsError:
             continue
         return path
-    raise FileExistsError(f"no free output folder next to {base}")
+    raise UsageError(f"no free output folder next to {base}; choose one with --out")
+
+
+def run_files(folder: Path) -> list[str]:
+    """The names of the run files (`RUN_FILES`) in `folder`, sorted; [] when none or no folder."""
+    if not folder.is_dir():
+        return []
+    return sorted({p.name for pattern in RUN_FILES for p in folder.glob(pattern)})
+
+
+def _refuse_a_run(path: Path) -> None:
+    found = run_files(path)
+    if found:
+        raise UsageError(
+            f"--out {path}: already holds a run's files ({', '.join(found)}); "
+            "choose another --out or remove that folder"
+        )
+
+
+def _writable(path: Path, label: str, create: Callable[[], None]) -> None:
+    """Create the folder, then prove a file can be made in it (a read-only mount, a folder
+    of another user): a run must not find out after its load that it cannot save it."""
+    try:
+        create()
+        probe = path / f".zqbench-write-check-{uuid.uuid4().hex}"
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        os.close(fd)
+        probe.unlink()
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise UsageError(f"{label}: cannot write there ({reason})") from None

@@ -2,6 +2,8 @@
 
     document        writers (file names from paths.py)                 written by
     RunOutput       summary.json  summary.md  junit.xml  report.html*   zqbench run, report, gate
+                                                                        (report: a killed run
+                                                                        recovered, all four)
     SweepReport     sweep.json  sweep.md                                zqbench sweep
     ConformReport   conform.json  junit.xml                             zqbench conform
     Comparison      compare.json  compare.md  compare.html*             zqbench compare
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar, Union
 
+from zqbench import recorder
 from zqbench.outputs import compare_render, conform, sweep
 from zqbench.outputs.compare import Comparison
 from zqbench.outputs.json_out import dumps_summary, write_atomic
@@ -33,11 +36,13 @@ from zqbench.outputs.paths import (
     CONFORM_JSON,
     JUNIT_XML,
     REPORT_HTML,
+    RUN_START_JSON,
     SUMMARY_JSON,
     SUMMARY_MD,
     SWEEP_JSON,
     SWEEP_MD,
 )
+from zqbench.outputs.recover import recover_run, unfinished
 from zqbench.outputs.render import render_html
 from zqbench.outputs.saved import load_run
 from zqbench.summary import Summary, SweepReport
@@ -155,6 +160,21 @@ def rerender_run(folder: Path, *, inconclusive_fails: bool = True) -> list[Path]
     saved = load_run(Path(folder))
     run = RunOutput(saved.summary, saved.samples, inconclusive_fails)
     return write_all([w for w in RUN_WRITERS if w.file != SUMMARY_JSON], run, saved.path)
+
+
+def report_run(folder: Path, *, inconclusive_fails: bool = True) -> list[Path]:
+    """`zqbench report`: a saved run's files rendered again, or, for a run killed before its
+    summary.json, the run recovered from its samples (zqbench.outputs.recover) and every
+    file written, summary.json and samples.parquet included."""
+    folder = Path(folder)
+    if not unfinished(folder):
+        return rerender_run(folder, inconclusive_fails=inconclusive_fails)
+    summary, samples = recover_run(folder)
+    written = write_all(
+        RUN_WRITERS, RunOutput(summary, lambda: samples, inconclusive_fails), folder
+    )
+    (folder / RUN_START_JSON).unlink(missing_ok=True)  # superseded by summary.json
+    return [folder / recorder.PARQUET_NAME, *written]
 
 
 def write_sweep(folder: Path, report: SweepReport) -> list[Path]:

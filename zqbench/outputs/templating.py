@@ -1,7 +1,8 @@
 """The jinja2 environments of the templates in outputs/templates/ (shipped as package data).
 
     html_environment()       autoescape on: every value is HTML-escaped unless marked safe
-    markdown_environment()   no HTML escaping; table cells pass through the `cell` filter
+    markdown_environment()   every value shown as text (`markdown_text`); table cells pass
+                             through the `cell` filter, inline code through `code`
 
 Both raise on an undefined name (StrictUndefined), so a template that asks the view for a
 field it lacks fails loudly instead of printing nothing. trim_blocks / lstrip_blocks let
@@ -10,15 +11,21 @@ block tags stand on their own lines without leaving blank lines in the output.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import jinja2
 
+# Where Markdown would start raw HTML (CommonMark: `<` then a tag name, `/`, `!` or `?`);
+# a renderer passes such HTML through, so a scenario named `<script>` would run in a page.
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
 
-def _environment(*, autoescape: bool) -> jinja2.Environment:
+
+def _environment(*, autoescape: bool, **options: object) -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("zqbench.outputs", "templates"),
         autoescape=autoescape,
+        **options,  # type: ignore[arg-type]
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -32,7 +39,9 @@ def html_environment() -> jinja2.Environment:
 
 @cache
 def markdown_environment() -> jinja2.Environment:
-    env = _environment(autoescape=False)
+    # finalize: every {{ value }} is shown as text; escaping is idempotent, so a value that
+    # went through `code` or `cell` first is not changed twice.
+    env = _environment(autoescape=False, finalize=markdown_text)
     env.filters["cell"] = table_cell
     env.filters["code"] = code
     return env
@@ -44,6 +53,16 @@ def table_cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def markdown_text(text: object) -> str:
+    """Text that Markdown shows as written, never as HTML: a `<` that would open a tag
+    becomes `&lt;` (rendered `<`); `a < b` is left alone."""
+    return _HTML_START.sub("&lt;", str(text))
+
+
 def code(text: object) -> str:
-    """Inline code in Markdown."""
-    return f"`{text}`"
+    """Inline code in Markdown. A code span shows its text literally, so one that holds a
+    backtick (which would end the span) or something tag-like is written as escaped text."""
+    value = str(text)
+    if "`" in value or _HTML_START.search(value):
+        return markdown_text(value).replace("`", "\\`")
+    return f"`{value}`"

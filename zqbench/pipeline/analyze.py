@@ -44,28 +44,53 @@ def analyze(
     return Analysis(summary, samples)
 
 
-def _run_info(options: RunOptions, plan: Plan, target: Target, execution: Execution) -> RunInfo:
+def start_info(
+    options: RunOptions, plan: Plan, target: Target, *, start_ns: int, start_epoch_ns: int
+) -> RunInfo:
+    """What the run knows at its t = 0: everything but its duration and what the load and
+    the hooks report (run-start.json, from which a killed run is recovered)."""
     scenario = target.scenario
     return RunInfo(
         scenario=scenario.name,
         target=redact_url(target.base_url),
         api=scenario.api,
         started_at=plan.started_at.isoformat(timespec="seconds"),
-        start_monotonic_ns=execution.start_ns,
-        start_epoch_ns=execution.start_epoch_ns,
-        duration_s=(execution.end_ns - execution.start_ns) / 1e9,
+        start_monotonic_ns=start_ns,
+        start_epoch_ns=start_epoch_ns,
+        duration_s=0.0,
         open_loop=scenario.load.open_loop,
         scenario_config=scenario.to_dict(),
         offered_requests=plan.offered or None,
         offered_rate=plan.offered_rate or None,
-        environment=_environment(options, target, execution),
+        environment=_environment(options, target),
         stages=plan.stages,
+    )
+
+
+def _run_info(options: RunOptions, plan: Plan, target: Target, execution: Execution) -> RunInfo:
+    at_start = start_info(
+        options,
+        plan,
+        target,
+        start_ns=execution.start_ns,
+        start_epoch_ns=execution.start_epoch_ns,
+    )
+    environment = dict(at_start.environment)
+    environment["prompts"] = {**environment["prompts"], "bytes": execution.prompt_bytes}
+    return dataclasses.replace(
+        at_start,
+        duration_s=(execution.end_ns - execution.start_ns) / 1e9,
+        environment={
+            **environment,
+            "interrupted": execution.interrupted,
+            **execution.hooks.environment,
+        },
         telemetry=execution.hooks.telemetry,
     )
 
 
-def _environment(options: RunOptions, target: Target, execution: Execution) -> dict[str, Any]:
-    """Where and how the run ran: versions, machine, options, prompts, hooks' reports."""
+def _environment(options: RunOptions, target: Target) -> dict[str, Any]:
+    """Where and how the run ran: versions, machine, options, prompts."""
     env: dict[str, Any] = {
         "zqbench": zqbench.__version__,
         "python": platform.python_version(),
@@ -88,6 +113,5 @@ def _environment(options: RunOptions, target: Target, execution: Execution) -> d
         "clamped": list(target.clamped),
         "warnings": list(target.warnings),
         "calibration": None if calibration is None else dataclasses.asdict(calibration),
-        "bytes": execution.prompt_bytes,
     }
-    return {**env, "interrupted": execution.interrupted, **execution.hooks.environment}
+    return env

@@ -35,6 +35,7 @@ from zqbench.transport.origin import parse_base_url
 NoteCallback = Callable[[str], None]
 
 CALIBRATION_TIMEOUT_S = 10.0  # per probe: calibration must never stall a run for long
+CALIBRATION_DEADLINE_S = 20.0  # every probe together
 CONTEXT_HEADROOM = 0.98  # a clamped prompt keeps 2% spare: calibration is good to about 2%
 
 
@@ -210,6 +211,7 @@ def _calibrate(
             max_context=max_context,
             insecure=options.insecure,
             timeout_s=min(scenario.request.timeout_s, CALIBRATION_TIMEOUT_S),
+            deadline_s=CALIBRATION_DEADLINE_S,
             # The embedded server lives on a new port each run: nothing to reuse.
             use_cache=options.calibration is CalibrationMode.auto and endpoint.server is None,
         ), ()

@@ -1,7 +1,8 @@
 """Stage 5, write: the summary -> every output beside samples.parquet.
 
 summary.json   summary.md   junit.xml   report.html (+ plots/), unless html is off;
-which file is rendered how is zqbench.outputs.registry's table.
+which file is rendered how is zqbench.outputs.registry's table. run-start.json, which the
+summary supersedes, is removed once every output is written.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from zqbench.outputs.paths import RUN_START_JSON
 from zqbench.outputs.registry import RunOutput, write_run
 from zqbench.summary import Summary
 
@@ -24,4 +26,6 @@ def write_outputs(
 ) -> list[Path]:
     """Every output of a run; an inconclusive SLO is a JUnit failure or a skip."""
     run = RunOutput(summary, lambda: samples, inconclusive_fails=inconclusive_fails)
-    return write_run(out_dir, run, html=html)
+    written = write_run(out_dir, run, html=html)
+    (out_dir / RUN_START_JSON).unlink(missing_ok=True)
+    return written

@@ -1,0 +1,93 @@
+"""A run that was killed before it wrote summary.json, recovered from what is on disk.
+
+    if unfinished(folder):
+        summary, samples = recover_run(folder)
+
+The workers' Arrow streams (samples.w<N>.arrows) keep every batch flushed before the kill;
+they are merged into samples.parquet (zqbench.recorder). run-start.json, written at the
+run's t = 0, says what the run was (scenario, target, clock, stages, SLOs); without it
+those are `unknown`. The summary covers the samples on disk, its duration runs to the last
+of them, and it is marked interrupted: `environment.interrupted` is true and the verdict is
+`invalid`, its first reason saying what was recovered and what is not known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from zqbench import recorder
+from zqbench.metrics.summarize import RunInfo, summarize
+from zqbench.outputs.paths import RUN_START_JSON, SUMMARY_JSON
+from zqbench.outputs.start_record import read_start
+from zqbench.summary import Summary
+
+UNKNOWN = "unknown"
+
+
+def unfinished(folder: Path) -> bool:
+    """A run folder with samples but no summary.json: a run that did not finish."""
+    folder = Path(folder)
+    if not folder.is_dir() or (folder / SUMMARY_JSON).exists():
+        return False
+    return (folder / recorder.PARQUET_NAME).is_file() or any(folder.glob(recorder.STREAM_GLOB))
+
+
+def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
+    """The summary of the samples on disk, marked interrupted, and those samples (now in
+    samples.parquet)."""
+    folder = Path(folder)
+    record = read_start(folder)
+    info, slos = record if record is not None else (_unknown_run(), ())
+    if any(folder.glob(recorder.STREAM_GLOB)):
+        clock = {"start_monotonic_ns": info.start_monotonic_ns}
+        if record is not None:
+            clock["start_epoch_ns"] = info.start_epoch_ns
+        recorder.finalize(folder, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
+    samples = pq.read_table(folder / recorder.PARQUET_NAME).to_pandas()
+    unknown = [] if record is not None else ["scenario", "target", "clock", "schedule", "SLOs"]
+    info = dataclasses.replace(
+        info,
+        duration_s=_last_end_s(samples),
+        environment={
+            **info.environment,
+            "interrupted": True,
+            "recovered": {"samples": len(samples), "unknown": unknown},
+        },
+    )
+    summary = summarize(samples, run=info, slos=slos)
+    return _marked_interrupted(summary, len(samples), unknown), samples
+
+
+def _unknown_run() -> RunInfo:
+    return RunInfo(
+        scenario=UNKNOWN,
+        target=UNKNOWN,
+        api=UNKNOWN,
+        started_at=UNKNOWN,
+        start_monotonic_ns=0,
+        start_epoch_ns=0,
+        duration_s=0.0,
+        clock_offset_source=UNKNOWN,
+    )
+
+
+def _last_end_s(samples: pd.DataFrame) -> float:
+    """Seconds from the run's start to the last recorded request's end (0 with none)."""
+    return float(samples["t_end"].max()) / 1e9 if len(samples) else 0.0
+
+
+def _marked_interrupted(summary: Summary, n: int, unknown: list[str]) -> Summary:
+    reason = (
+        f"interrupted: the run was stopped before it finished; {n} samples were recovered "
+        f"from its sample streams by `zqbench report`"
+    )
+    if unknown:
+        reason += f" ({', '.join(unknown)} not known: {RUN_START_JSON} is missing)"
+    validity = summary.validity.model_copy(
+        update={"ok": False, "reasons": [reason, *summary.validity.reasons]}
+    )
+    return summary.model_copy(update={"verdict": "invalid", "validity": validity})
