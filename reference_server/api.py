@@ -310,9 +310,8 @@ class App:
                 )
         finally:
             watcher.cancel()
-            if seq.state not in (State.FINISHED, State.REJECTED):
-                seq.aborted = True  # the engine frees the slot at its next step boundary
-                self.scheduler.wake()
+            if seq.state not in (State.FINISHED, State.REJECTED, State.ABORTED):
+                self.scheduler.abort(seq)  # the engine frees the slot at its next step boundary
 
     def sampling(self, req: GenRequest) -> SamplingParams:
         """The request's sampling parameters. Without a `seed` field the seed is derived
@@ -466,13 +465,16 @@ def _timing(seq: Sequence) -> dict[str, Any]:
 
 async def _next_events(seq: Sequence, keep_after_start: bool = False) -> list[tuple[str, Any]]:
     """Wait for, and take, the events the engine posted. With `keep_after_start`,
-    events after "start" stay queued for the streaming loop."""
+    events after "start" stay queued for the streaming loop. Raises Disconnected when the
+    engine dropped the sequence because its client went away."""
     while not seq.events:
         await seq.wake.wait()
         seq.wake.clear()
     out = []
     while seq.events:
         ev = seq.events.popleft()
+        if ev[0] == "abort":
+            raise Disconnected
         out.append(ev)
         if keep_after_start and ev[0] == "start":
             break
@@ -484,8 +486,7 @@ async def _watch_disconnect(receive: Any, seq: Sequence, scheduler: Scheduler) -
     while True:
         msg = await receive()
         if msg["type"] == "http.disconnect":
-            seq.aborted = True
-            scheduler.wake()
+            scheduler.abort(seq)
             return
 
 
