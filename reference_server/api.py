@@ -24,7 +24,7 @@ from reference_server.engine import Engine
 from reference_server.errors import ApiError, render, stream_error_type
 from reference_server.metrics import Metrics
 from reference_server.model import tokenizer
-from reference_server.request import GenRequest
+from reference_server.request import GenRequest, body_limit
 from reference_server.scheduler import Scheduler
 from reference_server.sequence import Sequence, State
 
@@ -237,7 +237,7 @@ class App:
             raise ApiError("authentication", "invalid x-api-key")
 
     async def _read_json(self, headers: dict[str, str], receive: Any, resp: _Response) -> Any:
-        limit = self.config.body_limit
+        limit = body_limit(self.config.body_limit, self.config.max_context)
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise ApiError("too_large", f"request body exceeds {limit} bytes")
@@ -266,18 +266,19 @@ class App:
 
     async def _generate(self, req: GenRequest, dialect: str, receive: Any, resp: _Response) -> None:
         try:
-            prompt = tokenizer.encode(req.prompt_text)
+            n_prompt = tokenizer.count_tokens(req.prompt_text)  # checked before tokenizing
             for stop in req.stop:
                 stop.encode("utf-8")
         except UnicodeEncodeError:  # JSON allows "\ud800"; UTF-8 (and so a token) does not
             raise ApiError("invalid_request", "text contains a lone surrogate") from None
         limit = self.config.max_context
-        if len(prompt) + req.max_tokens > limit:
+        if n_prompt + req.max_tokens > limit:
             raise ApiError(
                 "invalid_request",
-                f"prompt ({len(prompt)} tokens) + max_tokens ({req.max_tokens}) "
+                f"prompt ({n_prompt} tokens) + max_tokens ({req.max_tokens}) "
                 f"exceeds the context limit of {limit} tokens",
             )
+        prompt = tokenizer.encode(req.prompt_text)
         seq = Sequence(
             resp.rid,
             prompt,

@@ -62,26 +62,19 @@ def _body(max_tokens: int, stream: bool) -> dict[str, object]:
             "messages": [{"role": "user", "content": "abandon me"}]}  # fmt: skip
 
 
+def _seq(loop: asyncio.AbstractEventLoop) -> Sequence:
+    prompt = [tokenizer.BOS] * 4
+    received = (time.time(), time.perf_counter())
+    return Sequence("req_x", prompt, 4, (), SamplingParams(), "high-throughput", *received, loop)
+
+
 def test_abandoned_queued_requests_leave_the_queue_at_the_next_boundary() -> None:
     """fifo: a queued request whose client left is handed back as abandoned at once,
     without waiting for a free slot; the others keep their order."""
     loop = asyncio.new_event_loop()
     try:
         sched = Scheduler("fifo", max_slots=1, kv_budget_tokens=1000)
-        seqs = [
-            Sequence(
-                "req_x",
-                [tokenizer.BOS] * 4,
-                4,
-                (),
-                SamplingParams(),
-                "high-throughput",
-                time.time(),
-                time.perf_counter(),
-                loop,
-            )  # fmt: skip
-            for _ in range(4)
-        ]
+        seqs = [_seq(loop) for _ in range(4)]
         for s in seqs:
             assert sched.submit(s) is None
         assert sched.take_new() == ([seqs[0]], [], [])
