@@ -24,7 +24,7 @@ from reference_server.engine import Engine
 from reference_server.errors import ApiError, render, stream_error_type
 from reference_server.metrics import Metrics
 from reference_server.model import tokenizer
-from reference_server.request import GenRequest
+from reference_server.request import GenRequest, body_limit
 from reference_server.scheduler import Scheduler
 from reference_server.sequence import Sequence, State
 
@@ -237,7 +237,7 @@ class App:
             raise ApiError("authentication", "invalid x-api-key")
 
     async def _read_json(self, headers: dict[str, str], receive: Any, resp: _Response) -> Any:
-        limit = self.config.body_limit
+        limit = body_limit(self.config.body_limit, self.config.max_context)
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise ApiError("too_large", f"request body exceeds {limit} bytes")
@@ -266,18 +266,19 @@ class App:
 
     async def _generate(self, req: GenRequest, dialect: str, receive: Any, resp: _Response) -> None:
         try:
-            prompt = tokenizer.encode(req.prompt_text)
+            n_prompt = tokenizer.count_tokens(req.prompt_text)  # checked before tokenizing
             for stop in req.stop:
                 stop.encode("utf-8")
         except UnicodeEncodeError:  # JSON allows "\ud800"; UTF-8 (and so a token) does not
             raise ApiError("invalid_request", "text contains a lone surrogate") from None
         limit = self.config.max_context
-        if len(prompt) + req.max_tokens > limit:
+        if n_prompt + req.max_tokens > limit:
             raise ApiError(
                 "invalid_request",
-                f"prompt ({len(prompt)} tokens) + max_tokens ({req.max_tokens}) "
+                f"prompt ({n_prompt} tokens) + max_tokens ({req.max_tokens}) "
                 f"exceeds the context limit of {limit} tokens",
             )
+        prompt = tokenizer.encode(req.prompt_text)
         seq = Sequence(
             resp.rid,
             prompt,
@@ -310,9 +311,8 @@ class App:
                 )
         finally:
             watcher.cancel()
-            if seq.state not in (State.FINISHED, State.REJECTED):
-                seq.aborted = True  # the engine frees the slot at its next step boundary
-                self.scheduler.wake()
+            if seq.state not in (State.FINISHED, State.REJECTED, State.ABORTED):
+                self.scheduler.abort(seq)  # the engine frees the slot at its next step boundary
 
     def sampling(self, req: GenRequest) -> SamplingParams:
         """The request's sampling parameters. Without a `seed` field the seed is derived
@@ -466,13 +466,16 @@ def _timing(seq: Sequence) -> dict[str, Any]:
 
 async def _next_events(seq: Sequence, keep_after_start: bool = False) -> list[tuple[str, Any]]:
     """Wait for, and take, the events the engine posted. With `keep_after_start`,
-    events after "start" stay queued for the streaming loop."""
+    events after "start" stay queued for the streaming loop. Raises Disconnected when the
+    engine dropped the sequence because its client went away."""
     while not seq.events:
         await seq.wake.wait()
         seq.wake.clear()
     out = []
     while seq.events:
         ev = seq.events.popleft()
+        if ev[0] == "abort":
+            raise Disconnected
         out.append(ev)
         if keep_after_start and ev[0] == "start":
             break
@@ -484,8 +487,7 @@ async def _watch_disconnect(receive: Any, seq: Sequence, scheduler: Scheduler) -
     while True:
         msg = await receive()
         if msg["type"] == "http.disconnect":
-            seq.aborted = True
-            scheduler.wake()
+            scheduler.abort(seq)
             return
 
 

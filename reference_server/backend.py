@@ -12,18 +12,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+# Temperatures below this are greedy (vLLM's _SAMPLING_EPS): logits / 1e-45 overflow to
+# inf and NaN, and well before that the distribution is the argmax in all but name.
+MIN_TEMPERATURE = 1e-5
+
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
-    """How one request picks its tokens. temperature 0 is greedy, and then the other
-    fields do not matter; otherwise tokens are drawn from softmax(logits / temperature),
-    restricted to the `top_k` most likely tokens (0 = all) and then to the smallest set
-    whose probability reaches `top_p`, with a generator seeded by `seed`."""
+    """How one request picks its tokens. A temperature below MIN_TEMPERATURE (0 included)
+    is greedy, and then the other fields do not matter; otherwise tokens are drawn from
+    softmax(logits / temperature), restricted to the `top_k` most likely tokens (0 = all)
+    and then to the smallest set whose probability reaches `top_p`, with a generator
+    seeded by `seed`."""
 
     temperature: float = 0.0
     seed: int = 0
     top_p: float = 1.0
     top_k: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        """True when the token is the argmax: temperature below MIN_TEMPERATURE."""
+        return self.temperature < MIN_TEMPERATURE
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,15 +5,22 @@ prefill them (low-latency ones alone and first, long-context ones alone and
 last, the rest batched), then run one decode step for every running sequence.
 Events go to the asyncio handlers in one `call_soon_threadsafe` per phase, so
 the event loop wakes once per step, not once per token.
+
+Every sequence ends with a terminal event, so its handler always returns: "end",
+"reject", "error", or "abort" when its client went away. A backend step that
+raises is run again for each of its sequences alone: only the sequence that
+fails by itself gets an "error", and the others keep decoding.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import statistics
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from reference_server.backend import ComputeBackend
@@ -27,6 +34,8 @@ try:  # NVTX ranges for Nsight; the package is a no-op without a profiler attach
     _DOMAIN: Any = nvtx.get_domain("refserver")
 except ImportError:  # pragma: no cover - nvtx is an optional extra
     _DOMAIN = None
+
+log = logging.getLogger("reference_server")
 
 Events = list[tuple[Sequence, str, str | None]]
 
@@ -92,40 +101,46 @@ class Engine:
             if not self.running:
                 self.scheduler.wait_for_work(0.05)
             with _Range("dispatch"):  # newly admitted requests join this step
-                new, expired = self.scheduler.take_new()
-                events: Events = [(s, "reject", "queue_timeout") for s in expired]
-                for s in expired:
-                    s.state = State.REJECTED
-                self._drop_aborted()
-                new = [s for s in new if not self._abort_if_gone(s)]
-            self._post(events)
+                new = self._intake()
             try:
                 if new:
                     self._prefill_all(new)
+                    self._prune()
                 if self.running:
-                    self._decode()
-            except Exception as exc:  # a backend failure must not kill the server
+                    self._decode(self.running)
+                    self._prune()
+            except Exception as exc:  # an engine bug must not kill the server
                 self._fail_all(new, exc)
             self._update_gauges()
+        self._shut_down()
+
+    def _intake(self) -> list[Sequence]:
+        """This boundary's sequences to prefill. Reports the fifo queue timeouts, and drops
+        every sequence whose client went away (queued, admitted or running) with an
+        "abort" event, so that its handler returns."""
+        intake = self.scheduler.take_new()
+        events: Events = []
+        for s in intake.expired:
+            s.state = State.REJECTED
+            events.append((s, "reject", "queue_timeout"))
+        for s in [*intake.abandoned, *intake.new, *self.running]:
+            if s.aborted:
+                self._finish_slot(s, State.ABORTED)
+                events.append((s, "abort", None))
+        self._post(events)
+        self._prune()
+        return [s for s in intake.new if s.state is State.ADMITTED]
+
+    def _shut_down(self) -> None:
+        """The loop has stopped: refuse what never started, end what was running."""
         leftover = self.scheduler.drain_waiting()
         for s in leftover:
             s.state = State.REJECTED
-        self._post([(s, "reject", "shutdown") for s in leftover])
-        self._post([(s, "error", "server shut down") for s in self.running])
+        events: Events = [(s, "reject", "shutdown") for s in leftover]
+        self._post(events + [(s, "error", "server shut down") for s in self.running])
 
-    def _abort_if_gone(self, seq: Sequence) -> bool:
-        if seq.aborted:
-            seq.state = State.ABORTED
-            self.scheduler.release(seq)
-            return True
-        return False
-
-    def _drop_aborted(self) -> None:
-        if any(s.aborted for s in self.running):
-            for s in self.running:
-                if s.aborted:
-                    self._finish_slot(s, State.ABORTED)
-            self.running = [s for s in self.running if not s.aborted]
+    def _prune(self) -> None:
+        self.running = [s for s in self.running if s.state is State.RUNNING]
 
     def _finish_slot(self, seq: Sequence, state: State) -> None:
         seq.state = state
@@ -165,14 +180,23 @@ class Engine:
             self.metrics.prefill_group.labels(s.profile).observe(len(group))
         # The head of a streaming response goes out now: compute has started.
         self._post([(s, "start", None) for s in group])
+        self._prefill_step(group)
+
+    def _prefill_step(self, group: list[Sequence]) -> None:
+        """Prefill `group` in one backend step; the sequences that finish join `running`."""
         self._expect("prefill")
-        with _Range("prefill"):
-            slots = [s.slot for s in group]
-            firsts, timing = self.backend.prefill(
-                slots,  # type: ignore[arg-type]  # admitted sequences always hold a slot
-                [s.prompt for s in group],
-                [s.params for s in group],
-            )
+        try:
+            with _Range("prefill"):
+                firsts, timing = self.backend.prefill(
+                    [s.slot for s in group],  # type: ignore[misc]  # admitted: have a slot
+                    [s.prompt for s in group],
+                    [s.params for s in group],
+                )
+        except Exception as exc:
+            for s in group:  # forget what the failed step half did: each retry starts afresh
+                self.backend.release(s.slot)  # type: ignore[arg-type]
+            self._isolate(group, exc, self._prefill_step)
+            return
         done_perf = time.perf_counter()
         self._observe_step("prefill", timing.wall_ms / 1e3, len(group))
         total = sum(len(s.prompt) for s in group)
@@ -184,15 +208,20 @@ class Engine:
                 s.gpu_ms = (s.gpu_ms or 0.0) + timing.gpu_ms * len(s.prompt) / total
             self.running.append(s)
             self._advance(s, tok, events)
-        self.running = [s for s in self.running if s.state is State.RUNNING]
         self._post(events)
 
-    def _decode(self) -> None:
-        batch = self.running
+    def _decode(self, batch: list[Sequence]) -> None:
+        """One decode step for every sequence of `batch`."""
         self._expect("decode")
-        with _Range("decode"):
-            slots: list[int] = [s.slot for s in batch]  # type: ignore[misc]  # running: have one
-            nxt, timing = self.backend.decode(slots, [s.last_token for s in batch])
+        try:
+            with _Range("decode"):
+                slots: list[int] = [s.slot for s in batch]  # type: ignore[misc]  # running
+                nxt, timing = self.backend.decode(slots, [s.last_token for s in batch])
+        except Exception as exc:
+            # A failed decode step leaves each slot's length as it was, so a retry
+            # rewrites the same cache positions (a sampled row may draw again).
+            self._isolate(batch, exc, self._decode)
+            return
         seconds = timing.wall_ms / 1e3
         self._observe_step("decode", seconds, len(batch))
         events: Events = []
@@ -201,8 +230,19 @@ class Engine:
             if timing.gpu_ms is not None:
                 s.gpu_ms = (s.gpu_ms or 0.0) + timing.gpu_ms / len(batch)
             self._advance(s, tok, events)
-        self.running = [s for s in batch if s.state is State.RUNNING]
         self._post(events)
+
+    def _isolate(
+        self, batch: list[Sequence], exc: Exception, step: Callable[[list[Sequence]], None]
+    ) -> None:
+        """`step(batch)` raised `exc`. One sequence: it fails. Several: each runs the step
+        again alone, so only the sequences that cause the failure fail, and the others
+        keep decoding."""
+        if len(batch) == 1:
+            self._fail(batch[0], exc)
+            return
+        for s in batch:
+            step([s])
 
     def _advance(self, s: Sequence, token: int, events: Events) -> None:
         done = s.append_token(token)
@@ -216,15 +256,16 @@ class Engine:
             self.metrics.e2e.observe(time.perf_counter() - s.received_perf)
             events.append((s, "end", None))
 
+    def _fail(self, seq: Sequence, exc: Exception) -> None:
+        log.error("engine failure in %s", seq.request_id, exc_info=exc)
+        self._finish_slot(seq, State.REJECTED)
+        self._post([(seq, "error", f"engine failure: {type(exc).__name__}: {exc}")])
+
     def _fail_all(self, new: list[Sequence], exc: Exception) -> None:
-        events: Events = []
         for s in {id(s): s for s in [*new, *self.running]}.values():
-            if s.state in (State.FINISHED, State.ABORTED):
-                continue
-            self._finish_slot(s, State.REJECTED)
-            events.append((s, "error", f"engine failure: {type(exc).__name__}: {exc}"))
+            if s.state in (State.ADMITTED, State.RUNNING):
+                self._fail(s, exc)
         self.running = []
-        self._post(events)
 
     def _update_gauges(self) -> None:
         sch = self.scheduler

@@ -1,4 +1,5 @@
-"""A generation request as both dialects parse it, and the body reader they share.
+"""A generation request as both dialects parse it, the body reader they share, and the
+size limit checked before a body is parsed.
 
 The prompt is the text of the system prompt and every message, joined with
 newlines, so a single user message "abc" with no system prompt costs exactly
@@ -13,6 +14,19 @@ from typing import Any
 
 from reference_server.errors import ApiError
 from reference_server.sequence import PROFILES
+
+# A generation body may carry this many bytes per context token, plus a fixed allowance.
+# JSON escapes (6 bytes for one token at worst), per-message framing and pretty-printing
+# stay well below it; a larger body is refused as too large before it is read in full,
+# so a huge prompt is never parsed nor tokenized, and never stalls the event loop.
+BODY_BYTES_PER_TOKEN = 64
+BODY_ALLOWANCE = 1 << 20
+
+
+def body_limit(configured: int, max_context: int) -> int:
+    """The most bytes a generation (or count_tokens) body may have: `configured`
+    (--body-limit), or less when no prompt that long could fit `max_context` tokens."""
+    return min(configured, BODY_ALLOWANCE + BODY_BYTES_PER_TOKEN * max_context)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,11 +17,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from typing import NamedTuple
 
 from reference_server.sequence import Sequence, State
 
 ZERO_QUEUE = "zero-queue"
 FIFO = "fifo"
+
+
+class Intake(NamedTuple):
+    """What the engine takes at a step boundary."""
+
+    new: list[Sequence]  # hold a slot: to prefill now (unless their client left meanwhile)
+    expired: list[Sequence]  # fifo: waited longer than the queue timeout
+    abandoned: list[Sequence]  # fifo: their client left while they were queued
 
 
 class Scheduler:
@@ -49,6 +58,7 @@ class Scheduler:
         self._admitted: deque[Sequence] = deque()  # hold slots, not yet computed
         self._waiting: deque[Sequence] = deque()  # fifo queue
         self._waiting_first: deque[Sequence] = deque()  # fifo, low-latency profile
+        self._aborts_queued = False  # a queued request was abandoned: purge the queues
         self.draining = False
         # Written by the engine thread before each step: when it expects the step to end.
         self.step_end_perf = 0.0
@@ -88,37 +98,49 @@ class Scheduler:
     def wake(self) -> None:
         self._work.set()
 
+    def abort(self, seq: Sequence) -> None:
+        """The client of `seq` went away. Wherever it is (queued, admitted or running), the
+        engine drops it at the next step boundary, frees what it holds and posts "abort"."""
+        seq.aborted = True
+        with self._lock:
+            self._aborts_queued = True
+        self._work.set()
+
     # ---- engine thread ------------------------------------------------------
 
     def wait_for_work(self, timeout: float) -> None:
         self._work.wait(timeout)
         self._work.clear()
 
-    def take_new(self) -> tuple[list[Sequence], list[Sequence]]:
-        """At a step boundary: (requests to prefill now, fifo requests that timed out)."""
+    def take_new(self) -> Intake:
+        """At a step boundary: the admitted requests, and the fifo requests that left the
+        queue without a slot (timed out, or abandoned by their client)."""
         expired: list[Sequence] = []
+        abandoned: list[Sequence] = []
         with self._lock:
             if self.kind == FIFO:
+                queues = (self._waiting_first, self._waiting)
+                if self._aborts_queued:
+                    for q in queues:
+                        abandoned += _remove_aborted(q)
                 if self.queue_timeout_s is not None:
                     oldest_ok = time.perf_counter() - self.queue_timeout_s
-                    for q in (self._waiting_first, self._waiting):
+                    for q in queues:
                         # Each deque is in arrival order, so expired requests are at its head.
                         while q and q[0].received_perf < oldest_ok:
                             expired.append(q.popleft())
-                for q in (self._waiting_first, self._waiting):
+                for q in queues:
                     while q and self._free:
                         head = q[0]
-                        if head.aborted:
-                            q.popleft()
-                            continue
                         if self._reserved_tokens + head.reserved_tokens > self.kv_budget_tokens:
                             break  # head-of-line blocking: FIFO keeps its order
                         q.popleft()
                         self._assign(head)
                         self._admitted.append(head)
+            self._aborts_queued = False
             new = list(self._admitted)
             self._admitted.clear()
-        return new, expired
+        return Intake(new, expired, abandoned)
 
     def release(self, seq: Sequence) -> None:
         """Give back a slot and its KV reservation (finished, aborted or failed)."""
@@ -131,11 +153,15 @@ class Scheduler:
         self._work.set()
 
     def drain_waiting(self) -> list[Sequence]:
-        """On shutdown: everything still queued, to be refused."""
+        """On shutdown: every request not yet computing (queued, or admitted and not yet
+        taken), to be refused; the admitted ones give their slots back."""
         with self._lock:
-            out = [*self._waiting_first, *self._waiting]
+            out = [*self._waiting_first, *self._waiting, *self._admitted]
             self._waiting_first.clear()
             self._waiting.clear()
+            self._admitted.clear()
+        for s in out:
+            self.release(s)  # a no-op for the queued ones, which hold no slot
         return out
 
     # ---- observation --------------------------------------------------------
@@ -151,3 +177,15 @@ class Scheduler:
     @property
     def kv_usage(self) -> float:
         return self._reserved_tokens / self.kv_budget_tokens if self.kv_budget_tokens else 0.0
+
+
+def _remove_aborted(queue: deque[Sequence]) -> list[Sequence]:
+    """Take the abandoned requests out of `queue`, keeping the others in order."""
+    kept: list[Sequence] = []
+    gone: list[Sequence] = []
+    for s in queue:  # one pass: `aborted` may turn True meanwhile (asyncio thread)
+        (gone if s.aborted else kept).append(s)
+    if gone:
+        queue.clear()
+        queue.extend(kept)
+    return gone

@@ -10,7 +10,10 @@ Events the handler receives, in order:
     ("start", None)            compute began; dispatch/start times are set
     ("text", str)              generated text, stop sequences held back
     ("end", None)              finished; stop_reason, counts and gpu_ms are set
-    ("reject", reason)         never started (fifo queue timeout, shutdown, engine error)
+    ("reject", reason)         never started (fifo queue timeout, shutdown)
+    ("error", message)         failed in the engine (this sequence alone), or shut down
+    ("abort", None)            dropped because the client went away (Scheduler.abort)
+Each sequence gets exactly one of the last four, so its handler always returns.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class Sequence:
         self.first_token_perf: float | None = None
         self.slot: int | None = None
         self.state = State.WAITING
-        self.aborted = False  # set from the asyncio thread; read by the engine
+        self.aborted = False  # set by Scheduler.abort (asyncio thread); read by the engine
         self.text = ""  # all generated text (one char per token)
         self.emitted = 0  # chars of `text` already posted
         self.output_tokens = 0

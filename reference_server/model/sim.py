@@ -9,10 +9,10 @@ running a network it occupies the step loop for the time the cost model gives:
 The defaults approximate the `tiny` torch preset on a small CPU (research notes:
 decode at batch 8 about 1.9 ms). It sleeps rather than spins: a spinning Python
 thread would hold the GIL and stall the asyncio thread that serves HTTP. Tokens
-are seeded and deterministic: the same prompt and seed give the
-same printable-ASCII text. Temperature 0 stands for greedy decoding: the text depends
-on the prompt alone; temperature > 0 also on the request's sampling seed (top_p and
-top_k are accepted and have no effect here). Every response says `engine: sim`, so its numbers are
+are seeded and deterministic: the same prompt and seed give the same
+printable-ASCII text. Greedy decoding (`SamplingParams.greedy`): the text depends on
+the prompt alone; sampling also on the request's sampling seed (top_p and top_k are
+accepted and have no effect here). Every response says `engine: sim`, so its numbers are
 never mistaken for a measurement of a model.
 """
 
@@ -84,7 +84,7 @@ class SimBackend:
             # Greedy (temperature 0) text depends on the prompt alone, as a model's would;
             # sampled text also on the request's seed. hash() of a tuple of ints does not
             # depend on PYTHONHASHSEED, so both are reproducible across runs.
-            seed = (p.seed,) if p.temperature > 0 else ()
+            seed = () if p.greedy else (p.seed,)
             self._rngs[slot] = random.Random(hash((self.seed, *seed, tuple(prompt))))
         _occupy(t0 + self.cost.prefill_ms(n_tokens) / 1e3)
         first = [self._next(s) for s in slots]

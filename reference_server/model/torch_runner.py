@@ -89,6 +89,16 @@ def _filtered_probs(logits: Tensor, top_k: int, top_p: float) -> Tensor:
     return probs
 
 
+def _sampling_probs(logits: Tensor, params: SamplingParams, greedy_token: Tensor) -> Tensor:
+    """logits: [V] -> the distribution `params` samples from. Where it is not one (inf or
+    NaN from extreme logits), the one-hot of `greedy_token`: that row decodes greedily
+    rather than failing the batch. Chosen on the device, so no host sync."""
+    probs = _filtered_probs(logits / params.temperature, params.top_k, params.top_p)
+    usable = torch.isfinite(probs).all() & (probs.sum() > 0)
+    one_hot = torch.zeros_like(probs).scatter(0, greedy_token.reshape(1), 1.0)
+    return torch.where(usable, probs, one_hot)
+
+
 class TorchBackend:
     name = "torch"
 
@@ -218,7 +228,7 @@ class TorchBackend:
                 self._active[slot] = True
                 self._length[slot] = length
                 self._params[slot] = p
-                self._generators[slot] = self._make_generator(p) if p.temperature > 0 else None
+                self._generators[slot] = None if p.greedy else self._make_generator(p)
             return logits
 
         return self._step("prefill", slots, run_prompts)
@@ -368,8 +378,8 @@ class TorchBackend:
             chosen = logits.argmax(dim=-1)  # [B]
             for row, slot in enumerate(slots):
                 p = self._params[slot]
-                if p.temperature > 0:
-                    probs = _filtered_probs(logits[row] / p.temperature, p.top_k, p.top_p)
+                if not p.greedy:
+                    probs = _sampling_probs(logits[row], p, chosen[row])
                     # Each slot's own generator: its tokens depend only on its seed and
                     # its own context, never on which other slots share the batch.
                     chosen[row] = torch.multinomial(probs, 1, generator=self._generators[slot])[0]

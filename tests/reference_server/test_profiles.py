@@ -48,7 +48,7 @@ def test_engine_prefill_groups_follow_the_profiles() -> None:
                          time.time(), time.perf_counter(), loop)  # fmt: skip
             assert sched.submit(s) is None
             seqs.append(s)
-        new, _ = sched.take_new()
+        new, _, _ = sched.take_new()
         engine._prefill_all(new)
         slot = {id(s): s.slot for s in seqs}
         by_profile = [[profiles[i] for i, s in enumerate(seqs) if slot[id(s)] in g]

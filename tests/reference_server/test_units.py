@@ -57,7 +57,7 @@ def test_zero_queue_reserves_under_concurrency() -> None:
         for t in threads:
             t.join(5)
         assert results.count(None) == 3 and results.count("no_slot") == 61
-        admitted, _ = sched.take_new()
+        admitted, _, _ = sched.take_new()
         assert sorted(s.slot for s in admitted) == [0, 1, 2]  # type: ignore[type-var]
         sched.release(admitted[0])
         assert sched.submit(_seq(loop)) is None
@@ -75,11 +75,11 @@ def test_kv_budget_and_fifo_order_and_timeout() -> None:
         first, second, fast = _seq(loop), _seq(loop), _seq(loop, profile="low-latency")
         for s in (first, second, fast):
             assert fifo.submit(s) is None
-        new, _ = fifo.take_new()
+        new, _, _ = fifo.take_new()
         assert new == [fast]  # low-latency requests go ahead of the queue
         assert fifo.num_waiting == 2
         time.sleep(0.06)
-        _, expired = fifo.take_new()
+        _, expired, _ = fifo.take_new()
         assert expired == [first, second]
     finally:
         loop.close()
