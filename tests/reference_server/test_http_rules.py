@@ -1,12 +1,17 @@
-"""HTTP-level request rules: the Content-Type rule, framing, and what the probes publish."""
+"""HTTP-level rules: the Content-Type rule, framing, what the probes publish, the limit flags."""
 
 from __future__ import annotations
 
 import json
+import resource
 import socket
 
 import httpx
+import pytest
 
+from reference_server.cli import build_parser, config_from_args
+from reference_server.config import ServerConfig
+from reference_server.server import connection_cap
 from tests.reference_server.conftest import MODEL, Server
 
 MSG = [{"role": "user", "content": "hi"}]
@@ -91,3 +96,25 @@ def test_probes_do_not_publish_the_sampling_seed(zq_server: Server) -> None:
         if line.startswith("refserver_info{")
     ]
     assert len(info) == 1 and "seed" not in info[0]
+
+
+def test_limit_flags_reach_the_config() -> None:
+    args = ["--body-timeout", "5", "--idle-timeout", "0.5", "--max-connections", "64"]
+    cfg = config_from_args(build_parser().parse_args(args))
+    assert (cfg.body_timeout_s, cfg.idle_timeout_s, cfg.max_connections) == (5.0, 0.5, 64)
+    for bad in ({"body_timeout_s": 0}, {"idle_timeout_s": 0}, {"max_connections": 0}):
+        with pytest.raises(ValueError):
+            ServerConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_connection_cap_fits_the_fd_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The soft fd limit is raised to fit the cap; past the hard limit the cap is lowered,
+    so accept() never fails with EMFILE."""
+    set_to: list[tuple[int, int]] = []
+    monkeypatch.setattr(resource, "setrlimit", lambda _, limits: set_to.append(limits))
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (256, resource.RLIM_INFINITY))
+    assert connection_cap(1024) == 1024 and set_to[-1] == (1024 + 128, resource.RLIM_INFINITY)
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (256, 512))
+    assert connection_cap(1024) == 512 - 128 and set_to[-1] == (512, 512)
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (4096, 4096))
+    assert connection_cap(1024) == 1024 and len(set_to) == 2  # already enough: untouched
