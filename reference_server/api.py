@@ -38,7 +38,7 @@ _REJECT_KIND = {"queue_timeout": "rate_limit", "shutdown": "overloaded"}
 
 
 class Disconnected(Exception):
-    """The client went away while we were reading its request."""
+    """The client went away: the engine dropped its sequence and posted "abort"."""
 
 
 def _ts(t: float) -> bytes:
@@ -56,13 +56,12 @@ class App:
             queue_timeout_s=config.queue_timeout_s,
             dispatch_latency_target_us=config.dispatch_latency_target_us,
         )
-        self.metrics = Metrics(
-            config.scheduler, backend.name, backend.device, config.preset, config.seed
-        )
+        self.metrics = Metrics(config.scheduler, backend.name, backend.device, config.preset)
         self.metrics.slots.set(self.scheduler.max_slots)
         self.engine: Engine | None = None
         self.models = (config.served_model_name, config.preset)
         self.in_flight = 0
+        self._handlers: set[asyncio.Task[Any]] = set()  # the tasks running _http, for shutdown
         self.profiling = False  # between POST /start_profile and /stop_profile
         self._n_generations = 0  # numbers the generation requests, for derived seeds
         self._key = config.api_key.encode() if config.api_key else None
@@ -92,6 +91,12 @@ class App:
         while self.in_flight and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         return self.in_flight == 0
+
+    def abort_in_flight(self) -> None:
+        """End every request still being handled (after the drain timeout): a client
+        holding a half-sent body must not keep the process alive."""
+        for task in list(self._handlers):
+            task.cancel()
 
     # ---- ASGI -------------------------------------------------------------------
 
@@ -127,6 +132,9 @@ class App:
         )
         rid = "req_" + os.urandom(12).hex()
         resp = _Response(send, rid, self._common)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
         self.in_flight += 1
         self.metrics.in_flight.inc()
         try:
@@ -142,6 +150,8 @@ class App:
                 log.exception("unhandled error in %s %s", scope.get("method"), path)
                 await self._send_error(resp, ApiError("api_error", "internal error"), dialect)
         finally:
+            if task is not None:
+                self._handlers.discard(task)
             self.in_flight -= 1
             self.metrics.in_flight.dec()
             known = path in _POST_ROUTES or path in _GET_ROUTES or path in _PROFILE_ROUTES
@@ -204,6 +214,7 @@ class App:
             return await resp.full(
                 200, self._model(path[len("/v1/models/") :]), b"application/json"
             )
+        _check_json_content_type(headers)
         body = await self._read_json(headers, receive, resp)
         profile_header = headers.get("x-execution-profile")
         if path == "/v1/chat/completions":
@@ -216,7 +227,7 @@ class App:
             if isinstance(body, dict):
                 body = {**body, "max_tokens": 1}
             req = anthropic_api.parse(body, self.config.max_tokens_limit, profile_header)
-            n = len(tokenizer.encode(req.prompt_text))
+            n = _count_tokens(req)
             return await resp.full(
                 200, json.dumps({"input_tokens": n}).encode(), b"application/json"
             )
@@ -241,22 +252,20 @@ class App:
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise ApiError("too_large", f"request body exceeds {limit} bytes")
-        chunks, size = [], 0
-        while True:
-            msg = await receive()
-            if msg["type"] == "http.disconnect":
-                raise Disconnected
-            part = msg.get("body", b"")
-            size += len(part)
-            if size > limit:
-                raise ApiError("too_large", f"request body exceeds {limit} bytes")
-            chunks.append(part)
-            if not msg.get("more_body", False):
-                break
+        timeout = self.config.body_timeout_s
+        try:
+            body = await asyncio.wait_for(_read_body(receive, limit), timeout)
+        except asyncio.TimeoutError:
+            # Close the connection too: the unread rest of the body would frame the next request.
+            raise ApiError(
+                "request_timeout",
+                f"request body not received within {timeout:g} s",
+                [(b"connection", b"close")],
+            ) from None
         resp.received = time.time()
         resp.received_perf = time.perf_counter()
         try:
-            return json.loads(b"".join(chunks))
+            return json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ApiError("invalid_request", f"body is not valid JSON: {exc}") from None
         except RecursionError:
@@ -265,12 +274,7 @@ class App:
     # ---- generation -----------------------------------------------------------------
 
     async def _generate(self, req: GenRequest, dialect: str, receive: Any, resp: _Response) -> None:
-        try:
-            n_prompt = tokenizer.count_tokens(req.prompt_text)  # checked before tokenizing
-            for stop in req.stop:
-                stop.encode("utf-8")
-        except UnicodeEncodeError:  # JSON allows "\ud800"; UTF-8 (and so a token) does not
-            raise ApiError("invalid_request", "text contains a lone surrogate") from None
+        n_prompt = _count_tokens(req)  # checked before tokenizing
         limit = self.config.max_context
         if n_prompt + req.max_tokens > limit:
             raise ApiError(
@@ -415,7 +419,6 @@ class App:
                 "device": self.backend.device,
                 "model": self.config.served_model_name,
                 "preset": self.config.preset,
-                "seed": self.config.seed,
                 "slots": self.scheduler.max_slots,
                 "slots_used": self.scheduler.num_slots_used,
                 "waiting": self.scheduler.num_waiting,
@@ -453,6 +456,42 @@ class App:
         if model_id not in self.models:
             raise ApiError("not_found", f"model: {model_id!r} not found")
         return json.dumps(self._model_info(model_id)).encode()
+
+
+def _check_json_content_type(headers: dict[str, str]) -> None:
+    """Generation routes take JSON only. A browser sends text/plain or a form without a
+    CORS preflight, so this rule is what keeps a web page off a keyless local server."""
+    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise ApiError("unsupported_media_type", "Content-Type must be application/json")
+
+
+async def _read_body(receive: Any, limit: int) -> bytes:
+    chunks, size = [], 0
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            # Granian also reports broken framing (a bad chunk size) this way; a client
+            # that really left never reads the answer.
+            raise ApiError("invalid_request", "request body ended early or its framing is invalid")
+        part = msg.get("body", b"")
+        size += len(part)
+        if size > limit:
+            raise ApiError("too_large", f"request body exceeds {limit} bytes")
+        chunks.append(part)
+        if not msg.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _count_tokens(req: GenRequest) -> int:
+    """The prompt's token count, without building the token list (a huge prompt is refused
+    before it is tokenized); checks that the prompt and stop texts are valid UTF-8."""
+    try:
+        for stop in req.stop:
+            stop.encode("utf-8")
+        return tokenizer.count_tokens(req.prompt_text)
+    except UnicodeEncodeError:  # JSON allows "\ud800"; UTF-8 (and so a token) does not
+        raise ApiError("invalid_request", "text contains a lone surrogate") from None
 
 
 def _timing(seq: Sequence) -> dict[str, Any]:

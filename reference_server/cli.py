@@ -49,6 +49,9 @@ _FIELDS = {
     "ssl_cert": "ssl_cert",
     "ssl_key": "ssl_key",
     "drain_timeout": "drain_timeout_s",
+    "body_timeout": "body_timeout_s",
+    "idle_timeout": "idle_timeout_s",
+    "max_connections": "max_connections",
 }
 
 
@@ -89,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--ssl-cert", help="TLS certificate (PEM); with --ssl-key enables https + ALPN h2")
     a("--ssl-key", help="TLS private key (PEM)")
     a("--drain-timeout", type=float, help="seconds SIGTERM waits for in-flight requests")
+    a("--body-timeout", type=float, help="seconds a request body may take to arrive (default 30)")
+    a("--idle-timeout", type=float, help="seconds a silent connection stays open (default 30)")
+    a("--max-connections", type=int, help="open connections at most; more wait (default 1024)")
     a("--api-key-env", metavar="VAR", help="require the API key held in environment VAR")
     a("--api-key", help="require this API key (prefer --api-key-env: argv is visible)")
     return p

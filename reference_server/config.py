@@ -65,6 +65,9 @@ class ServerConfig:
     ssl_cert: str | None = None
     ssl_key: str | None = None
     drain_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0  # a request body must arrive within this of its head
+    idle_timeout_s: float = 30.0  # closes connections that send nothing for this long
+    max_connections: int = 1024  # open connections; more wait in the listen backlog
     sim: SimCost = field(default_factory=SimCost)
 
     def __post_init__(self) -> None:
@@ -101,6 +104,12 @@ class ServerConfig:
             raise ValueError("TLS needs both ssl_cert and ssl_key")
         if self.drain_timeout_s < 0:
             raise ValueError("drain_timeout must be >= 0")
+        if self.body_timeout_s <= 0:
+            raise ValueError("body_timeout must be > 0")
+        if self.idle_timeout_s < 0.001:
+            raise ValueError("idle_timeout must be >= 0.001 (granian counts milliseconds)")
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be >= 1")
         if self.api_key is not None and not self.api_key:
             raise ValueError("api_key must not be empty")
 

@@ -28,11 +28,12 @@ _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class Metrics:
-    def __init__(self, scheduler: str, engine: str, device: str, model: str, seed: int) -> None:
+    def __init__(self, scheduler: str, engine: str, device: str, model: str) -> None:
         self.registry = CollectorRegistry()
-        facts = ["scheduler", "engine", "device", "model", "seed"]
+        # No seed: it would let anyone replay the seeds derived for unseeded requests.
+        facts = ["scheduler", "engine", "device", "model"]
         info = self._gauge("info", "Static facts about this server", facts)
-        info.labels(scheduler, engine, device, model, str(seed)).set(1)
+        info.labels(scheduler, engine, device, model).set(1)
         self.http_requests = self._counter(
             "http_requests", "Responses by route and HTTP status", ["route", "status"]
         )

@@ -13,18 +13,25 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import resource
 import signal
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from reference_server import silent_reaper
 from reference_server.api import App
 from reference_server.backend import ComputeBackend
 from reference_server.config import ServerConfig
 from reference_server.model.sim import SimBackend
 
 log = logging.getLogger("reference_server")
+
+# File descriptors kept free beside the connections: the listener, logs, torch's libraries.
+_FD_RESERVE = 128
+# After the drain timeout, the time the HTTP layer gets to close its connections.
+_CLOSE_GRACE_S = 1.5
 
 
 def torch_importable() -> bool:
@@ -78,34 +85,64 @@ def banner(config: ServerConfig, backend: ComputeBackend) -> str:
     )
 
 
-async def serve_async(config: ServerConfig, backend: ComputeBackend) -> int:
+def connection_cap(wanted: int) -> int:
+    """The connection cap the process's file-descriptor limit allows: raises the soft
+    limit as far as the hard one if needed, else lowers the cap (with a warning), so
+    that accept() never fails with EMFILE and stalls everyone."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = wanted + _FD_RESERVE
+    if soft != resource.RLIM_INFINITY and soft < need:
+        soft = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return wanted
+    cap = max(1, soft - _FD_RESERVE)
+    log.warning("max_connections %d lowered to %d by the fd limit (ulimit -n)", wanted, cap)
+    return cap
+
+
+def build_server(config: ServerConfig, app: App) -> Any:
+    """The embedded granian server, with the connection limits from the config."""
     from granian.constants import HTTPModes, Interfaces
+    from granian.http import HTTP1Settings
     from granian.log import LogLevels
     from granian.server.embed import Server
 
-    app = App(config, backend)
-    server = Server(
+    return Server(
         app,
         address=config.host,
         port=config.port,
         interface=Interfaces.ASGI,
         http=HTTPModes(config.http),
-        # Granian's own concurrency limit would be a hidden queue in front of the
-        # scheduler: make it large, so admission is decided by our scheduler alone.
         backlog=4096,
-        backpressure=4096,
+        # Granian's backpressure is a semaphore held per open connection: the connection
+        # cap. Connections over it wait in the listen backlog, not in front of the scheduler.
+        backpressure=connection_cap(config.max_connections),
+        # The header-read timer also runs while a kept-alive connection waits for its next
+        # request, so it is the idle timeout too (silent_reaper covers a first request).
+        http1_settings=HTTP1Settings(header_read_timeout=round(config.idle_timeout_s * 1000)),
         log_level=LogLevels.error,
         ssl_cert=Path(config.ssl_cert) if config.ssl_cert else None,
         ssl_key=Path(config.ssl_key) if config.ssl_key else None,
     )
+
+
+async def serve_async(config: ServerConfig, backend: ComputeBackend) -> int:
+    app = App(config, backend)
+    server = build_server(config, app)
     loop = asyncio.get_running_loop()
+    serving = loop.create_task(server.serve())
     stopping: list[asyncio.Task[None]] = []
 
     async def shutdown() -> None:
         drained = await app.drain(config.drain_timeout_s)
         if not drained:
             log.warning("drain timeout: %d requests still in flight", app.in_flight)
+            app.abort_in_flight()
         server.stop()
+        # Granian waits for every connection to close; do not let a stuck one keep us.
+        await asyncio.wait({serving}, timeout=_CLOSE_GRACE_S)
+        serving.cancel()
 
     def on_signal() -> None:
         if not stopping:
@@ -114,10 +151,20 @@ async def serve_async(config: ServerConfig, backend: ComputeBackend) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
     app.start_engine()  # before the socket opens: the first request finds it running
+    reaper = (
+        loop.create_task(silent_reaper.run(config.port, config.idle_timeout_s))
+        if silent_reaper.supported()
+        else None
+    )
     print(banner(config, backend), flush=True)
     try:
-        await server.serve()
+        await serving
+    except asyncio.CancelledError:
+        if not stopping:  # cancelled from outside, not by our shutdown's deadline
+            raise
     finally:
+        if reaper is not None:
+            reaper.cancel()
         app.stop_engine()
     return 0
 

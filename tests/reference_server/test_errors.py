@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tests.reference_server.conftest import MODEL, Server, start_server
 
 MSG = [{"role": "user", "content": "hi"}]
+JSON = {"content-type": "application/json"}
 
 
 def _anthropic_error(r: httpx.Response, status: int, etype: str) -> None:
@@ -56,10 +57,12 @@ def test_anthropic_bad_requests(zq_server: Server, body: object, status: int, et
 
 def test_bad_json_too_large_wrong_method_unknown_route(zq_server: Server) -> None:
     u = zq_server.url
-    _anthropic_error(httpx.post(u + "/v1/messages", content=b"{nope"), 400, "invalid_request_error")
+    r = httpx.post(u + "/v1/messages", content=b"{nope", headers=JSON)
+    _anthropic_error(r, 400, "invalid_request_error")
     big = json.dumps({"model": MODEL, "max_tokens": 1, "messages": [
         {"role": "user", "content": "x" * 70000}]})  # fmt: skip
-    _anthropic_error(httpx.post(u + "/v1/messages", content=big), 413, "request_too_large")
+    r = httpx.post(u + "/v1/messages", content=big, headers=JSON)
+    _anthropic_error(r, 413, "request_too_large")
     r = httpx.get(u + "/v1/messages")
     _anthropic_error(r, 405, "invalid_request_error")
     assert r.headers["allow"] == "POST"
@@ -80,11 +83,11 @@ def test_lone_surrogates_and_deep_nesting_are_400_not_500(zq_server: Server) -> 
         b'{"model": "%s", "max_tokens": 1, "messages": [{"role": "user", "content": "\\ud800"}]}'
         % MODEL.encode()
     )
-    r = httpx.post(u, content=surrogate)
+    r = httpx.post(u, content=surrogate, headers=JSON)
     _anthropic_error(r, 400, "invalid_request_error")
     assert "lone surrogate" in r.json()["error"]["message"]
     deep = b'{"model": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"  # under the 64 KiB limit
-    r = httpx.post(u, content=deep)
+    r = httpx.post(u, content=deep, headers=JSON)
     _anthropic_error(r, 400, "invalid_request_error")
     assert "nested too deeply" in r.json()["error"]["message"]
 
@@ -155,7 +158,7 @@ _fields = st.fixed_dictionaries(
        body=_fields | _json)  # fmt: skip
 def test_fuzz_never_500(zq_server: Server, path: str, body: object) -> None:
     """Random bodies on every POST route: always a 2xx or a 4xx/529/503 in the dialect's JSON."""
-    r = httpx.post(zq_server.url + path, content=json.dumps(body), timeout=30)
+    r = httpx.post(zq_server.url + path, content=json.dumps(body), headers=JSON, timeout=30)
     assert r.status_code < 500 or r.status_code in (503, 529), r.text
     assert "x-request-received-time" in r.headers
     if r.status_code >= 400:

@@ -39,7 +39,7 @@ def test_engine_prefill_groups_follow_the_profiles() -> None:
     try:
         backend = RecordingSim()
         sched = Scheduler("zero-queue", max_slots=8, kv_budget_tokens=10_000)
-        engine = Engine(backend, sched, Metrics("zero-queue", "sim", "sim", "tiny", 0), loop)
+        engine = Engine(backend, sched, Metrics("zero-queue", "sim", "sim", "tiny"), loop)
         profiles = ["long-context", "high-throughput", "low-latency", "high-throughput",
                     "low-latency", "long-context"]  # fmt: skip
         seqs = []
