@@ -68,7 +68,7 @@ def test_an_engine_failure_fails_only_its_own_sequence(poison_at: str) -> None:
     loop = asyncio.new_event_loop()
     backend = PoisonSim()
     sched = Scheduler("zero-queue", max_slots=8, kv_budget_tokens=10_000)
-    engine = Engine(backend, sched, Metrics("zero-queue", "sim", "sim", "tiny", 0), loop)
+    engine = Engine(backend, sched, Metrics("zero-queue", "sim", "sim", "tiny"), loop)
 
     def seq(prompt: list[int]) -> Sequence:
         return Sequence("req_x", prompt, 200, (), SamplingParams(), "high-throughput",
