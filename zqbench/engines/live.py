@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 RECENT = 2048  # latencies kept for the "so far" percentiles
+_SUMMED = ("sent", "due", "done", "ok", "inflight")  # counters that add up across workers
 
 
 @dataclass(slots=True)
@@ -35,16 +36,8 @@ class LiveStats:
                 self._cursor = (self._cursor + 1) % RECENT
 
     def snapshot(self) -> WorkerProgress:
-        return WorkerProgress(
-            sent=self.sent,
-            due=self.due,
-            done=self.done,
-            ok=self.ok,
-            inflight=self.inflight,
-            stage=self.stage,
-            status=dict(self.status),
-            recent_ms=tuple(self.recent_ms),
-        )
+        counters = {name: getattr(self, name) for name in (*_SUMMED, "stage")}
+        return WorkerProgress(**counters, status=dict(self.status), recent_ms=tuple(self.recent_ms))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +83,9 @@ def merge_snapshots(snapshots: Sequence[WorkerProgress]) -> Progress:
     if len(recent):
         p50 = float(recent[int(np.ceil(0.50 * len(recent))) - 1])
         p99 = float(recent[int(np.ceil(0.99 * len(recent))) - 1])
+    counters = {name: sum(getattr(s, name) for s in snapshots) for name in _SUMMED}
     return Progress(
-        sent=sum(s.sent for s in snapshots),
-        due=sum(s.due for s in snapshots),
-        done=sum(s.done for s in snapshots),
-        ok=sum(s.ok for s in snapshots),
-        inflight=sum(s.inflight for s in snapshots),
+        **counters,
         stage=max((s.stage for s in snapshots), default=0),
         status=dict(status),
         p50_ms=p50,
