@@ -43,6 +43,19 @@ def test_html_shows_every_markdown_section() -> None:
     assert '<p class="note">No figures.</p>' in page
 
 
+def test_ttfb_is_shown_beside_ttft_in_both_formats() -> None:
+    """TTFB is not TTFT: a server that sends headers at once while the request waits in
+    its queue has a small TTFB and a large TTFT, so the reports show both, in that order."""
+    summary = example("smoke-zero-queue")
+    ttfb, ttft = summary.metrics["ttfb"], summary.metrics["ttft"]
+    assert ttfb.p50 is not None and ttft.p50 is not None and ttfb.p50 < ttft.p50
+    md = render_summary_md(summary)
+    assert "| `ttfb` | all | 100 | 1.235 |" in md
+    assert md.index("| `ttfb` |") < md.index("| `ttft` |")
+    page = render_report_html(summary, [])
+    assert page.index("<td><code>ttfb</code></td>") < page.index("<td><code>ttft</code></td>")
+
+
 def test_html_shows_head_of_line_and_telemetry() -> None:
     page = render_report_html(example("mixed-length-fifo"), [])
     assert "<h2>Head-of-line blocking: stage 1 (mixed) vs stage 0 (baseline)</h2>" in page

@@ -37,6 +37,7 @@ KEY_METRICS = (
     "latency",
     "latency_error_adjusted",
     "latency_corrected",
+    "ttfb",
     "ttft",
     "tpot",
     "itl",
