@@ -110,9 +110,11 @@ def _ms_floor(values_s: np.ndarray) -> np.ndarray:
     return np.maximum(values_s * MS, FLOOR_MS)
 
 
-def _stage_lines(ax: Axes, stages: Sequence[Stage], span_s: float, label: bool) -> None:
+def _stage_lines(ax: Axes, stages: Sequence[Stage], span_s: float, label: bool) -> list[str]:
     """Dotted lines at stage boundaries; names above the axes where the stage is wide
-    enough for its name (narrow stages are numbered only, so labels never overlap)."""
+    enough for its name. A narrow stage is numbered there, so labels never overlap; the
+    keys of the numbered ones ("1 = pulse") are returned, for `_stage_key`."""
+    numbered: list[str] = []
     for stage in stages:
         if stage.start > 0:
             ax.axvline(stage.start, color="0.4", linestyle=":", linewidth=1)
@@ -121,6 +123,8 @@ def _stage_lines(ax: Axes, stages: Sequence[Stage], span_s: float, label: bool) 
         width = (stage.end - stage.start) / max(span_s, 1e-9)
         name = stage.name
         text = name if width * 95 > len(name) + 4 else str(stage.index)
+        if text != name:
+            numbered.append(f"{stage.index} = {name}")
         mid = (stage.start + min(stage.end, span_s)) / 2
         ax.text(
             mid,
@@ -133,6 +137,24 @@ def _stage_lines(ax: Axes, stages: Sequence[Stage], span_s: float, label: bool) 
             color="0.3",
             clip_on=False,
         )
+    return numbered
+
+
+def _stage_key(ax: Axes, numbered: Sequence[str]) -> None:
+    """Under the axes, on the right: what each numbered stage label stands for."""
+    if not numbered:
+        return
+    ax.annotate(
+        "stages: " + ", ".join(numbered),
+        xy=(1.0, 0.0),
+        xycoords="axes fraction",
+        xytext=(0, -24),
+        textcoords="offset points",
+        ha="right",
+        va="top",
+        fontsize=7,
+        color="0.3",
+    )
 
 
 def _time_series(
@@ -242,8 +264,11 @@ class RunData:
         return self.frame.unavailable_reason(metric) is None
 
     def stage_lines(self, axes: Sequence[Axes]) -> None:
+        """Stage boundaries on every panel; names on the top one, the key under the last."""
+        numbered: list[str] = []
         for i, ax in enumerate(axes):
-            _stage_lines(ax, self.stages, self.span, label=(i == 0))
+            numbered += _stage_lines(ax, self.stages, self.span, label=(i == 0))
+        _stage_key(axes[-1], numbered)
 
     def finish(
         self,
