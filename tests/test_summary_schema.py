@@ -73,10 +73,9 @@ def sweep_step(index: int, rate: float, verdict: str) -> SweepStep:
     )
 
 
-@pytest.mark.parametrize("knee", [Knee(rate=50.0, step=0), None])
-def test_sweep_report_obeys_the_schema_and_round_trips(knee: Knee | None) -> None:
-    steps = [sweep_step(0, 50.0, "pass"), sweep_step(1, 100.0, "fail"), sweep_step(2, 75.0, "fail")]
-    report = SweepReport(
+def sweep_report(steps: list[SweepStep], knee: Knee | None) -> SweepReport:
+    """A sweep of these steps (in the order they ran) from 50 to 100 req/s."""
+    return SweepReport(
         scenario="sweep",
         target="http://127.0.0.1:8000",
         started_at="2026-11-29T10:45:01+00:00",
@@ -88,6 +87,12 @@ def test_sweep_report_obeys_the_schema_and_round_trips(knee: Knee | None) -> Non
         curve=sorted(steps, key=lambda s: s.rate),
         knee=knee,
     )
+
+
+@pytest.mark.parametrize("knee", [Knee(rate=50.0, step=0), None])
+def test_sweep_report_obeys_the_schema_and_round_trips(knee: Knee | None) -> None:
+    steps = [sweep_step(0, 50.0, "pass"), sweep_step(1, 100.0, "fail"), sweep_step(2, 75.0, "fail")]
+    report = sweep_report(steps, knee)
     text = report.to_json()
     assert json.loads(text)["schema"] == "zqbench.sweep/1"
     check("sweep", text)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_summary_schema import sweep_step
+from tests.test_summary_schema import sweep_report, sweep_step
 from zqbench.outputs.sweep import outcome, render_sweep_md
-from zqbench.summary import Knee, SweepReport, SweepSettings
+from zqbench.summary import Knee, SweepReport
 
 
 def report(verdicts: list[str], knee: Knee | None = None) -> SweepReport:
@@ -18,18 +18,7 @@ def report(verdicts: list[str], knee: Knee | None = None) -> SweepReport:
         )
         for i, v in enumerate(verdicts)
     ]
-    return SweepReport(
-        scenario="sweep",
-        target="http://127.0.0.1:8000",
-        started_at="2026-11-29T10:45:01+00:00",
-        slos=["errors:rate<0.25"],
-        config=SweepSettings(
-            min_rate=50.0, max_rate=200.0, step_factor=2.0, step_duration_s=2.0, bisect_steps=0
-        ),
-        steps=steps,
-        curve=sorted(steps, key=lambda s: s.rate),
-        knee=knee,
-    )
+    return sweep_report(steps, knee)
 
 
 @pytest.mark.parametrize(
