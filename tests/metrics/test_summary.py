@@ -284,3 +284,27 @@ def test_a_million_rows_in_a_few_seconds() -> None:
     summary = summarize(samples, run=run_info(), slos=["latency:p99<100ms", "errors:rate<0.01"])
     assert time.perf_counter() - started < 15.0  # ~2-3 s on an idle core
     assert summary.requests.sent == n
+
+
+def test_achieved_rate_is_over_the_schedules_span_in_open_loop() -> None:
+    """A ramp from 0: 100 requests over 10 s (10 req/s mean), sent in its last 2 s. Over the
+    span between the first and the last send that read 50 req/s, five times the 10 offered;
+    over the schedule's own span it is what was offered times the share that was sent."""
+    samples = build_samples([10.0] * 100, interval_ms=20.0)  # 100 sends within 1.98 s
+    full = summarize(samples, run=run_info(offered_requests=100, offered_rate=10.0), slos=[])
+    assert full.load.achieved_rate == pytest.approx(10.0)
+    assert full.load.achieved_ratio == pytest.approx(1.0)
+    half = summarize(
+        build_samples([10.0] * 50, interval_ms=20.0),
+        run=run_info(offered_requests=100, offered_rate=10.0),
+        slos=[],
+    )
+    assert half.load.achieved_rate == pytest.approx(5.0)
+
+
+def test_closed_loop_achieved_rate_is_over_the_sends_span() -> None:
+    """No schedule: (sent - 1) / (last send - first send) = 99 / 1.98 s = 50 req/s."""
+    samples = build_samples([10.0] * 100, interval_ms=20.0)
+    summary = summarize(samples, run=run_info(open_loop=False), slos=[])
+    assert summary.load.achieved_rate == pytest.approx(50.0)
+    assert summary.load.achieved_ratio is None

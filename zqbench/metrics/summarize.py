@@ -178,21 +178,29 @@ def status_mix(frame: MetricFrame, duration_s: float) -> StatusMix:
 
 
 def load_summary(frame: MetricFrame, run: RunInfo) -> Load:
-    """Offered versus achieved load.
+    """Offered versus achieved load, in req/s.
 
-    achieved_rate = (sent - 1) / (last t_send - first t_send), in req/s.
-    achieved_ratio = sent / offered_requests when the schedule's count is known,
-    else achieved_rate / offered_rate; null in closed loop."""
+    Open loop (the schedule's count and mean rate known): achieved_rate = sent / the
+    schedule's duration (offered_requests / offered_rate), over the same span as the
+    offered rate, so it never exceeds it; achieved_ratio = sent / offered_requests.
+    Otherwise achieved_rate = (sent - 1) / (last t_send - first t_send), and
+    achieved_ratio = achieved_rate / offered_rate when a rate was offered, else null.
+    (The span between the first and the last send is shorter than the schedule whenever
+    it starts or ends slowly, a ramp from 0: over it, a generator that kept up exactly
+    looked faster than the schedule.)"""
     sent = frame.n
-    t_send = frame.columns.t_send
-    span_s = (float(np.max(t_send)) - float(np.min(t_send))) / NS_PER_S if sent else 0.0
-    achieved_rate = (sent - 1) / span_s if sent > 1 and span_s > 0 else None
-    if run.offered_requests:
-        ratio: float | None = sent / run.offered_requests
-    elif run.offered_rate and achieved_rate is not None:
-        ratio = achieved_rate / run.offered_rate
+    ratio: float | None = None
+    if run.offered_requests and run.offered_rate:
+        achieved_rate: float | None = sent / (run.offered_requests / run.offered_rate)
+        ratio = sent / run.offered_requests
     else:
-        ratio = None
+        t_send = frame.columns.t_send
+        span_s = (float(np.max(t_send)) - float(np.min(t_send))) / NS_PER_S if sent else 0.0
+        achieved_rate = (sent - 1) / span_s if sent > 1 and span_s > 0 else None
+        if run.offered_requests:
+            ratio = sent / run.offered_requests
+        elif run.offered_rate and achieved_rate is not None:
+            ratio = achieved_rate / run.offered_rate
     return Load(
         open_loop=run.open_loop,
         offered_requests=run.offered_requests,
