@@ -46,3 +46,10 @@ def test_no_knee_names_the_lowest_steps_verdict(verdict: str, line: str) -> None
 def test_a_knee_is_the_capacity() -> None:
     swept = report(["pass", "fail"], knee=Knee(rate=50.0, step=0))
     assert outcome(swept) == "capacity at SLO: 50 req/s (step 0)"
+
+
+def test_sweep_md_shows_names_as_text() -> None:
+    swept = report(["fail"]).model_copy(update={"scenario": "<script>x</script>"})
+    text = render_sweep_md(swept)
+    assert "<script" not in text
+    assert "## zqbench sweep · &lt;script>x&lt;/script> → " in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,20 @@ def test_compare_writes_html_markdown_json(runs: dict[str, Path], tmp_path: Path
     assert 'data-key="latency:p50" data-verdict="regression"' in page
     assert "data:image/png;base64," in page
     assert "hunter2" not in page and "sk-secret" not in page
+
+
+def test_compare_md_shows_names_as_text(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A run folder or scenario named like HTML stays text in compare.md, and a pipe in it
+    does not split a table cell."""
+    hostile = tmp_path / "<img src=x>|b"
+    shutil.copytree(runs["base"], hostile)
+    summary = hostile / "summary.json"
+    data = json.loads(summary.read_text())
+    data["scenario"]["name"] = "<script>alert(1)</script>"
+    summary.write_text(json.dumps(data))
+    out = tmp_path / "cmp"
+    runner.invoke(app, ["compare", str(hostile), str(runs["same"]), "--out", str(out)])
+    text = (out / "compare.md").read_text()
+    assert "<script" not in text and "<img" not in text
+    assert "| &lt;script>alert(1)&lt;/script> |" in text
+    assert "&lt;img src=x>\\|b" in text

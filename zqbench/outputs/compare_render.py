@@ -24,6 +24,7 @@ from zqbench.outputs.html import CSS, figure
 from zqbench.outputs.json_out import redacted
 from zqbench.outputs.paths import PLOTS_DIR
 from zqbench.outputs.plots import Plot, compare_percentiles
+from zqbench.outputs.templating import code, markdown_text, table_cell
 from zqbench.redact import redact
 from zqbench.summary import json_number
 
@@ -118,17 +119,18 @@ _DIFF_FIELDS = ("key", "baseline", "candidate", "diff", "relative", "ci", "allow
 
 
 def _md_cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A table cell shown as written: no pipe ends it, no `<` opens an HTML tag."""
+    return markdown_text(table_cell(text))
 
 
 def render_compare_md(comparison: Comparison) -> str:
     lines = [
         f"## zqbench compare: {VERDICT_BADGE[comparison.verdict]}",
         "",
-        f"Baseline `{_md_cell(comparison.pairs[0].baseline)}`; regression = the 95% CI of the"
+        f"Baseline {code(table_cell(comparison.pairs[0].baseline))}; regression = the 95% CI of the"
         f" difference lies above {comparison.max_regression:.1%} of the baseline"
         f" (error rate: above +{comparison.max_error_increase:.1%} points)."
-        f" Gated: {', '.join(f'`{g}`' for g in comparison.gated)}.",
+        f" Gated: {', '.join(code(g) for g in comparison.gated)}.",
         "",
         "| " + " | ".join(RUN_HEADERS) + " |",
         "| " + " | ".join("---" for _ in RUN_HEADERS) + " |",
@@ -137,7 +139,7 @@ def render_compare_md(comparison: Comparison) -> str:
     for pair in comparison.pairs:
         lines += [
             "",
-            f"### `{_md_cell(pair.candidate)}` vs `{_md_cell(pair.baseline)}`:"
+            f"### {code(table_cell(pair.candidate))} vs {code(table_cell(pair.baseline))}:"
             f" {VERDICT_BADGE[pair.verdict]}",
             "",
             "| " + " | ".join(DIFF_HEADERS) + " |",

@@ -7,6 +7,7 @@ same steps sorted by rate (`curve`), and the knee.
 
 from __future__ import annotations
 
+from zqbench.outputs.templating import code, markdown_text
 from zqbench.outputs.view import ms
 from zqbench.summary import SweepReport
 
@@ -32,11 +33,11 @@ def outcome(report: SweepReport) -> str:
 def render_sweep_md(report: SweepReport) -> str:
     """The outcome in bold, then one table row per step, by rate."""
     lines = [
-        f"## zqbench sweep · `{report.scenario}` → `{report.target}`",
+        f"## zqbench sweep · {code(report.scenario)} → {code(report.target)}",
         "",
-        f"**{outcome(report)}**",
+        f"**{markdown_text(outcome(report))}**",
         "",
-        "SLOs: " + ", ".join(f"`{s}`" for s in report.slos),
+        "SLOs: " + ", ".join(code(s) for s in report.slos),
         "",
         "| rate (req/s) | phase | verdict | sent | latency p50 (ms) | p99 (ms) | ttft p99 (ms) |",
         "| ---: | --- | --- | ---: | ---: | ---: | ---: |",
