@@ -70,6 +70,7 @@ class WorkerSpec:
     insecure: bool = False
     h1_client: str = "raw"  # zqbench.transport.factory.H1_CLIENTS
     drain_timeout_s: float | None = None  # None: wait up to timeout_s for in-flight requests
+    cold_connections: bool = False  # the scenario's: a new connection for every request
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,11 +143,12 @@ class NativeWorker:
         )
         request = self.dialect.build(rspec)
         # A per-request id lets a server's logs and ground truth be joined to the sample.
+        extra = [("x-request-id", f"zq-{request_id}")]
+        if self.spec.cold_connections:
+            # The connection ends with its response, so the next request pays a new connect.
+            extra.append(("connection", "close"))
         request = HttpRequest(
-            request.method,
-            request.path,
-            (*request.headers, ("x-request-id", f"zq-{request_id}")),
-            request.body,
+            request.method, request.path, (*request.headers, *extra), request.body
         )
         parser = self.dialect.parser(rspec)
         stats = self.control.stats

@@ -188,6 +188,7 @@ def _worker_specs(
             insecure=options.insecure,
             h1_client=options.h1_client.value,
             drain_timeout_s=scenario.load.graceful_stop_s,
+            cold_connections=scenario.request.cold_connections,
         )
         for w in range(options.workers)
     ]
@@ -195,6 +196,8 @@ def _worker_specs(
 
 def _warm_connections(options: RunOptions, scenario: Scenario) -> int:
     """Connections opened before t = 0: given, or sized from the expected concurrency."""
+    if scenario.request.cold_connections:
+        return 0  # every request opens its own: one opened early would be warm
     if options.warm_connections is not None:
         return max(0, min(options.warm_connections, options.max_connections))
     if options.http2:

@@ -14,6 +14,7 @@ import numpy as np
 
 from zqbench.engines.native import ClosedLoopWork, OpenLoopWork
 from zqbench.engines.workers import Work
+from zqbench.errors import OptionError
 from zqbench.load.closed_loop import vu_plan
 from zqbench.load.mix import assign_classes
 from zqbench.load.open_loop import arrival_times
@@ -64,6 +65,12 @@ def prepare_scenario(options: RunOptions) -> Scenario:
     )
     for expr in (*scenario.slo, *options.slos):
         parse_slo(expr)  # a bad expression fails before any traffic (exit 2)
+    if scenario.request.cold_connections and options.http2:
+        raise OptionError(
+            "http2",
+            "the scenario sets cold_connections = true, a new connection per request; "
+            "HTTP/2 shares one: drop --http2",
+        )
     return scenario
 
 

@@ -37,7 +37,13 @@ from zqbench.transport._common import (
     no_answer,
     now_ns,
 )
-from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
+from zqbench.transport.base import (
+    Exchange,
+    HttpRequest,
+    PoolLimits,
+    ResponseSink,
+    asks_to_close,
+)
 from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
 
 READ_BUFSIZE = 1 << 20  # read up to 1 MiB per wake-up: big bodies in few chunks
@@ -174,7 +180,7 @@ class AiohttpTransport:
             raise_for_status=False,
         )
         try:
-            await self._warm(max(1, min(self.limits.warm_connections, self.limits.max_connections)))
+            await self._warm(min(self.limits.warm_connections, self.limits.max_connections))
         except BaseException:
             await self.close()
             raise
@@ -265,6 +271,10 @@ class AiohttpTransport:
                     if stamp[1] or stamp[0]:
                         ex.t_send = stamp[1] or stamp[0]
                 t = now_ns()
+                conn = resp.connection
+                if asks_to_close(request) and conn is not None and conn.protocol is not None:
+                    # aiohttp pools a connection whatever the request's `Connection` says.
+                    conn.protocol.force_close()
                 sink.on_headers(resp.status, {k.lower(): v for k, v in resp.headers.items()}, t)
                 async for chunk in resp.content.iter_any():
                     t = now_ns()

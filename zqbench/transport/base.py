@@ -82,6 +82,13 @@ class Exchange:
     extra: dict[str, object] = field(default_factory=dict)
 
 
+def asks_to_close(request: HttpRequest) -> bool:
+    """`Connection: close` sent: the connection is not reused, whatever the server answers."""
+    return any(
+        k.lower() == "connection" and v.strip().lower() == "close" for k, v in request.headers
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PoolLimits:
     max_connections: int = 1024  # HTTP/1.1: concurrent requests need one connection each

@@ -37,7 +37,13 @@ from zqbench.transport._common import (
     open_connection,
     reason,
 )
-from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
+from zqbench.transport.base import (
+    Exchange,
+    HttpRequest,
+    PoolLimits,
+    ResponseSink,
+    asks_to_close,
+)
 from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers; more is not a plausible response
@@ -367,8 +373,11 @@ class RawH1Transport:
                 error = e
         if first is None:
             raise error or cannot_connect(o, "no address")
+        if self.limits.warm_connections < 1:
+            first.drop()  # no warm connection asked for: this one only chose the address
+            return
         self._idle.append(first)
-        n = max(1, min(self.limits.warm_connections, self.limits.max_connections))
+        n = min(self.limits.warm_connections, self.limits.max_connections)
         results = await asyncio.gather(
             *(self._connect() for _ in range(n - 1)), return_exceptions=True
         )
@@ -446,7 +455,7 @@ class RawH1Transport:
                 ex.error = e
             finally:
                 if conn is not None:
-                    if conn.reusable:
+                    if conn.reusable and not asks_to_close(request):
                         self._idle.append(conn)
                     else:
                         conn.drop()  # incomplete, failed, or closing: never reused
