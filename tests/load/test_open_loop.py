@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 
 import numpy as np
 import pytest
@@ -144,13 +143,11 @@ def test_uniform_invariants(start: float, stages: list[tuple[float, float]]) -> 
         assert (np.diff(s.stage) >= 0).all()
 
 
-def test_an_hour_at_1000_rps_is_fast() -> None:
-    load = constant(1000.0, 3600.0)
-    t0 = time.perf_counter()
-    s = arrival_times(load, seed=0)
-    elapsed = time.perf_counter() - t0
+def test_an_hour_at_1000_rps_is_drawn_in_full() -> None:
+    """3.6 million arrivals, in order, within the hour (how fast: benchmarks/loadgen.py)."""
+    s = arrival_times(constant(1000.0, 3600.0), seed=0)
     assert s.offered == 3_600_000
-    assert elapsed < 2.0  # typically ~0.2 s; generous for busy shared CI cores
+    assert (np.diff(s.times_ns) >= 0).all() and s.times_ns[-1] <= s.duration_ns
 
 
 # --------------------------------------------------------------------------- random

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from zqbench.prompts import synth_prompt, synth_text
@@ -35,11 +33,9 @@ def test_words() -> None:
     assert all(w.isalpha() for w in words[1:-1])
 
 
-def test_long_prompt_is_fast() -> None:
+def test_long_prompt_has_its_exact_size() -> None:
     synth_text.cache_clear()
-    t0 = time.perf_counter()
     p = synth_prompt(131072, 4)
-    assert time.perf_counter() - t0 < 1.0  # ~5 ms
     assert len(p.encode()) == 131071
 
 

@@ -17,9 +17,11 @@ must send `POST /v1/messages` can still pick a behaviour). Times are millisecond
     /sse?n=N&every=K&first=F&head=H&stall_at=I&stall_ms=S
                                  head at t_recv + H, then SSE event k at t_recv + F + k*K
                                  (+ S for k >= I), then `data: [DONE]`; HTTP/1.1 uses chunked
-    /anthropic?n=N&every=K&first=F&head=H
+    /anthropic?n=N&every=K&first=F&head=H&hang_every=M
                                  an Anthropic Messages SSE stream: head at t_recv + H, then
-                                 token k at t_recv + F + k*K (t_chunks[0] is the preamble)
+                                 token k at t_recv + F + k*K (t_chunks[0] is the preamble);
+                                 with M, every M-th request (server count) hangs after the
+                                 preamble, its outcome `hang`
     /hang[?head=1]               never answer (or send the head, then nothing)
     /reset?bytes=N[&tcp=1]       head promising 2N bytes, N bytes, then a TCP RST
                                  (h2: RST_STREAM unless tcp=1)
@@ -241,6 +243,10 @@ async def handle(r: Responder, target: str, req_id: str, body: bytes, t_recv: in
         await sleep_until(t_recv + _ms(q, "head", 0))
         await head(200, None, "text/event-stream")
         await data(ANTHROPIC_PREAMBLE)
+        hang_every = _int(q, "hang_every", 0)
+        if hang_every and STATE.requests % hang_every == 0:
+            rec["outcome"] = "hang"
+            await asyncio.Event().wait()  # until the connection dies and the task is cancelled
         for k in range(n):
             await sleep_until(t_recv + first + k * every)
             await data(ANTHROPIC_DELTA)

@@ -154,12 +154,16 @@ class NativeWorker:
         stats = self.control.stats
         stats.sent += 1
         stats.inflight += 1
+        exchange = Exchange()
         try:
-            exchange = await self.transport.send(request, parser, self.spec.timeout_s)
+            await self.transport.send(request, parser, self.spec.timeout_s, exchange)
         except asyncio.CancelledError:
-            # Interrupted by Ctrl-C after the grace period: keep the record, marked as such.
-            t = now_ns()
-            exchange = Exchange(t_send=t, t_end=t, error=Cancelled("interrupted"))
+            # Abandoned at the run's end (graceful stop over, or Ctrl-C): keep what it had,
+            # its true send time included; it ends now, as interrupted.
+            exchange.t_end = now_ns()
+            exchange.error = Cancelled("interrupted")
+            if not exchange.t_send:
+                exchange.t_send = exchange.t_end  # cancelled before a connection was in hand
         finally:
             stats.inflight -= 1
         self._record(request_id, t_intended_abs, stage, cls, exchange, parser.summary)

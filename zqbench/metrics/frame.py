@@ -36,6 +36,7 @@ class Columns:
     t_end: np.ndarray
     status: np.ndarray  # int64
     ok: np.ndarray  # bool
+    unsent: np.ndarray  # bool: interrupted before a byte was written (t_send is not real)
     output_tokens: np.ndarray
     itl_mean_ns: np.ndarray
     itl_p99_ns: np.ndarray
@@ -76,10 +77,13 @@ def columns_of(
 ) -> Columns:
     status = samples["status"].to_numpy(dtype=np.int64)
     ok = samples["error"].isna().to_numpy() & (status >= 200) & (status < 300)
+    floats = {name: float_column(samples, name) for name in FLOAT_COLUMNS}
+    interrupted = (samples["error"] == "interrupted").to_numpy(dtype=bool, na_value=False)
     return Columns(
-        **{name: float_column(samples, name) for name in FLOAT_COLUMNS},
+        **floats,
         status=status,
         ok=ok,
+        unsent=interrupted & (floats["t_send"] == floats["t_end"]),
         start_epoch_ns=start_epoch_ns,
         clock_offset_ns=clock_offset_ns,
     )
@@ -154,8 +158,11 @@ def itl_max(c: Columns) -> np.ndarray:
 
 
 def schedule_lag(c: Columns) -> np.ndarray:
-    """schedule_lag = t_send - t_intended, every request (the generator's own lateness)."""
-    return c.t_send - c.t_intended
+    """schedule_lag = t_send - t_intended, every request sent (the generator's own lateness).
+
+    A request the run's end interrupted before it was written has no send time: it is left
+    out rather than charged as lag."""
+    return np.where(c.unsent, np.nan, c.t_send - c.t_intended)
 
 
 def server_queue(c: Columns) -> np.ndarray:

@@ -234,11 +234,18 @@ class AiohttpTransport:
             except asyncio.TimeoutError:
                 raise no_answer(self.origin, timeout) from None
 
-    async def send(self, request: HttpRequest, sink: ResponseSink, timeout_s: float) -> Exchange:
+    async def send(
+        self,
+        request: HttpRequest,
+        sink: ResponseSink,
+        timeout_s: float,
+        exchange: Exchange | None = None,
+    ) -> Exchange:
         session = self._session
         if session is None:
             raise RuntimeError("AiohttpTransport.send() before open()")
-        ex = Exchange(http_version="1.1")
+        ex = exchange if exchange is not None else Exchange()
+        ex.http_version = "1.1"
         async with self._permits:
             await self._exchange(session, request, sink, timeout_s, ex)
         return ex

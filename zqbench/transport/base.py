@@ -6,7 +6,8 @@
     ├── ConnectionReset       "reset"     the peer closed or reset mid-request
     ├── ProtocolViolation     "protocol"  bytes that are not valid HTTP
     ├── BodyTooLarge          "too_large" the body passed the configured cap
-    └── Cancelled             "cancelled" the run was interrupted while it was in flight
+    └── Cancelled             "interrupted" the run ended (graceful stop or Ctrl-C) while it was
+                                            in flight; its own timeout is "timeout"
 
 A transport sends one request and reports what it receives to a `ResponseSink`
 as it arrives, stamping each event with `time.perf_counter_ns()` at the moment
@@ -46,7 +47,7 @@ class BodyTooLarge(TransportError):
 
 
 class Cancelled(TransportError):
-    error_class = "cancelled"
+    error_class = "interrupted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +106,17 @@ class Transport(Protocol):
     async def open(self) -> None:
         """Resolve the target and open `warm_connections`; raise ConnectError if unreachable."""
 
-    async def send(self, request: HttpRequest, sink: ResponseSink, timeout_s: float) -> Exchange:
+    async def send(
+        self,
+        request: HttpRequest,
+        sink: ResponseSink,
+        timeout_s: float,
+        exchange: Exchange | None = None,
+    ) -> Exchange:
         """Send one request; never raises for per-request failures, they land in `Exchange.error`.
 
-        `timeout_s` bounds the whole exchange (connect + send + full body)."""
+        `timeout_s` bounds the whole exchange (connect + send + full body). The caller may
+        pass the `exchange` to fill: then what was observed survives a cancellation."""
 
     async def close(self) -> None:
         """Close every connection."""

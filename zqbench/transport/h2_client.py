@@ -363,10 +363,17 @@ class H2Transport:
             self._room.clear()
             await self._room.wait()
 
-    async def send(self, request: HttpRequest, sink: ResponseSink, timeout_s: float) -> Exchange:
+    async def send(
+        self,
+        request: HttpRequest,
+        sink: ResponseSink,
+        timeout_s: float,
+        exchange: Exchange | None = None,
+    ) -> Exchange:
         if self._room is None:
             raise RuntimeError("H2Transport.send() before open()")
-        ex = Exchange(http_version="2")
+        ex = exchange if exchange is not None else Exchange()
+        ex.http_version = "2"
         conn: _Connection | None = None
         sid = 0
         headers = [

@@ -426,10 +426,17 @@ class RawH1Transport:
             text += f"Content-Length: {len(body)}\r\n"
         return text.encode("utf-8") + b"\r\n" + body
 
-    async def send(self, request: HttpRequest, sink: ResponseSink, timeout_s: float) -> Exchange:
+    async def send(
+        self,
+        request: HttpRequest,
+        sink: ResponseSink,
+        timeout_s: float,
+        exchange: Exchange | None = None,
+    ) -> Exchange:
         if not self._opened:
             raise RuntimeError("RawH1Transport.send() before open()")
-        ex = Exchange(http_version="1.1")
+        ex = exchange if exchange is not None else Exchange()
+        ex.http_version = "1.1"
         wire = self._wire(request)
         head_only = request.method == "HEAD"
         async with self._permits:
