@@ -24,6 +24,10 @@ from zqbench.cli_options import (
     Http2Opt,
     InconclusiveOkOpt,
     MaxContextOpt,
+    MaxScheduleLagOpt,
+    MinAchievedRatioOpt,
+    MinRatioSamplesOpt,
+    MinSamplesOpt,
     ModelOpt,
     OutOpt,
     ScenarioArg,
@@ -92,6 +96,10 @@ def run(
         typer.Option(help="GPU telemetry: nvml, auto, or prometheus:URL; repeatable."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")] = False,
+    min_samples: MinSamplesOpt = None,
+    max_schedule_lag_s: MaxScheduleLagOpt = None,
+    min_achieved_ratio: MinAchievedRatioOpt = None,
+    min_ratio_samples: MinRatioSamplesOpt = None,
 ) -> None:
     """Drive a scenario against a target, measure, gate on SLOs and write the outputs."""
     from zqbench.live_view import LiveView
@@ -132,6 +140,10 @@ def sweep(
     server_scheduler: ServerSchedulerOpt = ServerScheduler.zero_queue,
     server_engine: ServerEngineOpt = ServerEngine.auto,
     html: Annotated[bool, typer.Option(help="Render report.html for every step.")] = True,
+    min_samples: MinSamplesOpt = None,
+    max_schedule_lag_s: MaxScheduleLagOpt = None,
+    min_achieved_ratio: MinAchievedRatioOpt = None,
+    min_ratio_samples: MinRatioSamplesOpt = None,
 ) -> None:
     """Capacity at SLO: the highest request rate at which the scenario's SLOs still hold.
 

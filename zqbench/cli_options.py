@@ -26,6 +26,18 @@ from zqbench.option_values import (
 )
 
 
+def _duration_s(text: str, option: str) -> float:
+    from zqbench.errors import OptionError, ScenarioError
+    from zqbench.scenario import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ScenarioError:
+        raise OptionError(
+            option, 'is not a duration: use a number with a unit, e.g. "20ms"', value=text
+        ) from None
+
+
 def choice_option(kind: type[Choice], option: str, help: str) -> Any:
     """A typer option taking one of `kind`'s values, listed in --help; a bad value is the
     library's OptionError about `option` (the parameter's name)."""
@@ -102,3 +114,24 @@ InconclusiveOkOpt = Annotated[
     bool, typer.Option(help="Exit 0 when the verdict is inconclusive rather than 1.")
 ]
 RunDirArg = Annotated[Path, typer.Argument(help="A run folder (holds summary.json).")]
+# Validity limits: None keeps the scenario's [validity], else zqbench's default.
+MinSamplesOpt = Annotated[
+    int | None, typer.Option(help="Fewest requests a valid run sends (default 100).")
+]
+MaxScheduleLagOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-schedule-lag",
+        parser=lambda text: _duration_s(text, "max_schedule_lag_s"),
+        metavar="DURATION",
+        help="Highest schedule_lag p99 of a valid run, e.g. 20ms (default 10ms).",
+    ),
+]
+MinAchievedRatioOpt = Annotated[
+    float | None,
+    typer.Option(help="Lowest achieved/offered load of a valid run, 0..1 (default 0.97)."),
+]
+MinRatioSamplesOpt = Annotated[
+    int | None,
+    typer.Option(help="Fewest samples a request class needs for a p99/p50 ratio (default 100)."),
+]

@@ -58,12 +58,23 @@ _EXECUTOR_KEYS: dict[str, tuple[str, ...]] = {
     "ramping-vus": ("start_vus", "stages", "think_time", "graceful_stop"),
 }
 _LOAD_KEYS = ("executor", *sorted({k for keys in _EXECUTOR_KEYS.values() for k in keys}))
-_TOP_KEYS = ("name", "description", "api", "load", "request", "slo", "network", "sweep")
+_TOP_KEYS = (
+    "name",
+    "description",
+    "api",
+    "load",
+    "request",
+    "slo",
+    "validity",
+    "network",
+    "sweep",
+)
 _STAGE_KEYS = ("duration", "target", "name", "mix")
 _REQUEST_KEYS = ("max_tokens", "stream", "timeout", "prompt_tokens", "mix", "cold_connections")
 _MIX_KEYS = ("name", "weight", "prompt_tokens", "max_tokens")
 _SLO_KEYS = ("checks",)
 _NETWORK_KEYS = ("impairment", "loss", "stages")
+_VALIDITY_KEYS = ("min_samples", "max_schedule_lag", "min_achieved_ratio", "min_ratio_samples")
 _SWEEP_KEYS = ("min_rate", "max_rate", "step_factor", "step_duration", "bisect_steps")
 
 _DEFAULT_MAX_TOKENS = 256
@@ -150,6 +161,17 @@ class SweepConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ValidityConfig:
+    """`[validity]`: when a run is invalid rather than slow. None keeps zqbench's default
+    (zqbench.metrics.summarize.ValidityThresholds); a smoke test may lower min_samples."""
+
+    min_samples: int | None = None  # requests sent
+    max_schedule_lag_s: float | None = None  # schedule_lag p99 limit
+    min_achieved_ratio: float | None = None  # achieved / offered load
+    min_ratio_samples: int | None = None  # per class, for p99/p50 ratios
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
     description: str
@@ -160,6 +182,7 @@ class Scenario:
     network: NetworkConfig | None
     source: str  # the file it came from
     sweep: SweepConfig | None = None
+    validity: ValidityConfig = ValidityConfig()
 
     def scaled(self, rate_scale: float = 1.0, duration_scale: float = 1.0) -> Scenario:
         """Multiply every rate (or VU count) by `rate_scale` and every stage by `duration_scale`.
@@ -472,7 +495,10 @@ def parse_scenario(
     sweep = None
     if top.has("sweep"):
         sweep = _parse_sweep(_Table(label, "sweep", data["sweep"], _SWEEP_KEYS))
-    return Scenario(name, description, api, load, request, slo, network, source, sweep)
+    validity = ValidityConfig()
+    if top.has("validity"):
+        validity = _parse_validity(_Table(label, "validity", data["validity"], _VALIDITY_KEYS))
+    return Scenario(name, description, api, load, request, slo, network, source, sweep, validity)
 
 
 def _parse_load(t: _Table) -> LoadConfig:
@@ -687,6 +713,24 @@ def _parse_network(t: _Table, load: LoadConfig) -> NetworkConfig:
             raise t.fail("stages", f"names stage {bad[0]}, but load has stages 0..{n - 1}")
         stages = tuple(sorted(set(raw)))
     return NetworkConfig(impairment, loss, stages)
+
+
+def _parse_validity(t: _Table) -> ValidityConfig:
+    ratio = None
+    if t.has("min_achieved_ratio"):
+        ratio = t.number("min_achieved_ratio", strict=True)
+        if ratio > 1:
+            raise t.fail("min_achieved_ratio", "must be a fraction of the offered load, 0 < r <= 1")
+    return ValidityConfig(
+        min_samples=t.integer("min_samples", minimum=1) if t.has("min_samples") else None,
+        max_schedule_lag_s=(
+            t.duration("max_schedule_lag", positive=True) if t.has("max_schedule_lag") else None
+        ),
+        min_achieved_ratio=ratio,
+        min_ratio_samples=(
+            t.integer("min_ratio_samples", minimum=2) if t.has("min_ratio_samples") else None
+        ),
+    )
 
 
 def _parse_sweep(t: _Table) -> SweepConfig:

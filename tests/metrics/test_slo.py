@@ -246,7 +246,10 @@ def test_ratio_without_enough_samples_is_unavailable() -> None:
     """No class has 100 samples: the ratio is inconclusive, not computed from a handful."""
     result = evaluate("latency:p99/p50<2", build_samples([1.0] * 99))
     assert result.verdict == "inconclusive"
-    assert "no request class has 100 or more samples (min_ratio_samples)" in result.message
+    assert result.message.endswith(
+        "no request class has 100 or more samples; lower [validity] min_ratio_samples or"
+        " --min-ratio-samples, or run longer"
+    )
 
 
 def test_dispatch_jitter_max() -> None:

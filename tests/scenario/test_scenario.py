@@ -12,6 +12,7 @@ from zqbench.errors import OptionError, ScenarioError, UsageError
 from zqbench.scenario import (
     RequestClass,
     Stage,
+    ValidityConfig,
     list_bundled,
     load_scenario,
     parse_duration,
@@ -223,7 +224,7 @@ ERRORS = [
     (
         'nmae = "x"\n' + MINIMAL,
         'unknown key "nmae"; did you mean "name"? (allowed in the top level: name, description, '
-        "api, load, request, slo, network, sweep)",
+        "api, load, request, slo, validity, network, sweep)",
     ),
     (
         MINIMAL + "[request]\nmax_token = 5\n",
@@ -372,6 +373,23 @@ ERRORS = [
         "network.stages = [3] names stage 3, but load has stages 0..0",
     ),
     (
+        MINIMAL + "[validity]\nmin_samples = 0\n",
+        "validity.min_samples = 0 must be >= 1",
+    ),
+    (
+        MINIMAL + "[validity]\nmax_schedule_lag = 10\n",
+        'validity.max_schedule_lag = 10 must be a string with a unit, e.g. "30s", "500ms", "2m" '
+        "(a bare number could mean seconds or milliseconds)",
+    ),
+    (
+        MINIMAL + "[validity]\nmin_achieved_ratio = 97\n",
+        "validity.min_achieved_ratio = 97 must be a fraction of the offered load, 0 < r <= 1",
+    ),
+    (
+        MINIMAL + "[validity]\nmin_ratio_samples = 1\n",
+        "validity.min_ratio_samples = 1 must be >= 2",
+    ),
+    (
         "load = 5\n",
         "load must be a table, got 5",
     ),
@@ -382,6 +400,22 @@ ERRORS = [
 def test_validation_errors(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path, text)
     assert error_of(path) == f"{path}: {message}"
+
+
+def test_validity_table(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        MINIMAL + '[validity]\nmin_samples = 20\nmax_schedule_lag = "25ms"\n'
+        "min_achieved_ratio = 0.9\nmin_ratio_samples = 30\n",
+    )
+    v = load_scenario(str(path)).validity
+    assert (v.min_samples, v.max_schedule_lag_s, v.min_achieved_ratio, v.min_ratio_samples) == (
+        20,
+        0.025,
+        0.9,
+        30,
+    )
+    assert load_scenario(str(write(tmp_path, MINIMAL))).validity == ValidityConfig()
 
 
 def test_bad_toml_names_file_and_line(tmp_path: Path) -> None:

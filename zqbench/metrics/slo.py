@@ -306,8 +306,8 @@ def _evaluate_ratio(
     if worst is None:
         return _unavailable(
             slo,
-            f"no request class has {evidence.min_ratio_samples} or more samples "
-            "(min_ratio_samples)",
+            f"no request class has {evidence.min_ratio_samples} or more samples; lower "
+            "[validity] min_ratio_samples or --min-ratio-samples, or run longer",
         )
     value, name, n = worst
     low = max((x for x in lows if x is not None), default=None)

@@ -12,20 +12,23 @@ import platform
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import pyarrow.parquet as pq
 
 import zqbench
 from zqbench import recorder
-from zqbench.metrics.summarize import RunInfo, summarize
+from zqbench.metrics.summarize import RunInfo, ValidityThresholds, summarize
 from zqbench.pipeline.execute import Execution
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
+from zqbench.scenario import ValidityConfig
 from zqbench.summary import Summary
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,29 @@ def start_info(
         offered_rate=plan.offered_rate or None,
         environment=_environment(options, target),
         stages=plan.stages,
+        validity=validity_thresholds(options, scenario.validity),
     )
+
+
+def validity_thresholds(options: RunOptions, scenario: ValidityConfig) -> ValidityThresholds:
+    """Each limit from the options, else the scenario's [validity], else the default."""
+    d = ValidityThresholds()
+    return ValidityThresholds(
+        min_samples=_first(options.min_samples, scenario.min_samples, d.min_samples),
+        max_schedule_lag_p99_s=_first(
+            options.max_schedule_lag_s, scenario.max_schedule_lag_s, d.max_schedule_lag_p99_s
+        ),
+        min_achieved_ratio=_first(
+            options.min_achieved_ratio, scenario.min_achieved_ratio, d.min_achieved_ratio
+        ),
+        min_ratio_samples=_first(
+            options.min_ratio_samples, scenario.min_ratio_samples, d.min_ratio_samples
+        ),
+    )
+
+
+def _first(option: T | None, scenario: T | None, default: T) -> T:
+    return option if option is not None else scenario if scenario is not None else default
 
 
 def _run_info(options: RunOptions, plan: Plan, target: Target, execution: Execution) -> RunInfo:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from zqbench.errors import OptionError
 from zqbench.hooks import RunHook
 from zqbench.option_values import (
     Api,
@@ -70,6 +71,11 @@ class RunOptions:
     html: bool = True  # render report.html (a sweep may skip it for its steps)
     telemetry: tuple[str, ...] = ()  # --telemetry sources: nvml, auto, prometheus:URL
     hooks: tuple[RunHook, ...] = ()  # impairment, telemetry, ...: started at t = 0, always stopped
+    # Validity limits; None: the scenario's [validity], else zqbench's defaults.
+    min_samples: int | None = None
+    max_schedule_lag_s: float | None = None
+    min_achieved_ratio: float | None = None
+    min_ratio_samples: int | None = None
 
     def __post_init__(self) -> None:
         for name, kind in _CHOICES.items():
@@ -80,5 +86,17 @@ class RunOptions:
         check_at_least("max_context", self.max_context, 2, " tokens")
         check_above("rate_scale", self.rate_scale, 0)
         check_above("duration_scale", self.duration_scale, 0)
+        check_at_least("min_samples", self.min_samples, 1)
+        check_at_least("min_ratio_samples", self.min_ratio_samples, 2)
+        if self.max_schedule_lag_s is not None:
+            check_above("max_schedule_lag", self.max_schedule_lag_s, 0)
+        if self.min_achieved_ratio is not None:
+            check_above("min_achieved_ratio", self.min_achieved_ratio, 0)
+            if self.min_achieved_ratio > 1:
+                raise OptionError(
+                    "min_achieved_ratio",
+                    "must be a fraction of the offered load, 0 < r <= 1",
+                    value=f"{self.min_achieved_ratio:g}",
+                )
         parse_headers(self.headers)
         read_api_key(self.api_key_env)
