@@ -198,7 +198,10 @@ def probe(
     fresh_connections: Annotated[
         bool, typer.Option("--fresh/--no-fresh", help="A new connection for every request.")
     ] = False,
-    stream: Annotated[bool, typer.Option(help="Streaming requests.")] = True,
+    stream: Annotated[
+        bool,
+        typer.Option(help="Streaming requests; with --no-stream TTFT is the body's arrival."),
+    ] = True,
     timeout_s: Annotated[
         float, typer.Option("--timeout", help="Per-request timeout, seconds.")
     ] = 30.0,

@@ -1,17 +1,27 @@
 """`zqbench probe`: the five-minute check of whether an endpoint queues.
 
-Sequential requests, one at a time, each with a curl-style breakdown (DNS,
-connect, TLS, TTFB, total). With no concurrency a server has nothing to queue, so
-a P99/P50 ratio far above 1 here points at the server's own jitter.
+Sequential requests, one at a time, each with a curl-style breakdown (DNS, connect, TLS,
+TTFB, TTFT, total). With no concurrency a server has nothing to queue, so a P99/P50 ratio
+far above 1 here points at the server's own jitter, or at other clients' load.
+
+TTFT is read from the body by the dialect's parser, as `zqbench run` reads it: the first
+token event of a streamed response, or the arrival of a non-streamed body. It is not TTFB:
+a server may send its headers at once and let the request wait in its queue before the
+first token (vLLM does: TTFB p99 17 ms beside TTFT p99 9.3 s). So the P99/P50 ratio is taken
+over TTFT, where a queue shows, and names its phase; over total when no request had a TTFT.
+
+A 2xx response whose body the parser finds broken (an error event inside the stream, a cut
+stream) is not ok: it counts under `<status>:<error>`, as in a run's status mix.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from zqbench.dialects import get_dialect
-from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.dialects.base import DialectConfig, RequestSpec, StreamParser
 from zqbench.errors import TargetError
 from zqbench.option_values import Api, check_at_least, parse_headers, read_api_key
 from zqbench.prompts import synth_prompt
@@ -59,15 +69,18 @@ class ProbeReport:
     n: int
     ok_count: int
     statuses: dict[str, int]
-    phases: tuple[PhaseStats, ...]
+    phases: tuple[PhaseStats, ...]  # dns, connect, tls, ttfb, ttft, total
     ratio_p99_p50: float | None
+    ratio_phase: str  # the phase the ratio is taken over: ttft, or total without TTFTs
+    output_tokens_p50: int | None  # per ok request; from usage when the server reported it
+    tokens_from_usage: bool  # every ok request's count came from its usage
 
     @property
     def ok(self) -> bool:
         return self.ok_count == self.n
 
 
-def _rank(sorted_values: list[float], q: float) -> float:
+def _rank(sorted_values: Sequence[float], q: float) -> float:
     """Nearest-rank order statistic: the value at rank ceil(q*n), 1-based."""
     return sorted_values[max(1, math.ceil(q * len(sorted_values))) - 1]
 
@@ -79,7 +92,45 @@ def _phase(name: str, values_ns: list[int | None]) -> PhaseStats:
     return PhaseStats(name, len(values), _rank(values, 0.5), _rank(values, 0.99), values[-1])
 
 
+@dataclass(frozen=True, slots=True)
+class ProbeRequest:
+    """One probe request: what the transport timed and what the parser read."""
+
+    timed: ProbeResult
+    read: StreamParser
+
+    @property
+    def error(self) -> str | None:
+        """The transport's failure first, then the parser's (http_<code> included)."""
+        return self.timed.error or self.read.summary.error
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and 200 <= self.timed.status < 300
+
+    @property
+    def ttft_ns(self) -> int | None:
+        t = self.read.summary.t_first_token
+        return None if t is None else t - self.timed.t_start_ns
+
+    @property
+    def status_key(self) -> str:
+        """The key it counts under: `200`, `transport:timeout`, or `200:stream_error` (an
+        error inside a 2xx response), as in a run's status mix."""
+        status, error = self.timed.status, self.error
+        if status == 0:
+            return f"transport:{error}"
+        if error is None or error == f"http_{status}" or not 200 <= status < 300:
+            return str(status)
+        return f"{status}:{error}"
+
+
 def run_probe(options: ProbeOptions) -> ProbeReport:
+    return _report(options.target, probe_requests(options))
+
+
+def probe_requests(options: ProbeOptions) -> list[ProbeRequest]:
+    """Send the probe's requests, one after another; each as timed and as read."""
     config = DialectConfig(
         model=options.model,
         api_key=read_api_key(options.api_key_env),
@@ -92,6 +143,12 @@ def run_probe(options: ProbeOptions) -> ProbeReport:
         max_tokens=options.max_tokens,
         stream=options.stream,
     )
+    parsers: list[StreamParser] = []
+
+    def new_parser() -> StreamParser:
+        parsers.append(dialect.parser(spec))
+        return parsers[-1]
+
     try:
         results: list[ProbeResult] = probe(
             options.target.rstrip("/"),
@@ -100,37 +157,48 @@ def run_probe(options: ProbeOptions) -> ProbeReport:
             http2=options.http2,
             timeout_s=options.timeout_s,
             fresh_connections=options.fresh_connections,
+            new_sink=new_parser,
         )
     except ConnectError as exc:
         raise TargetError(str(exc)) from None
-    ok = [r for r in results if r.error is None and 200 <= r.status < 300]
+    return [ProbeRequest(r, p) for r, p in zip(results, parsers, strict=True)]
+
+
+def _report(target: str, requests: list[ProbeRequest]) -> ProbeReport:
+    ok = [r for r in requests if r.ok]
+    timed = [r.timed for r in ok]
     phases = (
-        _phase("dns", [r.dns_ns for r in ok]),
-        _phase("connect", [r.connect_ns for r in ok]),
-        _phase("tls", [r.tls_ns for r in ok]),
-        _phase("ttfb", [r.ttfb_ns for r in ok]),
-        _phase("total", [r.total_ns for r in ok]),
+        _phase("dns", [r.dns_ns for r in timed]),
+        _phase("connect", [r.connect_ns for r in timed]),
+        _phase("tls", [r.tls_ns for r in timed]),
+        _phase("ttfb", [r.ttfb_ns for r in timed]),
+        _phase("ttft", [r.ttft_ns for r in ok]),
+        _phase("total", [r.total_ns for r in timed]),
     )
-    total = phases[-1]
+    ttft, total = phases[-2], phases[-1]
+    over = ttft if ttft.n else total
     ratio = None
-    if total.p50_ms and total.p99_ms is not None:
-        ratio = total.p99_ms / total.p50_ms
+    if over.p50_ms and over.p99_ms is not None:
+        ratio = over.p99_ms / over.p50_ms
+    counts = sorted(c for r in ok if (c := r.read.summary.output_tokens) is not None)
     return ProbeReport(
-        target=redact_url(options.target),
-        n=len(results),
+        target=redact_url(target),
+        n=len(requests),
         ok_count=len(ok),
-        statuses=_statuses(results),
+        statuses=_statuses(requests),
         phases=phases,
         ratio_p99_p50=ratio,
+        ratio_phase=over.name,
+        output_tokens_p50=round(_rank(counts, 0.5)) if counts else None,
+        tokens_from_usage=bool(ok) and all(r.read.summary.tokens_from_usage for r in ok),
     )
 
 
-def _statuses(results: list[ProbeResult]) -> dict[str, int]:
-    """How many requests ended with each HTTP status, or each transport error."""
+def _statuses(requests: list[ProbeRequest]) -> dict[str, int]:
+    """How many requests ended with each HTTP status, transport error, or error in a 2xx."""
     statuses: dict[str, int] = {}
-    for r in results:
-        key = str(r.status) if r.error is None or r.status else f"transport:{r.error}"
-        statuses[key] = statuses.get(key, 0) + 1
+    for r in requests:
+        statuses[r.status_key] = statuses.get(r.status_key, 0) + 1
     return statuses
 
 
@@ -145,6 +213,9 @@ def format_probe(report: ProbeReport) -> str:
     for p in report.phases:
         lines.append(f"{p.name:<8} {p.n:>5} {ms(p.p50_ms)} {ms(p.p99_ms)} {ms(p.max_ms)}")
     ratio = "-" if report.ratio_p99_p50 is None else f"{report.ratio_p99_p50:.2f}"
-    lines.append(f"total p99/p50 = {ratio}")
+    lines.append(f"{report.ratio_phase} p99/p50 = {ratio}")
+    if report.output_tokens_p50 is not None:
+        source = "usage" if report.tokens_from_usage else "estimated from the text"
+        lines.append(f"output tokens p50 = {report.output_tokens_p50} ({source})")
     lines.append("status: " + ", ".join(f"{k}: {v}" for k, v in sorted(report.statuses.items())))
     return "\n".join(lines)

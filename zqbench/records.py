@@ -26,7 +26,8 @@ class Sample:
     t_intended: int | None  # open loop only; None in closed loop
     t_send: int  # first byte handed to the connection
     t_headers: int | None  # status line + headers received (TTFB)
-    t_first_token: int | None  # first content token parsed
+    t_first_token: int | None  # first token event parsed
+    t_last_token: int | None  # last token event parsed (TPOT runs from the first to it)
     t_end: int  # last byte, or the moment of failure
     status: int  # HTTP status; 0 for a transport failure
     error: str | None  # None on success; else timeout, connect, reset, protocol, bad_json, ...
@@ -36,7 +37,7 @@ class Sample:
     itl_mean_ns: int | None
     itl_p99_ns: int | None
     itl_max_ns: int | None
-    n_chunks: int  # content chunks received
+    n_chunks: int  # token events received (docs/metrics.md, "Token events")
     srv_received: float | None  # X-Request-Received-Time, server epoch seconds
     srv_dispatch: float | None  # X-Request-Dispatch-Time
     srv_start: float | None  # X-Request-Start-Time
@@ -58,6 +59,7 @@ ARROW_SCHEMA = pa.schema(
         pa.field("t_send", pa.int64(), nullable=False),
         pa.field("t_headers", pa.int64()),
         pa.field("t_first_token", pa.int64()),
+        pa.field("t_last_token", pa.int64()),
         pa.field("t_end", pa.int64(), nullable=False),
         pa.field("status", pa.int32(), nullable=False),
         pa.field("error", pa.string()),

@@ -23,6 +23,10 @@ name = "hung-fifth"
 api = "anthropic"
 [slo]
 checks = ["errors:rate<1%"]
+[validity]
+# What is tested is that abandoned requests are not charged as lag (before: about 33 s);
+# the generator's own lag on a busy shared machine is not.
+max_schedule_lag = "500ms"
 [load]
 executor = "constant-arrival-rate"
 rate = 30
@@ -81,10 +85,9 @@ def test_hung_requests_interrupted_at_the_end_keep_their_send_time(tmp_path: Pat
     summary = result.summary
     assert summary.validity.ok, summary.validity.reasons
     assert summary.verdict == "fail"
-    lag_p99 = summary.metrics["schedule_lag"].p99
-    # Under the validity limit on a busy machine; measured well under 1 ms when idle.
-    assert lag_p99 is not None and lag_p99 < 0.010, lag_p99
-    print(f"schedule_lag p99 {lag_p99 * 1e3:.3f} ms")
+    lag = summary.metrics["schedule_lag"]
+    assert lag.n == 120 and lag.max is not None and lag.max < 0.5, lag
+    print(f"schedule_lag p99 {lag.p99 * 1e3:.3f} ms")  # under 1 ms on an idle machine
 
 
 def test_hung_requests_that_reach_their_own_limit_are_timeouts(tmp_path: Path) -> None:

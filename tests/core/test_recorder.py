@@ -26,6 +26,7 @@ def _sample(i: int) -> Sample:
         t_send=i * 1000 + 5,
         t_headers=i * 1000 + 50,
         t_first_token=i * 1000 + 60,
+        t_last_token=i * 1000 + 850,
         t_end=i * 1000 + 900,
         status=200,
         error=None,

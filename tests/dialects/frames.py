@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping
 from itertools import pairwise
 
@@ -107,6 +108,98 @@ O_ERROR_BODY = (
     b'{"error":{"message":"Rate limit reached","type":"rate_limit_exceeded",'
     b'"param":null,"code":"rate_limit_exceeded"}}'
 )
+
+# ------------------------------------------------------------------ one chunk per token
+# vLLM streams one chunk per generated token. Its detokenizer holds back the bytes of a
+# character until the character is complete, so a token that ends partway through an emoji
+# or a CJK character streams as `"content":""`: a token all the same, counted in usage.
+# 16 tokens, 4 of them empty; four times over: 64 tokens, 16 empty.
+SPLIT_TEXTS = [
+    "Tokyo",
+    " is",
+    " ",
+    "",
+    "東",
+    "",
+    "京",
+    " (",
+    "",
+    "🗼",
+    ")",
+    " and",
+    " ",
+    "",
+    "😀",
+    ".",
+]
+VLLM_TEXTS = SPLIT_TEXTS * 4
+VLLM_TEXT = "".join(VLLM_TEXTS)
+_VLLM_HEAD = (
+    'data: {"id":"chatcmpl-9f2c","object":"chat.completion.chunk","created":1764400000,"model":"m",'
+)
+
+
+def vllm_chunk(delta: str, finish: str = "null") -> bytes:
+    """One chunk as vLLM writes it (compact JSON, UTF-8 unescaped); `delta` is raw JSON."""
+    choice = f'{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{finish}'
+    if finish != "null":
+        choice += ',"stop_reason":null'
+    return f'{_VLLM_HEAD}"choices":[{choice}}}]}}\n\n'.encode()
+
+
+def vllm_content(text: str, finish: str = "null") -> bytes:
+    return vllm_chunk(f'{{"content":{json.dumps(text, ensure_ascii=False)}}}', finish)
+
+
+VLLM_ROLE = vllm_chunk('{"role":"assistant","content":""}')
+
+
+def vllm_usage(completion_tokens: int, prompt_tokens: int = 12) -> bytes:
+    total = prompt_tokens + completion_tokens
+    return (
+        f'{_VLLM_HEAD}"choices":[],"usage":{{"prompt_tokens":{prompt_tokens},'
+        f'"total_tokens":{total},"completion_tokens":{completion_tokens}}}}}\n\n'
+    ).encode()
+
+
+VLLM_DONE = b"data: [DONE]\n\n"
+# The role chunk, 64 token chunks (the last one carries finish_reason with its token), the
+# usage chunk (stream_options.include_usage), [DONE]: one list item per SSE frame.
+VLLM_FRAMES = [
+    VLLM_ROLE,
+    *[vllm_content(t) for t in VLLM_TEXTS[:-1]],
+    vllm_content(VLLM_TEXTS[-1], '"length"'),
+    vllm_usage(64),
+    VLLM_DONE,
+]
+
+
+def a_delta(text: str) -> bytes:
+    quoted = json.dumps(text, ensure_ascii=False)
+    return a_frame(
+        "content_block_delta",
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":'
+        + quoted
+        + "}}",
+    )
+
+
+# The Anthropic equivalent: message_start (its output_tokens a placeholder), the text block
+# opened empty, a ping, 64 text deltas (16 of them ""), the block's end, message_delta with
+# the cumulative usage, message_stop.
+A_SPLIT_FRAMES = [
+    a_frame(*A_EVENTS[0]),
+    a_frame(*A_EVENTS[1]),
+    a_frame(*A_EVENTS[2]),
+    *[a_delta(t) for t in VLLM_TEXTS],
+    a_frame("content_block_stop", '{"type":"content_block_stop","index":0}'),
+    a_frame(
+        "message_delta",
+        '{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},'
+        '"usage":{"output_tokens":64}}',
+    ),
+    a_frame("message_stop", '{"type":"message_stop"}'),
+]
 
 SSE_HEADERS = {"content-type": "text/event-stream"}
 JSON_HEADERS = {"content-type": "application/json"}

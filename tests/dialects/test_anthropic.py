@@ -157,7 +157,8 @@ def test_pings_comments_and_unknown_events_are_ignored():
     assert meaning(parse(stream)) == meaning(parse(A_STREAM))
 
 
-def test_empty_and_non_text_deltas_are_not_tokens():
+def test_an_empty_text_delta_is_a_token_other_deltas_are_not():
+    """A token that completes no character streams as text "": a token all the same."""
     events = list(A_EVENTS)
     events.insert(
         3,
@@ -175,7 +176,7 @@ def test_empty_and_non_text_deltas_are_not_tokens():
         ),
     )
     s = parse(a_stream(events))
-    assert s.error is None and len(s.token_times) == 3
+    assert s.error is None and s.token_events == 4 and s.text_chars == len(A_TEXT)
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,7 @@ def build_samples(
         "retry_after_s": None,
     }
     data.update(columns)
+    data.setdefault("t_last_token", data["t_end"])  # the last token ends the stream
     arrays = []
     for schema_field in ARROW_SCHEMA:
         value = data[schema_field.name]

@@ -81,6 +81,31 @@ def test_derived_metrics_known_answers() -> None:
     assert metrics["schedule_lag"].max == 0.0
 
 
+def test_tpot_runs_from_the_first_to_the_last_token_over_usage_tokens() -> None:
+    """First token at 5 ms, last at 8 ms, the body ends at 10 ms, usage says 11 tokens in
+    6 events (a server that packs tokens): tpot = (8 - 5) / (11 - 1) = 0.3 ms."""
+    samples = build_samples([10.0] * 200)
+    samples["t_last_token"] = samples["t_send"] + 8 * MS
+    samples["n_chunks"] = 6
+    assert summarize(samples, run=run_info(), slos=[]).metrics["tpot"].p50 == pytest.approx(3e-4)
+
+
+def test_tpot_needs_two_token_events() -> None:
+    """One event (a non-streamed body, a whole answer in one chunk) times no decoding."""
+    samples = build_samples([10.0] * 200, n_chunks=1)
+    assert summarize(samples, run=run_info(), slos=[]).metrics["tpot"] == MetricStats(
+        n=0,
+        unavailable="no successful request had more than one output token in two or more "
+        "token events",
+    )
+
+
+def test_tpot_of_samples_saved_before_t_last_token_runs_to_t_end() -> None:
+    samples = build_samples([10.0] * 200).drop(columns=["t_last_token"])
+    samples["t_first_token"] = samples["t_send"] + 4 * MS
+    assert summarize(samples, run=run_info(), slos=[]).metrics["tpot"].p50 == pytest.approx(6e-4)
+
+
 def test_unavailable_metrics_have_reasons_not_zeros() -> None:
     """Closed loop, no timing headers, no refusals, no ITL: each such metric says why."""
     samples = build_samples([10.0] * 200, t_intended=None)

@@ -67,6 +67,7 @@ def write_synthetic_run(
         "t_send": t_send,
         "t_headers": t_send + ttft_ns // 2,
         "t_first_token": np.where(failed, None, t_send + ttft_ns),
+        "t_last_token": np.where(failed, None, t_send + lat_ns),
         "t_end": t_send + lat_ns,
         "status": np.where(failed, 503, 200).astype(np.int32),
         "error": np.where(failed, "http_503", None),

@@ -81,8 +81,9 @@ class Exchange:
 
     @property
     def text_events(self) -> int:
-        """Events (or, not streamed, bodies) that carried generated text."""
-        return 0 if self.parsed is None else len(self.parsed.summary.token_times)
+        """Token events, as the dialect counts them (empty ones included; a non-streamed
+        body with text is one)."""
+        return 0 if self.parsed is None else self.parsed.summary.token_events
 
     @property
     def usage_output_tokens(self) -> int | None:

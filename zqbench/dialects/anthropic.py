@@ -5,6 +5,13 @@ Stream (as the API documents it and the reference server sends it): `message_sta
 `content_block_stop`, `message_delta` (cumulative usage.output_tokens, stop_reason,
 optionally `zq_timing`), `message_stop`; `ping` anywhere; `error` mid-stream; unknown event
 types are ignored.
+
+Token events (see `zqbench.dialects.parser`): each `content_block_delta` whose delta is a
+`text_delta` with a string `text` is one, empty text included (a token that completes no
+character). A `content_block_start` opens its text block empty, `{"type":"text","text":""}`:
+that is no token; text there, if a server sends some, is generated text and counts.
+`message_delta`'s cumulative `usage.output_tokens` is the server's count; `message_start`'s
+is a placeholder. Thinking and tool-input deltas are not text tokens.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ class AnthropicParser(ResponseParser):
             kind = obj.get("type")
             name = kind if isinstance(kind, str) else ""
         if name == "content_block_delta":
-            self._text(obj.get("delta"), "text_delta", t_ns)
+            self._text(obj.get("delta"), "text_delta", t_ns, empty_counts=True)
         elif name == "message_start":
             message = obj.get("message")
             usage = message.get("usage") if isinstance(message, dict) else None
@@ -59,7 +66,7 @@ class AnthropicParser(ResponseParser):
                 self._usage(usage, output=False)
         elif name == "content_block_start":
             # The block normally starts empty; text here, if any, is generated text too.
-            self._text(obj.get("content_block"), "text", t_ns)
+            self._text(obj.get("content_block"), "text", t_ns, empty_counts=False)
         elif name == "message_delta":
             usage = obj.get("usage")
             if isinstance(usage, dict):
@@ -74,11 +81,12 @@ class AnthropicParser(ResponseParser):
         elif name == "error":
             self._server_error(obj.get("error"))
 
-    def _text(self, part: Any, kind: str, t_ns: int) -> None:
-        """A delta or content block of type `kind`: its text, if any, is one content chunk."""
+    def _text(self, part: Any, kind: str, t_ns: int, *, empty_counts: bool) -> None:
+        """A delta or content block of type `kind` with string text: one token event (an
+        empty one only when `empty_counts`)."""
         if isinstance(part, dict) and part.get("type") == kind:
             text = part.get("text")
-            if isinstance(text, str) and text:
+            if isinstance(text, str) and (text or empty_counts):
                 self._token(text, t_ns)
 
     def _usage(self, usage: dict[str, Any], *, output: bool) -> None:

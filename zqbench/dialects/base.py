@@ -56,7 +56,7 @@ class ResponseSummary:
     status: int = 0
     t_headers: int | None = None
     t_first_token: int | None = None
-    token_times: list[int] = field(default_factory=list)  # arrival of each content chunk
+    token_times: list[int] = field(default_factory=list)  # arrival of each token event
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     tokens_from_usage: bool = False
@@ -67,6 +67,18 @@ class ResponseSummary:
     srv_gpu_ms: float | None = None
     retry_after_s: float | None = None
     text_chars: int = 0  # characters of generated text (for the client-side token estimate)
+
+    @property
+    def token_events(self) -> int:
+        """Token events seen (see `zqbench.dialects.parser`): one per token where the server
+        streams one chunk per token, fewer where it packs several; `output_tokens` is the
+        server's count when it reported usage."""
+        return len(self.token_times)
+
+    @property
+    def t_last_token(self) -> int | None:
+        """Arrival of the last token event; None when there was none."""
+        return self.token_times[-1] if self.token_times else None
 
 
 class StreamParser(ResponseSink, Protocol):

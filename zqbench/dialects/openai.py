@@ -5,6 +5,23 @@ Stream (as the API documents it and the reference server sends it): chunks
 with `"choices": []` and `usage`, then `data: [DONE]`. A chunk with a truthy `error` key (or
 vLLM's flat `"object": "error"`) is an error. `zq_timing` may ride at the top level of the
 final chunk or of the body.
+
+Token events (see `zqbench.dialects.parser`). A chunk is a token when `choices[0].delta`
+has a string `content`, empty or not, except:
+
+- the role announcement: `content` is "" and the delta also has `role`. OpenAI and vLLM
+  open every stream with `{"delta":{"role":"assistant","content":""}}`, before any token;
+- a chunk with empty `content` and `finish_reason` set is provisional. vLLM puts the last
+  generated token on the chunk that carries finish_reason, and a last token without text
+  (the end-of-sequence token, half a character) leaves `content` ""; other servers send
+  such a chunk as a trailer after the last token. It counts unless the usage chunk's
+  `completion_tokens` is already matched by the other token events (without usage it
+  counts: one chunk, one token).
+
+Not tokens: a delta without `content` or with `content: null` (OpenAI's own final chunk is
+`{"delta":{},"finish_reason":"stop"}`; tool-call and reasoning deltas), the usage chunk
+(`"choices": []`), `[DONE]`. A stream's TTFT is therefore its first token, never the role
+chunk.
 """
 
 from __future__ import annotations
@@ -55,13 +72,11 @@ class OpenAIParser(ResponseParser):
         if choices and isinstance(choices, list):
             choice = choices[0]
             if isinstance(choice, dict):
-                delta = choice.get("delta")
-                if isinstance(delta, dict):
-                    text = delta.get("content")
-                    if isinstance(text, str) and text:
-                        self._token(text, t_ns)
                 reason = choice.get("finish_reason")
-                if isinstance(reason, str):
+                if not isinstance(reason, str):
+                    reason = None
+                self._delta(choice.get("delta"), reason is not None, t_ns)
+                if reason is not None:
                     self.stop_reason = reason
         usage = obj.get("usage")
         if isinstance(usage, dict):
@@ -69,6 +84,22 @@ class OpenAIParser(ResponseParser):
         timing = obj.get("zq_timing")
         if timing is not None:
             common.apply_zq_timing(self.summary, timing)
+
+    def _delta(self, delta: Any, finishing: bool, t_ns: int) -> None:
+        """A chunk's delta as a token event, by the rule in the module docstring."""
+        if not isinstance(delta, dict):
+            return
+        text = delta.get("content")
+        if not isinstance(text, str):
+            return
+        if text:
+            self._token(text, t_ns)
+        elif "role" in delta:
+            return  # the role announcement
+        elif finishing:
+            self._provisional_token(t_ns)
+        else:
+            self._token(text, t_ns)
 
     def _usage(self, usage: dict[str, Any]) -> None:
         s = self.summary

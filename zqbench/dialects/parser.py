@@ -18,6 +18,22 @@ Error classes a parser can leave in `summary.error` (first one wins):
 
 Transport failures (timeout, reset, ...) are the transport's to report; the engine prefers
 them over whatever the parser saw.
+
+Token events. Servers that stream per token (vLLM, SGLang, the APIs themselves) send one
+chunk per generated token, and a token that ends partway through a UTF-8 character (emoji,
+CJK) arrives as a chunk with empty text: it is a token all the same, and the server's usage
+counts it. So every chunk that carries the text field is one token event, empty text
+included; what is not a token (a role announcement, the block's empty opening, a usage or
+finish-only chunk) each dialect names in its module docstring. `summary.token_times` holds
+the arrival of each token event: TTFT is the first, ITL the gaps between them, TPOT runs
+from the first to the last (docs/metrics.md). A server that packs several tokens into one
+chunk sends fewer events than its usage counts; `output_tokens` is then still the server's
+count, and the events time what arrived.
+
+A dialect may hold one event as *provisional* (`_provisional_token`): a chunk that is a
+token for one server and a mere trailer for another (OpenAI: empty text beside the
+finish_reason). At the end of the stream it counts unless the server's usage is already
+matched by the other events.
 """
 
 from __future__ import annotations
@@ -62,6 +78,7 @@ class ResponseParser(abc.ABC):
         "_ended",
         "_ok",
         "_on_event",
+        "_provisional",
         "_sse",
         "_stopped",
         "error_detail",
@@ -90,6 +107,7 @@ class ResponseParser(abc.ABC):
         self._stopped = False  # done or failed: later stream bytes are ignored
         self._ended = False
         self._on_event = on_event
+        self._provisional: int | None = None  # arrival of a token event not yet settled
 
     # -------------------------------------------------------------- ResponseSink
     def on_headers(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
@@ -151,6 +169,7 @@ class ResponseParser(abc.ABC):
                         self._event(pending, t_ns, True)
                 if not self._done:
                     self._fail("incomplete_stream")
+                self._settle_provisional()
             elif not self._stopped:
                 body = b"".join(self._body)
                 self._body = []
@@ -202,12 +221,33 @@ class ResponseParser(abc.ABC):
         return obj
 
     def _token(self, text: str, t_ns: int) -> None:
-        """One content chunk: its arrival time and its characters."""
+        """One token event: its arrival time and its characters ("" is a token too)."""
+        if self._provisional is not None:  # a later token: the held one was a token
+            t_held, self._provisional = self._provisional, None
+            self._token("", t_held)
         s = self.summary
         if s.t_first_token is None:
             s.t_first_token = t_ns
         s.token_times.append(t_ns)
         s.text_chars += len(text)
+
+    def _provisional_token(self, t_ns: int) -> None:
+        """An empty event that is a token unless usage says otherwise (settled at the end)."""
+        if self._provisional is not None:  # a second one: the first was a token
+            t_held, self._provisional = self._provisional, None
+            self._token("", t_held)
+        self._provisional = t_ns
+
+    def _settle_provisional(self) -> None:
+        """Count the held event, unless the server's usage is already matched without it."""
+        t_held, self._provisional = self._provisional, None
+        if t_held is None:
+            return
+        s = self.summary
+        matched = s.output_tokens is not None and len(s.token_times) >= s.output_tokens
+        if s.tokens_from_usage and matched:
+            return
+        self._token("", t_held)
 
     def _body_text(self, text: str) -> None:
         """The generated text of a non-streamed body: one chunk, at the first body byte."""

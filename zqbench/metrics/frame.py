@@ -33,11 +33,13 @@ class Columns:
     t_send: np.ndarray
     t_headers: np.ndarray
     t_first_token: np.ndarray
+    t_last_token: np.ndarray  # t_end for samples recorded before the column existed
     t_end: np.ndarray
     status: np.ndarray  # int64
     ok: np.ndarray  # bool
     unsent: np.ndarray  # bool: interrupted before a byte was written (t_send is not real)
     output_tokens: np.ndarray
+    n_chunks: np.ndarray  # token events
     itl_mean_ns: np.ndarray
     itl_p99_ns: np.ndarray
     itl_max_ns: np.ndarray
@@ -54,8 +56,10 @@ FLOAT_COLUMNS = (
     "t_send",
     "t_headers",
     "t_first_token",
+    "t_last_token",
     "t_end",
     "output_tokens",
+    "n_chunks",
     "itl_mean_ns",
     "itl_p99_ns",
     "itl_max_ns",
@@ -77,13 +81,17 @@ def columns_of(
 ) -> Columns:
     status = samples["status"].to_numpy(dtype=np.int64)
     ok = samples["error"].isna().to_numpy() & (status >= 200) & (status < 300)
-    floats = {name: float_column(samples, name) for name in FLOAT_COLUMNS}
+    values = {name: float_column(samples, name) for name in FLOAT_COLUMNS}
+    if "t_last_token" not in samples.columns:
+        # Saved before zqbench recorded the last token: TPOT then ran to t_end, and a
+        # re-rendered old run keeps the numbers it was published with.
+        values["t_last_token"] = values["t_end"]
     interrupted = (samples["error"] == "interrupted").to_numpy(dtype=bool, na_value=False)
     return Columns(
-        **floats,
+        **values,
         status=status,
         ok=ok,
-        unsent=interrupted & (floats["t_send"] == floats["t_end"]),
+        unsent=interrupted & (values["t_send"] == values["t_end"]),
         start_epoch_ns=start_epoch_ns,
         clock_offset_ns=clock_offset_ns,
     )
@@ -131,16 +139,21 @@ def ttft(c: Columns) -> np.ndarray:
 
 
 def tpot(c: Columns) -> np.ndarray:
-    """tpot = (t_end - t_first_token) / (output_tokens - 1), successful, output_tokens > 1.
+    """tpot = (t_last_token - t_first_token) / (output_tokens - 1), successful requests with
+    output_tokens > 1 and at least two token events.
 
-    vLLM's formula; output_tokens comes from the server's usage when it reports one."""
+    vLLM's formula (first to last token, not to the end of the body); output_tokens comes
+    from the server's usage when it reports one, so a server that packs several tokens into
+    a chunk is still divided by its real token count. One event (a non-streamed body, or
+    the whole answer in one chunk) times no decoding: undefined, not 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        values = (c.t_end - c.t_first_token) / (c.output_tokens - 1)
-    return _ok_only(c, np.where(c.output_tokens > 1, values, np.nan))
+        values = (c.t_last_token - c.t_first_token) / (c.output_tokens - 1)
+    timed = (c.output_tokens > 1) & (c.n_chunks >= 2)
+    return _ok_only(c, np.where(timed, values, np.nan))
 
 
 def itl(c: Columns) -> np.ndarray:
-    """itl = the request's mean gap between consecutive content chunks (itl_mean_ns).
+    """itl = the request's mean gap between consecutive token events (itl_mean_ns).
 
     One value per request (not the pooled gaps of all requests: those need the token
     side table), so its percentiles are percentiles over requests."""
@@ -148,12 +161,12 @@ def itl(c: Columns) -> np.ndarray:
 
 
 def itl_p99(c: Columns) -> np.ndarray:
-    """itl_p99 = the request's own p99 inter-chunk gap (nearest rank, ceil(0.99 n))."""
+    """itl_p99 = the request's own p99 gap between token events (nearest rank, ceil(0.99 n))."""
     return _ok_only(c, c.itl_p99_ns)
 
 
 def itl_max(c: Columns) -> np.ndarray:
-    """itl_max = the request's longest gap between content chunks (a stall)."""
+    """itl_max = the request's longest gap between token events (a stall)."""
     return _ok_only(c, c.itl_max_ns)
 
 
@@ -232,8 +245,13 @@ REQUEST_METRICS: dict[str, MetricSpec] = {
         ),
         MetricSpec("ttfb", ttfb, True, "no response headers were recorded"),
         MetricSpec("ttft", ttft, True, "no first token was recorded"),
-        MetricSpec("tpot", tpot, True, "no successful request had more than one output token"),
-        MetricSpec("itl", itl, True, "no inter-token gaps were recorded (fewer than 2 chunks)"),
+        MetricSpec(
+            "tpot",
+            tpot,
+            True,
+            "no successful request had more than one output token in two or more token events",
+        ),
+        MetricSpec("itl", itl, True, "no inter-token gaps were recorded (fewer than 2 events)"),
         MetricSpec("itl_p99", itl_p99, True, "no inter-token gaps were recorded"),
         MetricSpec("itl_max", itl_max, True, "no inter-token gaps were recorded"),
         MetricSpec(

@@ -15,13 +15,18 @@ phase's own duration except `ttfb_ns` and `total_ns`, which are from the start:
     tls_ns      TLS handshake      (None for http:// or a reused connection)
     ttfb_ns     start -> response status line and headers received
     total_ns    start -> last body byte received
+
+The body is not interpreted here: a caller that wants to know what it meant (the dialect's
+parser, for TTFT) passes `new_sink`, and each request's sink gets the headers, every body
+piece stamped with perf_counter_ns the moment httpx handed it over (decoded, as a parser
+needs it), and the end. `t_start_ns` places those stamps: TTFT = t_first_token - t_start_ns.
 """
 
 from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -33,6 +38,7 @@ from zqbench.transport.base import (
     HttpRequest,
     ProtocolViolation,
     RequestTimeout,
+    ResponseSink,
     TransportError,
 )
 from zqbench.transport.origin import Origin, parse_base_url
@@ -50,6 +56,7 @@ class ProbeResult:
     bytes_in: int
     http_version: str = ""
     reused_connection: bool = False
+    t_start_ns: int = 0  # perf_counter_ns at the request's start (its name lookup included)
 
 
 @contextmanager
@@ -96,12 +103,14 @@ def probe(
     timeout_s: float = 10,
     fresh_connections: bool = False,
     insecure: bool = False,
+    new_sink: Callable[[], ResponseSink] | None = None,
 ) -> list[ProbeResult]:
     """Send `request` to `url` `n` times, one after another, and time each phase.
 
     Raises ConnectError (one line naming the address) when a connection cannot be opened;
     other failures are recorded in the result's `error`. `fresh_connections` opens a new
-    connection (and resolves the name again) for every request.
+    connection (and resolves the name again) for every request. `new_sink`, when given, is
+    called once per request, in order, before it is sent: its sink reads that response.
     """
     if n < 1:
         raise ValueError("n must be at least 1")
@@ -126,11 +135,18 @@ def probe(
                     trust_env=False,  # a probe must reach the target, not a proxy
                 )
                 base = f"{origin.scheme}://{ip}:{port}{origin.prefix}"
-            results.append(_one(client, base, origin, request, dns_ns, timeout_s))
+            sink = new_sink() if new_sink is not None else None
+            results.append(_one(client, base, origin, request, dns_ns, sink))
     finally:
         if client is not None:
             client.close()
     return results
+
+
+_HEADERS_READ = (
+    "http11.receive_response_headers.complete",
+    "http2.receive_response_headers.complete",
+)
 
 
 def _one(
@@ -139,7 +155,7 @@ def _one(
     origin: Origin,
     request: HttpRequest,
     dns_ns: int | None,
-    timeout_s: float,
+    sink: ResponseSink | None,
 ) -> ProbeResult:
     marks: dict[str, int] = {}
 
@@ -161,29 +177,28 @@ def _one(
         with _map_httpx_errors(origin.address):
             resp = client.send(req, stream=True)
             try:
-                t_headers = time.perf_counter_ns()
+                # Stamped by httpcore's own read, before httpx wraps the response.
+                t_headers = next((marks[k] for k in _HEADERS_READ if k in marks), None)
+                if t_headers is None:
+                    t_headers = time.perf_counter_ns()
                 status, version = resp.status_code, resp.http_version
-                for chunk in resp.iter_raw():
-                    bytes_in += len(chunk)
+                _read_body(resp, t_headers, sink)
             finally:
+                bytes_in = resp.num_bytes_downloaded
                 resp.close()
     except ConnectError:
         raise
     except TransportError as e:
         error = e.error_class
     t_end = time.perf_counter_ns()
+    if sink is not None and error is None:
+        sink.on_end(t_end)
 
     def span(phase: str) -> int | None:
         start, done = marks.get(f"{phase}.started"), marks.get(f"{phase}.complete")
         return done - start if start is not None and done is not None else None
 
     connect_ns = span("connection.connect_tcp")
-    for key in (
-        "http11.receive_response_headers.complete",
-        "http2.receive_response_headers.complete",
-    ):
-        if key in marks:
-            t_headers = marks[key]  # stamped by httpcore's own read, before httpx wraps it
     return ProbeResult(
         dns_ns=dns_ns,
         connect_ns=connect_ns,
@@ -195,4 +210,16 @@ def _one(
         bytes_in=bytes_in,
         http_version=version.removeprefix("HTTP/") if version else "",
         reused_connection=connect_ns is None,
+        t_start_ns=t0,
     )
+
+
+def _read_body(resp: httpx.Response, t_headers: int, sink: ResponseSink | None) -> None:
+    """Read the body to its end, handing each piece to `sink` with its arrival time."""
+    if sink is None:
+        for _ in resp.iter_raw():
+            pass
+        return
+    sink.on_headers(resp.status_code, {k.lower(): v for k, v in resp.headers.items()}, t_headers)
+    for piece in resp.iter_bytes():
+        sink.on_data(piece, time.perf_counter_ns())

@@ -1,0 +1,75 @@
+"""api.*.3 (usage output tokens = token events streamed) judges what the dialect's parser
+read: it passes on a stream of one chunk per token, empty ones included, and fails on one
+whose chunks do not match its usage."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.dialects.frames import (
+    A_SPLIT_FRAMES,
+    VLLM_DONE,
+    VLLM_FRAMES,
+    VLLM_ROLE,
+    VLLM_TEXTS,
+    vllm_content,
+    vllm_usage,
+)
+from zqbench.conform.checks.api import usage_tokens
+from zqbench.conform.context import Context
+from zqbench.conform.exchange import Exchange, Recorder, Request
+from zqbench.conform.options import ConformOptions
+from zqbench.dialects import get_dialect
+from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.transport.base import Exchange as Sent
+
+SSE = {"content-type": "text/event-stream"}
+
+
+def streamed(api: str, frames: list[bytes]) -> Exchange:
+    """A streamed request of `api` answered with `frames`, one frame a millisecond."""
+    dialect = get_dialect(api, DialectConfig(model="m"))
+    spec = RequestSpec("conform", "p", 64)
+    rec = Recorder(Request(dialect.build(spec), lambda hook: dialect.parser(spec, on_event=hook)))
+    rec.on_headers(200, SSE, 0)
+    t = 0
+    for t, frame in enumerate(frames, start=1):
+        rec.on_data(frame, t * 1_000_000)
+    rec.on_end((t + 1) * 1_000_000)
+    return rec.finish(Sent(t_send=0, t_end=(t + 1) * 1_000_000, http_version="1.1"))
+
+
+def frames_of(texts: list[str], *, usage: int) -> list[bytes]:
+    """A vLLM stream of `texts`, one chunk each, the last with finish_reason "length"."""
+    tokens = [vllm_content(t) for t in texts[:-1]]
+    return [VLLM_ROLE, *tokens, vllm_content(texts[-1], '"length"'), vllm_usage(usage), VLLM_DONE]
+
+
+def judged(api: str, frames: list[bytes]):
+    """usage_tokens on a context whose streamed exchange is `frames` (nothing is sent)."""
+    ctx = Context(ConformOptions(target="http://127.0.0.1:9", apis=(api,)))
+    ctx.once(f"api.{api}.stream", lambda: streamed(api, frames))
+    return usage_tokens(ctx, api)
+
+
+@pytest.mark.parametrize(
+    ("api", "frames"), [("openai", VLLM_FRAMES), ("anthropic", A_SPLIT_FRAMES)]
+)
+def test_one_chunk_per_token_with_empty_ones_passes(api: str, frames: list[bytes]) -> None:
+    result = judged(api, frames)
+    assert result.status == "pass", result.reason
+    assert result.evidence == {"usage_output_tokens": 64, "text_events": 64}
+
+
+def test_fewer_chunks_than_usage_fails() -> None:
+    """Two tokens packed into one chunk: 63 events against a usage of 64."""
+    texts = [VLLM_TEXTS[0] + VLLM_TEXTS[1], *VLLM_TEXTS[2:]]
+    result = judged("openai", frames_of(texts, usage=64))
+    assert result.status == "fail"
+    assert result.reason == "usage says 64 output tokens, 63 were streamed"
+
+
+def test_more_chunks_than_usage_fails() -> None:
+    result = judged("openai", frames_of(VLLM_TEXTS, usage=63))
+    assert result.status == "fail"
+    assert result.reason == "usage says 63 output tokens, 64 were streamed"
