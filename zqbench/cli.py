@@ -29,6 +29,7 @@ from zqbench.cli_options import (
     ScenarioArg,
     SeedOpt,
     ServerEngineOpt,
+    ServerMetricsOpt,
     ServerSchedulerOpt,
     SlosOpt,
     TargetOpt,
@@ -91,6 +92,7 @@ def run(
         list[str] | None,
         typer.Option(help="GPU telemetry: nvml, auto, or prometheus:URL; repeatable."),
     ] = None,
+    server_metrics: ServerMetricsOpt = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")] = False,
 ) -> None:
     """Drive a scenario against a target, measure, gate on SLOs and write the outputs."""
@@ -132,6 +134,7 @@ def sweep(
     server_scheduler: ServerSchedulerOpt = ServerScheduler.zero_queue,
     server_engine: ServerEngineOpt = ServerEngine.auto,
     html: Annotated[bool, typer.Option(help="Render report.html for every step.")] = True,
+    server_metrics: ServerMetricsOpt = True,
 ) -> None:
     """Capacity at SLO: the highest request rate at which the scenario's SLOs still hold.
 

@@ -102,3 +102,11 @@ InconclusiveOkOpt = Annotated[
     bool, typer.Option(help="Exit 0 when the verdict is inconclusive rather than 1.")
 ]
 RunDirArg = Annotated[Path, typer.Argument(help="A run folder (holds summary.json).")]
+ServerMetricsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--server-metrics/--no-server-metrics",
+        help="Scrape the target's /metrics during the run when it serves a known engine's "
+        "(vLLM, SGLang, TGI, the reference server): the server's own queue.",
+    ),
+]
