@@ -221,10 +221,10 @@ class Figure:
 @dataclass(frozen=True)
 class ServerQueue:
     """The server's own account of its queue, from its /metrics during the run: one row
-    per quantity (requests waiting, running, queue time), or why the run has none."""
+    per quantity (requests waiting, running, queue time), or why the run has none. The
+    pages say where it came from: "From vLLM's /metrics (vllm:num_requests_waiting, ...)"."""
 
-    source: str  # "from vLLM's /metrics (vllm:num_requests_waiting, ...)"; "" when none
-    engine: str  # "vLLM"
+    engine: str  # "vLLM"; "" when none
     metrics: tuple[str, ...]  # the engine's names of the quantities shown
     url: str
     rows: tuple[Fact, ...]
@@ -494,9 +494,8 @@ def _server_queue(
     if q is None:
         return None
     if isinstance(q, model.Unavailable):
-        return ServerQueue("", "", (), "", (), q.unavailable, None)
+        return ServerQueue("", (), "", (), q.unavailable, None)
     return ServerQueue(
-        source=queue_source(q),
         engine=q.engine_name,
         metrics=_queue_metrics(q),
         url=q.url,
