@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from zqbench.cli import app
 from zqbench.embedded import free_port
+from zqbench.outputs.registry import rerender_run
 from zqbench.run import RunOptions, RunResult, run_scenario
 from zqbench.run_hooks import ServerMetrics
 from zqbench.summary import QueueTime, ServerQueue, Summary, Unavailable
@@ -346,6 +347,12 @@ def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: P
     assert '<section id="server-queue">' in html
     assert "From vLLM's /metrics (<code>vllm:num_requests_waiting</code>, " in html
     assert 'id="plot-server_queue"' in html
+    _assert_png(out / "plots" / "server_queue.png")
+
+    # `zqbench report` draws it again from summary.json alone.
+    (out / "plots" / "server_queue.png").unlink()
+    rerender_run(out)
+    assert (out / "summary.md").read_text() == md
     _assert_png(out / "plots" / "server_queue.png")
 
 
