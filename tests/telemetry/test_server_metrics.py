@@ -20,7 +20,7 @@ from zqbench.embedded import free_port
 from zqbench.outputs.registry import rerender_run
 from zqbench.run import RunOptions, RunResult, run_scenario
 from zqbench.run_hooks import ServerMetrics
-from zqbench.summary import QueueTime, ServerQueue, Summary, Unavailable
+from zqbench.summary import QueueSeries, QueueTime, ServerQueue, Summary, Unavailable
 from zqbench.telemetry import table
 from zqbench.telemetry.discovery import discover, metrics_url
 from zqbench.telemetry.prometheus import PrometheusScraper
@@ -420,3 +420,42 @@ def _assert_png(path: Path) -> None:
     with Image.open(path) as image:
         image.verify()
         assert image.format == "PNG"
+
+
+def test_the_run_keeps_figures_over_a_reason_and_the_earliest_hooks_figures() -> None:
+    """Hooks stop newest first: an explicit --telemetry source (built first) wins over the
+    URL found on the target, and any figures over another source's reason."""
+    from zqbench.hooks import HookContext, HookResult
+    from zqbench.pipeline.execute import stop_hooks
+
+    def section(engine: str) -> ServerQueue:
+        none = Unavailable(unavailable="-")
+        series = QueueSeries(t=[], waiting=[], running=[])
+        return ServerQueue(
+            engine=engine,
+            engine_name=engine,
+            url="u",
+            found_by="telemetry",
+            scrapes=0,
+            waiting=none,
+            running=none,
+            queue_time=none,
+            over_time=series,
+        )
+
+    class Fixed:
+        def __init__(self, name: str, queue: ServerQueue | Unavailable) -> None:
+            self.name, self.queue = name, queue
+
+        def start(self, ctx: HookContext) -> None:
+            pass
+
+        def stop(self) -> HookResult:
+            return HookResult(server_queue=self.queue)
+
+    reason = Unavailable(unavailable="GET u: HTTP 404")
+    explicit, found = Fixed("prometheus", section("vllm")), Fixed("server_metrics", reason)
+    assert stop_hooks([explicit, found]).server_queue == section("vllm")
+    later = Fixed("server_metrics", section("tgi"))
+    assert stop_hooks([explicit, later]).server_queue == section("vllm")
+    assert stop_hooks([found]).server_queue == reason
