@@ -33,6 +33,7 @@ from zqbench.cli_options import (
     ScenarioArg,
     SeedOpt,
     ServerEngineOpt,
+    ServerMetricsOpt,
     ServerSchedulerOpt,
     SlosOpt,
     TargetOpt,
@@ -95,6 +96,7 @@ def run(
         list[str] | None,
         typer.Option(help="GPU telemetry: nvml, auto, or prometheus:URL; repeatable."),
     ] = None,
+    server_metrics: ServerMetricsOpt = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")] = False,
     min_samples: MinSamplesOpt = None,
     max_schedule_lag_s: MaxScheduleLagOpt = None,
@@ -144,6 +146,7 @@ def sweep(
     max_schedule_lag_s: MaxScheduleLagOpt = None,
     min_achieved_ratio: MinAchievedRatioOpt = None,
     min_ratio_samples: MinRatioSamplesOpt = None,
+    server_metrics: ServerMetricsOpt = True,
 ) -> None:
     """Capacity at SLO: the highest request rate at which the scenario's SLOs still hold.
 

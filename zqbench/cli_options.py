@@ -135,3 +135,11 @@ MinRatioSamplesOpt = Annotated[
     int | None,
     typer.Option(help="Fewest samples a request class needs for a p99/p50 ratio (default 100)."),
 ]
+ServerMetricsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--server-metrics/--no-server-metrics",
+        help="Scrape the target's /metrics during the run when it serves a known engine's "
+        "(vLLM, SGLang, TGI, the reference server): the server's own queue.",
+    ),
+]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from zqbench.stages import StageInfo
+from zqbench.summary import ServerQueue, Unavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,8 @@ class HookResult:
     telemetry: dict[str, float] = field(default_factory=dict)  # e.g. {"gpu_density": 0.93}
     environment: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # shown to the user, e.g. "GPU throttled"
+    # The server's queue from its own metrics, or why a looked-for source gave none.
+    server_queue: ServerQueue | Unavailable | None = None
 
 
 class RunHook(Protocol):

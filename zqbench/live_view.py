@@ -111,4 +111,19 @@ class LiveView:
         validity = summary.validity
         for reason in validity.reasons if not validity.ok else []:
             console.print(f"  [magenta]invalid[/magenta]: {reason}")
+        for line in server_queue_lines(summary):
+            console.print(line, markup=False, highlight=False)
         console.print(f"outputs: {out_dir}")
+
+
+def server_queue_lines(summary: Summary) -> list[str]:
+    """The server's queue as its own metrics told it, when they did: a heading naming the
+    source, then waiting, running and the queue time."""
+    from zqbench.outputs import view
+    from zqbench.summary import ServerQueue
+
+    queue = summary.server_queue
+    if not isinstance(queue, ServerQueue):
+        return []
+    rows = [f"  {fact.label}: {fact.value}" for fact in view.server_queue_lines(queue)]
+    return [f"server queue {view.queue_source(queue)}:", *rows]

@@ -64,7 +64,7 @@ def run_scenario(
     )
     with _removed_if_empty_on_error(out_dir, fresh), contextlib.ExitStack() as signals:
         with open_endpoint(options, out_dir, on_note=on_target) as endpoint:
-            hooks = build_hooks(options, plan.scenario, endpoint)
+            hooks = build_hooks(options, plan.scenario, endpoint, on_note=on_target)
             target = fit_target(endpoint, plan.scenario, options, on_note=on_target)
             hooks.append(_start_record(options, plan, target, out_dir))
             signals.enter_context(stop_on_signals(stop))

@@ -5,17 +5,22 @@
     --telemetry auto                     -> NvmlSampler when the target is on this machine
                                             and NVML starts; nothing otherwise
     --telemetry prometheus:URL           -> PrometheusScraper(URL), one per source
+    the target's <origin>/metrics        -> PrometheusScraper when a known engine's metrics
+      (unless --no-server-metrics)          are there (one bounded GET finds out), else
+                                            NoServerMetrics, which records why not
 
 Called before any traffic, so a missing permission or a bad source fails the run at once
-(exit 2) rather than halfway.
+(exit 2) rather than halfway. Looking for the server's metrics never fails a run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from urllib.parse import urlsplit
 
 from zqbench.errors import OptionError
 from zqbench.hooks import RunHook
+from zqbench.redact import redact_url
 from zqbench.scenario import Scenario
 
 TELEMETRY_HELP = "nvml, auto, or prometheus:URL (a /metrics endpoint); repeatable"
@@ -27,8 +32,10 @@ def hooks_for_run(
     telemetry: Sequence[str] = (),
     target_host: str = "",
     target_port: int = 0,
+    server_metrics: ServerMetrics | None = None,
 ) -> list[RunHook]:
-    """Impairment first (it shapes the traffic), then the telemetry sources."""
+    """Impairment first (it shapes the traffic), then the telemetry sources, then the
+    target's own metrics when `server_metrics` says where to look."""
     hooks: list[RunHook] = []
     if scenario.network is not None:
         from zqbench.impair import PacketLossHook, preflight
@@ -37,7 +44,68 @@ def hooks_for_run(
         hooks.append(PacketLossHook(scenario.network))
     if telemetry:
         hooks.extend(telemetry_hooks(telemetry, target_host))
+    if server_metrics is not None:
+        hooks.extend(server_metrics.hooks(telemetry))
     return hooks
+
+
+class ServerMetrics:
+    """Where to look for the target's own metrics, and whether to (`enabled`)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        enabled: bool = True,
+        insecure: bool = False,
+        on_note: Callable[[str], None] | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.enabled = enabled
+        self.insecure = insecure
+        self.on_note = on_note or (lambda _line: None)
+
+    def hooks(self, telemetry: Sequence[str]) -> list[RunHook]:
+        """A scraper of the target's /metrics when a known engine serves it; else the hook
+        that records why not. None when --telemetry already scrapes that URL."""
+        from zqbench.telemetry import discovery, prometheus
+
+        if not self.enabled:
+            return [discovery.NoServerMetrics("not looked for (--no-server-metrics)")]
+        url = discovery.metrics_url(self.base_url)
+        explicit = [s.strip().removeprefix("prometheus:") for s in telemetry]
+        if any(_same_url(url, other) for other in explicit):
+            return []  # scraped once, as --telemetry asked; its engine is recognised there
+        found = discovery.discover(self.base_url, insecure=self.insecure)
+        if found.engine is None:
+            self.on_note(f"server metrics: none ({found.reason})")
+            return [discovery.NoServerMetrics(found.reason, url)]
+        self.on_note(f"server metrics: {found.engine.name} at {redact_url(found.url)}")
+        scraper = prometheus.PrometheusScraper(
+            url,
+            primary=False,  # an engine's /metrics has no GPU readings to own
+            found_by="discovery",
+            engine=found.engine,
+            insecure=self.insecure,
+            name="server_metrics",
+        )
+        return [scraper]
+
+
+def _same_url(a: str, b: str) -> bool:
+    """The same scheme, host, port and path (a trailing slash aside)."""
+    try:
+        pa, pb = urlsplit(a), urlsplit(b)
+        port_a, port_b = pa.port, pb.port
+    except ValueError:
+        return False
+    default = {"http": 80, "https": 443}
+    return (
+        pa.scheme == pb.scheme
+        and pa.hostname == pb.hostname
+        and (port_a or default.get(pa.scheme)) == (port_b or default.get(pb.scheme))
+        and pa.path.rstrip("/") == pb.path.rstrip("/")
+    )
 
 
 def telemetry_hooks(sources: Sequence[str], target_host: str) -> list[RunHook]:

@@ -301,6 +301,52 @@ class Ratio(_Record):
     by_class: dict[str, ClassRatio]
 
 
+# --- the server's own account of its queue (its Prometheus metrics) -----------------------
+
+
+class GaugeSummary(_Record):
+    """A gauge read at every scrape, summed over its series (one per model or engine)."""
+
+    metric: str  # as the engine names it, e.g. vllm:num_requests_waiting
+    mean: float
+    max: float
+
+
+class QueueTime(_Record):
+    """Time requests spent queued, from the histogram's growth over the run (seconds):
+    each bucket's count at the last scrape minus the first, percentiles interpolated inside
+    a bucket as Prometheus' histogram_quantile does; mean = growth of _sum / of _count."""
+
+    metric: str  # the histogram's name, e.g. vllm:request_queue_time_seconds
+    count: int  # requests the histogram counted during the run
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class QueueSeries(_Record):
+    """The gauges at each scrape (the peak of each run of scrapes when there were many)."""
+
+    t: list[float]  # seconds since the run's start
+    waiting: list[float | None]
+    running: list[float | None]
+
+
+class ServerQueue(_Record):
+    """The server's own account of its queue, scraped from its /metrics during the run."""
+
+    engine: str  # vllm | sglang | tgi | refserver
+    engine_name: str  # as shown: "vLLM"
+    url: str  # the /metrics scraped, without credentials
+    found_by: Literal["discovery", "telemetry"]  # on the target's origin, or --telemetry
+    scrapes: int
+    waiting: GaugeSummary | Unavailable
+    running: GaugeSummary | Unavailable
+    queue_time: QueueTime | Unavailable
+    over_time: QueueSeries
+
+
 # --- the verdict ---------------------------------------------------------------------------
 
 
@@ -345,7 +391,7 @@ class _Document(_Record):
         return json.dumps(self.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
 
 
-class Summary(_Document):
+class Summary(_Document, _SparseRecord):
     """summary.json. Durations are seconds; see the module docstring for the conventions."""
 
     schema_id: Literal["zqbench.summary/1"] = Field(default=SCHEMA, alias="schema")
@@ -371,6 +417,12 @@ class Summary(_Document):
     telemetry: dict[str, Any]  # open: scalars from telemetry hooks, e.g. gpu_density
     slos: list[SloRecord]
     validity: Validity
+    # The server's metrics: found on the target, or why not. Absent (None) in files
+    # written before it existed, and left out again when such a file is written back.
+    server_queue: ServerQueue | Unavailable | None = None
+
+    def _absent(self) -> Collection[str]:
+        return ("server_queue",) if self.server_queue is None else ()
 
 
 # --- sweep.json: `zqbench sweep`, one step per run -----------------------------------------

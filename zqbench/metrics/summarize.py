@@ -48,6 +48,7 @@ from zqbench.summary import (
     Ratio,
     Requests,
     ScenarioInfo,
+    ServerQueue,
     SloRecord,
     Stage,
     StageStatus,
@@ -56,6 +57,7 @@ from zqbench.summary import (
     Summary,
     Thresholds,
     Throughput,
+    Unavailable,
     Validity,
     json_number,
 )
@@ -96,6 +98,7 @@ class RunInfo:
     clock_offset_ns: int = 0  # server clock minus client clock
     clock_offset_source: str = "same host"
     telemetry: Mapping[str, float] = field(default_factory=dict)  # e.g. {"gpu_density": 0.9}
+    server_queue: ServerQueue | Unavailable | None = None  # from the server's own metrics
 
 
 def stats(sorted_s: np.ndarray) -> Stats:
@@ -335,4 +338,5 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> Su
         telemetry=dict(run.telemetry),
         slos=[slo_record(r) for r in results],
         validity=valid,
+        server_queue=run.server_queue,
     )

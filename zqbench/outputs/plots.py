@@ -23,7 +23,7 @@ import numpy as np
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import JITTER_WINDOW, NS_PER_S, MetricFrame, dispatch_jitter
 from zqbench.outputs import series
-from zqbench.summary import Stage, Summary
+from zqbench.summary import ServerQueue, Stage, Summary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -656,6 +656,36 @@ def schedule_lag(run: RunData, plots_dir: Path) -> Plot | None:
     )
 
 
+def server_queue(run: RunData, plots_dir: Path) -> Plot | None:
+    """Requests waiting and running at the server, from its own metrics, over the run."""
+    q = run.summary.server_queue
+    if not isinstance(q, ServerQueue) or not q.over_time.t:
+        return None
+    fig = _figure(1, 1, height=3.0)
+    ax = fig.axes[0]
+    t = np.asarray(q.over_time.t, dtype=float)
+    for label, values, color in (
+        ("waiting", q.over_time.waiting, COLORS["queue"]),
+        ("running", q.over_time.running, COLORS["dispatch"]),
+    ):
+        y = np.asarray([np.nan if v is None else v for v in values], dtype=float)
+        if not np.all(np.isnan(y)):
+            ax.step(t, y, where="post", linewidth=1.2, color=color, label=f"requests {label}")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # requests come whole
+    ax.set_ylim(bottom=0)
+    run.finish(ax, ylabel="requests", xlabel="time since start (s)", legend_loc="upper left")
+    return _save(
+        fig,
+        plots_dir,
+        "server_queue",
+        f"Server queue from {q.engine_name}'s metrics",
+        f"Requests waiting for and holding a slot at the server, as its /metrics said at"
+        f" each scrape ({q.scrapes} scrapes).",
+    )
+
+
 def render_plots(
     summary: Summary,
     frame: MetricFrame,
@@ -673,6 +703,7 @@ def render_plots(
         dispatch(run, plots_dir),
         gpu(run, gpu_samples, plots_dir),
         schedule_lag(run, plots_dir),
+        server_queue(run, plots_dir),
     ]
     return [p for p in out if p is not None]
 

@@ -63,7 +63,8 @@ def run_info(summary: Summary) -> RunInfo:
     """The RunInfo a run was summarised with, rebuilt from its summary.json.
 
     Everything `summarize` reads besides the samples is saved in summary.json: the clock,
-    the stages, the offered load, the validity thresholds and the telemetry scalars."""
+    the stages, the offered load, the validity thresholds, the telemetry scalars and the
+    server's queue."""
     clock, load = summary.clock, summary.load
     return RunInfo(
         scenario=summary.scenario.name,
@@ -92,4 +93,5 @@ def run_info(summary: Summary) -> RunInfo:
         clock_offset_ns=clock.server_offset_ns,
         clock_offset_source=clock.server_offset_source,
         telemetry=summary.telemetry,
+        server_queue=summary.server_queue,
     )

@@ -219,6 +219,20 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class ServerQueue:
+    """The server's own account of its queue, from its /metrics during the run: one row
+    per quantity (requests waiting, running, queue time), or why the run has none. The
+    pages say where it came from: "From vLLM's /metrics (vllm:num_requests_waiting, ...)"."""
+
+    engine: str  # "vLLM"; "" when none
+    metrics: tuple[str, ...]  # the engine's names of the quantities shown
+    url: str
+    rows: tuple[Fact, ...]
+    unavailable: str | None  # why there are no figures (no engine at /metrics, ...)
+    figure: Figure | None  # waiting and running requests over time
+
+
+@dataclass(frozen=True)
 class ReportView:
     """Every section of report.html and summary.md; empty or None when the run lacks it."""
 
@@ -237,27 +251,27 @@ class ReportView:
     stages: tuple[StageRow, ...]
     environment: tuple[Fact, ...]
     telemetry: tuple[Fact, ...]
-    figures: tuple[Figure, ...]
+    server_queue: ServerQueue | None  # None: the run did not look (a summary from before)
+    figures: tuple[Figure, ...]  # all but the server queue's, which its section holds
+
+
+SERVER_QUEUE_FIGURE = "server_queue"  # outputs/plots.py's name for it
 
 
 def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportView:
     """The view of a summary (redacted here) and of the figures drawn from its run."""
     s = redacted(summary)
     metrics = _key_metrics(s)
+    shown = tuple(figure(*f) for f in figures)
     return ReportView(
         headline=_headline(s),
         invalid_reasons=None if s.validity.ok else tuple(s.validity.reasons),
         slos=tuple(_slo_row(slo) for slo in s.slos),
-        metrics=tuple(
-            row
-            for name, entry in metrics
-            if entry.unavailable is None
-            for row in _metric_rows(s, name, entry)
-        ),
+        metrics=tuple(row for name, entry in metrics for row in _metric_rows(s, name, entry)),
         unavailable=tuple(
             Fact(name, entry.unavailable)
             for name, entry in metrics
-            if entry.unavailable is not None
+            if entry.unavailable is not None and not _metric_rows(s, name, entry)
         ),
         ratios=_ratio_rows(s),
         status=_status_rows(s),
@@ -269,7 +283,10 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
         stages=_stage_rows(s),
         environment=_flatten("", s.environment),
         telemetry=tuple(Fact(k, f"{float(v):.4g}") for k, v in s.telemetry.items()),
-        figures=tuple(figure(*f) for f in figures),
+        server_queue=_server_queue(
+            s.server_queue, next((f for f in shown if f.name == SERVER_QUEUE_FIGURE), None)
+        ),
+        figures=tuple(f for f in shown if f.name != SERVER_QUEUE_FIGURE),
     )
 
 
@@ -384,7 +401,10 @@ def _stage_label(s: Summary, key: str) -> str:
 
 
 def _metric_rows(s: Summary, name: str, entry: model.MetricStats) -> list[MetricRow]:
-    """The metric over all requests, then per stage and per class when there are several."""
+    """The metric over all requests, then per stage and per class when there are several.
+    Without timing headers, server_queue is the server's metrics' figure when they have one."""
+    if entry.unavailable is not None:
+        return _server_queue_rows(s) if name == "server_queue" else []
 
     def row(group: str, stats: model.Stats) -> MetricRow:
         ci = stats.ci
@@ -407,6 +427,82 @@ def _metric_rows(s: Summary, name: str, entry: model.MetricStats) -> list[Metric
     if len(entry.by_class) > 1:
         rows += [row(f"class {k}", v) for k, v in entry.by_class.items()]
     return rows
+
+
+def _server_queue_rows(s: Summary) -> list[MetricRow]:
+    """server_queue from the server's queue-time histogram, when it counted requests."""
+    q = s.server_queue
+    if not isinstance(q, model.ServerQueue) or not isinstance(q.queue_time, model.QueueTime):
+        return []
+    t = q.queue_time
+    if t.count == 0:
+        return []
+    return [
+        MetricRow(
+            metric="server_queue",
+            group="from the server's metrics",
+            n=_count(t.count),
+            p50=ms(t.p50),
+            p90=ms(t.p90),
+            p99=ms(t.p99),
+            p999=NO_VALUE,
+            maximum=NO_VALUE,
+            p50_ci="",
+            p99_ci="",
+        )
+    ]
+
+
+def _queue_metrics(q: model.ServerQueue) -> tuple[str, ...]:
+    parts = (q.waiting, q.running, q.queue_time)
+    return tuple(p.metric for p in parts if not isinstance(p, model.Unavailable))
+
+
+def queue_source(q: model.ServerQueue) -> str:
+    """Where the figures come from: "from vLLM's /metrics (vllm:num_requests_waiting, ...)"."""
+    return f"from {q.engine_name}'s /metrics ({', '.join(_queue_metrics(q))})"
+
+
+def _gauge_text(g: model.GaugeSummary | model.Unavailable) -> str:
+    if isinstance(g, model.Unavailable):
+        return f"unavailable: {g.unavailable}"
+    return f"max {g.max:g}, mean {g.mean:.3g}"
+
+
+def _queue_time_text(t: model.QueueTime | model.Unavailable) -> str:
+    """Percentiles and mean in ms, and how many requests the histogram counted."""
+    if isinstance(t, model.Unavailable):
+        return f"unavailable: {t.unavailable}"
+    return (
+        f"p50 {ms(t.p50)} ms, p90 {ms(t.p90)} ms, p99 {ms(t.p99)} ms, mean {ms(t.mean)} ms"
+        f" ({_count(t.count)} requests)"
+    )
+
+
+def server_queue_lines(q: model.ServerQueue) -> list[Fact]:
+    """The section's rows, as the terminal shows them too."""
+    return [
+        Fact("requests waiting", _gauge_text(q.waiting)),
+        Fact("requests running", _gauge_text(q.running)),
+        Fact("queue time", _queue_time_text(q.queue_time)),
+    ]
+
+
+def _server_queue(
+    q: model.ServerQueue | model.Unavailable | None, plot: Figure | None
+) -> ServerQueue | None:
+    if q is None:
+        return None
+    if isinstance(q, model.Unavailable):
+        return ServerQueue("", (), "", (), q.unavailable, None)
+    return ServerQueue(
+        engine=q.engine_name,
+        metrics=_queue_metrics(q),
+        url=q.url,
+        rows=tuple(server_queue_lines(q)),
+        unavailable=None,
+        figure=plot,
+    )
 
 
 def _ms_interval(bounds: tuple[JsonFloat, JsonFloat]) -> str:

@@ -111,6 +111,7 @@ def _run_info(options: RunOptions, plan: Plan, target: Target, execution: Execut
             **execution.hooks.environment,
         },
         telemetry=execution.hooks.telemetry,
+        server_queue=execution.hooks.server_queue,
     )
 
 

@@ -30,8 +30,9 @@ from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Endpoint, Target
 from zqbench.prompts import synth_text
 from zqbench.redact import redact_url
-from zqbench.run_hooks import hooks_for_run
+from zqbench.run_hooks import ServerMetrics, hooks_for_run
 from zqbench.scenario import Scenario
+from zqbench.summary import ServerQueue, Unavailable
 from zqbench.transport.base import PoolLimits
 
 
@@ -82,15 +83,29 @@ def execute(
     )
 
 
-def build_hooks(options: RunOptions, scenario: Scenario, endpoint: Endpoint) -> list[RunHook]:
-    """The scenario's impairment and the telemetry sources, then the caller's own hooks.
+def build_hooks(
+    options: RunOptions,
+    scenario: Scenario,
+    endpoint: Endpoint,
+    *,
+    on_note: Callable[[str], None] | None = None,
+) -> list[RunHook]:
+    """The scenario's impairment, the telemetry sources and the target's own metrics
+    (found on its origin unless `options.server_metrics` is off), then the caller's hooks.
 
-    Called before any request: impairment preflight and telemetry sources fail here."""
+    Called before any request: impairment preflight and telemetry sources fail here;
+    `on_note` hears which server metrics were found, or why none."""
     built = hooks_for_run(
         scenario,
         telemetry=options.telemetry,
         target_host=endpoint.host,
         target_port=endpoint.port,
+        server_metrics=ServerMetrics(
+            endpoint.base_url,
+            enabled=options.server_metrics,
+            insecure=options.insecure,
+            on_note=on_note,
+        ),
     )
     return [*built, *options.hooks]
 
@@ -153,6 +168,7 @@ def stop_hooks(started: list[RunHook]) -> HookResult:
             errors.append(f"{hook.name}: {type(exc).__name__}: {exc}")
             continue
         merged.telemetry.update(result.telemetry)
+        merged.server_queue = _preferred(merged.server_queue, result.server_queue)
         if result.environment:
             merged.environment[hook.name] = result.environment
         merged.notes.extend(result.notes)
@@ -161,6 +177,17 @@ def stop_hooks(started: list[RunHook]) -> HookResult:
     if merged.notes:
         merged.environment["notes"] = merged.notes
     return merged
+
+
+def _preferred(
+    kept: ServerQueue | Unavailable | None, new: ServerQueue | Unavailable | None
+) -> ServerQueue | Unavailable | None:
+    """The server's queue from several sources: figures over a reason, and among figures
+    the earliest hook's (the hooks stop newest first), so an explicit --telemetry URL
+    wins over the one found on the target."""
+    if new is None or (isinstance(kept, ServerQueue) and not isinstance(new, ServerQueue)):
+        return kept
+    return new
 
 
 def _worker_specs(

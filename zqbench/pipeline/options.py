@@ -70,6 +70,7 @@ class RunOptions:
     max_context: int | None = None  # clamp classes to it; None: the target's /health says
     html: bool = True  # render report.html (a sweep may skip it for its steps)
     telemetry: tuple[str, ...] = ()  # --telemetry sources: nvml, auto, prometheus:URL
+    server_metrics: bool = True  # scrape the target's /metrics when a known engine serves it
     hooks: tuple[RunHook, ...] = ()  # impairment, telemetry, ...: started at t = 0, always stopped
     # Validity limits; None: the scenario's [validity], else zqbench's defaults.
     min_samples: int | None = None

@@ -1,22 +1,30 @@
 """PrometheusScraper: scrape a /metrics endpoint during a run, so remote targets get analysed.
 
 Every `interval_s` (default 250 ms) a thread GETs the URL through the control-plane client
-(each scrape bounded by `timeout_s`, its body capped), parses the text exposition format
-with prometheus_client's parser and keeps the series zqbench understands, under one
-canonical name per quantity:
+(each scrape bounded by `timeout_s`, its body capped), and once more when the run stops, so
+the last scrape sees every request of the run. It keeps the series zqbench understands,
+under one canonical name per quantity (the engines' own names: zqbench.telemetry.engines):
 
-    canonical                        scraped as
-    gpu_util (0..1, per gpu label)   DCGM_FI_DEV_GPU_UTIL (0..100)
-    num_requests_waiting             vllm:num_requests_waiting, refserver_num_requests_waiting
-    num_requests_running             vllm:num_requests_running, refserver_num_requests_running
-    request_queue_time_seconds_sum   vllm:request_queue_time_seconds_sum, refserver_...
-    request_queue_time_seconds_count vllm:request_queue_time_seconds_count, refserver_...
+    canonical                          scraped as
+    gpu_util (0..1, per gpu label)     DCGM_FI_DEV_GPU_UTIL (0..100)
+    num_requests_waiting               vllm:num_requests_waiting, sglang:num_queue_reqs,
+                                       tgi_queue_size, refserver_num_requests_waiting
+    num_requests_running               vllm:num_requests_running, sglang:num_running_reqs,
+                                       tgi_batch_current_size, refserver_num_requests_running
+    request_queue_time_seconds_bucket  vllm:request_queue_time_seconds_bucket (per le),
+      _sum, _count                     sglang:queue_time_seconds_*, tgi_request_queue_duration_*,
+                                       refserver_request_queue_time_seconds_*
 
-On stop it writes telemetry.prometheus.parquet (every value kept) and, when DCGM gave GPU
-utilization, telemetry.gpu.parquet and gpu_density. Queue figures over the run: the mean
-and max of num_requests_waiting, and the mean queue time from the histogram's growth
-(sum and count at the last scrape minus the first). A failed scrape is counted and
-reported, never fatal: telemetry must not end a run.
+Only the lines of those series are parsed (prometheus_client's parser), so a scrape of a
+large exposition costs little beside the load.
+
+On stop it writes telemetry.prometheus.parquet (every value kept; several scrapers of one
+run share it, each row naming its URL) and, when DCGM gave GPU utilization,
+telemetry.gpu.parquet and gpu_density. When the series are an engine's, the result carries
+the run's `ServerQueue` (zqbench.telemetry.server_queue: waiting and running requests, the
+queue time's percentiles from the histogram's growth). The flat telemetry figures stay too:
+the mean and max of num_requests_waiting and the mean queue time. A failed scrape is counted
+and reported, never fatal: telemetry must not end a run.
 
 DCGM exporter averages utilization over its collect interval (30 s by default); run it
 with `-c 1000` or less for a meaningful gpu_density.
@@ -27,7 +35,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import pandas as pd
@@ -36,25 +45,23 @@ from prometheus_client.parser import text_string_to_metric_families
 from zqbench.control import ControlClient
 from zqbench.errors import OptionError
 from zqbench.hooks import HookContext, HookResult
+from zqbench.redact import redact_url
+from zqbench.summary import ServerQueue, Unavailable
 from zqbench.telemetry import table
+from zqbench.telemetry.engines import ENGINES, Engine, recognise
 from zqbench.telemetry.sampler import add_gpu_density, poll_every
+from zqbench.telemetry.server_queue import Source, server_queue
 
 INTERVAL_S = 0.25
 TIMEOUT_S = 2.0
 GPU_UTIL = "gpu_util"
 ALIASES = {
     "DCGM_FI_DEV_GPU_UTIL": GPU_UTIL,
-    "vllm:num_requests_waiting": "num_requests_waiting",
-    "vllm:num_requests_running": "num_requests_running",
-    "vllm:request_queue_time_seconds_sum": "request_queue_time_seconds_sum",
-    "vllm:request_queue_time_seconds_count": "request_queue_time_seconds_count",
-    "refserver_num_requests_waiting": "num_requests_waiting",
-    "refserver_num_requests_running": "num_requests_running",
-    "refserver_request_queue_time_seconds_sum": "request_queue_time_seconds_sum",
-    "refserver_request_queue_time_seconds_count": "request_queue_time_seconds_count",
+    **{name: canonical for engine in ENGINES for name, canonical in engine.series.items()},
 }
 
 ACCEPT = (("accept", "text/plain; version=0.0.4"),)  # the text format, not protobuf
+FoundBy = Literal["discovery", "telemetry"]
 
 
 def check_url(url: str) -> str:
@@ -68,10 +75,23 @@ def check_url(url: str) -> str:
     return url
 
 
+def sample_name(line: str) -> str:
+    """The sample name a line of the text format starts with ("" for a comment or blank)."""
+    if not line or line[0] == "#":
+        return ""
+    return line.split("{", 1)[0].split(" ", 1)[0].strip()
+
+
+def _known_lines(text: str) -> Iterator[str]:
+    for line in text.splitlines():
+        if sample_name(line) in ALIASES:
+            yield line
+
+
 def parse(text: str) -> list[tuple[str, str, dict[str, str], float]]:
     """(canonical, scraped name, labels, value) of every series zqbench understands."""
     found = []
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families("\n".join(_known_lines(text)) + "\n"):
         for sample in family.samples:
             canonical = ALIASES.get(sample.name)
             if canonical is None:
@@ -91,8 +111,6 @@ def _gpu_index(labels: dict[str, str]) -> int:
 
 
 class PrometheusScraper:
-    name = "prometheus"
-
     def __init__(
         self,
         url: str,
@@ -100,15 +118,26 @@ class PrometheusScraper:
         interval_s: float = INTERVAL_S,
         timeout_s: float = TIMEOUT_S,
         primary: bool = True,
+        found_by: FoundBy = "telemetry",
+        engine: Engine | None = None,
+        insecure: bool = False,
+        name: str = "prometheus",
     ) -> None:
         """`primary`: its GPU readings are the run's telemetry.gpu.parquet and gpu_density
-        (False when NVML samples the same run)."""
+        (False when NVML samples the same run). `found_by`, `engine`: how the URL was found
+        (on the target's origin, or --telemetry) and the engine seen there, if known; an
+        engine is otherwise recognised from the scraped names. `name`: the hook's, the key
+        of its facts in summary.json's environment."""
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         self.url = check_url(url)
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.primary = primary
+        self.found_by: FoundBy = found_by
+        self.engine = engine
+        self.insecure = insecure
+        self.name = name
         self._client: ControlClient | None = None
         self._rows: dict[str, list[Any]] = {
             "t_epoch_ns": [],
@@ -117,7 +146,7 @@ class PrometheusScraper:
             "labels": [],
             "value": [],
         }
-        self._scrapes = 0
+        self._times: list[int] = []  # epoch ns of each successful scrape
         self._failed = 0
         self._last_error = ""
         self._stopping = threading.Event()
@@ -125,13 +154,17 @@ class PrometheusScraper:
         self._ctx: HookContext | None = None
         self._anchor_ns = 0
 
+    @property
+    def _scrapes(self) -> int:
+        return len(self._times)
+
     def start(self, ctx: HookContext) -> None:
         self._ctx = ctx
         self._anchor_ns = time.time_ns() - time.perf_counter_ns()
         # Made here, not in the thread: its set-up (the trust store) stays out of the first
         # scrape's timing. The thread is its only user until stop().
-        self._client = ControlClient(timeout_s=self.timeout_s)
-        self._thread = threading.Thread(target=self._loop, name="zqbench-prometheus", daemon=True)
+        self._client = ControlClient(timeout_s=self.timeout_s, insecure=self.insecure)
+        self._thread = threading.Thread(target=self._loop, name=f"zqbench-{self.name}", daemon=True)
         self._thread.start()
 
     def _scrape(self) -> None:
@@ -146,7 +179,7 @@ class PrometheusScraper:
             return
         # The values were read somewhere between sending and receiving: use the midpoint.
         t_epoch = self._anchor_ns + (sent + time.perf_counter_ns()) // 2
-        self._scrapes += 1
+        self._times.append(t_epoch)
         for canonical, scraped, labels, value in found:
             self._rows["t_epoch_ns"].append(t_epoch)
             self._rows["metric"].append(canonical)
@@ -161,16 +194,19 @@ class PrometheusScraper:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(self.timeout_s + 2.0)
-        if self._client is not None and not (self._thread and self._thread.is_alive()):
+        stopped = not (self._thread and self._thread.is_alive())
+        if self._client is not None and stopped:
+            self._scrape()  # the last word: requests that ended since the last tick count
             self._client.close()
         result = HookResult()
         ctx = self._ctx
         if ctx is None:
             return result
-        table.write_table(ctx.out_dir / table.PROMETHEUS_TABLE, table.PROMETHEUS_SCHEMA, self._rows)
         frame = pd.DataFrame(self._rows)
+        self._write_table(ctx, frame)
         result.environment = {
-            "url": self.url,
+            "url": redact_url(self.url),
+            "found_by": self.found_by,
             "interval_s": self.interval_s,
             "scrapes": self._scrapes,
             "failed_scrapes": self._failed,
@@ -178,23 +214,59 @@ class PrometheusScraper:
         }
         if self._failed:
             result.notes.append(
-                f"prometheus: {self._failed} of {self._failed + self._scrapes} scrapes of "
-                f"{self.url} failed ({self._last_error})"
+                f"{self.name}: {self._failed} of {self._failed + self._scrapes} scrapes of "
+                f"{redact_url(self.url)} failed ({self._last_error})"
             )
-        result.telemetry.update(queue_figures(frame))
+        if self.found_by == "telemetry":  # the flat figures, as before the server_queue section
+            result.telemetry.update(queue_figures(frame))
+        section = self._server_queue(frame, ctx)
+        result.server_queue = section
+        if isinstance(section, ServerQueue):
+            result.environment["engine"] = section.engine
+        self._gpu(result, frame, ctx)
+        return result
+
+    def _write_table(self, ctx: HookContext, frame: pd.DataFrame) -> None:
+        """telemetry.prometheus.parquet; another scraper of this run may have written it."""
+        path = ctx.out_dir / table.PROMETHEUS_TABLE
+        columns = {**self._rows, "url": [redact_url(self.url)] * len(frame)}
+        if path.is_file():
+            before = pd.read_parquet(path)
+            columns = {k: [*before[k].tolist(), *columns[k]] for k in columns}
+        table.write_table(path, table.PROMETHEUS_SCHEMA, columns)
+
+    def _server_queue(
+        self, frame: pd.DataFrame, ctx: HookContext
+    ) -> ServerQueue | Unavailable | None:
+        """The run's ServerQueue when the series are an engine's; why not, for a URL found
+        on the target (an explicit source may be DCGM alone: no section, no reason)."""
+        engine = self.engine or recognise(set(self._rows["source_metric"]))
+        if self._scrapes and engine is not None:
+            source = Source(engine, redact_url(self.url), self.found_by)
+            start_epoch_ns = self._anchor_ns + ctx.start_monotonic_ns
+            return server_queue(frame, self._times, start_epoch_ns, source)
+        if self.found_by != "discovery":
+            return None
+        if not self._scrapes:
+            return Unavailable(
+                unavailable=f"every scrape of {redact_url(self.url)} failed ({self._last_error})"
+            )
+        return Unavailable(unavailable=f"no known engine's series at {redact_url(self.url)}")
+
+    def _gpu(self, result: HookResult, frame: pd.DataFrame, ctx: HookContext) -> None:
+        """gpu_density and the GPU table from DCGM's readings, or the note that there were none."""
         gpu = gpu_rows(frame)
         if gpu.empty:
             if self.primary:
                 result.notes.append(
-                    f"gpu_density unavailable: no DCGM_FI_DEV_GPU_UTIL at {self.url}"
+                    f"gpu_density unavailable: no DCGM_FI_DEV_GPU_UTIL at {redact_url(self.url)}"
                 )
-            return result
+            return
         if self.primary:
             table.write_table(ctx.out_dir / table.GPU_TABLE, table.GPU_SCHEMA, gpu.to_dict("list"))
         key = "gpu_density" if self.primary else "gpu_density_prometheus"
         start_epoch_ns = self._anchor_ns + ctx.start_monotonic_ns
         add_gpu_density(result, key, gpu, ctx.out_dir, start_epoch_ns)
-        return result
 
 
 def gpu_rows(frame: pd.DataFrame) -> pd.DataFrame:

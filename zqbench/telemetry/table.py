@@ -4,7 +4,8 @@ telemetry.gpu.parquet: one row per GPU per reading. `t_epoch_ns`, `gpu`, `util` 
 the report's GPU plot reads (zqbench.outputs.render.load_gpu); the other columns are
 null where the source does not give them (a Prometheus scrape has only utilization).
 
-telemetry.prometheus.parquet: one row per scraped value (long format).
+telemetry.prometheus.parquet: one row per scraped value (long format), from every scraper
+of the run (its `url` column says which).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ PROMETHEUS_SCHEMA = pa.schema(
         pa.field("source_metric", pa.string(), nullable=False),  # as scraped
         pa.field("labels", pa.string(), nullable=False),  # JSON object, sorted keys
         pa.field("value", pa.float64()),
+        pa.field("url", pa.string()),  # the /metrics scraped: several scrapers share the table
     ]
 )
 

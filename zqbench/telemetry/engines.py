@@ -1,0 +1,87 @@
+"""The inference engines whose own Prometheus metrics tell their queue, and their names.
+
+    engine     waiting now / running now (gauges)        queue time per request (histogram)
+    vllm       vllm:num_requests_waiting                 vllm:request_queue_time_seconds
+               vllm:num_requests_running
+    sglang     sglang:num_queue_reqs                     sglang:queue_time_seconds
+               sglang:num_running_reqs                   (not in every release)
+    tgi        tgi_queue_size                            tgi_request_queue_duration
+               tgi_batch_current_size
+    refserver  refserver_num_requests_waiting            refserver_request_queue_time_seconds
+               refserver_num_requests_running
+
+An engine is recognised from the sample names of one scrape (`recognise`): the first whose
+waiting or running gauge is there. Names change between releases: a histogram the engine
+does not export leaves the queue time unavailable, never 0. Sources: each project's
+metrics reference (docs/telemetry.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    key: str  # vllm | sglang | tgi | refserver (summary.json's server_queue.engine)
+    name: str  # as shown: "vLLM"
+    waiting: str  # gauge: requests queued now
+    running: str  # gauge: requests being computed now
+    queue_time: str | None  # histogram of time queued per request (seconds), base name
+
+    @property
+    def series(self) -> dict[str, str]:
+        """Scraped sample name -> canonical name (zqbench.telemetry.prometheus.ALIASES)."""
+        out = {
+            self.waiting: "num_requests_waiting",
+            self.running: "num_requests_running",
+        }
+        if self.queue_time is not None:
+            for suffix in ("_bucket", "_sum", "_count"):
+                out[self.queue_time + suffix] = "request_queue_time_seconds" + suffix
+        return out
+
+
+ENGINES: tuple[Engine, ...] = (
+    Engine(
+        "vllm",
+        "vLLM",
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        "vllm:request_queue_time_seconds",
+    ),
+    Engine(
+        "sglang",
+        "SGLang",
+        "sglang:num_queue_reqs",
+        "sglang:num_running_reqs",
+        "sglang:queue_time_seconds",
+    ),
+    Engine(
+        "tgi",
+        "TGI",
+        "tgi_queue_size",
+        "tgi_batch_current_size",
+        "tgi_request_queue_duration",
+    ),
+    Engine(
+        "refserver",
+        "the reference server",
+        "refserver_num_requests_waiting",
+        "refserver_num_requests_running",
+        "refserver_request_queue_time_seconds",
+    ),
+)
+
+
+def recognise(names: Collection[str]) -> Engine | None:
+    """The engine whose waiting or running gauge is among these sample names."""
+    for engine in ENGINES:
+        if engine.waiting in names or engine.running in names:
+            return engine
+    return None
+
+
+def engine_of(key: str) -> Engine:
+    return next(e for e in ENGINES if e.key == key)

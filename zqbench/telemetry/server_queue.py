@@ -1,0 +1,169 @@
+"""The server's queue over a run, from the scrapes of its own metrics -> `ServerQueue`.
+
+    server_queue(frame, scrape_times_ns, start_epoch_ns, source)   # summary.json's section
+
+`frame` is the scraper's long table (telemetry.prometheus.parquet: t_epoch_ns, metric,
+source_metric, labels, value) under the canonical names of zqbench.telemetry.engines.
+
+- waiting and running: each scrape sums a gauge's series (one per model or engine); the
+  run's mean and max are over the scrapes, and the series is kept for the plot;
+- queue time: every histogram is cumulative and often starts above zero, so what the run
+  did is each bucket's growth, its value at the last scrape minus the first (a series born
+  during the run grew from 0). The percentiles interpolate linearly inside the bucket the
+  rank falls in, as Prometheus' histogram_quantile does; the mean is the growth of _sum
+  over the growth of _count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from zqbench.summary import GaugeSummary, QueueSeries, QueueTime, ServerQueue, Unavailable
+from zqbench.telemetry.engines import Engine
+
+WAITING = "num_requests_waiting"
+RUNNING = "num_requests_running"
+BUCKET = "request_queue_time_seconds_bucket"
+SUM = "request_queue_time_seconds_sum"
+COUNT = "request_queue_time_seconds_count"
+QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+MAX_POINTS = 2000  # of the series in summary.json; past it, the peak of each run of scrapes
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where the metrics came from: the engine, its /metrics URL, and how it was found."""
+
+    engine: Engine
+    url: str  # without credentials
+    found_by: Literal["discovery", "telemetry"]
+
+
+def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """The q-quantile of a cumulative histogram [(upper bound, count)], as Prometheus'
+    histogram_quantile: linear inside the bucket the rank falls in, the first bucket from 0,
+    the highest finite bound when the rank falls in +Inf. None without observations."""
+    ordered = sorted(buckets)
+    if len(ordered) < 2 or not math.isinf(ordered[-1][0]):
+        return None
+    bounds = [b for b, _ in ordered]
+    counts = np.maximum.accumulate([c for _, c in ordered])  # rounding may break monotony
+    total = float(counts[-1])
+    if total <= 0:
+        return None
+    rank = q * total
+    b = next(i for i, c in enumerate(counts) if c >= rank)
+    if b == len(ordered) - 1:
+        return bounds[-2]
+    if b == 0 and bounds[0] <= 0:
+        return bounds[0]
+    start = 0.0 if b == 0 else bounds[b - 1]
+    below = 0.0 if b == 0 else float(counts[b - 1])
+    in_bucket = float(counts[b]) - below
+    return start + (bounds[b] - start) * (rank - below) / in_bucket
+
+
+def _per_scrape(frame: pd.DataFrame, metric: str, times: Sequence[int]) -> pd.Series:
+    """A metric summed over its series at each scrape; NaN where a scrape lacked it."""
+    rows = frame[frame["metric"] == metric]
+    return rows.groupby("t_epoch_ns")["value"].sum().reindex(list(times))
+
+
+def _gauge(frame: pd.DataFrame, metric: str, times: Sequence[int]) -> GaugeSummary | Unavailable:
+    values = _per_scrape(frame, metric, times).dropna()
+    if values.empty:
+        return Unavailable(unavailable=f"no {metric} series at the server's /metrics")
+    name = str(frame.loc[frame["metric"] == metric, "source_metric"].iloc[0])
+    return GaugeSummary(metric=name, mean=float(values.mean()), max=float(values.max()))
+
+
+def _growth(frame: pd.DataFrame, metric: str, first: int, last: int) -> pd.Series:
+    """Each series' value at the last scrape minus the first (0 where it was not yet)."""
+    rows = frame[(frame["metric"] == metric) & frame["t_epoch_ns"].isin((first, last))]
+    table = rows.pivot_table(
+        index="labels", columns="t_epoch_ns", values="value", aggfunc="sum"
+    ).reindex(columns=[first, last])
+    return table[last].fillna(0.0) - table[first].fillna(0.0)
+
+
+def _le(labels: str) -> float:
+    return float(json.loads(labels)["le"])  # "+Inf" parses as inf
+
+
+def queue_time(
+    frame: pd.DataFrame, times: Sequence[int], engine: Engine
+) -> QueueTime | Unavailable:
+    """Percentiles, mean and count of the queue-time histogram's growth over the run."""
+    if engine.queue_time is None or frame[frame["metric"] == BUCKET].empty:
+        return Unavailable(unavailable=f"{engine.name} exports no queue-time histogram here")
+    if len(times) < 2:
+        return Unavailable(unavailable="one scrape only: no growth to measure")
+    first, last = times[0], times[-1]
+    grown = _growth(frame, BUCKET, first, last)
+    if (grown < 0).any():
+        return Unavailable(unavailable="the histogram went down during the run (a restart?)")
+    # One bucket per bound: series of several models add up.
+    by_le = grown.groupby([_le(labels) for labels in grown.index]).sum()
+    buckets = [(float(le), float(n)) for le, n in by_le.items()]
+    d_count = float(_growth(frame, COUNT, first, last).sum()) or float(by_le.max())
+    d_sum = float(_growth(frame, SUM, first, last).sum())
+    return QueueTime(
+        metric=engine.queue_time,
+        count=round(d_count),
+        mean=d_sum / d_count if d_count > 0 else None,
+        **{name: histogram_quantile(q, buckets) for name, q in QUANTILES.items()},
+    )
+
+
+def _series(frame: pd.DataFrame, times: Sequence[int], start_epoch_ns: int) -> QueueSeries:
+    """The gauges at each scrape; with more than MAX_POINTS scrapes, the peak of each run."""
+    t = (np.asarray(times, dtype=np.int64) - start_epoch_ns) / 1e9
+    waiting = _per_scrape(frame, WAITING, times).to_numpy(dtype=float)
+    running = _per_scrape(frame, RUNNING, times).to_numpy(dtype=float)
+    step = max(1, math.ceil(len(t) / MAX_POINTS))
+    if step > 1:
+        starts = np.arange(0, len(t), step)
+        t = t[starts]
+        waiting, running = (_peaks(v, starts) for v in (waiting, running))
+
+    def values(a: np.ndarray) -> list[float | None]:
+        return [None if math.isnan(v) else float(v) for v in a]
+
+    return QueueSeries(
+        t=[round(float(x), 3) for x in t], waiting=values(waiting), running=values(running)
+    )
+
+
+def _peaks(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The largest value of each run of scrapes starting at `starts` (NaN: none)."""
+    out = np.full(len(starts), np.nan)
+    for i, (a, b) in enumerate(zip(starts, [*starts[1:], len(values)], strict=True)):
+        chunk = values[a:b]
+        if not np.all(np.isnan(chunk)):
+            out[i] = np.nanmax(chunk)
+    return out
+
+
+def server_queue(
+    frame: pd.DataFrame, scrape_times_ns: Sequence[int], start_epoch_ns: int, source: Source
+) -> ServerQueue:
+    """The section of summary.json: the gauges and the queue time over the run."""
+    times = sorted(scrape_times_ns)
+    return ServerQueue(
+        engine=source.engine.key,
+        engine_name=source.engine.name,
+        url=source.url,
+        found_by=source.found_by,
+        scrapes=len(times),
+        waiting=_gauge(frame, WAITING, times),
+        running=_gauge(frame, RUNNING, times),
+        queue_time=queue_time(frame, times, source.engine),
+        over_time=_series(frame, times, start_epoch_ns),
+    )
