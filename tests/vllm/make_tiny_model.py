@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 # Everything that decides the output. A change here rebuilds an existing DIR.
-RECIPE = {
+RECIPE: dict[str, int | str] = {
     "recipe": 1,
     "seed": 20240601,
     "vocab_size": 3072,  # BPE target; the config takes the trained tokenizer's real size
