@@ -113,6 +113,45 @@ class Clock(_Record):
     server_offset_source: str
 
 
+ModelSource: TypeAlias = Literal["option", "discovered", "server"]
+ApiSource: TypeAlias = Literal["option", "scenario", "detected"]
+_MODEL_FROM = {
+    "option": "--model",
+    "discovered": "discovered from GET /v1/models",
+    "server": "the reference server's",
+}
+_API_FROM = {"option": "--api", "scenario": "the scenario's", "detected": "detected"}
+
+
+class ApiProbe(_Record):
+    """One set-up request of the target resolver: one token, not streamed (zqbench.resolve)."""
+
+    api: str
+    path: str
+    status: int  # 0: no HTTP answer
+    ms: float
+    error: str | None  # null: a well-formed answer; else the server's words or the failure
+
+
+class TargetResolution(_Record):
+    """How the run chose its model and API, and the requests that checked them."""
+
+    model: str
+    model_source: ModelSource  # --model, GET /v1/models, or the reference server's /health
+    api: str
+    api_source: ApiSource  # --api, the scenario's (both APIs answer, or no probe), or probed
+    models: list[str]  # the ids GET /v1/models listed; [] when not listed
+    probes: list[ApiProbe]
+
+    def describe(self) -> str:
+        """`model tiny (discovered from GET /v1/models), api openai (detected: anthropic
+        404, openai 200)`: one line for the terminal and the reports."""
+        answers = ", ".join(f"{p.api} {p.status or 'no answer'}" for p in self.probes)
+        api_from = _API_FROM[self.api_source]
+        how = f"{api_from}: {answers}" if answers else api_from
+        return f"model {self.model} ({_MODEL_FROM[self.model_source]}), api {self.api} ({how})"
+
+
 class Stage(_SparseRecord):
     """One scenario stage; seconds since the run's start."""
 
@@ -345,7 +384,7 @@ class _Document(_Record):
         return json.dumps(self.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
 
 
-class Summary(_Document):
+class Summary(_Document, _SparseRecord):
     """summary.json. Durations are seconds; see the module docstring for the conventions."""
 
     schema_id: Literal["zqbench.summary/1"] = Field(default=SCHEMA, alias="schema")
@@ -371,6 +410,12 @@ class Summary(_Document):
     telemetry: dict[str, Any]  # open: scalars from telemetry hooks, e.g. gpu_density
     slos: list[SloRecord]
     validity: Validity
+    # Absent from files written before it existed, and from runs that did not resolve a
+    # target; optional, so those files still load and re-serialize byte for byte.
+    target_resolution: TargetResolution | None = None
+
+    def _absent(self) -> Collection[str]:
+        return ("target_resolution",) if self.target_resolution is None else ()
 
 
 # --- sweep.json: `zqbench sweep`, one step per run -----------------------------------------

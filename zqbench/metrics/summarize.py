@@ -54,6 +54,7 @@ from zqbench.summary import (
     Stats,
     StatusMix,
     Summary,
+    TargetResolution,
     Thresholds,
     Throughput,
     Validity,
@@ -96,6 +97,8 @@ class RunInfo:
     clock_offset_ns: int = 0  # server clock minus client clock
     clock_offset_source: str = "same host"
     telemetry: Mapping[str, float] = field(default_factory=dict)  # e.g. {"gpu_density": 0.9}
+    # How the model and API were chosen (summary.TargetResolution's fields), when known.
+    target_resolution: Mapping[str, Any] | None = None
 
 
 def stats(sorted_s: np.ndarray) -> Stats:
@@ -335,4 +338,9 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> Su
         telemetry=dict(run.telemetry),
         slos=[slo_record(r) for r in results],
         validity=valid,
+        target_resolution=(
+            None
+            if run.target_resolution is None
+            else TargetResolution.model_validate(run.target_resolution)
+        ),
     )

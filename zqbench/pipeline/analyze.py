@@ -64,6 +64,9 @@ def start_info(
         offered_rate=plan.offered_rate or None,
         environment=_environment(options, target),
         stages=plan.stages,
+        target_resolution=(
+            None if target.resolution is None else target.resolution.model_dump(mode="json")
+        ),
     )
 
 
