@@ -43,7 +43,7 @@ from zqbench.dialects import DIALECTS, get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec, StreamParser
 from zqbench.dialects.common import ERROR_BODY_CAP, error_message
 from zqbench.errors import TargetError, UsageError
-from zqbench.redact import redact_url
+from zqbench.redact import redact_text, redact_url
 from zqbench.summary import ApiProbe, ApiSource, TargetResolution
 from zqbench.transport.base import HttpRequest
 
@@ -302,16 +302,19 @@ def _named(models: Sequence[str]) -> str:
 def _check(client: ControlClient, base_url: str, api: str, config: DialectConfig) -> _Probe:
     """One one-token request of `api` for the model; how it ended."""
     dialect = get_dialect(api, config)
-    answer = _Answer(dialect.parser(_CHECK))
+    parser = dialect.parser(_CHECK)
+    answer = _Answer(parser)
     ex = client.send(base_url, dialect.build(_CHECK), answer)
     ms = round((ex.t_end - ex.t_send) / 1e6, 1) if ex.t_send else 0.0
     status = answer.status
     if ex.error is not None:
-        return _Probe(api, dialect.path, 0, ms, "unsure", str(ex.error))
+        return _Probe(api, dialect.path, 0, ms, "unsure", redact_text(str(ex.error)))
     words = answer.words()
-    parsed_ok = answer.parser is not None and answer.parser.summary.error is None
-    if 200 <= status < 300 and parsed_ok:
+    problem = parser.summary.error  # None: a well-formed answer of this API
+    if 200 <= status < 300 and problem is None:
         outcome = "ok"
+    elif 200 <= status < 300:
+        outcome, words = "unsure", words or f"not {api}'s answer ({problem})"
     elif status in (404, 405) and words is None:
         outcome = "absent"
     elif 400 <= status < 500 and status not in (408, 429):

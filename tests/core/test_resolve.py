@@ -206,7 +206,11 @@ def test_a_target_with_neither_api_is_exit_2() -> None:
 
 @pytest.mark.parametrize(
     ("program", "said"),
-    [("/status?code=503", "HTTP 503"), ("/hang", "no complete answer within 0.5 s")],
+    [
+        ("/status?code=503", "HTTP 503"),
+        ("/hang", "no complete answer within 0.5 s"),
+        ("/delay?ms=0&size=5", "200 not openai's answer (bad_json)"),
+    ],
 )
 def test_an_unsure_check_is_a_warning_not_an_error(program: str, said: str) -> None:
     """A target that fails the check otherwise than by refusing (a 5xx, no answer) is still
