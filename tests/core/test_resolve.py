@@ -16,6 +16,7 @@ from tests.core.conftest import MODEL, REPO, write_scenario, zqbench
 from tests.core.test_run_cli import QUICK, closed_port, one_error_line
 from tests.servers import ProgrammedServer
 from zqbench.conform import ConformOptions, run_conformance
+from zqbench.dialects.common import error_message
 from zqbench.embedded import EmbeddedServer
 from zqbench.errors import TargetError, UsageError
 from zqbench.probe import ProbeOptions, run_probe
@@ -143,6 +144,36 @@ def test_the_model_refusal_wins_over_a_missing_route() -> None:
     assert wrong.value.message == (
         "model 'wrong' refused by the target: 404 The model `wrong` does not exist."
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (  # vLLM
+            {
+                "error": {
+                    "message": "The model `wrong` does not exist.",
+                    "type": "NotFoundError",
+                    "param": "model",
+                    "code": 404,
+                }
+            },
+            "The model `wrong` does not exist.",
+        ),
+        (  # older vLLM, flat
+            {"object": "error", "message": "The model `wrong` does not exist.", "code": 404},
+            "The model `wrong` does not exist.",
+        ),
+        (
+            {"type": "error", "error": {"type": "not_found_error", "message": "model: wrong"}},
+            "model: wrong",
+        ),
+        ({"detail": "Not Found"}, None),  # FastAPI's missing route: no words of an API
+        ({"error": {"type": "x", "message": " "}}, None),
+    ],
+)
+def test_the_servers_words_are_the_error_objects_message(body: object, words: str | None) -> None:
+    assert error_message(body) == words
 
 
 # ---------------------------------------------------------------------- the API
