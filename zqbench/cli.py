@@ -36,12 +36,19 @@ from zqbench.cli_options import (
     ServerMetricsOpt,
     ServerSchedulerOpt,
     SlosOpt,
+    StrictModelOpt,
     TargetOpt,
     choice_option,
     fields_of,
 )
 from zqbench.errors import EXIT_INTERNAL, EXIT_USAGE
-from zqbench.option_values import Api, CalibrationMode, H1Client, ServerEngine, ServerScheduler
+from zqbench.option_values import (
+    ApiChoice,
+    CalibrationMode,
+    H1Client,
+    ServerEngine,
+    ServerScheduler,
+)
 
 app = typer.Typer(
     name="zqbench",
@@ -53,6 +60,37 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"zqbench {version()}")
+        raise typer.Exit(0)
+
+
+def version() -> str:
+    """The installed distribution's version, else the package's own."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("zqbench")
+    except PackageNotFoundError:
+        from zqbench import __version__
+
+        return __version__
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Benchmark and conformance harness for zero-queue LLM inference endpoints."""
+
+
 @app.command()
 def run(
     ctx: typer.Context,
@@ -60,6 +98,7 @@ def run(
     target: TargetOpt = None,
     api: ApiOpt = None,
     model: ModelOpt = None,
+    strict_model: StrictModelOpt = False,
     headers: HeadersOpt = None,
     api_key_env: ApiKeyEnvOpt = None,
     http2: Http2Opt = False,
@@ -124,6 +163,7 @@ def sweep(
     target: TargetOpt = None,
     api: ApiOpt = None,
     model: ModelOpt = None,
+    strict_model: StrictModelOpt = False,
     headers: HeadersOpt = None,
     api_key_env: ApiKeyEnvOpt = None,
     slos: SlosOpt = None,
@@ -191,8 +231,14 @@ def probe(
     ctx: typer.Context,
     target: Annotated[str, typer.Option(help="Base URL of the endpoint.")],
     n: Annotated[int, typer.Option("-n", help="Sequential requests.")] = 100,
-    api: Annotated[Api, choice_option(Api, "api", "The API the target speaks.")] = Api.anthropic,
-    model: Annotated[str, typer.Option(help="Model name.")] = "refserver",
+    api: Annotated[
+        ApiChoice,
+        choice_option(
+            ApiChoice, "api", "The API the target speaks; auto: one small request per API."
+        ),
+    ] = ApiChoice.auto,
+    model: ModelOpt = None,
+    strict_model: StrictModelOpt = False,
     max_tokens: Annotated[int, typer.Option(help="max_tokens per request.")] = 16,
     prompt_tokens: Annotated[int, typer.Option(help="Prompt size in tokens.")] = 32,
     api_key_env: ApiKeyEnvOpt = None,
@@ -212,7 +258,10 @@ def probe(
     """Sequential requests with a curl-style breakdown and P50/P99: does this endpoint queue?"""
     from zqbench.probe import ProbeOptions, format_probe, run_probe
 
-    report = run_probe(ProbeOptions(**fields_of(ProbeOptions, ctx.params)))
+    def note(line: str) -> None:
+        typer.echo(line, err=True)
+
+    report = run_probe(ProbeOptions(**fields_of(ProbeOptions, ctx.params)), on_note=note)
     typer.echo(format_probe(report))
     raise typer.Exit(0 if report.ok else 1)
 

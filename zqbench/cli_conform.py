@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 
 
 class ConformApi(str, Enum):
-    """The APIs to check; the first drives errors.*, http.* and zeroqueue.*."""
+    """The APIs to check; the first drives errors.*, http.* and zeroqueue.*. auto: every
+    API that answers a small request, anthropic first."""
 
+    auto = "auto"
     anthropic = "anthropic"
     openai = "openai"
     all = "all"
@@ -33,7 +35,11 @@ class ConformApi(str, Enum):
 # so the CLI boundary shows an OptionError about a field under its flag.
 ApisOpt = Annotated[
     ConformApi,
-    typer.Option("--api", help="anthropic, openai, or all (the first drives errors/zeroqueue)."),
+    typer.Option(
+        "--api",
+        help="anthropic, openai, all, or auto: those that answer (the first drives "
+        "errors/zeroqueue; anthropic first).",
+    ),
 ]
 Only = Annotated[list[str] | None, typer.Option("--only", help="Run only this group (repeatable).")]
 Skip = Annotated[list[str] | None, typer.Option("--skip", help="Skip this check id (repeatable).")]
@@ -42,7 +48,12 @@ JsonPath = Annotated[Path | None, typer.Option("--json", help="Write the JSON re
 Out = Annotated[Path | None, typer.Option(help="Folder for conform.json and junit.xml.")]
 ListChecks = Annotated[bool, typer.Option("--list", help="Print the catalogue and exit.")]
 Model = Annotated[
-    str | None, typer.Option(help="Model name (default: the first of GET /v1/models).")
+    str | None,
+    typer.Option(help="Model name (default: the one GET /v1/models lists; the first of several)."),
+]
+StrictModel = Annotated[
+    bool,
+    typer.Option("--strict-model", help="Without --model: fail when GET /v1/models lists several."),
 ]
 ExpectAuth = Annotated[bool, typer.Option(help="errors.6: requests without the key must get 401.")]
 ExpectHttp2 = Annotated[
@@ -69,7 +80,7 @@ ServerBatch = Annotated[int, typer.Option(help="Embedded reference server: seque
 
 def conform(
     target: TargetOpt = None,
-    apis: ApisOpt = ConformApi.anthropic,
+    apis: ApisOpt = ConformApi.auto,
     only: Only = None,
     skip: Skip = None,
     junit: Junit = None,
@@ -77,6 +88,7 @@ def conform(
     out: Out = None,
     list_checks: ListChecks = False,
     model: Model = None,
+    strict_model: StrictModel = False,
     api_key_env: ApiKeyEnvOpt = None,
     expect_auth: ExpectAuth = False,
     expect_http2: ExpectHttp2 = False,
@@ -95,7 +107,6 @@ def conform(
     """Run the numbered conformance checks against an endpoint (exit 1 when any fails)."""
     from zqbench.conform.catalogue import format_catalogue
     from zqbench.conform.options import ConformOptions, parse_steps
-    from zqbench.dialects import DIALECTS
     from zqbench.option_values import read_api_key
     from zqbench.outputs.conform import format_summary
     from zqbench.outputs.registry import write_conform
@@ -105,8 +116,9 @@ def conform(
         return
     options = ConformOptions(
         target=target or "",  # "": the embedded server's, once it has started
-        apis=DIALECTS if apis is ConformApi.all else (apis.value,),
+        apis=_apis(apis),
         model=model,
+        strict_model=strict_model,
         api_key=read_api_key(api_key_env),
         expect_auth=expect_auth,
         expect_http2=expect_http2,
@@ -128,6 +140,15 @@ def conform(
     raise typer.Exit(report.exit_code)
 
 
+def _apis(choice: ConformApi) -> tuple[str, ...]:
+    """The APIs to check; (): those the target answers (zqbench.resolve detects them)."""
+    from zqbench.dialects import DIALECTS
+
+    if choice is ConformApi.auto:
+        return ()
+    return DIALECTS if choice is ConformApi.all else (choice.value,)
+
+
 def _run(options: ConformOptions, scheduler: str, max_batch_size: int) -> ConformReport:
     """The run against `options.target`, or against an embedded reference server."""
     from zqbench.conform import run_conformance
@@ -137,11 +158,15 @@ def _run(options: ConformOptions, scheduler: str, max_batch_size: int) -> Confor
     def show(outcome: CheckOutcome) -> None:
         typer.echo(format_line(outcome))
 
+    def note(line: str) -> None:
+        typer.echo(line, err=True)
+
     if options.target:
-        return run_conformance(options, on_result=show)
+        return run_conformance(options, on_result=show, on_note=note)
     typer.echo(f"starting the reference server ({scheduler}, sim engine)", err=True)
     with EmbeddedServer(engine="sim", scheduler=scheduler, max_batch_size=max_batch_size) as srv:
-        return run_conformance(dataclasses.replace(options, target=srv.base_url), on_result=show)
+        local = dataclasses.replace(options, target=srv.base_url)
+        return run_conformance(local, on_result=show, on_note=note)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from zqbench.option_values import (
-    Api,
+    ApiChoice,
     CalibrationMode,
     Choice,
     H1Client,
@@ -67,9 +67,28 @@ TargetOpt = Annotated[
     typer.Option(help="Base URL of the endpoint. Default: start the bundled reference server."),
 ]
 ApiOpt = Annotated[
-    Api | None, choice_option(Api, "api", "The API the target speaks (default: the scenario's).")
+    ApiChoice | None,
+    choice_option(
+        ApiChoice,
+        "api",
+        "The API the target speaks. Default with --target: auto (one small request per API "
+        "finds it, the scenario's preferred when both answer); without: the scenario's.",
+    ),
 ]
-ModelOpt = Annotated[str | None, typer.Option(help="Model name sent in each request.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Model name sent in each request. Default: the one GET /v1/models lists "
+        "(the first of several, with a note)."
+    ),
+]
+StrictModelOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict-model",
+        help="Without --model: fail when GET /v1/models lists several models.",
+    ),
+]
 HeadersOpt = Annotated[
     list[str] | None, typer.Option("--header", "-H", help="Extra header 'Name: value'.")
 ]

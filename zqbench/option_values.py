@@ -48,6 +48,19 @@ class Api(Choice):
     openai = "openai"
 
 
+class ApiChoice(Choice):
+    """`--api`: one API, or auto (probe the target: zqbench.resolve; the embedded server
+    keeps the scenario's)."""
+
+    anthropic = "anthropic"
+    openai = "openai"
+    auto = "auto"
+
+    def api(self) -> Api | None:
+        """The API asked for; None for auto."""
+        return None if self is ApiChoice.auto else Api(self.value)
+
+
 class H1Client(Choice):
     """The HTTP/1.1 transport: raw (measured fastest) or aiohttp (the reference)."""
 

@@ -17,15 +17,18 @@ stream) is not ok: it counts under `<status>:<error>`, as in a run's status mix.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from zqbench.control import check_reachable
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec, StreamParser
 from zqbench.errors import TargetError
-from zqbench.option_values import Api, check_at_least, parse_headers, read_api_key
+from zqbench.option_values import ApiChoice, check_at_least, parse_headers, read_api_key
 from zqbench.prompts import synth_prompt
 from zqbench.redact import redact_url
+from zqbench.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
+from zqbench.resolve import Access, Resolution, Wanted, resolve_target
 from zqbench.transport.base import ConnectError
 from zqbench.transport.probe import ProbeResult, probe
 
@@ -36,8 +39,9 @@ class ProbeOptions:
 
     target: str
     n: int = 100
-    api: Api = Api.anthropic
-    model: str = "refserver"
+    api: ApiChoice = ApiChoice.auto  # auto: detected (zqbench.resolve)
+    model: str | None = None  # None: the one GET /v1/models lists
+    strict_model: bool = False  # no model named and several listed: fail, not the first
     max_tokens: int = 16
     prompt_tokens: int = 32
     api_key_env: str | None = None
@@ -48,7 +52,7 @@ class ProbeOptions:
     timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "api", Api.parse(self.api, "api"))
+        object.__setattr__(self, "api", ApiChoice.parse(self.api, "api"))
         check_at_least("n", self.n, 1)
         parse_headers(self.headers)
         read_api_key(self.api_key_env)
@@ -125,18 +129,48 @@ class ProbeRequest:
         return f"{status}:{error}"
 
 
-def run_probe(options: ProbeOptions) -> ProbeReport:
-    return _report(options.target, probe_requests(options))
-
-
-def probe_requests(options: ProbeOptions) -> list[ProbeRequest]:
-    """Send the probe's requests, one after another; each as timed and as read."""
-    config = DialectConfig(
+def resolve(options: ProbeOptions) -> Resolution:
+    """The target reachable, its model and API resolved as a run resolves them."""
+    base_url = options.target.rstrip("/")
+    check_reachable(base_url, timeout_s=min(options.timeout_s, 5.0))
+    named = options.api.api()
+    access = Access(
+        base_url,
+        api_key=read_api_key(options.api_key_env),
+        extra_headers=parse_headers(options.headers),
+        timeout_s=min(options.timeout_s, RESOLVE_TIMEOUT_S),
+    )
+    wanted = Wanted(
         model=options.model,
+        apis=() if named is None else (named.value,),
+        strict_model=options.strict_model,
+    )
+    return resolve_target(access, wanted)
+
+
+def run_probe(
+    options: ProbeOptions, *, on_note: Callable[[str], None] | None = None
+) -> ProbeReport:
+    """`on_note` gets the resolved target's lines (model, API) before the first request."""
+    resolution = resolve(options)
+    if on_note is not None:
+        for line in (f"target: {resolution.record.describe()}", *resolution.notes):
+            on_note(line)
+    return _report(options.target, probe_requests(options, resolution))
+
+
+def probe_requests(
+    options: ProbeOptions, resolution: Resolution | None = None
+) -> list[ProbeRequest]:
+    """Send the probe's requests, one after another; each as timed and as read."""
+    if resolution is None:
+        resolution = resolve(options)
+    config = DialectConfig(
+        model=resolution.model,
         api_key=read_api_key(options.api_key_env),
         extra_headers=parse_headers(options.headers),
     )
-    dialect = get_dialect(options.api.value, config)
+    dialect = get_dialect(resolution.api, config)
     spec = RequestSpec(
         request_class="probe",
         prompt=synth_prompt(max(1, options.prompt_tokens), seed=0),

@@ -21,7 +21,7 @@ from zqbench.engines.live import ProgressCallback
 from zqbench.engines.workers import StopFlag, stop_on_signals
 from zqbench.errors import EXIT_INTERRUPTED, UsageError, exit_code_for_verdict
 from zqbench.metrics.summarize import RunInfo
-from zqbench.outputs.paths import make_out_dir
+from zqbench.outputs.paths import existing_ancestor, make_out_dir, removed_if_empty_on_error
 from zqbench.outputs.start_record import StartRecord
 from zqbench.pipeline.analyze import analyze, start_info
 from zqbench.pipeline.execute import build_hooks, execute
@@ -58,12 +58,12 @@ def run_scenario(
     cuts the outputs short. A run that fails before it wrote anything leaves no folder."""
     plan = make_plan(options)
     stop = stop or StopFlag()
-    fresh = options.out is None or not Path(options.out).exists()
+    kept = existing_ancestor(Path(options.out) if options.out else options.reports_root)
     out_dir = make_out_dir(
         options.out, plan.scenario.name, now=plan.started_at, root=options.reports_root
     )
-    with _removed_if_empty_on_error(out_dir, fresh), contextlib.ExitStack() as signals:
-        with open_endpoint(options, out_dir, on_note=on_target) as endpoint:
+    with removed_if_empty_on_error(out_dir, kept), contextlib.ExitStack() as signals:
+        with open_endpoint(options, plan.scenario, out_dir, on_note=on_target) as endpoint:
             hooks = build_hooks(options, plan.scenario, endpoint, on_note=on_target)
             target = fit_target(endpoint, plan.scenario, options, on_note=on_target)
             hooks.append(_start_record(options, plan, target, out_dir))
@@ -92,19 +92,6 @@ def _start_record(options: RunOptions, plan: Plan, target: Target, out_dir: Path
         return start_info(options, plan, target, start_ns=start_ns, start_epoch_ns=start_epoch_ns)
 
     return StartRecord(out_dir, info, plan.slos)
-
-
-@contextlib.contextmanager
-def _removed_if_empty_on_error(out_dir: Path, fresh: bool) -> Iterator[None]:
-    """A run that fails to start (bad target, bad hook) leaves no empty folder behind; one
-    that got as far as writing something keeps it (a server log, samples to recover)."""
-    try:
-        yield
-    except BaseException:
-        if fresh:
-            with contextlib.suppress(OSError):
-                out_dir.rmdir()  # only when empty
-        raise
 
 
 @contextlib.contextmanager

@@ -113,6 +113,45 @@ class Clock(_Record):
     server_offset_source: str
 
 
+ModelSource: TypeAlias = Literal["option", "discovered", "server"]
+ApiSource: TypeAlias = Literal["option", "scenario", "detected"]
+_MODEL_FROM = {
+    "option": "--model",
+    "discovered": "discovered from GET /v1/models",
+    "server": "the reference server's",
+}
+_API_FROM = {"option": "--api", "scenario": "the scenario's", "detected": "detected"}
+
+
+class ApiProbe(_Record):
+    """One set-up request of the target resolver: one token, not streamed (zqbench.resolve)."""
+
+    api: str
+    path: str
+    status: int  # 0: no HTTP answer
+    ms: float
+    error: str | None  # null: a well-formed answer; else the server's words or the failure
+
+
+class TargetResolution(_Record):
+    """How the run chose its model and API, and the requests that checked them."""
+
+    model: str
+    model_source: ModelSource  # --model, GET /v1/models, or the reference server's /health
+    api: str
+    api_source: ApiSource  # --api, the scenario's (both APIs answer, or no probe), or probed
+    models: list[str]  # the ids GET /v1/models listed; [] when not listed
+    probes: list[ApiProbe]
+
+    def describe(self) -> str:
+        """`model tiny (discovered from GET /v1/models), api openai (detected: anthropic
+        404, openai 200)`: one line for the terminal and the reports."""
+        answers = ", ".join(f"{p.api} {p.status or 'no answer'}" for p in self.probes)
+        api_from = _API_FROM[self.api_source]
+        how = f"{api_from}: {answers}" if answers else api_from
+        return f"model {self.model} ({_MODEL_FROM[self.model_source]}), api {self.api} ({how})"
+
+
 class Stage(_SparseRecord):
     """One scenario stage; seconds since the run's start."""
 
@@ -420,9 +459,13 @@ class Summary(_Document, _SparseRecord):
     # The server's metrics: found on the target, or why not. Absent (None) in files
     # written before it existed, and left out again when such a file is written back.
     server_queue: ServerQueue | Unavailable | None = None
+    # How the model and API were chosen; absent from files written before it existed, and
+    # from runs that did not resolve a target.
+    target_resolution: TargetResolution | None = None
 
     def _absent(self) -> Collection[str]:
-        return ("server_queue",) if self.server_queue is None else ()
+        optional = ("server_queue", "target_resolution")
+        return tuple(name for name in optional if getattr(self, name) is None)
 
 
 # --- sweep.json: `zqbench sweep`, one step per run -----------------------------------------

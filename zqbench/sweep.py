@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from zqbench.option_values import check_above, check_at_least
-from zqbench.outputs.paths import make_out_dir
+from zqbench.outputs.paths import existing_ancestor, make_out_dir, removed_if_empty_on_error
 from zqbench.outputs.registry import write_sweep
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import prepare_scenario
@@ -146,10 +146,11 @@ def run_sweep(
     scenario = prepare_scenario(options)  # the plan stage's checks, before any traffic
     config = sweep_config(scenario, overrides)
     started = datetime.now(timezone.utc)
+    kept = existing_ancestor(Path(options.out) if options.out else options.reports_root)
     out_dir = make_out_dir(
         options.out, f"sweep-{scenario.name}", now=started, root=options.reports_root
     )
-    with _shared_target(options, out_dir) as base:
+    with removed_if_empty_on_error(out_dir, kept), _shared_target(options, out_dir) as base:
         steps = _search(base, scenario, config, out_dir, on_step)
     passing = [s for s in steps if s.passed]
     knee = max(passing, key=lambda s: s.rate) if passing else None

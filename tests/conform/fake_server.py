@@ -5,6 +5,11 @@ passes every conformance check; each fault in FAULTS violates the rule of exactl
 (the value), which is what tests/conform/test_faults.py proves. Tokens are the letter "a",
 one per `token_s` seconds; `slots` requests run at once, the rest are refused (529 on the
 Anthropic route, 503 on the OpenAI one) with Retry-After.
+
+For the target resolver's tests: `models` are the ids it serves and GET /v1/models lists
+(None: that route answers 404; `models_body`: what it answers instead), `apis` the routes
+it serves (another API's route answers 404 `{"detail": "Not Found"}`, as vLLM's FastAPI
+does), and `requests` records the method, path and headers of every request but /health.
 """
 
 from __future__ import annotations
@@ -113,6 +118,9 @@ class FakeServer:
         slots: int = 2,
         token_s: float = 0.003,
         api_key: str | None = None,
+        models: tuple[str, ...] | None = (MODEL,),
+        apis: tuple[str, ...] = ("anthropic", "openai"),
+        models_body: bytes | None = None,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -121,6 +129,10 @@ class FakeServer:
         self.slots = slots
         self.token_s = token_s
         self.api_key = api_key
+        self.models = models
+        self.apis = apis
+        self.models_body = models_body
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.in_use = 0
         self.waiting = 0
         self.refuse_until = 0.0
@@ -229,6 +241,10 @@ class FakeServer:
                 del obj["dispatch_jitter_us"]
             await self._full(w, 200, json.dumps(obj).encode(), stamps)
             return True
+        self.requests.append((method, path, headers))
+        if path in PATHS and PATHS[path] not in self.apis:
+            await self._full(w, 404, b'{"detail":"Not Found"}', stamps)
+            return True
         api = PATHS.get(path, "anthropic" if "anthropic-version" in headers else "openai")
         allowed = "GET" if path == "/v1/models" else "POST"
         if path not in PATHS and path != "/v1/models":
@@ -246,6 +262,12 @@ class FakeServer:
         ):
             await self._full(w, 401, error_body(api, 401, "no key"), stamps)
             return True
+        if path == "/v1/models" and self.models_body is not None:
+            await self._full(w, 200, self.models_body, stamps)
+            return True
+        if path == "/v1/models" and self.models is None:
+            await self._full(w, 404, b'{"detail":"Not Found"}', stamps)
+            return True
         if path == "/v1/models":
             await self._full(w, 200, self._models(), stamps)
             return True
@@ -260,8 +282,12 @@ class FakeServer:
         return await self._generate(w, api, req, received, stamps)
 
     def _models(self) -> bytes:
+        models = self.models or ()
+        if len(models) != 1:  # none, or several: the shape vLLM lists them in
+            data = [{"id": m, "object": "model"} for m in models]
+            return json.dumps({"object": "list", "data": data}).encode()
         m: dict[str, Any] = {
-            "id": MODEL,
+            "id": models[0],
             "type": "model",
             "display_name": "fake",
             "created_at": "2026-01-01T00:00:00Z",
@@ -273,8 +299,8 @@ class FakeServer:
             "object": "list",
             "data": [m],
             "has_more": False,
-            "first_id": MODEL,
-            "last_id": MODEL,
+            "first_id": models[0],
+            "last_id": models[0],
         }
         if "a_models" in self.faults:
             del m["type"], page["has_more"]
@@ -324,8 +350,9 @@ class FakeServer:
                 raise BadRequest(400, "invalid content block")
         if not isinstance(obj.get("stream", False), bool):
             raise BadRequest(400, "invalid stream")
-        if obj["model"] != MODEL:
-            raise BadRequest(400 if "unknown_model_400" in self.faults else 404, "no such model")
+        if obj["model"] not in (self.models or (MODEL,)):
+            status = 400 if "unknown_model_400" in self.faults else 404
+            raise BadRequest(status, f"The model `{obj['model']}` does not exist.")
         return {"stream": obj.get("stream", False), "max_tokens": max_tokens}
 
     # ------------------------------------------------------------ admission and generation

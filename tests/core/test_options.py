@@ -7,7 +7,13 @@ from typer.testing import CliRunner
 
 from zqbench.cli import app
 from zqbench.errors import OptionError
-from zqbench.option_values import Api, CalibrationMode, H1Client, ServerEngine, ServerScheduler
+from zqbench.option_values import (
+    ApiChoice,
+    CalibrationMode,
+    H1Client,
+    ServerEngine,
+    ServerScheduler,
+)
 from zqbench.probe import ProbeOptions
 from zqbench.run import RunOptions
 
@@ -22,13 +28,13 @@ def test_choice_strings_become_the_librarys_enums() -> None:
         server_engine="sim",  # type: ignore[arg-type]
         server_scheduler="fifo",  # type: ignore[arg-type]
     )
-    assert options.api is Api.openai
+    assert options.api is ApiChoice.openai
     assert options.h1_client is H1Client.aiohttp
     assert options.calibration is CalibrationMode.off
     assert options.server_engine is ServerEngine.sim
     assert options.server_scheduler is ServerScheduler.fifo
     assert f"{options.server_scheduler}" == "fifo"
-    assert ProbeOptions(target="http://x", api="openai").api is Api.openai  # type: ignore[arg-type]
+    assert ProbeOptions(target="http://x", api="openai").api is ApiChoice.openai  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -39,7 +45,7 @@ def test_choice_strings_become_the_librarys_enums() -> None:
         ({"rate_scale": 0.0}, "rate_scale", "rate_scale 0: must be greater than 0"),
         ({"duration_scale": -1.0}, "duration_scale", "duration_scale -1: must be greater than 0"),
         ({"h1_client": "curl"}, "h1_client", "h1_client 'curl': choose one of raw, aiohttp"),
-        ({"api": "grpc"}, "api", "api 'grpc': choose one of anthropic, openai"),
+        ({"api": "grpc"}, "api", "api 'grpc': choose one of anthropic, openai, auto"),
         (
             {"calibration": "sometimes"},
             "calibration",
@@ -87,7 +93,7 @@ def test_the_cli_names_the_flag_of_the_field() -> None:
 def test_help_lists_the_values_of_every_choice(command: str) -> None:
     result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "[anthropic|openai]" in result.output
+    assert "[anthropic|openai|auto]" in result.output
     if command != "probe":
         assert "[zero-queue|fifo]" in result.output
         assert "[auto|torch|sim]" in result.output

@@ -76,7 +76,7 @@ def test_probe_cli_exit_codes(ref_server: EmbeddedServer) -> None:
     ok = zqbench("probe", "--target", ref_server.base_url, "--model", MODEL, "-n", "3")
     assert ok.returncode == 0 and "3 sequential requests, 3 ok" in ok.stdout
     bad_model = zqbench("probe", "--target", ref_server.base_url, "--model", "nope", "-n", "2")
-    assert bad_model.returncode == 1 and "404: 2" in bad_model.stdout
+    assert bad_model.returncode == 2 and "model 'nope' refused by the target" in bad_model.stderr
     bad_n = zqbench("probe", "--target", ref_server.base_url, "-n", "0")
     assert bad_n.returncode == 2
     assert bad_n.stderr.strip() == "zqbench: error: -n 0: must be at least 1"

@@ -23,8 +23,11 @@ class ConformOptions:
     """
 
     target: str
-    apis: tuple[str, ...] = ("anthropic",)  # the first one drives errors.* and zeroqueue.*
-    model: str | None = None  # None: the first id of GET /v1/models
+    # The first one drives errors.* and zeroqueue.*; (): every API that answers, anthropic
+    # first (zqbench.resolve detects them).
+    apis: tuple[str, ...] = ("anthropic",)
+    model: str | None = None  # None: the one GET /v1/models lists (zqbench.resolve)
+    strict_model: bool = False  # no model named and several listed: fail, not the first
     api_key: str | None = None  # never written to any output
     expect_auth: bool = False  # errors.6: a request without the key must get 401
     expect_http2: bool = False  # http.2 fails (not skips) when HTTP/2 does not work
@@ -53,7 +56,7 @@ class ConformOptions:
         return f"ConformOptions(target={self.target!r}, apis={self.apis!r}, api_key={key})"
 
     def __post_init__(self) -> None:
-        if not self.apis or any(a not in DIALECTS for a in self.apis):
+        if any(a not in DIALECTS for a in self.apis):
             raise OptionError(
                 "apis", f"must be among {', '.join(DIALECTS)}", value=",".join(self.apis)
             )

@@ -20,8 +20,10 @@ from zqbench.conform.model import Check, CheckOutcome, CheckResult, ConformRepor
 from zqbench.conform.options import ConformOptions
 from zqbench.errors import OptionError
 from zqbench.redact import redact_url
+from zqbench.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
+from zqbench.resolve import Access, Resolution, Wanted, resolve_target
 
-FALLBACK_MODEL = "zq-reference"
+NoteCallback = Callable[[str], None]
 
 
 def select(options: ConformOptions) -> list[tuple[Check, str | None]]:
@@ -46,17 +48,21 @@ def select(options: ConformOptions) -> list[tuple[Check, str | None]]:
     return out
 
 
-def _discover_model(ctx: Context) -> str:
-    """--model, else the first id of GET /v1/models, else the reference server's name."""
-    if ctx.options.model:
-        return ctx.options.model
-    obj = ctx.send(ctx.get("/v1/models")).json()
-    data = obj.get("data") if isinstance(obj, dict) else None
-    if isinstance(data, list) and data and isinstance(data[0], dict):
-        model = data[0].get("id")
-        if isinstance(model, str) and model:
-            return model
-    return FALLBACK_MODEL
+def _resolve(ctx: Context, on_note: NoteCallback | None) -> None:
+    """The model (--model, else GET /v1/models) and the APIs (--api, else every one that
+    answers, anthropic first), resolved as a run resolves them (zqbench.resolve)."""
+    options = ctx.options
+    timeout_s = min(options.timeout_s, RESOLVE_TIMEOUT_S)
+    access = Access(ctx.base, api_key=options.api_key, timeout_s=timeout_s)
+    wanted = Wanted(model=options.model, apis=options.apis, strict_model=options.strict_model)
+    resolution: Resolution = resolve_target(access, wanted)
+    ctx.model = resolution.model
+    ctx.options = dataclasses.replace(options, apis=resolution.apis)
+    if on_note is not None:
+        warnings = (f"warning: {w}" for w in resolution.warnings)
+        for line in (f"target: {resolution.record.describe()}", resolution.model_note, *warnings):
+            if line:
+                on_note(line)
 
 
 def _run_one(check: Check, ctx: Context) -> CheckResult:
@@ -69,8 +75,12 @@ def _run_one(check: Check, ctx: Context) -> CheckResult:
 
 
 def run_conformance(
-    options: ConformOptions, on_result: Callable[[CheckOutcome], None] | None = None
+    options: ConformOptions,
+    on_result: Callable[[CheckOutcome], None] | None = None,
+    *,
+    on_note: NoteCallback | None = None,
 ) -> ConformReport:
+    """`on_note` gets the resolved target's lines (model, APIs) before the first check."""
     plan = select(options)
     ctx = Context(options)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
@@ -78,7 +88,7 @@ def run_conformance(
     control.check_reachable(ctx.base, timeout_s=min(options.timeout_s, 5.0))
     outcomes = []
     try:
-        ctx.model = _discover_model(ctx)
+        _resolve(ctx, on_note)
         for check, not_run in plan:
             t = time.monotonic()
             result = CheckResult("skip", not_run) if not_run else _run_one(check, ctx)
@@ -88,12 +98,12 @@ def run_conformance(
                 on_result(outcome)
     finally:
         ctx.close()
-    settings = dataclasses.asdict(options)
+    settings = dataclasses.asdict(ctx.options)
     for private in ("target", "api_key", "only", "skip"):
         settings.pop(private)
     return ConformReport(
         target=redact_url(options.target),
-        apis=options.apis,
+        apis=ctx.options.apis,
         model=ctx.model,
         started_at=started,
         duration_s=round(time.monotonic() - t0, 3),

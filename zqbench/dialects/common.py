@@ -178,6 +178,16 @@ def describe_error(obj: Any) -> str | None:
     return ": ".join(parts)[:_DETAIL_CHARS] if parts else None
 
 
+def error_message(obj: Any) -> str | None:
+    """The server's own words, the `message` of an Anthropic, OpenAI or flat vLLM error
+    object (or a bare error string), shortened; None when `obj` holds none."""
+    if isinstance(obj, dict) and "error" in obj:
+        obj = obj["error"]
+    if isinstance(obj, dict):
+        obj = obj.get("message")
+    return obj[:_DETAIL_CHARS] if isinstance(obj, str) and obj.strip() else None
+
+
 def describe_error_body(body: bytes) -> str | None:
     """The error a non-2xx body describes; None for an empty or non-JSON body."""
     if not body:

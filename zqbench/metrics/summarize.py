@@ -55,6 +55,7 @@ from zqbench.summary import (
     Stats,
     StatusMix,
     Summary,
+    TargetResolution,
     Thresholds,
     Throughput,
     Unavailable,
@@ -99,6 +100,8 @@ class RunInfo:
     clock_offset_source: str = "same host"
     telemetry: Mapping[str, float] = field(default_factory=dict)  # e.g. {"gpu_density": 0.9}
     server_queue: ServerQueue | Unavailable | None = None  # from the server's own metrics
+    # How the model and API were chosen (summary.TargetResolution's fields), when known.
+    target_resolution: Mapping[str, Any] | None = None
 
 
 def stats(sorted_s: np.ndarray) -> Stats:
@@ -339,4 +342,9 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> Su
         slos=[slo_record(r) for r in results],
         validity=valid,
         server_queue=run.server_queue,
+        target_resolution=(
+            None
+            if run.target_resolution is None
+            else TargetResolution.model_validate(run.target_resolution)
+        ),
     )

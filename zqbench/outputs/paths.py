@@ -15,10 +15,11 @@ writers: samples.parquet by zqbench.recorder, the telemetry tables by zqbench.te
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -115,3 +116,30 @@ def _writable(path: Path, label: str, create: Callable[[], None]) -> None:
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise UsageError(f"{label}: cannot write there ({reason})") from None
+
+
+def existing_ancestor(path: Path) -> Path:
+    """`path` if it exists, else its nearest existing parent: what a failed run must keep."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+@contextlib.contextmanager
+def removed_if_empty_on_error(out_dir: Path, kept: Path) -> Iterator[None]:
+    """A run that fails to start (bad target, bad hook) leaves no empty folder behind: on
+    any exception, `out_dir` and the parents created for it (below `kept`, the folder that
+    existed before) are removed while empty. One that wrote something keeps its folder (a
+    server log, samples to recover)."""
+    try:
+        yield
+    except BaseException:
+        folder = Path(os.path.abspath(out_dir))
+        while folder != kept and kept in folder.parents:
+            try:
+                folder.rmdir()  # only when empty
+            except OSError:
+                break
+            folder = folder.parent
+        raise

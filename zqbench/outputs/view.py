@@ -68,6 +68,7 @@ class Headline:
     duration_s: str  # one decimal
     ok_rate: str | None  # req/s, one decimal; None when the summary has none
     goodput: str | None  # req/s, one decimal
+    resolution: str | None  # how the model and API were chosen; None when not recorded
 
 
 @dataclass(frozen=True)
@@ -356,6 +357,7 @@ def _headline(s: Summary) -> Headline:
         duration_s=f"{s.duration:.1f}",
         ok_rate=_one_decimal(s.throughput.requests_per_s),
         goodput=_one_decimal(s.throughput.goodput_per_s),
+        resolution=None if s.target_resolution is None else s.target_resolution.describe(),
     )
 
 

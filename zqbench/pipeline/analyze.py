@@ -68,6 +68,9 @@ def start_info(
         environment=_environment(options, target),
         stages=plan.stages,
         validity=validity_thresholds(options, scenario.validity),
+        target_resolution=(
+            None if target.resolution is None else target.resolution.model_dump(mode="json")
+        ),
     )
 
 

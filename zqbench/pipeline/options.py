@@ -13,7 +13,7 @@ from pathlib import Path
 from zqbench.errors import OptionError
 from zqbench.hooks import RunHook
 from zqbench.option_values import (
-    Api,
+    ApiChoice,
     CalibrationMode,
     Choice,
     H1Client,
@@ -28,7 +28,7 @@ from zqbench.scenario import Scenario
 
 # The fields whose value is one of a Choice's, each with its enum.
 _CHOICES: dict[str, type[Choice]] = {
-    "api": Api,
+    "api": ApiChoice,
     "h1_client": H1Client,
     "calibration": CalibrationMode,
     "server_engine": ServerEngine,
@@ -42,8 +42,10 @@ class RunOptions:
 
     scenario: str | Scenario = "burst"  # a bundled name, a TOML path, or a loaded scenario
     target: str | None = None  # None: start the bundled reference server
-    api: Api | None = None  # overrides the scenario's
-    model: str | None = None
+    # None: auto with a target (zqbench.resolve probes it), else the scenario's
+    api: ApiChoice | None = None
+    model: str | None = None  # None: GET /v1/models (a target), /health (the embedded server)
+    strict_model: bool = False  # no model named and several listed: fail, not the first
     headers: tuple[str, ...] = ()  # "Name: value"
     api_key_env: str | None = None  # the key is read from this variable, never from argv
     http2: bool = False

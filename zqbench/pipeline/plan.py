@@ -58,8 +58,9 @@ def prepare_scenario(options: RunOptions) -> Scenario:
     if not isinstance(loaded, Scenario):
         loaded = load_scenario(loaded)
     scenario = loaded.scaled(rate_scale=options.rate_scale, duration_scale=options.duration_scale)
+    named = None if options.api is None else options.api.api()  # None: the scenario's, or auto
     scenario = scenario.with_overrides(
-        api=None if options.api is None else options.api.value,
+        api=None if named is None else named.value,
         max_tokens=options.max_tokens,
         timeout_s=options.timeout_s,
     )

@@ -1,7 +1,9 @@
 """Stage 2, target: the endpoint the run measures, fitted to the plan -> `Target`.
 
-    remote (--target URL): the URL checked, the port reachable, --model required
-    embedded (no --target): the bundled reference server started, its /health read
+    remote (--target URL): the URL checked, the port reachable, then the model and the API
+        resolved and checked by one small request each (zqbench.resolve), before any load
+    embedded (no --target): the bundled reference server started, its /health read (the
+        model), the scenario's api kept
 
 Then the prompts are fitted to it: every class whose prompt + max_tokens exceeds the
 target's context is clamped, and prompt sizes are calibrated (bytes of text per token).
@@ -25,11 +27,14 @@ from zqbench.calibrate import Calibration, calibrate
 from zqbench.control import check_reachable
 from zqbench.dialects.base import DialectConfig
 from zqbench.embedded import EmbeddedServer, get_health
-from zqbench.errors import OptionError, TargetError, UsageError
+from zqbench.errors import TargetError, UsageError
 from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
 from zqbench.pipeline.options import RunOptions
 from zqbench.redact import redact_url
+from zqbench.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
+from zqbench.resolve import Access, Resolution, Wanted, resolve_target
 from zqbench.scenario import Scenario
+from zqbench.summary import TargetResolution
 from zqbench.transport.origin import parse_base_url
 
 NoteCallback = Callable[[str], None]
@@ -41,12 +46,19 @@ CONTEXT_HEADROOM = 0.98  # a clamped prompt keeps 2% spare: calibration is good 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A reachable endpoint and the model to ask it for; prompts not fitted yet."""
+    """A reachable endpoint, the model to ask it for and the API to speak; prompts not
+    fitted yet."""
 
     base_url: str
     model: str
     note: str = ""  # how an embedded server was started; "" for a remote target
     server: EmbeddedServer | None = field(default=None, repr=False)
+    resolution: TargetResolution | None = None  # how model and API were chosen
+
+    @property
+    def api(self) -> str | None:
+        """The API the run speaks; None: the scenario's."""
+        return None if self.resolution is None else self.resolution.api
 
     @property
     def host(self) -> str:
@@ -76,12 +88,25 @@ def _host_port(base_url: str) -> tuple[str, int]:
 
 @contextlib.contextmanager
 def open_endpoint(
-    options: RunOptions, out_dir: Path, *, on_note: NoteCallback | None = None
+    options: RunOptions,
+    scenario: Scenario,
+    out_dir: Path,
+    *,
+    on_note: NoteCallback | None = None,
 ) -> Iterator[Endpoint]:
     """The endpoint, reachable (or started), for the duration of the block."""
-    with _endpoint(options, out_dir) as endpoint:
-        if on_note is not None:
-            on_note(endpoint.note or f"target {redact_url(endpoint.base_url)}")
+    note = on_note or (lambda _line: None)
+    if options.target is not None:
+        base_url = options.target.rstrip("/")
+        resolution = _remote(base_url, options, scenario)
+        endpoint = Endpoint(base_url, resolution.model, resolution=resolution.record)
+        note(f"target {redact_url(endpoint.base_url)}: {resolution.record.describe()}")
+        for line in resolution.notes:
+            note(line)
+        yield endpoint
+        return
+    with _embedded(options, scenario, out_dir) as endpoint:
+        note(endpoint.note)
         yield endpoint
 
 
@@ -96,16 +121,30 @@ def embedded_server(options: RunOptions, log_path: Path, *, pin_cpus: bool) -> E
     )
 
 
+def _remote(base_url: str, options: RunOptions, scenario: Scenario) -> Resolution:
+    """The target checked reachable, its model and API resolved (zqbench.resolve)."""
+    parse_base_url(base_url)  # one validation for every entry point (UsageError)
+    check_reachable(base_url, insecure=options.insecure)
+    named = None if options.api is None else options.api.api()
+    access = Access(
+        base_url,
+        api_key=read_api_key(options.api_key_env),
+        extra_headers=parse_headers(options.headers),
+        insecure=options.insecure,
+        timeout_s=min(scenario.request.timeout_s, RESOLVE_TIMEOUT_S),
+    )
+    wanted = Wanted(
+        model=options.model,
+        apis=() if named is None else (named.value,),
+        prefer=scenario.api,
+        strict_model=options.strict_model,
+    )
+    return resolve_target(access, wanted)
+
+
 @contextlib.contextmanager
-def _endpoint(options: RunOptions, out_dir: Path) -> Iterator[Endpoint]:
-    if options.target is not None:
-        parse_base_url(options.target)  # one validation for every entry point (UsageError)
-        base_url = options.target.rstrip("/")
-        check_reachable(base_url, insecure=options.insecure)
-        if not options.model:
-            raise OptionError("model", "required with a target URL (the model name it serves)")
-        yield Endpoint(base_url, options.model)
-        return
+def _embedded(options: RunOptions, scenario: Scenario, out_dir: Path) -> Iterator[Endpoint]:
+    """The bundled reference server: its model from /health, the scenario's api."""
     # Pinned: the model's compute must not steal the generator's timing.
     with embedded_server(options, out_dir / "reference_server.log", pin_cpus=True) as server:
         health = server.health
@@ -114,7 +153,16 @@ def _endpoint(options: RunOptions, out_dir: Path) -> Iterator[Endpoint]:
             f"(engine={health.get('engine')}, scheduler={health.get('scheduler')})"
         )
         model = options.model or str(health.get("model") or "refserver")
-        yield Endpoint(server.base_url, model, note, server)
+        named = options.api is not None and options.api.api() is not None
+        resolution = TargetResolution(
+            model=model,
+            model_source="option" if options.model else "server",
+            api=scenario.api,
+            api_source="option" if named else "scenario",
+            models=[],
+            probes=[],
+        )
+        yield Endpoint(server.base_url, model, note, server, resolution)
 
 
 def fit_target(
@@ -126,6 +174,8 @@ def fit_target(
 ) -> Target:
     """Clamp the prompts to the target's context, then calibrate their sizes."""
     note = on_note or (lambda _line: None)
+    if endpoint.api is not None:
+        scenario = scenario.with_overrides(api=endpoint.api)
     max_context = options.max_context or _advertised_context(endpoint, options.insecure)
     scenario, clamped = clamp_classes(scenario, max_context)
     for line in clamped:
@@ -149,6 +199,7 @@ def fit_target(
         calibration=calibration,
         note=endpoint.note,
         server=endpoint.server,
+        resolution=endpoint.resolution,
     )
 
 

@@ -1,0 +1,50 @@
+"""A real vLLM server (CPU build, tiny random model) for the whole test session.
+
+Set up by tests/vllm/setup.sh (`.ci/run` runs it). Where it is missing, the tests skip with
+the reason; under CI=true a missing target is a failure, never a skip: CI must prove
+zqbench against a real third-party server.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.vllm.target import VllmServer, free_port, start_vllm, vllm_available
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    reason = vllm_available()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the vLLM end-to-end tests: {reason}")
+        pytest.skip(reason)
+    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
+    server = start_vllm(free_port(), log)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def zqbench_pinned(
+    *args: str, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, on core 1: vLLM has core 0 (serve.sh pins it there)."""
+    pin = ["taskset", "-c", "1"] if (os.cpu_count() or 1) > 1 else []
+    return subprocess.run(
+        [*pin, sys.executable, "-m", "zqbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or REPO,
+        check=False,
+    )
