@@ -45,6 +45,7 @@ from zqbench.summary import (
     Clock,
     Load,
     MetricStats,
+    PacketLoss,
     Ratio,
     Requests,
     ScenarioInfo,
@@ -99,6 +100,7 @@ class RunInfo:
     clock_offset_source: str = "same host"
     telemetry: Mapping[str, float] = field(default_factory=dict)  # e.g. {"gpu_density": 0.9}
     server_queue: ServerQueue | Unavailable | None = None  # from the server's own metrics
+    packet_loss: PacketLoss | None = None  # zqbench.impair.packet_loss_record, from the samples
 
 
 def stats(sorted_s: np.ndarray) -> Stats:
@@ -339,4 +341,5 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> Su
         slos=[slo_record(r) for r in results],
         validity=valid,
         server_queue=run.server_queue,
+        packet_loss=run.packet_loss,
     )
