@@ -698,7 +698,7 @@ def rolling_p99(
     keep = ~np.isnan(latency_s)
     order = np.argsort(t_send_s[keep], kind="stable")
     t, lat = t_send_s[keep][order], latency_s[keep][order]
-    step = max(window_s / 4, span_s / ROLLING_POINTS)
+    step = max(window_s / 8, span_s / ROLLING_POINTS)
     starts = np.arange(0.0, max(span_s - window_s, 0.0) + 1e-9, step)
     lo = np.searchsorted(t, starts, side="left")
     hi = np.searchsorted(t, starts + window_s, side="left")
