@@ -111,7 +111,7 @@ class LiveView:
         validity = summary.validity
         for reason in validity.reasons if not validity.ok else []:
             console.print(f"  [magenta]invalid[/magenta]: {reason}")
-        for line in server_queue_lines(summary):
+        for line in [*server_queue_lines(summary), *packet_loss_lines(summary)]:
             console.print(line, markup=False, highlight=False)
         console.print(f"outputs: {out_dir}")
 
@@ -127,3 +127,20 @@ def server_queue_lines(summary: Summary) -> list[str]:
         return []
     rows = [f"  {fact.label}: {fact.value}" for fact in view.server_queue_lines(queue)]
     return [f"server queue {view.queue_source(queue)}:", *rows]
+
+
+def packet_loss_lines(summary: Summary) -> list[str]:
+    """What a packet-loss impairment did, in two lines: the loss and its window, then P99
+    under loss against baseline, the error share and the recovery."""
+    from zqbench.outputs import view
+
+    loss = summary.packet_loss
+    if loss is None:
+        return []
+    rows = {fact.label: fact.value for fact in view.packet_loss_lines(summary, loss)}
+    return [
+        f"packet loss: {rows['loss']}; rules in place {rows['rules in place']};"
+        f" {rows['dropped packets']} packets dropped",
+        f"  latency P99 {rows['latency P99']}; error share under loss"
+        f" {rows['error share under loss']}; {view.loss_recovery(loss, brief=True)}",
+    ]

@@ -386,6 +386,60 @@ class ServerQueue(_Record):
     over_time: QueueSeries
 
 
+# --- what packet loss did (a [network] packet-loss impairment) ----------------------------
+
+
+class LossWindow(_Record):
+    """When the drop rules were really in place, seconds since the run's start."""
+
+    applied_s: float
+    removed_s: float | None  # null: the run could not remove them (see its notes)
+
+
+class LossStage(_Record):
+    """One stage of the run: its requests, errors and latency P99 (seconds)."""
+
+    stage: int
+    name: str
+    impaired: bool
+    requests: int
+    errors: int  # failed or refused
+    error_share: float | None  # errors / requests; null without requests
+    p99_s: float | None  # latency of successful requests; null without one
+    p99_ratio: float | None  # over the baseline P99
+
+
+class LossRecovery(_Record):
+    """When the rolling P99 was back within `tolerance` of the baseline P99: seconds after
+    `after_s` (the end of the last impaired stage), over forward windows of `window_s` with
+    at least `min_requests` successful requests; null when it never was."""
+
+    recovered: bool
+    recovery_s: float | None
+    after_s: float
+    window_s: float
+    min_requests: int
+    tolerance: float
+
+
+class PacketLoss(_Record):
+    """Baseline against the impaired stages (zqbench.impair.analysis): latency P99 of
+    successful requests, error share, and the recovery time."""
+
+    loss: float  # fraction of packets dropped, each direction
+    impaired_stages: list[int]
+    baseline_stages: list[int]  # the stages before the first impaired one
+    windows: list[LossWindow]  # as the run applied the rules (empty: never applied)
+    dropped_packets: int
+    baseline_p99_s: float | None
+    loss_p99_s: float | None  # the impaired stages together
+    p99_delta_s: float | None
+    p99_ratio: float | None
+    loss_error_share: float | None
+    stages: list[LossStage]
+    recovery: LossRecovery
+
+
 # --- the verdict ---------------------------------------------------------------------------
 
 
@@ -462,10 +516,13 @@ class Summary(_Document, _SparseRecord):
     # How the model and API were chosen; absent from files written before it existed, and
     # from runs that did not resolve a target.
     target_resolution: TargetResolution | None = None
+    # What a [network] packet-loss impairment did; absent (None) without one, and in files
+    # written before it existed.
+    packet_loss: PacketLoss | None = None
 
     def _absent(self) -> Collection[str]:
-        optional = ("server_queue", "target_resolution")
-        return tuple(name for name in optional if getattr(self, name) is None)
+        optional = ("server_queue", "target_resolution", "packet_loss")
+        return [k for k in optional if getattr(self, k) is None]
 
 
 # --- sweep.json: `zqbench sweep`, one step per run -----------------------------------------

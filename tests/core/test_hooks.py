@@ -85,3 +85,59 @@ def test_a_hook_that_fails_to_start_is_still_stopped(
             )
         )
     assert hook.stopped == 1
+
+
+THREE_STAGES = TWO_STAGES.replace(
+    '{ duration = "1s", target = 60 }]',
+    '{ duration = "1s", target = 60 }, { duration = "1s", target = 60 }]',
+)
+
+
+class LossRecord:
+    """Reports what PacketLossHook reports, without touching nftables: the analysis stage
+    keys on the hook's record, so a run needs no root to show its packet-loss section."""
+
+    name = "packet-loss"
+
+    def start(self, ctx: HookContext) -> None:
+        pass
+
+    def stop(self) -> HookResult:
+        window = {"applied_s": 1.002, "removed_s": 2.003}
+        return HookResult(
+            environment={
+                "impairment": "packet-loss",
+                "loss": 0.1,
+                "stages": [1],
+                "windows": [window],
+                "dropped_packets": 7,
+            }
+        )
+
+
+def test_a_packet_loss_record_becomes_the_runs_analysis_and_section(
+    ref_server: EmbeddedServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    result = run_scenario(
+        RunOptions(
+            scenario=str(write_scenario(tmp_path, THREE_STAGES)),
+            target=ref_server.base_url,
+            model=MODEL,
+            out=out,
+            hooks=(LossRecord(),),
+        )
+    )
+    loss = result.summary.packet_loss
+    assert loss is not None
+    assert loss.impaired_stages == [1] and loss.baseline_stages == [0]
+    assert [(w.applied_s, w.removed_s) for w in loss.windows] == [(1.002, 2.003)]
+    assert loss.dropped_packets == 7
+    by_stage = result.summary.status_mix.by_stage
+    counts = [sum(by_stage[str(i)].counts.values()) for i in range(3)]
+    assert [s.requests for s in loss.stages] == counts
+    assert loss.baseline_p99_s is not None and loss.loss_p99_s is not None
+    assert loss.recovery.after_s == 2.0
+    assert "### Packet loss" in (out / "summary.md").read_text()
+    assert '<section id="packet-loss">' in (out / "report.html").read_text()
+    assert (out / "plots" / "packet_loss.png").read_bytes()[:4] == b"\x89PNG"

@@ -55,7 +55,8 @@ def _wait(proc, log: Path, timeout: float = 90) -> int:
 def test_loss_stage_shows_retransmission_delays_then_recovers(
     netns: NetnsPair, tmp_path: Path
 ) -> None:
-    """P99 rises by at least the minimum RTO under 10 % loss, recovers, and no rule is left."""
+    """P99 rises by at least the minimum RTO under 10 % loss, recovers, and no rule is left;
+    the run's summary.json, summary.md and report.html carry that analysis."""
     out, log = tmp_path / "run", tmp_path / "zqbench.log"
     with reference_server(netns, tmp_path / "server.log") as url:
         code = _wait(_driver(netns, url, out, log), log)
@@ -69,13 +70,26 @@ def test_loss_stage_shows_retransmission_delays_then_recovers(
     assert window["applied_s"] == pytest.approx(5.0, abs=0.3)
     assert window["removed_s"] == pytest.approx(10.0, abs=0.3)
 
+    # The run's own analysis, in summary.json: the hook's windows, the same numbers as the
+    # analysis of the saved samples.
+    result = summary["packet_loss"]
+    print(json.dumps(result, indent=1))
+    assert result["windows"] == env["windows"]
+    assert result["dropped_packets"] == env["dropped_packets"]
+    assert result["loss"] == 0.1 and result["impaired_stages"] == [1]
     samples = pd.read_parquet(out / "samples.parquet")
     stages = [StageInfo(s["name"], s["start"], s["end"]) for s in summary["stages"]]
-    result = packet_loss_analysis(samples, stages, [1])
-    print(json.dumps(result, indent=1))
+    again = packet_loss_analysis(samples, stages, [1])
+    assert {k: result[k] for k in again} == again
     assert result["loss_p99_s"] - result["baseline_p99_s"] >= RTO_MIN_S
     assert result["recovery"]["recovered"] is True
     assert 0.0 <= result["recovery"]["recovery_s"] < 3.0
+
+    page = (out / "report.html").read_text()
+    assert '<section id="packet-loss">' in page and 'id="plot-packet_loss"' in page
+    assert f"<tr><td>dropped packets</td><td>{env['dropped_packets']:,}</td></tr>" in page
+    assert (out / "plots" / "packet_loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "### Packet loss" in (out / "summary.md").read_text()
 
 
 def test_sigterm_during_the_loss_stage_leaves_no_rules(netns: NetnsPair, tmp_path: Path) -> None:

@@ -135,3 +135,99 @@ def write_synthetic_run(
     summary = summarize(table.to_pandas(), run=run, slos=list(slos))
     write_summary(summary, out_dir / "summary.json")
     return summary
+
+
+# --- a run with a packet-loss impairment, every number known ------------------------------
+
+LOSS_HOOK_RECORD = {
+    "impairment": "packet-loss",
+    "loss": 0.1,
+    "stages": [1],
+    "windows": [{"applied_s": 10.003, "removed_s": 20.004}],
+    "dropped_packets": 1234,
+}
+
+
+def packet_loss_latencies_ms() -> tuple[np.ndarray, np.ndarray]:
+    """300 requests, one every 100 ms; stages baseline 0-10 s, loss 10-20 s, recovery 20-30 s.
+
+    baseline: 50 ms (P99 50 ms). loss: 90 at 60 ms, 8 at 250 ms and 2 reset (P99 of the 98
+    successes: 250 ms, 5x; error share 2%). recovery: 15 at 200 ms, then 54 ms (within 10 %
+    of 50 ms) from t = 21.5 s: recovered 1.5 s after the loss; the stage's P99 is 200 ms."""
+    latency = np.array([50.0] * 100 + [60.0] * 100 + [200.0] * 15 + [54.0] * 85)
+    latency[[105, 115, 125, 135, 145, 155, 165, 175]] = 250.0
+    failed = np.zeros(300, bool)
+    failed[[130, 170]] = True
+    return latency, failed
+
+
+def write_packet_loss_run(
+    out_dir: Path, *, hook_record: dict[str, Any] | None = None, latency_ms=None, failed=None
+) -> Summary:
+    """A saved run of a packet-loss scenario, summarised as `zqbench run` does: the analysis
+    stage's packet_loss_record from the samples and the hook's record, then summarize."""
+    from zqbench.impair import packet_loss_record
+
+    if latency_ms is None:
+        latency_ms, failed = packet_loss_latencies_ms()
+    n = len(latency_ms)
+    failed = np.zeros(n, bool) if failed is None else failed
+    t_send = np.arange(n, dtype=np.int64) * 100 * MS
+    lat = np.where(failed, 5 * MS, (np.asarray(latency_ms) * MS).astype(np.int64))
+    columns: dict[str, Any] = {
+        "request_id": np.arange(n),
+        "worker": np.zeros(n, np.int32),
+        "stage": (t_send // (10_000 * MS)).astype(np.int32),
+        "request_class": "default",
+        "t_intended": t_send,
+        "t_send": t_send,
+        "t_headers": t_send + lat // 2,
+        "t_first_token": np.where(failed, None, t_send + lat // 2),
+        "t_last_token": np.where(failed, None, t_send + lat),
+        "t_end": t_send + lat,
+        "status": np.where(failed, 0, 200).astype(np.int32),
+        "error": np.where(failed, "reset", None),
+        "output_tokens": np.where(failed, 0, 8),
+        "tokens_from_usage": np.ones(n, bool),
+        "n_chunks": np.where(failed, 0, 8).astype(np.int32),
+        "http_version": "1.1",
+        "bytes_in": np.full(n, 500),
+    }
+    table = _table(columns, n)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, out_dir / "samples.parquet")
+    stages = (StageInfo("baseline", 0, 10, 10), StageInfo("loss", 10, 20, 10))
+    stages += (StageInfo("recovery", 20, 30, 10),)
+    record = LOSS_HOOK_RECORD if hook_record is None else hook_record
+    samples = table.to_pandas()
+    run = RunInfo(
+        scenario="bundled:packet-loss",
+        target="http://10.0.0.2:8000",
+        api="anthropic",
+        started_at="2026-11-29T10:45:01+00:00",
+        start_monotonic_ns=1_000,
+        start_epoch_ns=START_EPOCH_NS,
+        duration_s=30.0,
+        offered_requests=n,
+        offered_rate=n / 30.0,
+        environment={"zqbench": "test", "packet-loss": record},
+        stages=stages,
+        packet_loss=packet_loss_record(samples, stages, record),
+    )
+    summary = summarize(samples, run=run, slos=["errors:rate<0.01"])
+    write_summary(summary, out_dir / "summary.json")
+    return summary
+
+
+def _table(columns: dict[str, Any], n: int) -> pa.Table:
+    """The samples table; a column not given is null throughout."""
+    arrays = []
+    for field in ARROW_SCHEMA:
+        value = columns.get(field.name)
+        if value is None or isinstance(value, str):
+            arrays.append(pa.array([value] * n, type=field.type))
+        elif value.dtype == object:
+            arrays.append(pa.array(list(value), type=field.type))
+        else:
+            arrays.append(pa.array(value, type=field.type, from_pandas=True))
+    return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)

@@ -1,6 +1,11 @@
 """What packet loss did to the run: P99 during loss vs baseline, error share, recovery time.
 
     packet_loss_analysis(samples, stages, impaired) -> dict (JSON-ready; seconds)
+    packet_loss_record(samples, stages, hook_record) -> summary.PacketLoss | None
+
+packet_loss_record is what a run's analysis stage calls: the analysis above, with what the
+PacketLossHook recorded (the loss, the windows the rules were really in place, the packets
+they dropped), typed for summary.json's `packet_loss`.
 
 - baseline: the unimpaired stages before the first impaired one.
 - latency is `t_end - t_send` of successful requests; P99 is the nearest-rank order
@@ -18,7 +23,7 @@ No value is ever invented: a P99 without samples is null, never 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +32,7 @@ import pandas as pd
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import NS_PER_S, columns_of, latency
 from zqbench.stages import StageInfo
+from zqbench.summary import LossRecovery, LossStage, LossWindow, PacketLoss
 
 RECOVERY_WINDOW_S = 2.0
 RECOVERY_MIN_REQUESTS = 10
@@ -37,6 +43,12 @@ def _p99_s(latency_ns: np.ndarray) -> float | None:
     ok = np.sort(latency_ns[~np.isnan(latency_ns)])
     value = quantiles.quantile(ok, 0.99)
     return None if value is None else value / NS_PER_S
+
+
+def _ratio(p99_s: float | None, baseline_p99_s: float | None) -> float | None:
+    if p99_s is None or not baseline_p99_s:
+        return None
+    return p99_s / baseline_p99_s
 
 
 def _stage_row(index: int, stage: StageInfo, lat: np.ndarray, ok: np.ndarray) -> dict[str, Any]:
@@ -114,10 +126,12 @@ def packet_loss_analysis(
             until_s=stages[-1].end_s,
             baseline_p99_s=baseline_p99,
         )
-    delta = ratio = None
+    for row in per_stage:
+        row["p99_ratio"] = _ratio(row["p99_s"], baseline_p99)
+    delta = None
     if baseline_p99 is not None and loss_p99 is not None:
         delta = loss_p99 - baseline_p99
-        ratio = loss_p99 / baseline_p99 if baseline_p99 > 0 else None
+    ratio = _ratio(loss_p99, baseline_p99)
     return {
         "impaired_stages": sorted(impaired_set),
         "baseline_stages": list(range(first)),
@@ -136,3 +150,33 @@ def packet_loss_analysis(
             "tolerance": RECOVERY_TOLERANCE,
         },
     }
+
+
+def packet_loss_record(
+    samples: pd.DataFrame, stages: Sequence[StageInfo], hook_record: Mapping[str, Any] | None
+) -> PacketLoss | None:
+    """summary.json's `packet_loss` of a run whose PacketLossHook left `hook_record` (its
+    environment entry); None when the run had no packet-loss impairment."""
+    if not hook_record or hook_record.get("impairment") != "packet-loss":
+        return None
+    impaired = [i for i in hook_record.get("stages", ()) if 0 <= i < len(stages)]
+    if not impaired:
+        return None
+    result = packet_loss_analysis(samples, stages, impaired)
+    return PacketLoss(
+        loss=float(hook_record["loss"]),
+        impaired_stages=result["impaired_stages"],
+        baseline_stages=result["baseline_stages"],
+        windows=[
+            LossWindow(applied_s=w["applied_s"], removed_s=w.get("removed_s"))
+            for w in hook_record.get("windows", ())
+        ],
+        dropped_packets=int(hook_record.get("dropped_packets", 0)),
+        baseline_p99_s=result["baseline_p99_s"],
+        loss_p99_s=result["loss_p99_s"],
+        p99_delta_s=result["p99_delta_s"],
+        p99_ratio=result["p99_ratio"],
+        loss_error_share=result["loss_error_share"],
+        stages=[LossStage(**row) for row in result["stages"]],
+        recovery=LossRecovery(**result["recovery"]),
+    )

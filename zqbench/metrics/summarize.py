@@ -45,6 +45,7 @@ from zqbench.summary import (
     Clock,
     Load,
     MetricStats,
+    PacketLoss,
     Ratio,
     Requests,
     ScenarioInfo,
@@ -102,6 +103,7 @@ class RunInfo:
     server_queue: ServerQueue | Unavailable | None = None  # from the server's own metrics
     # How the model and API were chosen (summary.TargetResolution's fields), when known.
     target_resolution: Mapping[str, Any] | None = None
+    packet_loss: PacketLoss | None = None  # zqbench.impair.packet_loss_record, from the samples
 
 
 def stats(sorted_s: np.ndarray) -> Stats:
@@ -347,4 +349,5 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> Su
             if run.target_resolution is None
             else TargetResolution.model_validate(run.target_resolution)
         ),
+        packet_loss=run.packet_loss,
     )

@@ -4,8 +4,8 @@ Rendered from templates/report.html.j2 over the view model it shares with summar
 (outputs/view.py), with HTML autoescape on: every string from the run is redacted by the
 view and escaped by jinja2. Sections: verdict banner (each SLO's value, threshold, CI,
 verdict), run facts (scenario, target, load, telemetry, stages, environment), key metrics,
-status mix (overall and per stage), error migration, head-of-line blocking, refusals,
-figures.
+server queue, packet loss, status mix (overall and per stage), error migration,
+head-of-line blocking, refusals, figures.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import numpy as np
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import JITTER_WINDOW, NS_PER_S, MetricFrame, dispatch_jitter
 from zqbench.outputs import series
-from zqbench.summary import ServerQueue, Stage, Summary
+from zqbench.summary import PacketLoss, ServerQueue, Stage, Summary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -686,6 +686,103 @@ def server_queue(run: RunData, plots_dir: Path) -> Plot | None:
     )
 
 
+ROLLING_POINTS = 400  # at most this many window starts on the rolling P99 line
+
+
+def rolling_p99(
+    t_send_s: np.ndarray, latency_s: np.ndarray, span_s: float, window_s: float, min_n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(t, P99) of the successful requests sent in [t, t + window_s), t on a grid across
+    the run: the forward window the recovery time is judged on (zqbench.impair.analysis).
+    NaN where the window runs past the end or holds fewer than `min_n` requests."""
+    keep = ~np.isnan(latency_s)
+    order = np.argsort(t_send_s[keep], kind="stable")
+    t, lat = t_send_s[keep][order], latency_s[keep][order]
+    step = max(window_s / 8, span_s / ROLLING_POINTS)
+    starts = np.arange(0.0, max(span_s - window_s, 0.0) + 1e-9, step)
+    lo = np.searchsorted(t, starts, side="left")
+    hi = np.searchsorted(t, starts + window_s, side="left")
+    p99 = np.full(len(starts), np.nan)
+    for k in np.flatnonzero(hi - lo >= min_n):
+        value = quantiles.quantile(np.sort(lat[lo[k] : hi[k]]), 0.99)
+        p99[k] = np.nan if value is None else value
+    return starts, p99
+
+
+def _loss_marks(ax: Axes, p: PacketLoss, span_s: float) -> None:
+    """The loss windows shaded, the baseline P99 and its tolerance, the recovery point."""
+    for i, w in enumerate(p.windows):
+        end = span_s if w.removed_s is None else w.removed_s
+        label = f"rules in place ({p.loss * 100:g}% loss)" if i == 0 else None
+        ax.axvspan(w.applied_s, end, color=COLORS["reject"], alpha=0.12, linewidth=0, label=label)
+    r = p.recovery
+    if p.baseline_p99_s is not None:
+        base_ms = p.baseline_p99_s * MS
+        ax.axhline(
+            base_ms,
+            color="k",
+            linestyle="--",
+            linewidth=1,
+            label=f"baseline P99 = {base_ms:.3g} ms",
+        )
+        ax.axhline(
+            base_ms * (1 + r.tolerance),
+            color="k",
+            linestyle=":",
+            linewidth=1,
+            label=f"recovered below (+{r.tolerance:.0%})",
+        )
+    if r.recovered and r.recovery_s is not None:
+        at = r.after_s + r.recovery_s
+        ax.axvline(
+            at,
+            color=COLORS["ok"],
+            linewidth=1.6,
+            label=f"recovered at {at:.2f} s (+{r.recovery_s:.3g} s)",
+        )
+    else:
+        ax.plot([], [], " ", label="did not recover within the run")
+
+
+def packet_loss(run: RunData, plots_dir: Path) -> Plot | None:
+    """Latency by send time with its rolling P99, the loss shaded and the recovery marked."""
+    p = run.summary.packet_loss
+    if p is None:
+        return None
+    fig = _figure(1, 1, height=3.4)
+    ax = fig.axes[0]
+    latency_s = run.values_s("latency")
+    _time_series(ax, run.t_send, latency_s * MS, run.edges, COLORS["latency"], "latency (ok)")
+    r = p.recovery
+    t, p99 = rolling_p99(run.t_send, latency_s, run.span, r.window_s, r.min_requests)
+    ax.plot(
+        t,
+        p99 * MS,
+        color=COLORS["queue"],
+        linewidth=1.6,
+        drawstyle="steps-post",
+        label=f"rolling P99 (sends in [t, t + {r.window_s:g} s))",
+    )
+    _loss_marks(ax, p, run.span)
+    _log_axis(ax)
+    ax.set_xlim(0, run.span)
+    ax.set_ylabel("latency (ms, log)")
+    ax.set_xlabel("send time since start (s)")
+    _legend(ax)
+    ax.grid(True, which="major", alpha=0.3)
+    run.stage_lines([ax])
+    return _save(
+        fig,
+        plots_dir,
+        "packet_loss",
+        "Latency under packet loss",
+        "Each successful request's latency by send time, and the P99 of the requests sent in"
+        f" the {r.window_s:g} s after each point. Shaded: the drop rules were in place. The"
+        " green line is where that P99 came back within"
+        f" {r.tolerance:.0%} of the baseline P99 (the recovery time).",
+    )
+
+
 def render_plots(
     summary: Summary,
     frame: MetricFrame,
@@ -704,6 +801,7 @@ def render_plots(
         gpu(run, gpu_samples, plots_dir),
         schedule_lag(run, plots_dir),
         server_queue(run, plots_dir),
+        packet_loss(run, plots_dir),
     ]
     return [p for p in out if p is not None]
 

@@ -63,8 +63,8 @@ def run_info(summary: Summary) -> RunInfo:
     """The RunInfo a run was summarised with, rebuilt from its summary.json.
 
     Everything `summarize` reads besides the samples is saved in summary.json: the clock,
-    the stages, the offered load, the validity thresholds, the telemetry scalars and the
-    server's queue."""
+    the stages, the offered load, the validity thresholds, the telemetry scalars, the
+    server's queue and what packet loss did."""
     clock, load = summary.clock, summary.load
     return RunInfo(
         scenario=summary.scenario.name,
@@ -94,4 +94,5 @@ def run_info(summary: Summary) -> RunInfo:
         clock_offset_source=clock.server_offset_source,
         telemetry=summary.telemetry,
         server_queue=summary.server_queue,
+        packet_loss=summary.packet_loss,
     )

@@ -234,6 +234,29 @@ class ServerQueue:
 
 
 @dataclass(frozen=True)
+class LossStageRow:
+    """One stage of a packet-loss run: requests, errors and latency P99 against baseline."""
+
+    stage: str  # "stage 1 (loss)"
+    impaired: bool
+    requests: str
+    errors: str
+    error_share: str
+    p99: str  # ms
+    ratio: str  # the stage's P99 over the baseline P99, "13×"
+
+
+@dataclass(frozen=True)
+class PacketLoss:
+    """What a [network] packet-loss impairment did: the loss and its window, P99 under loss
+    against baseline, the error share and the recovery time; one row per stage."""
+
+    rows: tuple[Fact, ...]
+    stages: tuple[LossStageRow, ...]
+    figure: Figure | None  # latency and rolling P99 over send time, the loss shaded
+
+
+@dataclass(frozen=True)
 class ReportView:
     """Every section of report.html and summary.md; empty or None when the run lacks it."""
 
@@ -253,10 +276,13 @@ class ReportView:
     environment: tuple[Fact, ...]
     telemetry: tuple[Fact, ...]
     server_queue: ServerQueue | None  # None: the run did not look (a summary from before)
-    figures: tuple[Figure, ...]  # all but the server queue's, which its section holds
+    packet_loss: PacketLoss | None  # None: the run had no packet-loss impairment
+    figures: tuple[Figure, ...]  # all but those the two sections above hold
 
 
-SERVER_QUEUE_FIGURE = "server_queue"  # outputs/plots.py's name for it
+SERVER_QUEUE_FIGURE = "server_queue"  # outputs/plots.py's names for them
+PACKET_LOSS_FIGURE = "packet_loss"
+SECTION_FIGURES = (SERVER_QUEUE_FIGURE, PACKET_LOSS_FIGURE)
 
 
 def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportView:
@@ -284,11 +310,14 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
         stages=_stage_rows(s),
         environment=_flatten("", s.environment),
         telemetry=tuple(Fact(k, f"{float(v):.4g}") for k, v in s.telemetry.items()),
-        server_queue=_server_queue(
-            s.server_queue, next((f for f in shown if f.name == SERVER_QUEUE_FIGURE), None)
-        ),
-        figures=tuple(f for f in shown if f.name != SERVER_QUEUE_FIGURE),
+        server_queue=_server_queue(s.server_queue, _named(shown, SERVER_QUEUE_FIGURE)),
+        packet_loss=_packet_loss(s, _named(shown, PACKET_LOSS_FIGURE)),
+        figures=tuple(f for f in shown if f.name not in SECTION_FIGURES),
     )
+
+
+def _named(figures: Sequence[Figure], name: str) -> Figure | None:
+    return next((f for f in figures if f.name == name), None)
 
 
 def figure(name: str, title: str, caption: str, png: bytes) -> Figure:
@@ -505,6 +534,96 @@ def _server_queue(
         unavailable=None,
         figure=plot,
     )
+
+
+def _seconds(value: float) -> str:
+    """A time in seconds, 3 significant digits: "0.0005 s", "1.5 s", "12.3 s"."""
+    return f"{value:.3g} s"
+
+
+def _times(value: float | None) -> str:
+    return NO_VALUE if value is None else f"{value:.3g}×"
+
+
+def _loss_windows(p: model.PacketLoss) -> str:
+    """When the drop rules were in place, seconds since the start: "5.003–10.004 s"."""
+    if not p.windows:
+        return "never applied (see the run's notes)"
+    spans = [
+        f"{w.applied_s:.3f}–{w.removed_s:.3f} s"
+        if w.removed_s is not None
+        else f"from {w.applied_s:.3f} s, never removed"
+        for w in p.windows
+    ]
+    return ", ".join(spans)
+
+
+def _loss_stages(s: Summary, p: model.PacketLoss) -> str:
+    return ", ".join(_stage_label(s, str(i)) for i in p.impaired_stages)
+
+
+def _loss_p99(p: model.PacketLoss) -> str:
+    """ "912 ms under loss against 70 ms baseline (13×, +842 ms)"."""
+    if p.loss_p99_s is None or p.baseline_p99_s is None:
+        return (
+            f"{ms(p.loss_p99_s)} ms under loss; baseline {ms(p.baseline_p99_s)} ms"
+            " (no ratio without both)"
+        )
+    delta = p.p99_delta_s if p.p99_delta_s is not None else p.loss_p99_s - p.baseline_p99_s
+    sign = "+" if delta >= 0 else "−"
+    return (
+        f"{ms(p.loss_p99_s)} ms under loss against {ms(p.baseline_p99_s)} ms baseline"
+        f" ({_times(p.p99_ratio)}, {sign}{ms(abs(delta))} ms)"
+    )
+
+
+def loss_recovery(p: model.PacketLoss, *, brief: bool = False) -> str:
+    """The recovery time after the loss, or that there was none within the run; `brief`
+    leaves out the rule it was judged by (the terminal's line)."""
+    r = p.recovery
+    window = f"the P99 of the next {r.window_s:g} s of requests"
+    within = f"within {r.tolerance:.0%} of the baseline P99"
+    if r.recovered and r.recovery_s is not None:
+        text = (
+            f"recovered {_seconds(r.recovery_s)} after the loss ended at {r.after_s:.2f} s"
+            f" (t = {r.after_s + r.recovery_s:.2f} s)"
+        )
+        return text if brief else f"{text}: from there {window} is {within}"
+    if p.baseline_p99_s is None:
+        return "recovery unknown: no baseline stage before the loss to compare with"
+    text = "did not recover within the run"
+    return text if brief else f"{text} (at no time after the loss was {window} {within})"
+
+
+def packet_loss_lines(s: Summary, p: model.PacketLoss) -> list[Fact]:
+    """The section's rows, as the terminal shows them too."""
+    return [
+        Fact("loss", f"{p.loss * 100:g}% of packets, each direction, in {_loss_stages(s, p)}"),
+        Fact("rules in place", _loss_windows(p)),
+        Fact("dropped packets", _count(p.dropped_packets)),
+        Fact("latency P99", _loss_p99(p)),
+        Fact("error share under loss", _share(p.loss_error_share)),
+        Fact("recovery", loss_recovery(p)),
+    ]
+
+
+def _packet_loss(s: Summary, plot: Figure | None) -> PacketLoss | None:
+    p = s.packet_loss
+    if p is None:
+        return None
+    stages = tuple(
+        LossStageRow(
+            stage=_stage_label(s, str(row.stage)),
+            impaired=row.impaired,
+            requests=_count(row.requests),
+            errors=_count(row.errors),
+            error_share=_share(row.error_share),
+            p99=ms(row.p99_s),
+            ratio=_times(row.p99_ratio),
+        )
+        for row in p.stages
+    )
+    return PacketLoss(rows=tuple(packet_loss_lines(s, p)), stages=stages, figure=plot)
 
 
 def _ms_interval(bounds: tuple[JsonFloat, JsonFloat]) -> str:

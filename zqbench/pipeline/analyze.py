@@ -1,7 +1,9 @@
 """Stage 4, analyze: the samples on disk -> the run's summary.
 
 The workers' files become samples.parquet, stamped with the run's clock anchor, and
-`summarize` computes every metric, the validity checks and the SLO verdicts from it.
+`summarize` computes every metric, the validity checks and the SLO verdicts from it. A run
+with a packet-loss impairment also gets what the loss did (zqbench.impair.analysis), from
+the samples and the windows the hook recorded.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pyarrow.parquet as pq
 
 import zqbench
 from zqbench import recorder
+from zqbench.impair import PacketLossHook, packet_loss_record
 from zqbench.metrics.summarize import RunInfo, ValidityThresholds, summarize
 from zqbench.pipeline.execute import Execution
 from zqbench.pipeline.options import RunOptions
@@ -43,7 +46,13 @@ def analyze(
     clock = {"start_monotonic_ns": execution.start_ns, "start_epoch_ns": execution.start_epoch_ns}
     recorder.finalize(out_dir, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
     samples = pq.read_table(out_dir / recorder.PARQUET_NAME).to_pandas()
-    summary = summarize(samples, run=_run_info(options, plan, target, execution), slos=plan.slos)
+    info = _run_info(options, plan, target, execution)
+    # What packet loss did needs the samples and the rules' real windows (the hook's record).
+    packet_loss = packet_loss_record(
+        samples, plan.stages, info.environment.get(PacketLossHook.name)
+    )
+    info = dataclasses.replace(info, packet_loss=packet_loss)
+    summary = summarize(samples, run=info, slos=plan.slos)
     return Analysis(summary, samples)
 
 
