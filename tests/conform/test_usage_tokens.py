@@ -1,17 +1,23 @@
-"""api.*.3 (usage output tokens = token events streamed) judges what the dialect's parser
-read: it passes on a stream of one chunk per token, empty ones included, and fails on one
-whose chunks do not match its usage."""
+"""api.*.3 judges what the dialect's parser read against the stream's usage.
+
+OpenAI-compatible streams carry one chunk per token: it passes on one chunk per token, empty
+ones included, and fails on one whose chunks do not match its usage. The Messages API's text
+deltas may hold several tokens (Anthropic's own API, vLLM's adapter): fewer deltas than
+tokens pass, more deltas than tokens fail."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.dialects.frames import (
+    A_EVENTS,
     A_SPLIT_FRAMES,
     VLLM_DONE,
     VLLM_FRAMES,
     VLLM_ROLE,
     VLLM_TEXTS,
+    a_delta,
+    a_frame,
     vllm_content,
     vllm_usage,
 )
@@ -73,3 +79,29 @@ def test_more_chunks_than_usage_fails() -> None:
     result = judged("openai", frames_of(VLLM_TEXTS, usage=63))
     assert result.status == "fail"
     assert result.reason == "usage says 63 output tokens, 64 were streamed"
+
+
+def anthropic_frames(texts: list[str], *, usage: int) -> list[bytes]:
+    head = [a_frame(*A_EVENTS[0]), a_frame(*A_EVENTS[1]), a_frame(*A_EVENTS[2])]
+    tail = a_frame(
+        "message_delta",
+        '{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},'
+        f'"usage":{{"output_tokens":{usage}}}}}',
+    )
+    stop = a_frame("content_block_stop", '{"type":"content_block_stop","index":0}')
+    end = a_frame("message_stop", '{"type":"message_stop"}')
+    return [*head, *[a_delta(t) for t in texts], stop, tail, end]
+
+
+def test_anthropic_deltas_of_several_tokens_pass() -> None:
+    """vLLM's Messages adapter: 58 deltas for 64 tokens (a split character's bytes merged)."""
+    texts = ["".join(VLLM_TEXTS[i : i + 2]) for i in range(0, 12, 2)] + VLLM_TEXTS[12:]
+    result = judged("anthropic", anthropic_frames(texts, usage=64))
+    assert result.status == "pass", result.reason
+    assert result.reason == "64 tokens reported in 58 text deltas"
+
+
+def test_anthropic_more_deltas_than_tokens_fails() -> None:
+    result = judged("anthropic", anthropic_frames(VLLM_TEXTS, usage=63))
+    assert result.status == "fail"
+    assert result.reason == "usage says 63 output tokens for 64 text deltas"

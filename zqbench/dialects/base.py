@@ -100,6 +100,10 @@ class Dialect(Protocol):
     stop_field: str  # the field saying why the output stopped: stop_reason / finish_reason
     stop_at_max_tokens: str  # its value when the output reached max_tokens
     count_tokens_path: str | None  # a route that counts a prompt's tokens, if the API has one
+    # One content event per generated token: what OpenAI-compatible servers (vLLM, SGLang,
+    # OpenAI) stream. The Messages API promises text deltas of any size: Anthropic's own
+    # API sends several tokens per delta, vLLM's adapter merges a character's split bytes.
+    token_per_event: bool
 
     def build(self, spec: RequestSpec) -> HttpRequest: ...
 

@@ -139,6 +139,7 @@ class OpenAIDialect(DialectBase):
     required_fields: tuple[str, ...] = ("model", "messages")
     stop_field = "finish_reason"
     stop_at_max_tokens = "length"
+    token_per_event = True
     parser_class = OpenAIParser
 
     def __init__(

@@ -310,6 +310,7 @@ class DialectBase(abc.ABC):
     stop_field: str
     stop_at_max_tokens: str
     count_tokens_path: str | None = None
+    token_per_event: bool = False
     parser_class: type[ResponseParser]
 
     def __init__(self, config: DialectConfig, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):

@@ -2,7 +2,7 @@
 
 Both groups have the same five checks, built by `api_checks(api)`:
     .1 the non-streamed response's JSON shape      .2 the stream's event order and shapes
-    .3 usage output tokens = text events streamed  .4 stop_reason/finish_reason at max_tokens
+    .3 usage output tokens match the text events   .4 stop_reason/finish_reason at max_tokens
     .5 GET /v1/models
 
 What a response says (its text events, usage, stop reason) is what the dialect's parser,
@@ -84,9 +84,16 @@ def usage_tokens(ctx: Context, api: str) -> CheckResult:
     evidence = {"usage_output_tokens": tokens, "text_events": streamed}
     if tokens is None:
         return failed("the stream reported no output token count", **evidence)
-    if tokens != streamed:
-        return failed(f"usage says {tokens} output tokens, {streamed} were streamed", **evidence)
-    return passed(f"{tokens} tokens reported and streamed", **evidence)
+    if ctx.dialect(api).token_per_event:
+        if tokens != streamed:
+            return failed(
+                f"usage says {tokens} output tokens, {streamed} were streamed", **evidence
+            )
+        return passed(f"{tokens} tokens reported and streamed", **evidence)
+    # Deltas of any size: each carries at least one token, and text means tokens.
+    if streamed > tokens or (tokens > 0) != (streamed > 0):
+        return failed(f"usage says {tokens} output tokens for {streamed} text deltas", **evidence)
+    return passed(f"{tokens} tokens reported in {streamed} text deltas", **evidence)
 
 
 def stop_at_max(ctx: Context, api: str) -> CheckResult:
@@ -125,13 +132,19 @@ def _for(
     return run
 
 
+_TOKENS_STATEMENT = {
+    "openai": "Usage output tokens equal the number of content chunks streamed (one per token).",
+    "anthropic": "Usage output tokens account for the text deltas streamed (at least one each).",
+}
+
+
 def api_checks(api: str) -> list[Check]:
     noun = SHAPES[api].noun
     stop_field = get_dialect(api, DialectConfig(model="")).stop_field
     statements = [
         (f"A non-streamed request returns a {noun} JSON body of the API's shape.", response_shape),
         ("A streamed response has the API's event order and event shapes.", stream_order),
-        ("Usage output tokens equal the number of text events streamed.", usage_tokens),
+        (_TOKENS_STATEMENT[api], usage_tokens),
         (f"{stop_field} says the output stopped at max_tokens exactly when it did.", stop_at_max),
         ("GET /v1/models returns a model list of the API's shape.", models),
     ]
