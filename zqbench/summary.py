@@ -353,15 +353,17 @@ class GaugeSummary(_Record):
 
 class QueueTime(_Record):
     """Time requests spent queued, from the histogram's growth over the run (seconds):
-    each bucket's count at the last scrape minus the first, percentiles interpolated inside
-    a bucket as Prometheus' histogram_quantile does; mean = growth of _sum / of _count."""
+    each bucket's count at the last scrape minus the first. A percentile is the upper bound
+    of the bucket its rank falls in (it is at most that; "inf": past `largest_bound`), not a
+    value interpolated inside the bucket; mean = growth of _sum / of _count, exact."""
 
     metric: str  # the histogram's name, e.g. vllm:request_queue_time_seconds
     count: int  # requests the histogram counted during the run
     mean: float | None
-    p50: float | None
-    p90: float | None
-    p99: float | None
+    p50: JsonFloat
+    p90: JsonFloat
+    p99: JsonFloat
+    largest_bound: float | None = None  # the histogram's largest finite bucket bound
 
 
 class QueueSeries(_Record):

@@ -24,7 +24,7 @@ from zqbench.summary import QueueSeries, QueueTime, ServerQueue, Summary, Unavai
 from zqbench.telemetry import table
 from zqbench.telemetry.discovery import discover, metrics_url
 from zqbench.telemetry.prometheus import PrometheusScraper
-from zqbench.telemetry.server_queue import histogram_quantile, queue_time
+from zqbench.telemetry.server_queue import bucket_bound, queue_time
 
 SCENARIO = """
 name = "queue"
@@ -46,11 +46,11 @@ BEFORE = {"0.1": 5, "0.5": 8, "1.0": 10, "2.5": 12, "5.0": 15, "10.0": 15, "+Inf
 GROWTH = {"0.1": 10, "0.5": 30, "1.0": 50, "2.5": 78, "5.0": 93, "10.0": 100, "+Inf": 100}
 AFTER = {le: BEFORE[le] + GROWTH[le] for le in BEFORE}
 SUM_BEFORE, SUM_GROWTH = 20.0, 520.0  # mean queue time over the run: 520 / 100 = 5.2 s
-# Ground truth, by hand from GROWTH as histogram_quantile interpolates:
-#   p50: rank 50 falls in (0.5, 1.0], 30 below, 20 inside:  0.5 + 0.5 * 20/20 = 1.0
-#   p90: rank 90 falls in (2.5, 5.0], 78 below, 15 inside:  2.5 + 2.5 * 12/15 = 4.5
-#   p99: rank 99 falls in (5.0, 10.0], 93 below, 7 inside:  5.0 + 5.0 * 6/7
-P50, P90, P99 = 1.0, 4.5, 5.0 + 5.0 * 6 / 7
+# Ground truth, by hand from GROWTH: each percentile is at most its bucket's upper bound.
+#   p50: rank 50 falls in (0.5, 1.0] (30 below, 50 at its top):  <= 1.0
+#   p90: rank 90 falls in (2.5, 5.0] (78 below, 93 at its top):  <= 5.0
+#   p99: rank 99 falls in (5.0, 10.0] (93 below, 100 at its top): <= 10.0
+P50, P90, P99 = 1.0, 5.0, 10.0
 # requests waiting at the n-th GET of /metrics (1: discovery, 2: the first scrape, ...)
 WAITING = [0, 0, 5, 118, 60, 3]
 
@@ -204,17 +204,18 @@ def run_against(url: str, tmp_path: Path, **options: object) -> RunResult:
 # ------------------------------------------------------------------ the histogram's quantiles
 
 
-def test_histogram_quantile_interpolates_as_prometheus_does() -> None:
+def test_a_percentile_is_its_buckets_upper_bound() -> None:
     growth = [(float(le), float(n)) for le, n in GROWTH.items()]
-    assert histogram_quantile(0.5, growth) == pytest.approx(P50, abs=1e-12)
-    assert histogram_quantile(0.9, growth) == pytest.approx(P90, abs=1e-12)
-    assert histogram_quantile(0.99, growth) == pytest.approx(P99, abs=1e-12)
-    # The first bucket starts at 0; a rank past the last finite bound is that bound.
-    assert histogram_quantile(0.05, growth) == pytest.approx(0.05)
+    assert (bucket_bound(0.5, growth), bucket_bound(0.9, growth)) == (P50, P90)
+    assert bucket_bound(0.99, growth) == P99
+    # vLLM's first bucket ends at 0.3 s: requests that never queued are "at most 0.3 s",
+    # never the 0.15 s that interpolating inside the bucket would invent.
+    never_queued = [(0.3, 100.0), (0.5, 100.0), (float("inf"), 100.0)]
+    assert bucket_bound(0.5, never_queued) == 0.3
     tail = [(1.0, 10.0), (float("inf"), 20.0)]
-    assert histogram_quantile(0.99, tail) == 1.0
-    assert histogram_quantile(0.5, [(1.0, 0.0), (float("inf"), 0.0)]) is None  # nothing counted
-    assert histogram_quantile(0.5, [(1.0, 3.0)]) is None  # no +Inf bucket: not a histogram
+    assert bucket_bound(0.99, tail) == float("inf")  # past the largest finite bound
+    assert bucket_bound(0.5, [(1.0, 0.0), (float("inf"), 0.0)]) is None  # nothing counted
+    assert bucket_bound(0.5, [(1.0, 3.0)]) is None  # no +Inf bucket: not a histogram
 
 
 def test_queue_time_adds_series_and_counts_a_series_born_mid_run_from_zero() -> None:
@@ -235,7 +236,7 @@ def test_queue_time_adds_series_and_counts_a_series_born_mid_run_from_zero() -> 
     assert isinstance(result, QueueTime)
     # growth: le=1.0 (5 - 2) + 1 = 4 of +Inf (6 - 4) + 2 = 4; sum (3 - 2) + 1 = 2
     assert result.count == 4 and result.mean == pytest.approx(0.5)
-    assert result.p50 == pytest.approx(0.5)  # rank 2 of 4, all in (0, 1]
+    assert result.p50 == 1.0  # rank 2 of 4, all in (0, 1]: at most 1 s
 
 
 # ------------------------------------------------------------------ discovery
@@ -336,12 +337,18 @@ def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: P
     assert Summary.model_validate_json((out / "summary.json").read_text()) == result.summary
     md = (out / "summary.md").read_text()
     # The fake sends no timing headers: server_queue is the metrics' figure, not unavailable.
-    assert "| `server_queue` | from the server's metrics | 100 | 1000 | 4500 | 9286 | – | – |" in md
+    assert (
+        "| `server_queue` | from the server's metrics | 100 | ≤ 1000 | ≤ 5000 | ≤ 1e+04 | – | – |"
+        in md
+    )
     assert "- `server_queue`:" not in md
     assert "### Server queue" in md
     assert "From vLLM's /metrics (`vllm:num_requests_waiting`" in md
     assert "| requests waiting | max 118, mean " in md
-    queue_row = "| queue time | p50 1000 ms, p90 4500 ms, p99 9286 ms, mean 5200 ms (100 requests)"
+    queue_row = (
+        "| queue time | p50 ≤ 1000 ms, p90 ≤ 5000 ms, p99 ≤ 1e+04 ms (bucket bounds),"
+        " mean 5200 ms (100 requests)"
+    )
     assert queue_row + " |" in md
     html = (out / "report.html").read_text()
     assert '<section id="server-queue">' in html

@@ -473,9 +473,9 @@ def _server_queue_rows(s: Summary) -> list[MetricRow]:
             metric="server_queue",
             group="from the server's metrics",
             n=_count(t.count),
-            p50=ms(t.p50),
-            p90=ms(t.p90),
-            p99=ms(t.p99),
+            p50=_at_most(t.p50, t.largest_bound),
+            p90=_at_most(t.p90, t.largest_bound),
+            p99=_at_most(t.p99, t.largest_bound),
             p999=NO_VALUE,
             maximum=NO_VALUE,
             p50_ci="",
@@ -500,12 +500,25 @@ def _gauge_text(g: model.GaugeSummary | model.Unavailable) -> str:
     return f"max {g.max:g}, mean {g.mean:.3g}"
 
 
+def _at_most(bound: JsonFloat, largest: float | None) -> str:
+    """A histogram percentile, the upper bound of its bucket: "≤ 300", or "> 120000" past
+    the largest finite bound (ms)."""
+    v = _number(bound)
+    if v is None:
+        return NO_VALUE
+    if math.isinf(v):
+        return NO_VALUE if largest is None else f"> {ms(largest)}"
+    return f"≤ {ms(v)}"
+
+
 def _queue_time_text(t: model.QueueTime | model.Unavailable) -> str:
-    """Percentiles and mean in ms, and how many requests the histogram counted."""
+    """Percentiles (bucket bounds) and the exact mean in ms, and how many requests the
+    histogram counted."""
     if isinstance(t, model.Unavailable):
         return f"unavailable: {t.unavailable}"
+    p50, p90, p99 = (_at_most(v, t.largest_bound) for v in (t.p50, t.p90, t.p99))
     return (
-        f"p50 {ms(t.p50)} ms, p90 {ms(t.p90)} ms, p99 {ms(t.p99)} ms, mean {ms(t.mean)} ms"
+        f"p50 {p50} ms, p90 {p90} ms, p99 {p99} ms (bucket bounds), mean {ms(t.mean)} ms"
         f" ({_count(t.count)} requests)"
     )
 

@@ -9,9 +9,12 @@ source_metric, labels, value) under the canonical names of zqbench.telemetry.eng
   run's mean and max are over the scrapes, and the series is kept for the plot;
 - queue time: every histogram is cumulative and often starts above zero, so what the run
   did is each bucket's growth, its value at the last scrape minus the first (a series born
-  during the run grew from 0). The percentiles interpolate linearly inside the bucket the
-  rank falls in, as Prometheus' histogram_quantile does; the mean is the growth of _sum
-  over the growth of _count.
+  during the run grew from 0). A percentile is the upper bound of the bucket its rank falls
+  in: what the histogram can promise ("at most"), where interpolating inside the bucket, as
+  Prometheus' histogram_quantile does, would invent a value. vLLM's first bucket ends at
+  0.3 s: requests that never queued would read "p50 150 ms" interpolated, against a mean
+  of 0.01 ms; here they read "p50 <= 300 ms". The mean is exact: the growth of _sum over
+  the growth of _count.
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from zqbench.summary import GaugeSummary, QueueSeries, QueueTime, ServerQueue, Unavailable
+from zqbench.summary import (
+    GaugeSummary,
+    QueueSeries,
+    QueueTime,
+    ServerQueue,
+    Unavailable,
+    json_number,
+)
 from zqbench.telemetry.engines import Engine
 
 WAITING = "num_requests_waiting"
@@ -46,28 +56,19 @@ class Source:
     found_by: Literal["discovery", "telemetry"]
 
 
-def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
-    """The q-quantile of a cumulative histogram [(upper bound, count)], as Prometheus'
-    histogram_quantile: linear inside the bucket the rank falls in, the first bucket from 0,
-    the highest finite bound when the rank falls in +Inf. None without observations."""
+def bucket_bound(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """The upper bound of the bucket of a cumulative histogram [(upper bound, count)] that
+    the q-quantile's rank falls in: the q-quantile is at most this (inf: past the largest
+    finite bound). None without observations, or without a +Inf bucket."""
     ordered = sorted(buckets)
     if len(ordered) < 2 or not math.isinf(ordered[-1][0]):
         return None
-    bounds = [b for b, _ in ordered]
     counts = np.maximum.accumulate([c for _, c in ordered])  # rounding may break monotony
     total = float(counts[-1])
     if total <= 0:
         return None
     rank = q * total
-    b = next(i for i, c in enumerate(counts) if c >= rank)
-    if b == len(ordered) - 1:
-        return bounds[-2]
-    if b == 0 and bounds[0] <= 0:
-        return bounds[0]
-    start = 0.0 if b == 0 else bounds[b - 1]
-    below = 0.0 if b == 0 else float(counts[b - 1])
-    in_bucket = float(counts[b]) - below
-    return start + (bounds[b] - start) * (rank - below) / in_bucket
+    return next(bound for (bound, _), c in zip(ordered, counts, strict=True) if c >= rank)
 
 
 def _per_scrape(frame: pd.DataFrame, metric: str, times: Sequence[int]) -> pd.Series:
@@ -118,7 +119,8 @@ def queue_time(
         metric=engine.queue_time,
         count=round(d_count),
         mean=d_sum / d_count if d_count > 0 else None,
-        **{name: histogram_quantile(q, buckets) for name, q in QUANTILES.items()},
+        largest_bound=max((le for le, _ in buckets if math.isfinite(le)), default=None),
+        **{name: json_number(bucket_bound(q, buckets)) for name, q in QUANTILES.items()},
     )
 
 

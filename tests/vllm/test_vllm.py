@@ -1,0 +1,120 @@
+"""zqbench against a real vLLM server (CPU build, tiny random Llama, 8 slots, one core).
+
+vLLM is the server most users benchmark, and it queues: past its 8 slots a request waits in
+the engine's queue, with its response headers already sent. These tests drive the CLI as a
+user would, with `--target` alone, and check that zqbench says so: a valid FAIL with the
+queue shown from vLLM's own metrics, conform's zero-queue group failed for that reason,
+probe's TTFT, and a wrong model refused in vLLM's words before any load.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.vllm.conftest import zqbench_pinned
+from tests.vllm.target import VllmServer
+
+pytestmark = pytest.mark.slow
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_burst_with_target_alone_is_a_valid_fail_that_shows_the_queue(
+    vllm: VllmServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "burst"
+    args = ["run", "burst", "--target", vllm.base_url, "--duration-scale", "0.3"]
+    result = zqbench_pinned(*args, "--rate-scale", "0.04", "-q", "--out", str(out))
+    assert result.returncode == 1, result.stderr  # FAIL: a queue, measured validly
+    summary = _json(out / "summary.json")
+    assert summary["verdict"] == "fail" and summary["validity"]["ok"]
+    resolution = summary["target_resolution"]
+    assert (resolution["model"], resolution["model_source"]) == ("tiny", "discovered")
+    assert resolution["models"] == ["tiny"]
+    assert {p["api"]: p["status"] for p in resolution["probes"]} == {
+        "anthropic": 200,
+        "openai": 200,
+    }
+    queue = summary["server_queue"]
+    assert queue["engine"] == "vllm" and queue["found_by"] == "discovery"
+    assert queue["waiting"]["metric"] == "vllm:num_requests_waiting"
+    assert queue["waiting"]["max"] > 0  # requests waited in vLLM's queue
+    assert queue["running"]["max"] <= 8  # --max-num-seqs 8
+    assert queue["queue_time"]["count"] > 0 and queue["queue_time"]["p99"] > 0
+    waiting_peak = f"{queue['waiting']['max']:g}"
+    markdown = (out / "summary.md").read_text()
+    html = (out / "report.html").read_text()
+    for text in (markdown, html):
+        assert "Server queue" in text and "vllm:num_requests_waiting" in text
+        assert waiting_peak in text
+    assert (out / "plots" / "server_queue.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_conform_fails_the_zero_queue_group_for_the_queue(vllm: VllmServer, tmp_path: Path) -> None:
+    out = tmp_path / "conform"
+    result = zqbench_pinned("conform", "--target", vllm.base_url, "--out", str(out))
+    assert result.returncode == 1, result.stderr
+    checks = {c["id"]: c for c in _json(out / "conform.json")["checks"]}
+    hidden = checks["zeroqueue.5"]
+    assert hidden["status"] == "fail", hidden
+    assert "queue" in hidden["reason"]
+    # The API shapes vLLM really serves, and its one-chunk-per-token stream.
+    for check in ("api.openai.1", "api.openai.2", "api.openai.3", "api.openai.4"):
+        assert checks[check]["status"] == "pass", checks[check]
+    assert checks["api.anthropic.3"]["status"] == "pass", checks["api.anthropic.3"]
+    # vLLM never refuses: nothing to judge about refusals is a skip, never a pass.
+    assert checks["zeroqueue.10"]["status"] == "skip", checks["zeroqueue.10"]
+
+
+def test_probe_with_target_alone_shows_ttft_beside_ttfb(vllm: VllmServer) -> None:
+    result = zqbench_pinned("probe", "--target", vllm.base_url, "-n", "10")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
+    assert {"ttfb", "ttft", "total"} <= rows
+    assert "model tiny (discovered from GET /v1/models)" in result.stderr
+
+
+def test_a_wrong_model_is_refused_in_vllms_words_before_any_load(
+    vllm: VllmServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "reports"
+    t0 = time.monotonic()
+    result = zqbench_pinned(
+        "run", "burst", "--target", vllm.base_url, "--model", "wrong", cwd=tmp_path
+    )
+    elapsed = time.monotonic() - t0
+    assert result.returncode == 2, result.stderr
+    assert "The model `wrong` does not exist" in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 3, result.stderr
+    assert not root.exists()  # no folder left behind
+    assert elapsed < 10, elapsed  # the check itself takes well under a second
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+def test_each_api_vllm_serves_measures_its_tokens(
+    vllm: VllmServer, tmp_path: Path, api: str
+) -> None:
+    out = tmp_path / api
+    result = zqbench_pinned(
+        "run", "smoke", "--target", vllm.base_url, "--api", api, "-q", "--out", str(out)
+    )
+    assert result.returncode in (0, 1), result.stderr  # judged on its SLOs, either way
+    summary = _json(out / "summary.json")
+    assert summary["validity"]["ok"], summary["validity"]
+    assert summary["target_resolution"]["api"] == api
+    assert summary["target_resolution"]["api_source"] == "option"
+    assert summary["requests"]["ok"] > 0
+    rows = [r for r in pq.read_table(out / "samples.parquet").to_pylist() if r["error"] is None]
+    assert rows and all(r["tokens_from_usage"] for r in rows)
+    for r in rows:
+        if api == "openai":  # one chunk per token, a split character's empty ones included
+            assert r["n_chunks"] == r["output_tokens"], r
+        else:  # Messages deltas may hold several tokens
+            assert 1 <= r["n_chunks"] <= r["output_tokens"], r
