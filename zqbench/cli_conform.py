@@ -65,10 +65,15 @@ ExpectHeaders = Annotated[
 ]
 Timeout = Annotated[float, typer.Option("--timeout", help="Per-request timeout, seconds.")]
 QueueBound = Annotated[float, typer.Option(help="zeroqueue.3 bound.")]
-SlopeTolerance = Annotated[
-    float, typer.Option(help="zeroqueue.5: ms of TTFT per added concurrent request.")
+QueueMargin = Annotated[
+    float,
+    typer.Option(
+        help="zeroqueue.5: least margin (ms) over 2x the TTFT at rest that counts as a wait."
+    ),
 ]
-SlopeSteps = Annotated[str, typer.Option(help="zeroqueue.5: concurrencies, comma-separated.")]
+SlopeSteps = Annotated[
+    str, typer.Option(help="zeroqueue.5: concurrencies, comma-separated (2x capacity is added).")
+]
 OverloadConcurrency = Annotated[
     int, typer.Option(help="zeroqueue.6-10: requests in the overload burst.")
 ]
@@ -95,8 +100,8 @@ def conform(
     expect_headers: ExpectHeaders = None,
     timeout_s: Timeout = 10.0,
     server_queue_bound_ms: QueueBound = 5.0,
-    slope_tolerance_ms: SlopeTolerance = 3.0,
-    slope_steps: SlopeSteps = "1,2,4,8,16",
+    queue_margin_ms: QueueMargin = 20.0,
+    slope_steps: SlopeSteps = "1,2,4,8,16,32",
     overload_concurrency: OverloadConcurrency = 32,
     refusal_bound_ms: RefusalBound = 100.0,
     recovery_s: RecoveryBound = 2.0,
@@ -127,7 +132,7 @@ def conform(
         skip=tuple(skip or ()),
         timeout_s=timeout_s,
         server_queue_bound_ms=server_queue_bound_ms,
-        slope_tolerance_ms=slope_tolerance_ms,
+        queue_margin_ms=queue_margin_ms,
         slope_steps=parse_steps(slope_steps),
         overload_concurrency=overload_concurrency,
         refusal_bound_ms=refusal_bound_ms,

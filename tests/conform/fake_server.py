@@ -10,6 +10,11 @@ For the target resolver's tests: `models` are the ids it serves and GET /v1/mode
 (None: that route answers 404; `models_body`: what it answers instead), `apis` the routes
 it serves (another API's route answers 404 `{"detail": "Not Found"}`, as vLLM's FastAPI
 does), and `requests` records the method, path and headers of every request but /health.
+
+`FakeServer(queue=True)` has vLLM's shape instead: past `slots` requests wait, first come
+first served, for a slot (never refused, never timed out), then stream 200 like the others;
+/health holds no capacity and GET /metrics serves `vllm:num_requests_running` and
+`vllm:num_requests_waiting`.
 """
 
 from __future__ import annotations
@@ -121,6 +126,7 @@ class FakeServer:
         models: tuple[str, ...] | None = (MODEL,),
         apis: tuple[str, ...] = ("anthropic", "openai"),
         models_body: bytes | None = None,
+        queue: bool = False,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -133,6 +139,7 @@ class FakeServer:
         self.apis = apis
         self.models_body = models_body
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.queue = queue
         self.in_use = 0
         self.waiting = 0
         self.refuse_until = 0.0
@@ -241,6 +248,9 @@ class FakeServer:
                 del obj["dispatch_jitter_us"]
             await self._full(w, 200, json.dumps(obj).encode(), stamps)
             return True
+        if path == "/metrics" and self.queue:
+            await self._full(w, 200, self._metrics(), stamps, "text/plain; version=0.0.4")
+            return True
         self.requests.append((method, path, headers))
         if path in PATHS and PATHS[path] not in self.apis:
             await self._full(w, 404, b'{"detail":"Not Found"}', stamps)
@@ -280,6 +290,17 @@ class FakeServer:
                 await self._full(w, e.status, error_body(api, e.status, str(e)), stamps)
             return True
         return await self._generate(w, api, req, received, stamps)
+
+    def _metrics(self) -> bytes:
+        labels = f'{{engine="0",model_name="{MODEL}"}}'
+        return (
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+            "# TYPE vllm:num_requests_running gauge\n"
+            f"vllm:num_requests_running{labels} {float(self.in_use)}\n"
+            "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            f"vllm:num_requests_waiting{labels} {float(self.waiting)}\n"
+        ).encode()
 
     def _models(self) -> bytes:
         models = self.models or ()
@@ -362,7 +383,7 @@ class FakeServer:
         if self.in_use < self.slots and not sticky:
             self.in_use += 1
             return
-        if "hidden_queue" in self.faults and self.waiting < 3 * self.slots:
+        if self.queue or ("hidden_queue" in self.faults and self.waiting < 3 * self.slots):
             self.waiting += 1
             async with self._freed:
                 await self._freed.wait_for(lambda: self.in_use < self.slots)

@@ -18,14 +18,30 @@ def test_fifo_fails_the_checks_a_queue_breaks(fifo_report: ConformReport) -> Non
 
 
 def test_fifo_evidence_says_why(fifo_report: ConformReport) -> None:
-    slope = outcome(fifo_report, "zeroqueue.5")
-    assert "hidden queue" in slope.reason
-    assert slope.evidence["ci95_ms"][0] > slope.evidence["tolerance_ms"]
-    assert slope.evidence["steps"][-1]["refused_or_failed"] == 0  # it admitted everything
+    hidden = outcome(fifo_report, "zeroqueue.5")
+    ev = hidden.evidence
+    # 4 slots (/health `slots`): at 8 concurrent requests half wait a service time.
+    assert ev["capacity"] == {"value": 4, "source": "advertised by /health `slots`"}
+    assert hidden.reason.startswith("a hidden queue at concurrency 8: ")
+    assert ev["queueing_steps"] == [8, 16, 32]
+    rows = {row["concurrency"]: row for row in ev["steps"]}
+    assert all(row["refused"] == 0 for row in ev["steps"])  # it admitted everything
+    assert [rows[c]["waited"] for c in (1, 2, 4)] == [0, 0, 0]
+    assert rows[8]["waited"] == 12 and rows[8]["admitted"] == 24
     refuses = outcome(fifo_report, "zeroqueue.6")
     assert "a queue" in refuses.reason
     assert refuses.evidence["counts"] == {"admitted": 32}
     assert refuses.evidence["burst_ttft_max_ms"] > 3 * refuses.evidence["baseline_ttft_ms"]
     # Nothing was refused, so the refusal checks cannot judge anything: skipped, saying so.
-    for check_id in ("zeroqueue.7", "zeroqueue.8", "zeroqueue.9"):
+    for check_id in ("zeroqueue.7", "zeroqueue.8", "zeroqueue.9", "zeroqueue.10"):
         assert outcome(fifo_report, check_id).status == "skip"
+
+
+def test_zero_queue_refuses_past_its_slots_and_no_admitted_request_waits(
+    zero_queue_report: ConformReport,
+) -> None:
+    ev = outcome(zero_queue_report, "zeroqueue.5").evidence
+    assert ev["capacity"]["value"] == 4
+    assert [row["concurrency"] for row in ev["steps"]] == [1, 2, 4, 8, 16, 32]
+    assert all(row["refused"] > 0 for row in ev["steps"] if row["concurrency"] > 4)
+    assert all(row["waited_share_ci95"][0] <= ev["queue_share"] for row in ev["steps"])

@@ -2,7 +2,8 @@
 load measurements that several checks judge (each taken once, on first use).
 
     low_load()  sequential streamed requests           zeroqueue.1-3
-    slope()     bursts at rising concurrency           zeroqueue.5
+    slope()     bursts at rising concurrency, stepping zeroqueue.5
+                past the endpoint's capacity (capacity.py)
     overload()  one burst past capacity, then recovery zeroqueue.6-10
 
 Requests are built by the dialects (`zqbench.dialects`), sequential ones sent through the
@@ -11,12 +12,14 @@ control-plane client (`zqbench.control`), bursts through the load transport (loa
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from zqbench.conform import loadclient
+from zqbench.conform import capacity, loadclient
+from zqbench.conform.capacity import Capacity
 from zqbench.conform.exchange import Exchange, Recorder, Request
 from zqbench.conform.options import ConformOptions
 from zqbench.control import ControlClient
@@ -33,8 +36,20 @@ MAX_SEEN = 5000  # exchanges kept for headers.* (bounded memory whatever the run
 @dataclass
 class SlopeStep:
     concurrency: int
-    exchanges: list[Exchange]
+    rounds: list[list[Exchange]]  # each burst of `concurrency` requests, in order
     duration_s: float
+
+    @property
+    def exchanges(self) -> list[Exchange]:
+        return [ex for burst in self.rounds for ex in burst]
+
+
+@dataclass
+class SlopeRun:
+    steps: list[SlopeStep]  # the steps that ran, in order of rising concurrency
+    capacity: Capacity | None  # advertised, else discovered while the steps ran
+    asked: tuple[int, ...]  # --slope-steps
+    added: tuple[int, ...]  # steps added to reach 2x the capacity
 
 
 @dataclass
@@ -112,13 +127,18 @@ class Context:
             self._client.close()
             self._client = None
 
-    def bursts(self, rounds: list[list[Request]]) -> list[list[Exchange]]:
-        deadline = time.monotonic() + self.options.check_time_s
+    def bursts(self, steps: list[list[list[Request]]]) -> list[list[list[Exchange]]]:
+        """Each step's rounds of concurrent requests (loadclient.bursts), each step bounded
+        by `check_time_s`."""
         out = loadclient.bursts(
-            self.base, rounds, timeout_s=self.options.timeout_s, deadline=deadline
+            self.base,
+            steps,
+            timeout_s=self.options.timeout_s,
+            step_time_s=self.options.check_time_s,
         )
-        for burst in out:
-            self.record(burst)
+        for step in out:
+            for burst in step:
+                self.record(burst)
         return out
 
     # ------------------------------------------------------------ measurements
@@ -150,25 +170,43 @@ class Context:
         )
         return ttfts[len(ttfts) // 2] if ttfts else None
 
-    def slope(self) -> list[SlopeStep]:
-        """Bursts of `c` concurrent requests, `slope_rounds` times per step `c`."""
+    def slope(self) -> SlopeRun:
+        """Bursts of `c` concurrent requests, `slope_rounds` times per step `c`, with steps
+        added past the endpoint's capacity when it is known (capacity.py)."""
         return self.once("slope", self._slope)
 
-    def _slope(self) -> list[SlopeStep]:
+    def _slope(self) -> SlopeRun:
+        o = self.options
+        asked = tuple(sorted(set(o.slope_steps)))
+        known = capacity.advertised(self.send(self.get("/health")).json())
+        plan = past(asked, known)
+        # Nothing advertised: watch a running-requests gauge while the steps run.
+        sampler = capacity.RunningSampler(self.base + "/metrics") if known is None else None
+        with sampler or contextlib.nullcontext():
+            steps = self._steps(plan)
+        if sampler is not None and (found := sampler.discovered) is not None:
+            # The top is the capacity only if some step offered more than it.
+            largest = max(s.concurrency for s in steps)
+            if found.value < largest:
+                known = found
+                more = past((largest,), found)[1:]
+                steps += self._steps(more)
+                plan += more
+        return SlopeRun(steps, known, asked, tuple(c for c in plan if c not in asked))
+
+    def _steps(self, concurrencies: tuple[int, ...]) -> list[SlopeStep]:
+        if not concurrencies:
+            return []
         o = self.options
         req = self.generate(self.api, stream=True, max_tokens=o.slope_max_tokens)
-        # One pool for every step, so connections opened at one step are reused at the
-        # next; steps are cut at check_time_s.
-        plan = [[req] * c for c in o.slope_steps for _ in range(o.slope_rounds)]
-        done = self.bursts(plan)
+        done = self.bursts([[[req] * c] * o.slope_rounds for c in concurrencies])
         steps = []
-        for i, c in enumerate(o.slope_steps):
-            mine = done[i * o.slope_rounds : (i + 1) * o.slope_rounds]
-            if not mine:
-                break
-            flat = [ex for burst in mine for ex in burst]
+        for c, rounds in zip(concurrencies, done, strict=False):
+            flat = [ex for burst in rounds for ex in burst]
+            if not flat:
+                continue
             span = (max(ex.t_end for ex in flat) - min(ex.t_send for ex in flat)) / 1e9
-            steps.append(SlopeStep(c, flat, span))
+            steps.append(SlopeStep(c, rounds, span))
         return steps
 
     def overload(self) -> Overload:
@@ -180,7 +218,7 @@ class Context:
         o = self.options
         baseline = self.baseline_ttft_ms()
         req = self.generate(self.api, stream=True, max_tokens=o.overload_max_tokens)
-        (burst,) = self.bursts([[req] * o.overload_concurrency])
+        ((burst,),) = self.bursts([[[req] * o.overload_concurrency]])
         t_end = time.monotonic()
         small = self.generate(self.api, stream=True, max_tokens=4)
         recovery: list[Exchange] = []
@@ -200,3 +238,12 @@ class Context:
         if in_a_row < o.recovery_requests:
             recovered_at = None
         return Overload(burst, recovery, recovered_at, baseline)
+
+
+def past(steps: tuple[int, ...], known: Capacity | None) -> tuple[int, ...]:
+    """`steps`, then one more at twice the capacity when none reaches it (at most
+    capacity.MAX_CONCURRENCY: a step that wide would exhaust the client's sockets)."""
+    if known is None or max(steps) >= 2 * known.value:
+        return steps
+    extra = min(2 * known.value, capacity.MAX_CONCURRENCY)
+    return steps if extra <= max(steps) else (*steps, extra)

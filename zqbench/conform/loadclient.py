@@ -34,32 +34,39 @@ def _unsent(reqs: Sequence[Request], error: TransportError) -> list[Exchange]:
 
 def bursts(
     base: str,
-    rounds: Sequence[Sequence[Request]],
+    steps: Sequence[Sequence[Sequence[Request]]],
     *,
     timeout_s: float,
-    deadline: float,
-) -> list[list[Exchange]]:
-    """Each round's requests sent at once; the next round starts when this one has ended.
+    step_time_s: float,
+) -> list[list[list[Exchange]]]:
+    """Each step's rounds one after another, each round's requests sent at once; the next
+    round starts when this one has ended.
 
-    One keep-alive pool for all rounds. Rounds that would start after `deadline`
-    (time.monotonic) are not sent, so the result may be shorter than `rounds`."""
+    One keep-alive pool for every step, so connections opened at one step are reused at
+    the next (a connect never lands in a later step's TTFT). Each step is one measurement,
+    bounded on its own: its rounds that would start `step_time_s` or more after its first
+    round are not sent, so a step may hold fewer rounds than asked (never none)."""
 
-    async def main() -> list[list[Exchange]]:
-        width = max((len(r) for r in rounds), default=1)
+    async def main() -> list[list[list[Exchange]]]:
+        width = max((len(r) for rounds in steps for r in rounds), default=1)
         limits = PoolLimits(max_connections=width, warm_connections=1)
         transport = make_transport(base, http2=False, limits=limits)
         try:
             await transport.open()
         except TransportError as exc:
-            return [_unsent(rounds[0], exc)] if rounds else []
-        out = []
+            first = next((rounds[0] for rounds in steps if rounds), None)
+            return [[_unsent(first, exc)]] if first is not None else []
+        out: list[list[list[Exchange]]] = []
         try:
-            for reqs in rounds:
-                if time.monotonic() > deadline:
-                    break
-                out.append(
-                    list(await asyncio.gather(*(_send(transport, r, timeout_s) for r in reqs)))
-                )
+            for rounds in steps:
+                deadline = time.monotonic() + step_time_s
+                done: list[list[Exchange]] = []
+                for reqs in rounds:
+                    if done and time.monotonic() > deadline:
+                        break
+                    sent = asyncio.gather(*(_send(transport, r, timeout_s) for r in reqs))
+                    done.append(list(await sent))
+                out.append(done)
         finally:
             await transport.close()
         return out

@@ -39,10 +39,13 @@ class ConformOptions:
     body_limit_bytes: int = 32 * 1024 * 1024  # errors.4 sends a body past this
     low_load_requests: int = 30  # zeroqueue.1-3: sequential requests
     server_queue_bound_ms: float = 5.0  # zeroqueue.3: p99 at low load (scheduler noise < 5 ms)
-    slope_steps: tuple[int, ...] = (1, 2, 4, 8, 16)  # zeroqueue.5: concurrency per step
+    # zeroqueue.5: concurrency per step, extended to 2x the capacity when it is known. 32 is
+    # past the small capacities common on one CPU or a small GPU (vLLM --max-num-seqs 8, 16).
+    slope_steps: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     slope_rounds: int = 3  # zeroqueue.5: bursts per step
-    slope_max_tokens: int = 64
-    slope_tolerance_ms: float = 3.0  # zeroqueue.5: ms of TTFT per added concurrent request
+    slope_max_tokens: int = 64  # a queue's wait is this many tokens' service time
+    queue_margin_ms: float = 20.0  # zeroqueue.5: the threshold's least margin (queueing.py)
+    queue_share: float = 0.10  # zeroqueue.5: fail when a step's waited share CI low is above
     overload_concurrency: int = 32  # zeroqueue.6-9: one burst of this many requests
     overload_max_tokens: int = 64
     refusal_bound_ms: float = 100.0  # zeroqueue.8: time_to_reject p99
@@ -74,6 +77,10 @@ class ConformOptions:
         for name, value in positive.items():
             if value <= 0:
                 raise OptionError(name, "must be positive", value=str(value))
+        if self.queue_margin_ms < 0:
+            raise OptionError("queue_margin_ms", "must be >= 0", value=str(self.queue_margin_ms))
+        if not 0 <= self.queue_share < 1:
+            raise OptionError("queue_share", "must be in [0, 1)", value=str(self.queue_share))
         if len(self.slope_steps) < 2 or any(c < 1 for c in self.slope_steps):
             steps = ",".join(str(c) for c in self.slope_steps)
             raise OptionError("slope_steps", "needs at least two concurrencies >= 1", value=steps)
@@ -123,7 +130,7 @@ def parse_expectation(spec: str) -> Expectation:
 
 
 def parse_steps(text: str) -> tuple[int, ...]:
-    """`slope_steps` from a comma list: `1,2,4,8,16`."""
+    """`slope_steps` from a comma list: `1,2,4,8,16,32`."""
     try:
         return tuple(int(s) for s in text.split(","))
     except ValueError:

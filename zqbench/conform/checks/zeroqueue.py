@@ -2,20 +2,21 @@
 
 .1-.3  at rest: timing headers present, ordered, and server_queue p99 under a bound
 .4     /health reports status and dispatch_jitter_us
-.5     the hidden-queue detector: admitted TTFT must not grow with offered concurrency
+.5     the hidden-queue detector: stepping concurrency past capacity, no significant share
+       of admitted requests may wait for a slot (judged on the tail: conform/queueing.py)
 .6-.10 one burst past capacity: refusals (not waits or timeouts), as 503/529 statuses,
        fast, with Retry-After, and gone once the load drops
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import asdict
 from typing import Any
 
+from zqbench.conform import queueing
 from zqbench.conform.context import Context
 from zqbench.conform.exchange import Exchange
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
-from zqbench.conform.stats import median_slope
 from zqbench.dialects.common import parse_epoch, parse_retry_after
 
 REFUSAL_STATUSES = (503, 529)  # the zero-queue refusal: overloaded, retry elsewhere or later
@@ -31,10 +32,7 @@ def _ms(x: float) -> float:
     return round(x, 3)
 
 
-def _p(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (the one definition zqbench uses)."""
-    s = sorted(values)
-    return s[min(len(s), max(1, math.ceil(round(q * len(s), 9)))) - 1]
+_p = queueing.percentile
 
 
 def _ttfts(exchanges: list[Exchange]) -> list[float]:
@@ -134,40 +132,52 @@ def health(ctx: Context) -> CheckResult:
 
 # ------------------------------------------------------------------ the hidden-queue detector
 def hidden_queue(ctx: Context) -> CheckResult:
-    steps = ctx.slope()
-    table: list[dict[str, Any]] = []
-    points = []
-    for step in steps:
-        ttfts = _ttfts(_admitted(step.exchanges))
-        refused = sum(1 for ex in step.exchanges if ex.outcome != "admitted")
-        table.append(
-            {
-                "concurrency": step.concurrency,
-                "offered_rps": round(len(step.exchanges) / max(step.duration_s, 1e-9), 1),
-                "admitted": len(ttfts),
-                "refused_or_failed": refused,
-                "ttft_p50_ms": _ms(_p(ttfts, 0.5)) if ttfts else None,
-            }
-        )
-        points.append((step.concurrency, ttfts))
-    fit = median_slope(points, seed=ctx.options.seed)
-    tolerance = ctx.options.slope_tolerance_ms
-    if fit is None:
-        return skipped("fewer than two load steps had admitted requests", steps=table)
-    evidence = {
-        "slope_ms_per_request": round(fit.slope, 4),
-        "ci95_ms": [round(fit.ci_low, 4), round(fit.ci_high, 4)],
-        "tolerance_ms": tolerance,
-        "steps": table,
+    """Judged on each step's tail (zqbench.conform.queueing holds the rule and its reasons)."""
+    o = ctx.options
+    run = ctx.slope()
+    j = queueing.judge(
+        run.steps,
+        baseline_ms=ctx.baseline_ttft_ms(),
+        capacity=run.capacity,
+        margin_ms=o.queue_margin_ms,
+        share=o.queue_share,
+    )
+    evidence: dict[str, Any] = {
+        "baseline_ttft_ms": _ms(j.baseline_ms) if j.baseline_ms is not None else None,
+        "hold_ms": _ms(j.hold_ms) if j.hold_ms is not None else None,
+        "threshold_ms": _ms(j.threshold_ms) if j.threshold_ms is not None else None,
+        "queue_share": o.queue_share,
+        "capacity": None if run.capacity is None else asdict(run.capacity),
+        "steps_asked": list(run.asked),
+        "steps_added": list(run.added),
+        "steps": [s.row() for s in j.steps],
+        "median_slope": queueing.slope_evidence(run.steps, o.seed),
     }
-    if fit.ci_low > tolerance:
+    if j.threshold_ms is None:
+        return skipped("no admitted request streamed a first token at the lowest step", **evidence)
+    if j.queueing:
+        first = j.queueing[0]
+        evidence["queueing_steps"] = [s.concurrency for s in j.queueing]
         return failed(
-            f"admitted TTFT grows {fit.slope:.2f} ms per concurrent request (95% CI "
-            f"{fit.ci_low:.2f}..{fit.ci_high:.2f}) > {tolerance} ms: a hidden queue",
+            f"a hidden queue at concurrency {first.concurrency}: {first.waited} of "
+            f"{first.judged} requests ({first.waited / first.judged:.0%}, CI low "
+            f"{first.ci_low:.0%}) had TTFT > {j.threshold_ms:.0f} ms ({j.baseline_ms:.1f} ms "
+            "at rest)",
             **evidence,
         )
+    top = max(s.concurrency for s in j.steps)
+    known = "unknown" if run.capacity is None else str(run.capacity.value)
+    if not j.past_capacity:
+        return skipped(
+            f"no step went past capacity (nothing refused up to {top} concurrent requests, "
+            f"capacity {known}): raise --slope-steps",
+            **evidence,
+        )
+    worst = max(j.steps, key=lambda s: (s.waited / max(s.judged, 1), s.concurrency))
     return passed(
-        f"TTFT slope {fit.slope:.3f} ms per request (CI low {fit.ci_low:.3f})", **evidence
+        f"no queue up to {top} concurrent requests (capacity {known}): at most {worst.waited} "
+        f"of {worst.judged} had TTFT > {j.threshold_ms:.0f} ms (at {worst.concurrency})",
+        **evidence,
     )
 
 
@@ -274,6 +284,9 @@ def refusal_retry_after(ctx: Context) -> CheckResult:
 
 def recovers(ctx: Context) -> CheckResult:
     o = ctx.overload()
+    kinds = _kinds(o.burst)
+    if not kinds.get("refused") and not kinds.get("refused_in_stream"):
+        return skipped("nothing was refused in the burst (see zeroqueue.6)", **_burst_summary(ctx))
     bound = ctx.options.recovery_s
     statuses = [ex.status for ex in o.recovery]
     evidence = {"after_burst_statuses": statuses[:50], "bound_s": bound}
@@ -310,7 +323,8 @@ CHECKS = [
     ),
     Check(
         "zeroqueue.5",
-        "Admitted requests' TTFT does not grow with offered load (no hidden queue).",
+        "Past capacity no admitted request waits for a slot: at no concurrency step does a "
+        "significant share get its first token a service time late (no hidden queue).",
         hidden_queue,
     ),
     Check(

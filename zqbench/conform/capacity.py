@@ -1,0 +1,124 @@
+"""The endpoint's capacity (requests computed at once), so the hidden-queue detector steps
+past it: a queue only forms beyond it.
+
+advertised  GET /health's JSON holds one of CAPACITY_FIELDS as a positive integer (the
+            reference server: `slots`).
+discovered  the highest value of a running-requests gauge (RUNNING_GAUGES, summed over its
+            label sets) scraped from GET /metrics while the steps run. vLLM advertises
+            nothing, but `vllm:num_requests_running` tops out at its slot count
+            (--max-num-seqs) once a step offers more. A top equal to the largest step
+            offered says only "at least this many".
+
+Scrapes run on a thread of their own, every INTERVAL_S, each line scanned by prefix (no
+full parse), so the load client measuring TTFT beside it loses little CPU. A /metrics that
+fails, or holds no such gauge, ends the polling at once: discovery is best effort, and the
+detector says when it knows no capacity.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from zqbench.control import ControlClient
+
+CAPACITY_FIELDS = ("capacity", "max_concurrency", "max_num_seqs", "slots")
+RUNNING_GAUGES = ("vllm:num_requests_running", "refserver_num_requests_running")
+INTERVAL_S = 0.1
+MAX_CONCURRENCY = 256  # the widest step the detector sends (one connection a request)
+SCRAPE_TIMEOUT_S = 2.0
+ACCEPT = (("accept", "text/plain; version=0.0.4"),)  # the text format, not protobuf
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    value: int
+    source: str  # "advertised by /health `slots`", "discovered: max vllm:num_requests_running"
+
+
+def advertised(health: Any) -> Capacity | None:
+    """The capacity a /health JSON object states, if any."""
+    if not isinstance(health, dict):
+        return None
+    for name in CAPACITY_FIELDS:
+        value = health.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return Capacity(value, f"advertised by /health `{name}`")
+    return None
+
+
+def running(text: str) -> tuple[str, float] | None:
+    """(gauge name, value summed over its label sets) of the first RUNNING_GAUGES present."""
+    for name in RUNNING_GAUGES:
+        total, seen = 0.0, False
+        for line in text.splitlines():
+            if not line.startswith(name) or line[len(name) : len(name) + 1] not in ("{", " "):
+                continue
+            rest = line.rpartition("}")[2] if "{" in line else line[len(name) :]
+            try:
+                total += float(rest.split()[0])
+            except (IndexError, ValueError):
+                continue
+            seen = True
+        if seen:
+            return name, total
+    return None
+
+
+class RunningSampler:
+    """`with RunningSampler(url) as s: ...` polls `url` (a /metrics) until the block ends;
+    `s.discovered` is then the highest running count seen, or None."""
+
+    def __init__(self, url: str, interval_s: float = INTERVAL_S) -> None:
+        self.url = url
+        self.interval_s = interval_s
+        self.gauge: str | None = None
+        self.peak: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._client: ControlClient | None = None
+
+    def __enter__(self) -> RunningSampler:
+        self._client = ControlClient(timeout_s=SCRAPE_TIMEOUT_S)
+        self._thread = threading.Thread(target=self._loop, name="zqbench-conform-metrics")
+        self._thread.daemon = True
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        typ: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(SCRAPE_TIMEOUT_S + 1.0)
+        if self._client is not None and not (self._thread and self._thread.is_alive()):
+            self._client.close()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if not self._scrape():
+                return  # no /metrics, or no gauge in it: nothing to discover
+            self._stop.wait(self.interval_s)
+
+    def _scrape(self) -> bool:
+        assert self._client is not None
+        try:
+            found = running(self._client.get_text(self.url, headers=ACCEPT))
+        except Exception:  # unreachable, an HTTP error: discovery is best effort
+            return False
+        if found is None:
+            return False
+        self.gauge = found[0]
+        self.peak = max(found[1], self.peak or 0.0)
+        return True
+
+    @property
+    def discovered(self) -> Capacity | None:
+        if self.gauge is None or not self.peak or self.peak < 1:
+            return None
+        return Capacity(int(self.peak), f"discovered: max {self.gauge} during the steps")
