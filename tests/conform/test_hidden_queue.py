@@ -29,14 +29,14 @@ def test_a_queue_past_the_slots_fails_on_the_tail_where_the_median_hides_it() ->
     report = _run(slots=8, steps=(1, 2, 4, 8, 16))
     check = outcome(report, "zeroqueue.5")
     ev = check.evidence
-    assert check.status == "fail"
+    assert check.status == "fail", (check.reason, ev)
     assert check.reason.startswith("a hidden queue at concurrency 16: 24 of 48 requests (50%")
     assert ev["queueing_steps"] == [16]
     rows = {row["concurrency"]: row for row in ev["steps"]}
     assert [rows[c]["waited"] for c in (1, 2, 4, 8)] == [0, 0, 0, 0]
     at16 = rows[16]
     # 16 on 8 slots: exactly half wait a service time, none is refused.
-    assert (at16["admitted"], at16["refused"], at16["waited"]) == (48, 0, 24)
+    assert (at16["admitted"], at16["refused"], at16["waited"]) == (48, 0, 24), ev
     assert at16["waited_share"] == 0.5 and at16["waited_share_ci95"][0] > 0.3
     # The median still looks like the endpoint at rest; p90 and max sit a service time later.
     threshold = ev["threshold_ms"]

@@ -24,6 +24,8 @@ BASE = ConformOptions(target="http://127.0.0.1:9")
         ({"timeout_s": -1.0}, "timeout_s -1.0: must be positive"),
         ({"overload_concurrency": 0}, "overload_concurrency 0: must be positive"),
         ({"slope_steps": (4,)}, "slope_steps 4: needs at least two concurrencies >= 1"),
+        ({"queue_margin_ms": -1.0}, "queue_margin_ms -1.0: must be >= 0"),
+        ({"queue_share": 1.0}, "queue_share 1.0: must be in [0, 1)"),
         ({"apis": ("grpc",)}, "apis grpc: must be among anthropic, openai"),
         ({"expect_headers": ("x",)}, "expect_headers 'x': use 'NAME=VALUE' or 'NAME~REGEX'"),
     ],
@@ -56,6 +58,7 @@ def test_text_values_parse_or_say_what_is_wrong() -> None:
         (["--timeout", "-1"], "--timeout -1.0: must be positive"),
         (["--slope-steps", "1,x"], "--slope-steps '1,x': integers, comma-separated"),
         (["--slope-steps", "8"], "--slope-steps 8: needs at least two concurrencies >= 1"),
+        (["--queue-margin-ms", "-5"], "--queue-margin-ms -5.0: must be >= 0"),
         (["--expect-header", "nope"], "--expect-header 'nope': use 'NAME=VALUE' or 'NAME~REGEX'"),
         (
             ["--api-key-env", "ZQ_SURELY_UNSET_VAR"],
