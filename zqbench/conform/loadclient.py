@@ -42,14 +42,17 @@ def bursts(
     """Each step's rounds one after another, each round's requests sent at once; the next
     round starts when this one has ended.
 
-    One keep-alive pool for every step, so connections opened at one step are reused at
-    the next (a connect never lands in a later step's TTFT). Each step is one measurement,
-    bounded on its own: its rounds that would start `step_time_s` or more after its first
-    round are not sent, so a step may hold fewer rounds than asked (never none)."""
+    One keep-alive pool for every step, warmed to the widest round before the first one,
+    so no connect lands in a measured TTFT (unless the server closed one). Each step is one
+    measurement, bounded on its own: its rounds that would start `step_time_s` or more
+    after its first round are not sent, so a step may hold fewer rounds than asked (never
+    none)."""
 
     async def main() -> list[list[list[Exchange]]]:
+        # Every connection the widest round needs is opened first: a connect inside a
+        # measured round would add to its TTFT, and on a busy machine stall a whole round.
         width = max((len(r) for rounds in steps for r in rounds), default=1)
-        limits = PoolLimits(max_connections=width, warm_connections=1)
+        limits = PoolLimits(max_connections=width, warm_connections=width)
         transport = make_transport(base, http2=False, limits=limits)
         try:
             await transport.open()
