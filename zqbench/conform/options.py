@@ -19,7 +19,8 @@ from zqbench.errors import OptionError
 class ConformOptions:
     """Everything a run needs; the CLI fills it from flags, tests build it directly.
 
-    Load bounds keep every check under about 10 s and 200 requests on a local endpoint.
+    Load bounds keep each load measurement (one zeroqueue.5 step, the overload burst)
+    under about `check_time_s` and 200 requests on a local endpoint.
     """
 
     target: str
