@@ -9,7 +9,8 @@ Anthropic route, 503 on the OpenAI one) with Retry-After.
 For the target resolver's tests: `models` are the ids it serves and GET /v1/models lists
 (None: that route answers 404; `models_body`: what it answers instead), `apis` the routes
 it serves (another API's route answers 404 `{"detail": "Not Found"}`, as vLLM's FastAPI
-does), and `requests` records the method, path and headers of every request but /health.
+does), and `requests` records the method, path and headers of every request but /health
+(and /metrics).
 
 `FakeServer(queue=True)` has vLLM's shape instead: past `slots` requests wait, first come
 first served, for a slot (never refused, never timed out), then stream 200 like the others;
