@@ -370,19 +370,23 @@ class App:
         )
         await resp.start_stream(head)
         while True:
-            out, done = [], False
+            out: list[str] = []
+            done = False
             for kind, data in await _next_events(seq):
-                if kind == "text" and data:
-                    out.append(data)
+                if kind == "text":
+                    out.append(data or "")
                 elif kind == "end":
                     done = True
                 elif kind == "error":
                     raise ApiError("api_error", data or "engine failure")
-            # Everything that arrived since the last write goes out as one delta.
-            chunk = b""
-            if out:
-                text = "".join(out)
-                chunk = anthropic_api.stream_text(text) if anthropic else oa.text(text)
+            # Everything that arrived since the last write goes out in one write, but as one
+            # event per token: OpenAI-compatible clients count a chunk per token (a token
+            # ending inside a character is an empty chunk, as vLLM sends it); Messages
+            # deltas carry text, so an empty one is left out there.
+            if anthropic:
+                chunk = b"".join(anthropic_api.stream_text(t) for t in out if t)
+            else:
+                chunk = b"".join(oa.text(t) for t in out)
             if done:
                 timing = _timing(seq)
                 tail = anthropic_api.stream_tail(seq, timing) if anthropic else oa.tail(seq, timing)
