@@ -78,6 +78,10 @@ class Outcome:
                 update={"ok": False, "reasons": reasons}
             )
             update["verdict"] = "invalid"
+        elif (self.lost_requests or self.lost_share > 0) and summary.verdict != "invalid":
+            # Within the allowed loss the numbers stand, but a run that lost a worker never
+            # passes: CI must hear of it (exit 1); `distributed` says what was lost.
+            update["verdict"] = "fail"
         return summary.model_copy(update=update)
 
 
