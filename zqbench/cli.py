@@ -141,6 +141,22 @@ def run(
     max_schedule_lag_s: MaxScheduleLagOpt = None,
     min_achieved_ratio: MinAchievedRatioOpt = None,
     min_ratio_samples: MinRatioSamplesOpt = None,
+    distributed: Annotated[
+        bool, typer.Option(help="Split the load over `zqbench worker`s (Locust's runners).")
+    ] = False,
+    expect_workers: Annotated[
+        int, typer.Option(help="--distributed: workers to wait for; each runs a share.")
+    ] = 1,
+    master_bind: Annotated[
+        str, typer.Option(help="--distributed: HOST:PORT the workers connect to.")
+    ] = "*:5557",
+    worker_wait_s: Annotated[
+        float, typer.Option("--worker-wait", help="--distributed: seconds to wait for them.")
+    ] = 60.0,
+    max_lost_share: Annotated[
+        float,
+        typer.Option(help="--distributed: share of the run lost with dead workers, still valid."),
+    ] = 0.0,
 ) -> None:
     """Drive a scenario against a target, measure, gate on SLOs and write the outputs."""
     from zqbench.live_view import LiveView
@@ -154,6 +170,23 @@ def run(
         result = run_scenario(options, on_progress=view.update, on_target=view.note)
     view.final(result.summary, result.out_dir)
     raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def worker(
+    master: Annotated[str, typer.Option(help="The master's HOST[:PORT] (port 5557 if none).")],
+    out: Annotated[
+        Path, typer.Option(help="Each run's own sample file goes under OUT/<run>/.")
+    ] = Path("reports/workers"),
+    once: Annotated[bool, typer.Option(help="Serve one run, then exit.")] = False,
+) -> None:
+    """Run shares of `zqbench run --distributed` runs on this machine (a Locust worker)."""
+    from zqbench.distributed.worker import WorkerOptions, serve
+
+    def note(line: str) -> None:
+        typer.echo(line, err=True)
+
+    raise typer.Exit(serve(WorkerOptions(master=master, out=out, once=once), on_note=note))
 
 
 @app.command()

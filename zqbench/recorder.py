@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,9 +36,16 @@ class SampleRecorder:
     loop at a steady cadence.
     """
 
-    def __init__(self, path: Path, *, flush_interval_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        flush_interval_s: float = 0.5,
+        on_batch: Callable[[pa.RecordBatch], None] | None = None,
+    ) -> None:
         self.path = path
         self.flush_interval_s = flush_interval_s
+        self.on_batch = on_batch  # each batch once on disk (a distributed worker ships it)
         self._rows: list[tuple[object, ...]] = []
         self._file = open(path, "wb")  # noqa: SIM115 - closed in close()
         self._writer = ipc.new_stream(self._file, ARROW_SCHEMA)
@@ -66,9 +73,12 @@ class SampleRecorder:
             pa.array(column, type=field.type)
             for column, field in zip(columns, ARROW_SCHEMA, strict=True)
         ]
-        self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+        self._writer.write_batch(batch)
         self._file.flush()  # into the kernel: survives the process being killed
         self.written += len(rows)
+        if self.on_batch is not None:
+            self.on_batch(batch)
 
     def close(self) -> None:
         if self._file.closed:

@@ -442,6 +442,34 @@ class PacketLoss(_Record):
     recovery: LossRecovery
 
 
+class DistributedWorker(_Record):
+    """One worker of a `--distributed` run (docs/distributed.md)."""
+
+    index: int
+    host: str
+    node: str  # Locust's client id
+    state: Literal["done", "stopped", "lost"]
+    clock_offset_ns: int | None  # the master's monotonic clock minus the worker's
+    clock_uncertainty_ns: int | None  # the true offset is within +- this (half the best RTT)
+    clock_rtt_ns: int | None
+    requests_assigned: int | None  # open loop: its slice of the schedule; closed loop: null
+    samples_received: int
+    lost_requests: int  # scheduled for it, never arrived (a lost worker's)
+    missing: str | None  # the slice it did not send, in words; null when none
+    schedule_lag_p99_s: float | None  # its own lag (open loop), judged like the run's
+
+
+class Distributed(_Record):
+    """How a `--distributed` run was spread, and what of it was lost."""
+
+    master: str  # the bind address, HOST:PORT
+    expected_workers: int
+    workers: list[DistributedWorker]
+    lost_requests: int
+    lost_share: float  # of the offered requests (open loop) or VU-time (closed loop)
+    max_lost_share: float  # above it the run is invalid
+
+
 # --- the verdict ---------------------------------------------------------------------------
 
 
@@ -521,9 +549,11 @@ class Summary(_Document, _SparseRecord):
     # What a [network] packet-loss impairment did; absent (None) without one, and in files
     # written before it existed.
     packet_loss: PacketLoss | None = None
+    # Workers of a --distributed run; absent from local runs and older files.
+    distributed: Distributed | None = None
 
     def _absent(self) -> Collection[str]:
-        optional = ("server_queue", "target_resolution", "packet_loss")
+        optional = ("server_queue", "target_resolution", "packet_loss", "distributed")
         return [k for k in optional if getattr(self, k) is None]
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, ResponseSummary
@@ -100,6 +101,8 @@ class WorkerControl:
     progress_interval_s: float = 0.5
     stopped_early: bool = False
     stats: LiveStats = field(default_factory=LiveStats)
+    # Each batch of samples once it is on disk (zqbench.distributed ships it to the master).
+    on_batch: Callable[[pa.RecordBatch], None] | None = None
 
 
 def _unique_prompt(base: str, request_id: int) -> str:
@@ -124,7 +127,9 @@ class NativeWorker:
             h1_client=spec.h1_client,
         )
         self.recorder = SampleRecorder(
-            stream_path(Path(spec.out_dir), spec.worker), flush_interval_s=spec.flush_interval_s
+            stream_path(Path(spec.out_dir), spec.worker),
+            flush_interval_s=spec.flush_interval_s,
+            on_batch=control.on_batch,
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._intended: np.ndarray | None = None  # open loop: for the offered-load counter

@@ -52,7 +52,11 @@ def analyze(
         samples, plan.stages, info.environment.get(PacketLossHook.name)
     )
     info = dataclasses.replace(info, packet_loss=packet_loss)
+    if execution.distributed is not None:
+        info = execution.distributed.adjust(info)
     summary = summarize(samples, run=info, slos=plan.slos)
+    if execution.distributed is not None:
+        summary = execution.distributed.attach(summary, samples)
     return Analysis(summary, samples)
 
 

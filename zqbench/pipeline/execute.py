@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zqbench.calibrate import Calibration
+from zqbench.distributed.master import Master, MasterSettings
+from zqbench.distributed.outcome import Outcome
 from zqbench.engines.live import ProgressCallback
 from zqbench.engines.native import ClassSpec, WorkerSpec
 from zqbench.engines.workers import (
@@ -44,6 +46,7 @@ class Execution:
     interrupted: bool  # a signal or the caller's stop flag ended the load early
     hooks: HookResult  # what the hooks add to the summary
     prompt_bytes: dict[str, int]  # bytes of synthetic prompt text per request class
+    distributed: Outcome | None = None  # the workers of a --distributed run
 
 
 def execute(
@@ -63,15 +66,24 @@ def execute(
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()
     stop = stop or StopFlag()
+    master = _master(options, out_dir)
     with stop_on_signals(stop):
         try:
-            start_ns, interrupted = _run_workers(
-                specs, plan.works, on_progress, stop, run_hooks.start
-            )
+            if master is None:
+                start_ns, interrupted = _run_workers(
+                    specs, plan.works, on_progress, stop, run_hooks.start
+                )
+            else:
+                start_ns, interrupted = master.run(
+                    specs, plan.works, on_progress=on_progress, stop=stop, on_start=run_hooks.start
+                )
         finally:
             hook_results = run_hooks.stop()
         interrupted = interrupted or stop.is_set()
     end_ns = time.perf_counter_ns()
+    distributed = None
+    if master is not None:
+        distributed = master.outcome(offered=plan.offered, duration_s=(end_ns - start_ns) / 1e9)
     return Execution(
         start_ns=start_ns,
         # One anchor on both clocks, at the run's start (the monotonic origin of every t_*).
@@ -80,7 +92,22 @@ def execute(
         interrupted=interrupted,
         hooks=hook_results,
         prompt_bytes={c.name: len(c.prompt) for c in classes},
+        distributed=distributed,
     )
+
+
+def _master(options: RunOptions, out_dir: Path) -> Master | None:
+    """A --distributed run's Locust master, listening before anything else starts."""
+    if not options.distributed:
+        return None
+    settings = MasterSettings(
+        bind=options.master_bind,
+        expect_workers=options.expect_workers,
+        wait_s=options.worker_wait_s,
+        max_lost_share=options.max_lost_share,
+        api_key_env=options.api_key_env,
+    )
+    return Master(settings, out_dir)
 
 
 def build_hooks(

@@ -79,6 +79,12 @@ class RunOptions:
     max_schedule_lag_s: float | None = None
     min_achieved_ratio: float | None = None
     min_ratio_samples: int | None = None
+    # Load from many machines (zqbench.distributed): the schedule split over Locust workers.
+    distributed: bool = False
+    expect_workers: int = 1  # the workers to wait for; the schedule is split that many ways
+    master_bind: str = "*:5557"  # HOST:PORT the workers connect to
+    worker_wait_s: float = 60.0  # for the expected workers to join
+    max_lost_share: float = 0.0  # of the run, lost with dead workers, before it is invalid
 
     def __post_init__(self) -> None:
         for name, kind in _CHOICES.items():
@@ -103,3 +109,23 @@ class RunOptions:
                 )
         parse_headers(self.headers)
         read_api_key(self.api_key_env)
+        if self.distributed:
+            self._check_distributed()
+
+    def _check_distributed(self) -> None:
+        """The schedule is split over the workers: --workers is theirs to set, not ours."""
+        check_at_least("expect_workers", self.expect_workers, 1)
+        check_above("worker_wait_s", self.worker_wait_s, 0)
+        if not 0 <= self.max_lost_share <= 1:
+            raise OptionError(
+                "max_lost_share",
+                "must be a fraction, 0 <= f <= 1",
+                value=f"{self.max_lost_share:g}",
+            )
+        if self.workers not in (1, self.expect_workers):
+            raise OptionError(
+                "workers",
+                "a --distributed run is split over --expect-workers; drop --workers",
+                value=str(self.workers),
+            )
+        object.__setattr__(self, "workers", self.expect_workers)

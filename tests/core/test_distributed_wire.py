@@ -1,0 +1,95 @@
+"""The pieces of --distributed that need no network: the clock estimate and the wire."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from zqbench.dialects.base import DialectConfig
+from zqbench.distributed import protocol as p
+from zqbench.distributed.clock import ClockRound, best_offset
+from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
+from zqbench.load.closed_loop import VuPlan
+from zqbench.recorder import SampleRecorder, read_stream
+from zqbench.records import SAMPLE_FIELDS, Sample
+from zqbench.scenario import RequestClass
+from zqbench.transport.base import PoolLimits
+
+
+def test_the_minimum_rtt_round_wins_and_bounds_the_offset() -> None:
+    # Worker clock = master clock - 1000 ns. A slow return path skews a round's estimate.
+    rounds = [
+        ClockRound(t1=0, t2=1_000 + 50, t3=1_000 + 60, t4=10_000),  # rtt 9 990, skewed
+        ClockRound(t1=100, t2=1_100 + 20, t3=1_100 + 25, t4=150),  # rtt 45
+    ]
+    best = best_offset(rounds)
+    assert best.rtt_ns == 45 and best.rounds == 2
+    assert abs(best.offset_ns - 1_000) <= best.uncertainty_ns
+    assert best.to_worker(5_000) == 5_000 - best.offset_ns
+    with pytest.raises(ValueError):
+        best_offset([])
+
+
+def test_spec_and_work_cross_the_wire_without_the_api_key() -> None:
+    spec = WorkerSpec(
+        worker=1, n_workers=2, base_url="http://127.0.0.1:1", http2=False,
+        limits=PoolLimits(max_connections=8, warm_connections=2), api="anthropic",
+        dialect_config=DialectConfig("m", api_key="secret", extra_headers=(("x-a", "b"),)),
+        classes=(ClassSpec("default", "hello", 8, 4),), stream=True, timeout_s=5.0,
+        out_dir="/master/run",
+    )  # fmt: skip
+    wire = p.spec_to_wire(spec)
+    assert "secret" not in repr(wire)
+    back = p.spec_from_wire(wire, api_key="mine", out_dir="/worker/run")
+    mine = dataclasses.replace(spec.dialect_config, api_key="mine")
+    assert back == dataclasses.replace(spec, out_dir="/worker/run", dialect_config=mine)
+
+    work = OpenLoopWork(
+        request_ids=np.array([1, 3, 5], np.int64),
+        times_ns=np.array([10, 20, 30], np.int64),
+        stages=np.array([0, 0, 1], np.int32),
+        classes=np.array([0, 0, 0], np.int32),
+    )
+    back_work = p.work_from_wire(p.work_to_wire(work))
+    assert isinstance(back_work, OpenLoopWork)
+    assert back_work.request_ids.tolist() == [1, 3, 5] and back_work.stages.tolist() == [0, 0, 1]
+
+    plan = VuPlan(2, (0, 10), (2,), (4,), 0, 0)
+    closed = ClosedLoopWork(plan=plan, mix=(RequestClass("a", 1.0, 8, None),), seed=3)
+    assert p.work_from_wire(p.work_to_wire(closed)) == closed
+
+
+def test_a_flushed_batch_is_shipped_as_written(tmp_path: Path) -> None:
+    shipped: list[pa.RecordBatch] = []
+    recorder = SampleRecorder(tmp_path / "s.arrows", on_batch=shipped.append)
+    row = {name: None for name in SAMPLE_FIELDS}
+    row.update(
+        request_id=7,
+        worker=1,
+        stage=0,
+        request_class="default",
+        t_send=5,
+        t_end=9,
+        status=200,
+        tokens_from_usage=False,
+        n_chunks=1,
+        http_version="1.1",
+        bytes_in=3,
+    )
+    recorder.add(Sample(**row))
+    recorder.close()
+    assert [b.num_rows for b in shipped] == [1]
+    table = p.batch_from_bytes(p.batch_to_bytes(shipped[0]))
+    assert table.to_pylist() == read_stream(tmp_path / "s.arrows").to_pylist()
+    assert table.column("request_id").to_pylist() == [7]
+
+
+def test_addresses() -> None:
+    assert p.parse_address("10.0.0.1", default_host="*") == ("10.0.0.1", 5557)
+    assert p.parse_address(":6000", default_host="*") == ("*", 6000)
+    with pytest.raises(ValueError):
+        p.parse_address("host:port", default_host="*")

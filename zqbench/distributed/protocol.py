@@ -1,0 +1,145 @@
+"""What crosses the wire between master and workers, and Locust itself, imported safely.
+
+Locust's messages are msgpack: plain dicts, lists, numbers, strings and bytes. The run's
+parts are sent field by field and rebuilt here, never pickled: a worker must not run code
+because a master (or anyone who can reach its port) sent it bytes. Schedules travel as raw
+int64 / int32 arrays, sample batches as Arrow IPC streams with the samples' own schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from zqbench.dialects.base import DialectConfig
+from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
+from zqbench.engines.workers import Work
+from zqbench.errors import UsageError
+from zqbench.load.closed_loop import VuPlan
+from zqbench.records import ARROW_SCHEMA
+from zqbench.scenario import RequestClass
+from zqbench.transport.base import PoolLimits
+
+DEFAULT_PORT = 5557  # Locust's
+
+# zqbench's messages, on top of Locust's own (client_ready, ack, heartbeat, quit, ...).
+HELLO = "zq_hello"  # worker -> master: {host, pid, version}
+REFUSED = "zq_refused"  # master -> worker: {reason}; the worker exits 3
+ASSIGN = "zq_assign"  # master -> worker: {index, run, spec, work, api_key_env}
+PING = "zq_ping"  # worker -> master: {seq, t1}
+PONG = "zq_pong"  # master -> worker: {seq, t1, t2, t3}
+READY = "zq_ready"  # worker -> master: {offset_ns, uncertainty_ns, rtt_ns, rounds}
+FAILED = "zq_failed"  # worker -> master: {message}: it cannot run its share
+START = "zq_start"  # master -> worker: {start_ns} on the master's clock
+SAMPLES = "zq_samples"  # worker -> master: {seq, batch, progress}
+STOP = "zq_stop"  # master -> worker: stop sending (Ctrl-C on the master)
+DONE = "zq_done"  # worker -> master: {sent, recorded, stopped_early, batches}
+BYE = "zq_bye"  # master -> worker: everything arrived, exit
+
+WORKER_MESSAGES = (HELLO, PING, READY, FAILED, SAMPLES, DONE)
+MASTER_MESSAGES = (REFUSED, ASSIGN, PONG, START, STOP, BYE)
+
+
+def import_locust() -> Any:
+    """Locust's Environment, without gevent's monkey patching of the standard library.
+
+    Patched sockets, threads and selectors would break asyncio (the engine), the hooks'
+    threads and multiprocessing; Locust's runners need only gevent's own greenlets and
+    zmq.green, which work unpatched as long as something runs the gevent hub."""
+    os.environ.setdefault("LOCUST_SKIP_MONKEY_PATCH", "1")
+    try:
+        from locust.env import Environment
+    except ImportError:
+        raise UsageError(
+            "--distributed and `zqbench worker` need Locust: pip install 'zqbench[locust]'"
+        ) from None
+    return Environment
+
+
+def parse_address(value: str, *, default_host: str) -> tuple[str, int]:
+    """HOST[:PORT] -> (host, port); Locust's port 5557 when none is given."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = value, str(DEFAULT_PORT)
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{value!r} is not HOST[:PORT]")
+    return host or default_host, int(port)
+
+
+# --------------------------------------------------------------------------- the spec
+def spec_to_wire(spec: WorkerSpec) -> dict[str, Any]:
+    """The spec as plain data, the API key left out (workers read it from their own env)."""
+    data = dataclasses.asdict(spec)
+    data["dialect_config"]["api_key"] = None
+    return data
+
+
+def spec_from_wire(data: dict[str, Any], *, api_key: str | None, out_dir: str) -> WorkerSpec:
+    fields = dict(data)
+    dc = dict(fields["dialect_config"])
+    dc["extra_headers"] = tuple(tuple(h) for h in dc["extra_headers"])
+    dc["api_key"] = api_key
+    fields["dialect_config"] = DialectConfig(**dc)
+    fields["limits"] = PoolLimits(**fields["limits"])
+    fields["classes"] = tuple(ClassSpec(**c) for c in fields["classes"])
+    fields["out_dir"] = out_dir
+    return WorkerSpec(**fields)
+
+
+# --------------------------------------------------------------------------- the work
+def work_to_wire(work: Work) -> dict[str, Any]:
+    if isinstance(work, OpenLoopWork):
+        return {
+            "kind": "open",
+            "request_ids": work.request_ids.astype(np.int64).tobytes(),
+            "times_ns": work.times_ns.astype(np.int64).tobytes(),
+            "stages": work.stages.astype(np.int32).tobytes(),
+            "classes": work.classes.astype(np.int32).tobytes(),
+        }
+    return {
+        "kind": "closed",
+        "plan": dataclasses.asdict(work.plan),
+        "mix": [dataclasses.asdict(c) for c in work.mix],
+        "seed": work.seed,
+        "poll_ns": work.poll_ns,
+    }
+
+
+def work_from_wire(data: dict[str, Any]) -> Work:
+    if data["kind"] == "open":
+        return OpenLoopWork(
+            request_ids=np.frombuffer(data["request_ids"], dtype=np.int64).copy(),
+            times_ns=np.frombuffer(data["times_ns"], dtype=np.int64).copy(),
+            stages=np.frombuffer(data["stages"], dtype=np.int32).copy(),
+            classes=np.frombuffer(data["classes"], dtype=np.int32).copy(),
+        )
+    plan: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in data["plan"].items()
+    }
+    return ClosedLoopWork(
+        plan=VuPlan(**plan),
+        mix=tuple(RequestClass(**c) for c in data["mix"]),
+        seed=data["seed"],
+        poll_ns=data["poll_ns"],
+    )
+
+
+# --------------------------------------------------------------------------- samples
+def batch_to_bytes(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, ARROW_SCHEMA) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def batch_from_bytes(data: bytes) -> pa.Table:
+    """The batch's rows; a batch with another schema is refused (ValueError)."""
+    table = ipc.open_stream(pa.py_buffer(data)).read_all()
+    if not table.schema.equals(ARROW_SCHEMA):
+        raise ValueError("a sample batch with another schema (a different zqbench version?)")
+    return table

@@ -1,0 +1,256 @@
+"""`zqbench worker --master HOST[:PORT]`: a Locust WorkerRunner that runs its share of a
+zqbench run with zqbench's own engine (docs/distributed.md).
+
+One thread. Before the load the main greenlet waits in gevent sleeps; during the load the
+engine's asyncio loop owns the thread and a `_pump` task hands gevent's hub a turn every
+`PUMP_S`: Locust's heartbeats and messages go out and come in there, and so do the sample
+batches the recorder flushed. The engine never waits on the network to the master.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from zqbench import __version__
+from zqbench.distributed import protocol as p
+from zqbench.distributed.clock import ROUNDS, ClockOffset, ClockRound, best_offset
+from zqbench.engines.live import WorkerProgress
+from zqbench.engines.native import NativeWorker, WorkerControl, now_ns, open_worker, run_async
+from zqbench.engines.workers import StopFlag, freeze_heap, stop_on_signals
+from zqbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TARGET, EXIT_USAGE, TargetError
+from zqbench.transport.base import ConnectError
+
+PUMP_S = 0.02  # gevent's turn during the load: heartbeats, messages, batches
+MASTER_SILENT_S = 10.0  # no heartbeat from the master this long: stop the load
+BYE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    master: str  # HOST[:PORT]
+    out: Path = Path("reports/workers")  # each run's own Arrow file, under <out>/<run>/
+    once: bool = False  # serve one run, then exit
+
+
+def serve(options: WorkerOptions, *, on_note: Callable[[str], None] = print) -> int:
+    """Serve runs until Ctrl-C (or one with `once`); the last run's exit code."""
+    host, port = _master_address(options.master)
+    stop = StopFlag()
+    with stop_on_signals(stop):
+        while True:
+            code = _Session(host, port, options.out, stop, on_note).serve()
+            if options.once or stop.is_set() or code == EXIT_USAGE:
+                return code
+
+
+def _master_address(value: str) -> tuple[str, int]:
+    try:
+        return p.parse_address(value, default_host="127.0.0.1")
+    except ValueError as exc:
+        from zqbench.errors import OptionError
+
+        raise OptionError("master", "expected HOST[:PORT]", value=value) from exc
+
+
+class _Session:
+    """One run, from connecting to the master to its goodbye."""
+
+    def __init__(
+        self, host: str, port: int, out: Path, stop: StopFlag, on_note: Callable[[str], None]
+    ) -> None:
+        self.out, self.stop, self.note = out, stop, on_note
+        self.inbox: dict[str, list[Any]] = {kind: [] for kind in p.MASTER_MESSAGES}
+        self.outbox: list[tuple[str, Any]] = []
+        self.progress: WorkerProgress | None = None
+        environment = p.import_locust()(user_classes=[])
+        try:
+            self.runner = environment.create_worker_runner(host, port)
+        except ConnectionError:
+            raise TargetError(f"no zqbench master answered at {host}:{port}") from None
+        for kind in p.MASTER_MESSAGES:
+            self.runner.register_message(kind, self._listener(kind))
+        self.address = f"{host}:{port}"
+
+    def _listener(self, kind: str) -> Any:
+        def listener(environment: Any, msg: Any) -> None:
+            data = msg.data
+            if kind == p.PONG:
+                data = {**data, "t4": now_ns()}  # stamped on arrival, before anything else
+            self.inbox[kind].append(data)
+
+        return listener
+
+    def _take(self, kind: str) -> Any | None:
+        box = self.inbox[kind]
+        return box.pop(0) if box else None
+
+    def _send(self, kind: str, data: Any = None) -> None:
+        self.runner.send_message(kind, data)
+
+    def serve(self) -> int:
+        try:
+            self._send(
+                p.HELLO, {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__}
+            )
+            assignment = self._wait_for_assignment()
+            if assignment is None:
+                return EXIT_INTERRUPTED if self.stop.is_set() else EXIT_TARGET
+            return self._run(assignment)
+        finally:
+            with contextlib.suppress(Exception):
+                self._send("quit")  # Locust's: the master forgets us at once
+            self.runner.quit()
+            self.runner.client.close(linger=1000)
+
+    def _wait_for_assignment(self) -> dict[str, Any] | None:
+        import gevent
+
+        while not self.stop.is_set():
+            refused = self._take(p.REFUSED)
+            if refused is not None:
+                self.note(f"zqbench worker: refused by {self.address}: {refused['reason']}")
+                return None
+            assignment = self._take(p.ASSIGN)
+            if assignment is not None:
+                return dict(assignment)
+            gevent.sleep(0.05)
+        return None
+
+    def _run(self, assignment: dict[str, Any]) -> int:
+        index = int(assignment["index"])
+        out_dir = self.out / str(assignment["run"])
+        out_dir.mkdir(parents=True, exist_ok=True)
+        key_env = assignment.get("api_key_env")
+        api_key = os.environ.get(key_env) if key_env else None
+        if key_env and not api_key:
+            self._send(p.FAILED, {"message": f"{key_env} is not set on {socket.gethostname()}"})
+            return EXIT_USAGE
+        spec = p.spec_from_wire(assignment["spec"], api_key=api_key, out_dir=str(out_dir))
+        work = p.work_from_wire(assignment["work"])
+        self.note(f"zqbench worker: running share {index} of run {assignment['run']}")
+        control = WorkerControl(
+            should_stop=self._should_stop,
+            on_progress=self._on_progress,
+            on_batch=self._on_batch,
+        )
+        return int(run_async(self._load(spec, work, control)))
+
+    def _should_stop(self) -> bool:
+        return self.stop.is_set() or self.inbox[p.STOP] != [] or self._master_silent()
+
+    def _master_silent(self) -> bool:
+        last = self.runner.last_heartbeat_timestamp
+        return last is not None and time.time() - last > MASTER_SILENT_S
+
+    def _on_progress(self, snapshot: WorkerProgress) -> None:
+        self.progress = snapshot
+
+    def _on_batch(self, batch: pa.RecordBatch) -> None:
+        self.outbox.append((p.SAMPLES, {"batch": p.batch_to_bytes(batch)}))
+
+    # ------------------------------------------------------------------ in the loop
+    async def _load(self, spec: Any, work: Any, control: WorkerControl) -> int:
+        try:
+            worker = await open_worker(spec, control)
+        except ConnectError as exc:
+            self._send(p.FAILED, {"message": str(exc)})
+            return EXIT_TARGET
+        pump = asyncio.get_running_loop().create_task(self._pump())
+        try:
+            clock = await self._measure_clock()
+            self._send(p.READY, dataclasses.asdict(clock))
+            start = await self._wait_for_start()
+            if start is None:
+                worker.recorder.close()
+                await worker.transport.close()
+                return EXIT_INTERRUPTED
+            freeze_heap()
+            worker.start_ns = clock.to_worker(start)
+            await worker.run(work)
+        finally:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+        return await self._finish(worker)
+
+    async def _pump(self) -> None:
+        import gevent
+
+        last_progress = 0.0
+        while True:
+            gevent.sleep(0)
+            self._flush_outbox(gevent)
+            now = time.monotonic()
+            if self.progress is not None and now - last_progress >= 0.5:
+                last_progress = now
+                self._send(p.SAMPLES, {"progress": _progress_to_wire(self.progress)})
+            await asyncio.sleep(PUMP_S)
+
+    def _flush_outbox(self, gevent: Any) -> None:
+        while self.outbox:
+            kind, data = self.outbox.pop(0)
+            self._send(kind, data)
+
+    async def _measure_clock(self) -> ClockOffset:
+        """ROUNDS pings, each waited for by polling gevent's hub directly (the pump's
+        20 ms turns would add up to 20 ms to every round trip)."""
+        import gevent
+
+        rounds: list[ClockRound] = []
+        for seq in range(ROUNDS):
+            self._send(p.PING, {"seq": seq, "t1": now_ns()})
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:
+                gevent.sleep(0)
+                pong = self._take(p.PONG)
+                if pong is not None and pong["seq"] == seq:
+                    rounds.append(ClockRound(pong["t1"], pong["t2"], pong["t3"], pong["t4"]))
+                    break
+            await asyncio.sleep(0.005)  # let the loop breathe between rounds
+        if not rounds:
+            raise TargetError(f"the master at {self.address} never answered a clock ping")
+        return best_offset(rounds)
+
+    async def _wait_for_start(self) -> int | None:
+        while not self._should_stop():
+            start = self._take(p.START)
+            if start is not None:
+                return int(start["start_ns"])
+            await asyncio.sleep(0.005)
+        return None
+
+    async def _finish(self, worker: NativeWorker) -> int:
+        """The last batches (flushed when the recorder closed), then done, then bye."""
+        import gevent
+
+        self._flush_outbox(gevent)
+        stats = worker.control.stats
+        self._send(
+            p.DONE,
+            {
+                "sent": stats.sent,
+                "recorded": worker.recorder.written,
+                "stopped_early": worker.control.stopped_early,
+            },
+        )
+        deadline = time.monotonic() + BYE_TIMEOUT_S
+        while self._take(p.BYE) is None and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        return EXIT_INTERRUPTED if self.stop.is_set() else EXIT_OK
+
+
+def _progress_to_wire(progress: WorkerProgress) -> dict[str, Any]:
+    data = dataclasses.asdict(progress)
+    data["recent_ms"] = list(progress.recent_ms)
+    return data
