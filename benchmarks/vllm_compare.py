@@ -12,8 +12,10 @@ requests, prompts of about `--prompt-tokens` tokens, `--max-tokens` output token
 
 - vllm bench serve: `--backend openai-chat --dataset-name random --random-input-len P
   --random-output-len M --request-rate R --num-prompts N`, through tests/vllm/vllm_cli.py;
-- zqbench: a constant-arrival-rate scenario (arrivals "poisson", duration N/R, prompt_tokens
-  P calibrated against the target, max_tokens M), `zqbench run FILE --api openai`.
+- zqbench: a constant-arrival-rate scenario (arrivals "poisson", prompt_tokens P calibrated
+  against the target, max_tokens M), `zqbench run FILE --api openai`, its rate and duration
+  set so that it sends exactly N requests, the N-th at N/R, as vllm bench does
+  (same_load_scenario).
 
 Per tool and round: requests sent and completed, the arrival rate achieved, throughput,
 TTFT p50/p99 as the tool reports it and as nearest-rank order statistics of its raw
@@ -176,7 +178,7 @@ def warm_up(server: VllmServer, requests: int = 4) -> None:
             resp.read()
 
 
-def scenario_file(path: Path, load: Load, duration_s: float) -> Path:
+def scenario_file(path: Path, load: Load, rate: float, duration_s: float) -> Path:
     path.write_text(
         textwrap.dedent(
             f"""
@@ -185,7 +187,7 @@ def scenario_file(path: Path, load: Load, duration_s: float) -> Path:
             api = "openai"
             [load]
             executor = "constant-arrival-rate"
-            rate = {load.rate}
+            rate = {rate!r}
             duration = "{duration_s:.6f}s"
             arrivals = "poisson"
             graceful_stop = "300s"
@@ -200,24 +202,27 @@ def scenario_file(path: Path, load: Load, duration_s: float) -> Path:
     return path
 
 
-def exact_scenario(folder: Path, load: Load) -> Path:
-    """The scenario whose Poisson schedule holds exactly load.requests arrivals for this seed.
+def same_load_scenario(folder: Path, load: Load) -> Path:
+    """zqbench's scenario for vllm bench's load: N Poisson arrivals, the N-th at N / rate.
 
-    zqbench's Poisson process runs for a duration, so its count varies (sd about sqrt(N));
-    vllm bench draws exactly N gaps. Both are N arrivals of a Poisson process when the
-    duration ends between zqbench's N-th and (N+1)-th arrival, read from its own schedule.
+    vllm bench draws N exponential gaps and rescales their sum to N / rate ("to stabilise
+    the throughput across seeds"); zqbench's Poisson process runs for a duration instead, so
+    its count and realised rate vary (sd about sqrt(N)). From zqbench's own unit-rate points
+    for this seed (y_i, independent of the rate), the scenario's rate is y_N * rate / N, which
+    puts the N-th send at N / rate, and its duration ends between the N-th and (N+1)-th.
     """
-    seed = load.seed
-    path = folder / f"zq-{load.rate:g}-seed{seed}.toml"
-    long_s = 3 * load.requests / load.rate + 60
-    times = arrival_times(load_scenario(str(scenario_file(path, load, long_s))).load, seed)
-    ns = times.times_ns
-    if len(ns) <= load.requests:
-        raise RuntimeError(f"seed {seed}: fewer than {load.requests} arrivals in {long_s} s")
-    duration_s = (int(ns[load.requests - 1]) + int(ns[load.requests])) / 2e9
-    check = arrival_times(load_scenario(str(scenario_file(path, load, duration_s))).load, seed)
-    if len(check.times_ns) != load.requests:  # the draws depend on the duration after all
-        raise RuntimeError(f"seed {seed}: {len(check.times_ns)} arrivals, not {load.requests}")
+    path = folder / f"zq-{load.rate:g}-seed{load.seed}.toml"
+    n = load.requests
+    long_s = 3.0 * n + 60.0
+    unit = load_scenario(str(scenario_file(path, load, 1.0, long_s))).load
+    y = arrival_times(unit, load.seed).times_ns / 1e9  # Λ-points at 1 req/s
+    if len(y) <= n:
+        raise RuntimeError(f"seed {load.seed}: fewer than {n} arrivals in {long_s} s")
+    rate = float(y[n - 1]) * load.rate / n
+    scenario_file(path, load, rate, (y[n - 1] + y[n]) / 2 / rate)
+    check = arrival_times(load_scenario(str(path)).load, load.seed).times_ns
+    if len(check) != n or abs(check[-1] / 1e9 - n / load.rate) > 1e-3:
+        raise RuntimeError(f"seed {load.seed}: the schedule does not end at the {n}th request")
     return path
 
 
@@ -240,7 +245,7 @@ def run_zqbench(server: VllmServer, load: Load, rnd: int, work: Path) -> Result:
         "-m",
         "zqbench",
         "run",
-        str(exact_scenario(work, load)),
+        str(same_load_scenario(work, load)),
         "--target",
         server.base_url,
         "--api",
