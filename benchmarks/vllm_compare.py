@@ -70,6 +70,8 @@ COUNTERS = (
     "request_success_total",
     "request_queue_time_seconds_sum",
     "request_queue_time_seconds_count",
+    "time_to_first_token_seconds_sum",
+    "time_to_first_token_seconds_count",
 )
 GAUGES = ("num_requests_running", "num_requests_waiting")
 
@@ -99,6 +101,7 @@ class Result:
     ttft_p99_ms: float | None
     ttft_p50_nr_ms: float | None  # nearest rank of the raw per-request values
     ttft_p99_nr_ms: float | None
+    ttft_mean_ms: float | None  # of the raw values, to set beside vLLM's own mean
     tpot_p50_ms: float | None
     mean_prompt_tokens: float | None
     mean_output_tokens: float | None
@@ -107,9 +110,13 @@ class Result:
     # zqbench only: its own lateness against the schedule, and why it called a run invalid.
     schedule_lag_p99_ms: float | None = None
     invalid: list[str] = field(default_factory=list)
-    # Set by measure(): the server's counter deltas over the run, and the machine's load
-    # average as it started (the machine is shared).
+    # Set by measure(): the server's counter deltas over the run, vLLM's own mean TTFT and
+    # queue time from them, the client's TTFT minus the server's (means), and the machine's
+    # load average as the run started (the machine is shared).
     server: dict[str, float] = field(default_factory=dict)
+    server_ttft_mean_ms: float | None = None
+    server_queue_mean_ms: float | None = None
+    client_extra_ms: float | None = None
     loadavg_1m: float = 0.0
 
 
@@ -159,13 +166,15 @@ def wait_idle(server: VllmServer, bound_s: float = 120.0) -> None:
     raise RuntimeError(f"vLLM still busy {bound_s:.0f} s after a run")
 
 
-def warm_up(server: VllmServer, requests: int = 4) -> None:
-    """A few complete requests, so that neither tool's first round meets a cold server."""
+def warm_up(server: VllmServer, load: Load, work: Path, requests: int = 4) -> None:
+    """Complete requests before any round, so that neither tool's first round meets a cold
+    server; then a short zqbench run, whose calibration of the prompt size (cached for this
+    URL) keeps its probes out of the measured rounds and vLLM's counters for them."""
     body = json.dumps(
         {
             "model": server.model,
             "messages": [{"role": "user", "content": "warm up " * 60}],
-            "max_tokens": 64,
+            "max_tokens": load.max_tokens,
         }
     ).encode()
     for _ in range(requests):
@@ -176,6 +185,12 @@ def warm_up(server: VllmServer, requests: int = 4) -> None:
         )
         with urllib.request.urlopen(req, timeout=60) as resp:
             resp.read()
+    scenario = scenario_file(work / "zq-warm-up.toml", load, 1.0, 2.0)
+    log = work / "zq-warm-up.log"
+    cmd = zqbench(scenario, server, 0, work / "zq-warm-up", work)
+    code, _ = run_logged(cmd, log, zqbench_env(work))
+    if not (work / "zq-warm-up" / "summary.json").exists():
+        raise RuntimeError(f"zqbench's warm-up exited {code}:\n{log_tail(log)}")
 
 
 def scenario_file(path: Path, load: Load, rate: float, duration_s: float) -> Path:
@@ -237,15 +252,14 @@ def log_tail(log: Path, lines: int = 15) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def run_zqbench(server: VllmServer, load: Load, rnd: int, work: Path) -> Result:
-    out = work / f"zq-{load.rate:g}-{rnd}"
-    cmd = [
+def zqbench(scenario: Path, server: VllmServer, seed: int, out: Path, work: Path) -> list[str]:
+    return [
         *taskset(CLIENT_CPU),
         sys.executable,
         "-m",
         "zqbench",
         "run",
-        str(same_load_scenario(work, load)),
+        str(scenario),
         "--target",
         server.base_url,
         "--api",
@@ -253,16 +267,24 @@ def run_zqbench(server: VllmServer, load: Load, rnd: int, work: Path) -> Result:
         "--model",
         server.model,
         "--seed",
-        str(load.seed),
+        str(seed),
         "--no-server-metrics",  # vllm bench does not scrape either
         "-q",
         "--out",
         str(out),
     ]
+
+
+def zqbench_env(work: Path) -> dict[str, str]:
     # The calibration (cached per target URL) lives with the run, not in the user's cache.
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ZQBENCH_CALIBRATION": str(work / "cal.json")}
+    return {**os.environ, "PYTHONPATH": str(REPO), "ZQBENCH_CALIBRATION": str(work / "cal.json")}
+
+
+def run_zqbench(server: VllmServer, load: Load, rnd: int, work: Path) -> Result:
+    out = work / f"zq-{load.rate:g}-{rnd}"
+    cmd = zqbench(same_load_scenario(work, load), server, load.seed, out, work)
     log = work / f"zq-{load.rate:g}-{rnd}.log"
-    code, wall = run_logged(cmd, log, env)
+    code, wall = run_logged(cmd, log, zqbench_env(work))
     if not (out / "summary.json").exists():
         raise RuntimeError(f"zqbench exited {code}:\n{log_tail(log)}")
     return zqbench_result(out, load, rnd, code, wall)
@@ -289,6 +311,7 @@ def zqbench_result(out: Path, load: Load, rnd: int, code: int, wall: float) -> R
         ttft_p99_ms=ms(metrics["ttft"].get("p99")),
         ttft_p50_nr_ms=ms(nearest_rank(ttft, 0.5)),
         ttft_p99_nr_ms=ms(nearest_rank(ttft, 0.99)),
+        ttft_mean_ms=ms(mean(ttft)),
         tpot_p50_ms=ms(metrics["tpot"].get("p50")),
         mean_prompt_tokens=mean(ok["prompt_tokens"].dropna().to_numpy(dtype=float)),
         mean_output_tokens=mean(ok["output_tokens"].dropna().to_numpy(dtype=float)),
@@ -370,6 +393,7 @@ def vllm_result(path: Path, load: Load, rnd: int, code: int, wall: float) -> Res
         ttft_p99_ms=data.get("p99_ttft_ms"),
         ttft_p50_nr_ms=ms(nearest_rank(ttft, 0.5)),
         ttft_p99_nr_ms=ms(nearest_rank(ttft, 0.99)),
+        ttft_mean_ms=ms(mean(ttft)),
         tpot_p50_ms=data.get("p50_tpot_ms"),
         # vllm bench replaces its own prompt length by usage.prompt_tokens when given.
         mean_prompt_tokens=mean(np.asarray(data["input_lens"], dtype=float)[ok]),
@@ -385,17 +409,27 @@ def measure(server: VllmServer, tool: str, load: Load, rnd: int, work: Path) -> 
     loadavg = os.getloadavg()[0]
     run = run_zqbench if tool == "zqbench" else run_vllm_bench
     result = run(server, load, rnd, work)
-    result.loadavg_1m = loadavg
     wait_idle(server)
     after = scrape(server)
-    result.server = {name: after[name] - before[name] for name in COUNTERS}
+    result.loadavg_1m = loadavg
+    delta = {name: after[name] - before[name] for name in COUNTERS}
+    result.server = delta
+    result.server_ttft_mean_ms = per_request_ms(delta, "time_to_first_token_seconds")
+    result.server_queue_mean_ms = per_request_ms(delta, "request_queue_time_seconds")
+    if result.ttft_mean_ms is not None and result.server_ttft_mean_ms is not None:
+        result.client_extra_ms = result.ttft_mean_ms - result.server_ttft_mean_ms
     return result
+
+
+def per_request_ms(delta: dict[str, float], histogram: str) -> float | None:
+    count = delta[f"{histogram}_count"]
+    return ms(delta[f"{histogram}_sum"] / count) if count else None
 
 
 def run_all(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     server = start_vllm(free_port(), work / "vllm.log")
     try:
-        warm_up(server)
+        warm_up(server, Load(1.0, 2, args.prompt_tokens, args.max_tokens, 0), work)
         results: list[Result] = []
         for k, rate in enumerate(args.rates):
             for rnd in range(args.rounds):
@@ -432,6 +466,9 @@ FIGURES = (
     ("ttft_p99_ms", "TTFT p99 ms (tool's own)"),
     ("ttft_p50_nr_ms", "TTFT p50 ms (nearest rank)"),
     ("ttft_p99_nr_ms", "TTFT p99 ms (nearest rank)"),
+    ("ttft_mean_ms", "TTFT mean ms"),
+    ("server_ttft_mean_ms", "TTFT mean ms, vLLM's own (server side)"),
+    ("client_extra_ms", "TTFT mean, client minus server, ms"),
     ("tpot_p50_ms", "TPOT p50 ms"),
     ("sent_rate", "arrival rate achieved, req/s"),
     ("throughput", "throughput, req/s"),
@@ -448,18 +485,13 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def server_queue_ms(r: dict[str, Any]) -> float | None:
-    count = r["server"].get("request_queue_time_seconds_count", 0)
-    return ms(r["server"]["request_queue_time_seconds_sum"] / count) if count else None
-
-
 def runs_table(results: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| req/s | round | tool | sent | done | arrivals req/s | throughput req/s "
-        "| TTFT p50 ms | TTFT p99 ms | p50 / p99 nearest rank | TPOT p50 ms "
-        "| prompt tok | output tok | server: queue mean ms, prefix-cache hits "
+        "| TTFT p50 ms | TTFT p99 ms | p50 / p99 nearest rank | TTFT mean ms: client, server "
+        "| server queue mean ms | TPOT p50 ms | prompt tok | output tok | prefix-cache hits "
         "| zqbench lag p99 ms | load avg |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
@@ -467,9 +499,10 @@ def runs_table(results: list[dict[str, Any]]) -> list[str]:
             f"| {fmt(r['sent_rate'], 2)} | {fmt(r['throughput'], 2)} "
             f"| {fmt(r['ttft_p50_ms'])} | {fmt(r['ttft_p99_ms'])} "
             f"| {fmt(r['ttft_p50_nr_ms'])} / {fmt(r['ttft_p99_nr_ms'])} "
-            f"| {fmt(r['tpot_p50_ms'], 2)} | {fmt(r['mean_prompt_tokens'])} "
-            f"| {fmt(r['mean_output_tokens'])} "
-            f"| {fmt(server_queue_ms(r))}, {r['server'].get('prefix_cache_hits_total', 0):.0f} "
+            f"| {fmt(r['ttft_mean_ms'])}, {fmt(r['server_ttft_mean_ms'])} "
+            f"| {fmt(r['server_queue_mean_ms'])} | {fmt(r['tpot_p50_ms'], 2)} "
+            f"| {fmt(r['mean_prompt_tokens'])} | {fmt(r['mean_output_tokens'])} "
+            f"| {r['server'].get('prefix_cache_hits_total', 0):.0f} "
             f"| {fmt(r['schedule_lag_p99_ms'])} | {r['loadavg_1m']:.1f} |"
         )
     return lines
