@@ -110,6 +110,9 @@ class Result:
     # zqbench only: its own lateness against the schedule, and why it called a run invalid.
     schedule_lag_p99_ms: float | None = None
     invalid: list[str] = field(default_factory=list)
+    # Requests the tool sent besides the load (zqbench: its target check, one token, not
+    # streamed), with their client-side times: vLLM's counters include them.
+    side_requests_ms: list[float] = field(default_factory=list)
     # Set by measure(): the server's counter deltas over the run, vLLM's own mean TTFT and
     # queue time from them, the client's TTFT minus the server's (means), and the machine's
     # load average as the run started (the machine is shared).
@@ -319,6 +322,7 @@ def zqbench_result(out: Path, load: Load, rnd: int, code: int, wall: float) -> R
         exit_code=code,
         schedule_lag_p99_ms=ms(metrics["schedule_lag"].get("p99")),
         invalid=list(summary["validity"].get("reasons", [])),
+        side_requests_ms=[p["ms"] for p in summary["target_resolution"].get("probes", [])],
     )
 
 
@@ -414,16 +418,29 @@ def measure(server: VllmServer, tool: str, load: Load, rnd: int, work: Path) -> 
     result.loadavg_1m = loadavg
     delta = {name: after[name] - before[name] for name in COUNTERS}
     result.server = delta
-    result.server_ttft_mean_ms = per_request_ms(delta, "time_to_first_token_seconds")
-    result.server_queue_mean_ms = per_request_ms(delta, "request_queue_time_seconds")
+    side_s = sum(result.side_requests_ms) / 1000
+    result.server_ttft_mean_ms = load_mean_ms(delta, "time_to_first_token_seconds", result, side_s)
+    # Alone on an idle server, a side request did not queue.
+    result.server_queue_mean_ms = load_mean_ms(delta, "request_queue_time_seconds", result, 0.0)
     if result.ttft_mean_ms is not None and result.server_ttft_mean_ms is not None:
         result.client_extra_ms = result.ttft_mean_ms - result.server_ttft_mean_ms
     return result
 
 
-def per_request_ms(delta: dict[str, float], histogram: str) -> float | None:
-    count = delta[f"{histogram}_count"]
-    return ms(delta[f"{histogram}_sum"] / count) if count else None
+def load_mean_ms(
+    delta: dict[str, float], histogram: str, result: Result, side_s: float
+) -> float | None:
+    """vLLM's mean over the load's requests alone, from its histogram's sum and count.
+
+    side_s: the side requests' share of the sum, or a bound on it. They ran alone on an idle
+    server before the load, and each one's client time bounds its server time, so the
+    error left is at most that bound / N (about 0.25 ms here). None when the counts do not
+    add up (a request neither tool accounts for).
+    """
+    count = delta[f"{histogram}_count"] - len(result.side_requests_ms)
+    if count != result.completed or count == 0:
+        return None
+    return ms((delta[f"{histogram}_sum"] - side_s) / count)
 
 
 def run_all(args: argparse.Namespace, work: Path) -> dict[str, Any]:
