@@ -2,7 +2,9 @@
 
 Reproduce (about 10 minutes on 2 cores; needs tests/vllm/setup.sh first):
 
-    .venv/bin/python benchmarks/vllm_compare.py --rates 4,12 --rounds 2 --requests 120
+    .venv/bin/python benchmarks/vllm_compare.py --out docs/benchmarks/vllm-compare-2026-11-30
+
+(the defaults: --rates 4,12 --rounds 3 --requests 120 --prompt-tokens 128 --max-tokens 64).
 
 One vLLM (CPU build, tiny random Llama, tests/vllm/serve.sh: pinned to core 0, 8 sequences
 at a time) serves both clients, each pinned to core 1. For every rate, the same open-loop
@@ -434,8 +436,8 @@ def load_mean_ms(
 
     side_s: the side requests' share of the sum, or a bound on it. They ran alone on an idle
     server before the load, and each one's client time bounds its server time, so the
-    error left is at most that bound / N (about 0.25 ms here). None when the counts do not
-    add up (a request neither tool accounts for).
+    error left is at most that bound / N (under 0.5 ms in our runs). None when the counts
+    do not add up (a request neither tool accounts for).
     """
     count = delta[f"{histogram}_count"] - len(result.side_requests_ms)
     if count != result.completed or count == 0:
@@ -452,7 +454,7 @@ def run_all(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             for rnd in range(args.rounds):
                 # A seed of its own for every round: vllm bench's random prompts are a
                 # function of its seed, and a repeated one would find every prompt in vLLM's
-                # prefix cache (measured: all 7680 prompt tokens of a 60-request run).
+                # prefix cache (measured: 7680 of a 60-request run's 8040 prompt tokens).
                 seed = args.seed + k * args.rounds + rnd
                 load = Load(rate, args.requests, args.prompt_tokens, args.max_tokens, seed)
                 for tool in TOOLS:
@@ -463,7 +465,7 @@ def run_all(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     finally:
         server.stop()
     return {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "load": {
             "rates": args.rates,
             "rounds": args.rounds,
@@ -557,6 +559,9 @@ def render(report: dict[str, Any]) -> str:
         f"{fmt(report['vllm_cold_start_s'])} s; load average at the end "
         f"{', '.join(f'{x:.1f}' for x in report['machine']['loadavg_at_end'])}.",
         "",
+        "What the figures mean, and why they differ: docs/performance.md, section "
+        '"zqbench and vllm bench serve on the same vLLM".',
+        "",
         "| req/s | figure | zqbench | vllm bench | zqbench / vllm | per round |",
         "|---|---|---|---|---|---|",
     ]
@@ -569,7 +574,7 @@ def render(report: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rates", default="4,12", help="req/s, comma-separated (4,12)")
-    parser.add_argument("--rounds", type=int, default=2, help="A B rounds per rate (2)")
+    parser.add_argument("--rounds", type=int, default=3, help="A B rounds per rate (3)")
     parser.add_argument("--requests", type=int, default=120, help="requests per run (120)")
     parser.add_argument("--prompt-tokens", type=int, default=128, help="prompt size (128)")
     parser.add_argument("--max-tokens", type=int, default=64, help="output cap (64)")
@@ -580,6 +585,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="write OUT.json and OUT.md (e.g. docs/benchmarks/vllm-compare-2026-12-01)",
     )
     parser.add_argument("--keep", type=Path, help="keep every run's files in this folder")
+    parser.add_argument(
+        "--render", type=Path, metavar="JSON", help="only render a saved report's Markdown"
+    )
     args = parser.parse_args(argv)
     args.rates = [float(r) for r in args.rates.split(",")]
     return args
@@ -587,6 +595,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render:
+        sys.stdout.write(render(json.loads(args.render.read_text())))
+        return 0
     if (reason := vllm_available()) is not None:
         print(f"vllm_compare: {reason}", file=sys.stderr)
         return 2
