@@ -76,9 +76,10 @@ def profile(
     if job.dry_run:
         _print_dry_run(options, job, echo)
         return None
+    exe = None if job.tool == "torch" else tools.find_tool(job.tool)  # before any folder
     plan = make_plan(options)
     out_dir = make_out_dir(options.out, plan.scenario.name, root=options.reports_root)
-    launch = _launch(job, out_dir / PROFILE_DIR)
+    launch = _launch(job, out_dir / PROFILE_DIR, exe)
     launch.profile_dir.mkdir(parents=True, exist_ok=True)
     hook = CaptureHook(job.window, base_url=options.target, api_key_env=options.api_key_env)
     options = dataclasses.replace(
@@ -116,11 +117,12 @@ def _checked(options: RunOptions, job: ProfileJob) -> RunOptions:
     return options
 
 
-def _launch(job: ProfileJob, profile_dir: Path, *, need_tool: bool = True) -> Launch:
+def _launch(job: ProfileJob, profile_dir: Path, exe: str | None) -> Launch:
+    """`exe`: the profiler's path (nsys, ncu); for torch, None."""
     if job.tool == "torch":
         env = tuple((name, str(profile_dir / "torch")) for name in TORCH_DIR_VARS)
         return Launch((), env, profile_dir, None)
-    exe = tools.find_tool(job.tool) if need_tool else tools.which(job.tool) or job.tool
+    exe = exe or job.tool
     base = profile_dir / job.tool
     if job.tool == "nsys":
         wrap = tools.nsys_command(exe, base, ())
@@ -132,7 +134,7 @@ def _launch(job: ProfileJob, profile_dir: Path, *, need_tool: bool = True) -> La
 def _print_dry_run(options: RunOptions, job: ProfileJob, echo: Callable[[str], None]) -> None:
     """The commands a run would start, without starting anything or creating its folder."""
     out = options.out or options.reports_root / "<run folder>"
-    launch = _launch(job, Path(out) / PROFILE_DIR, need_tool=False)
+    launch = _launch(job, Path(out) / PROFILE_DIR, tools.which(job.tool))
     if job.server_command:
         server = list(job.server_command)
     else:  # its port is chosen when it starts

@@ -71,7 +71,8 @@ class WindowSpec:
 
 @dataclass
 class CaptureLog:
-    """When the window really opened and closed (seconds since t = 0), and what failed."""
+    """When the capture surely ran (seconds since t = 0): from the answer of /start_profile
+    to the call of /stop_profile; and what failed."""
 
     window: tuple[float, float] = (0.0, 0.0)
     started_at: float | None = None
@@ -140,8 +141,9 @@ class CaptureHook:
                 return
             self.log.answers.append(answer)
             self._open = on
+            # The capture surely ran from /start_profile's answer to /stop_profile's call.
             if on:
-                self.log.started_at = round(t_s, 3)
+                self.log.started_at = round((time.perf_counter_ns() - self._start_ns) / 1e9, 3)
             else:
                 self.log.stopped_at = round(t_s, 3)
 
