@@ -22,13 +22,19 @@ def _options(scenario: Path, out: Path, **kw: object) -> RunOptions:
     return RunOptions(scenario=str(scenario), out=out, server_scheduler="fifo", **kw)  # type: ignore[arg-type]
 
 
-def test_torch_profile_of_the_pulse(scenario_file: Path, tmp_path: Path) -> None:
+def test_torch_profile_of_the_pulse(
+    scenario_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Acceptance: a Chrome trace in the run folder whose request ranges carry the ids of
-    samples.parquet, only for requests inside the pulse, and the Profile section."""
+    samples.parquet, only for requests inside the pulse, and the Profile section. The
+    server wants an API key: the profiling routes get it too."""
     pytest.importorskip("torch")
+    monkeypatch.setenv("ZQ_PROFILE_KEY", "sekrit")
     out = tmp_path / "run"
     job = ProfileJob("torch", WindowSpec(stage="pulse"))
-    result = profile(_options(scenario_file, out, server_args=SMALL_TORCH), job)
+    server_args = (*SMALL_TORCH, "--api-key-env", "ZQ_PROFILE_KEY")
+    options = _options(scenario_file, out, server_args=server_args, api_key_env="ZQ_PROFILE_KEY")
+    result = profile(options, job)
     assert result is not None and result.out_dir == out
     prof = result.summary.profile
     assert prof is not None and prof.tool == "torch" and not prof.notes
