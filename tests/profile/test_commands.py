@@ -131,7 +131,7 @@ def test_cli_dry_run_prints_the_nsys_command(fake_tools: Path, tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     nsys = str(tmp_path / "bin" / "nsys")
-    assert first.startswith(f"{nsys} profile --trace=cuda,nvtx,osrt ")
+    assert first.startswith(f"{nsys} profile --trace=cuda,nvtx,osrt --sample=none ")
     assert "--capture-range=cudaProfilerApi" in first
     assert first.endswith(
         "python -m reference_server --host 127.0.0.1 --port '<port>' --engine torch "

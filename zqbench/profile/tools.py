@@ -53,6 +53,8 @@ def nsys_command(nsys: str, report_base: Path, server: Sequence[str]) -> list[st
         nsys,
         "profile",
         "--trace=cuda,nvtx,osrt",
+        "--sample=none",  # no CPU sampling: the timeline, not a CPU profile
+        "--trace-fork-before-exec=true",  # servers that fork their engine (vLLM)
         "--capture-range=cudaProfilerApi",
         "--capture-range-end=stop",
         "--cuda-graph-trace=node",
