@@ -101,8 +101,20 @@ class TorchCapture:
         for name in PROFILER_DIR_ENV:
             value = os.environ.get(name)
             if value:
-                return cls(Path(value))
+                capture = cls(Path(value))
+                capture.warm_up()
+                return capture
         return None
+
+    def warm_up(self) -> None:
+        """Import and initialise the profiler now, at startup: the first start otherwise
+        takes seconds, and the capture would begin that late into its window."""
+        if _ENTER is None:
+            return
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU], experimental_config=_all_threads()):
+            pass
 
     def start(self) -> None:
         if _ENTER is None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 
+from zqbench.embedded import free_port
 from zqbench.profile.command import ProfileJob, profile
 from zqbench.profile.torch_trace import load_events, request_ranges
 from zqbench.profile.window import WindowSpec
@@ -105,3 +108,22 @@ def test_ncu_profile_with_a_fake_ncu(scenario_file: Path, tmp_path: Path, fake_t
     calls = [json.loads(line) for line in fake_tools.read_text().splitlines()]
     assert len(calls) == 1 and calls[0][0] == "ncu" and "--launch-count=20" in calls[0]
     assert "profile/ncu.ncu-rep" in result.summary.profile.artifacts
+
+
+def test_torch_profile_of_a_server_command(scenario_file: Path, tmp_path: Path) -> None:
+    """`-- SERVER_COMMAND`: started verbatim with the trace folder in its environment,
+    waited for at --target, stopped by PID afterwards."""
+    pytest.importorskip("torch")
+    port = free_port()
+    command = (sys.executable, "-m", "reference_server", "--engine", "sim", "--port", str(port))
+    out = tmp_path / "run"
+    job = ProfileJob("torch", WindowSpec(start_s=1.5, end_s=3.0), server_command=command)
+    options = RunOptions(scenario=str(scenario_file), out=out, target=f"http://127.0.0.1:{port}")
+    result = profile(options, job)
+    assert result is not None and result.summary.profile is not None
+    prof = result.summary.profile
+    assert prof.request_ranges > 0 and not prof.notes
+    assert any(a.startswith("profile/torch/") for a in prof.artifacts)
+    assert "listening on" in (out / "server.log").read_text()
+    with pytest.raises(httpx.TransportError):  # stopped with the run
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)

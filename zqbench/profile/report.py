@@ -22,13 +22,14 @@ from zqbench.summary import Profile, ProfileOp, ProfileRequest
 
 PROFILE_DIR = "profile"  # inside the run folder: every file the capture leaves
 _STATS_TIMEOUT_S = 600.0
+_LATE_S = 0.25  # a capture that starts later than this into its window gets a note
 
 
 def build(
     tool: str, log: CaptureLog, out_dir: Path, tool_path: str | None, *, slowest: int
 ) -> Profile:
     profile_dir = out_dir / PROFILE_DIR
-    notes = list(log.errors)
+    notes = [*log.errors, *_timing_notes(log)]
     top: list[ProfileOp] = []
     ranges: list[ProfileOp] = []
     in_trace: dict[str, float] = {}
@@ -59,6 +60,17 @@ def build(
         slowest=_slowest(out_dir, log, in_trace, first_us, slowest, traced=tool == "torch"),
         notes=notes,
     )
+
+
+def _timing_notes(log: CaptureLog) -> list[str]:
+    """A capture that missed its window, or began late in it, says so."""
+    start, end = log.window
+    if log.started_at is None and not log.errors:
+        return [f"the run ended before the capture window ({start:g} s to {end:g} s)"]
+    if log.started_at is not None and log.started_at - start > _LATE_S:
+        late = log.started_at - start
+        return [f"the capture started {late:.2f} s into its window (/start_profile was slow)"]
+    return []
 
 
 def _nsys_tables(
