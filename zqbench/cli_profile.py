@@ -94,6 +94,12 @@ def profile(
         result = run_profile(options, job, on_progress=view.update, on_target=view.note)
     assert result is not None
     view.final(result.summary, result.out_dir)
+    prof = result.summary.profile
+    if prof is not None:
+        files = ", ".join(prof.artifacts) or "none"
+        typer.echo(f"profile: {prof.request_ranges} request ranges; files: {files}")
+        for note in prof.notes:
+            typer.echo(f"profile: {note}")
     raise typer.Exit(result.exit_code)
 
 

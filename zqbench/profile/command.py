@@ -72,12 +72,12 @@ def profile(
 ) -> RunResult | None:
     """Run the scenario under the profiler; None after a dry run (the commands echoed)."""
     options = _checked(options, job)
-    job.window.resolve(make_plan(options).stages)  # a stage the scenario lacks: exit 2 now
+    plan = make_plan(options)
+    job.window.resolve(plan.stages)  # a stage the scenario lacks: exit 2 now
     if job.dry_run:
         _print_dry_run(options, job, echo)
         return None
     exe = None if job.tool == "torch" else tools.find_tool(job.tool)  # before any folder
-    plan = make_plan(options)
     out_dir = make_out_dir(options.out, plan.scenario.name, root=options.reports_root)
     launch = _launch(job, out_dir / PROFILE_DIR, exe)
     launch.profile_dir.mkdir(parents=True, exist_ok=True)
