@@ -1,4 +1,4 @@
-"""One short GPU session for the reference server's torch engine (about 5 minutes on an H200).
+"""One short GPU session for the reference server's torch engine (about 7 minutes on an H200).
 
 Phases, each recorded even when an earlier one failed:
 
@@ -11,6 +11,13 @@ Phases, each recorded even when an earlier one failed:
                 POST /start_profile, `zqbench run smoke` against it, POST /stop_profile;
                 dispatch_delay p50/p99 (summary.json) and per-request GPU time
                 (srv_gpu_ms in samples.parquet)
+5. schedulers   `zqbench run burst` (scaled) on the embedded server, torch engine with CUDA
+                graphs, once per scheduler (zero-queue, fifo): dispatch delay, server_queue
+                (the client's metric and the server's own queue time), TTFT, decode tokens/s
+                and gpu_density (--telemetry auto: NVML)
+6. profile      `zqbench profile nsys --capture-stage pulse` of the same burst when nsys is
+                on PATH, else `zqbench profile torch` (torch.profiler on CUDA): the capture's
+                files, its request ranges, its top kernels or ops
 
 Writes gpu_check.json and gpu_check.md (and the zqbench outputs) under `--out`, default
 `$OUT` when set, else docs/gpu/. Exit code 0 when every phase passed, 1 when one failed,
@@ -163,6 +170,67 @@ def phase_server(out_dir: Path, device: str, preset: str) -> dict[str, Any]:
     return res
 
 
+def _burst_args(device: str, preset: str, dry: bool) -> list[str]:
+    """The burst scenario, scaled to a short run; the embedded server on `device`."""
+    scale = ["--rate-scale", "0.02", "--duration-scale", "0.05", "--max-tokens", "8"] if dry \
+        else ["--rate-scale", "0.5", "--duration-scale", "0.2", "--max-tokens", "64"]  # fmt: skip
+    return [*scale, "--server-engine", "torch", f"--server-arg=--device={device}",
+            f"--server-arg=--preset={preset}", "--quiet"]  # fmt: skip
+
+
+def _zqbench(args: list[str], timeout_s: float) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "zqbench", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-4:]
+    return {"command": "zqbench " + " ".join(args), "returncode": proc.returncode, "tail": tail}
+
+
+def phase_schedulers(out_dir: Path, device: str, preset: str, dry: bool) -> dict[str, Any]:
+    """The burst on each scheduler: the figures the zero-queue claim rests on."""
+    res: dict[str, Any] = {}
+    telemetry = [] if dry else ["--telemetry", "auto"]
+    for scheduler in ("zero-queue", "fifo"):
+        run_dir = out_dir / f"zqbench-burst-{scheduler}"
+        run = _zqbench(["run", "burst", "--out", str(run_dir), "--server-scheduler", scheduler,
+                        *telemetry, *_burst_args(device, preset, dry)], 600)  # fmt: skip
+        summary = json.loads((run_dir / "summary.json").read_text())
+        m = summary["metrics"]
+        queue = summary.get("server_queue") or {}
+        run.update(
+            status_codes=summary["status_codes"],
+            dispatch_delay_p99_ms=_scaled(m.get("dispatch_delay", {}).get("p99"), 1e3),
+            server_queue_p99_ms=_scaled(m.get("server_queue", {}).get("p99"), 1e3),
+            server_queue_time_p99_ms=_scaled((queue.get("queue_time") or {}).get("p99"), 1e3),
+            ttft_p50_ms=_scaled(m.get("ttft", {}).get("p50"), 1e3),
+            ttft_p99_ms=_scaled(m.get("ttft", {}).get("p99"), 1e3),
+            output_tokens_per_s=summary["throughput"].get("output_tokens_per_s"),
+            gpu_density=summary["telemetry"].get("gpu_density"),
+        )
+        res[scheduler] = run
+    return res
+
+
+def phase_profile(out_dir: Path, device: str, preset: str, dry: bool) -> dict[str, Any]:
+    """One short capture of the burst's pulse: nsys when there, else torch.profiler."""
+    import shutil
+
+    tool = "nsys" if shutil.which("nsys") and not dry else "torch"
+    run_dir = out_dir / f"zqbench-profile-{tool}"
+    run = _zqbench(["profile", tool, "--scenario", "burst", "--capture-stage", "pulse",
+                    "--out", str(run_dir), *_burst_args(device, preset, dry)], 600)  # fmt: skip
+    prof = json.loads((run_dir / "summary.json").read_text()).get("profile") or {}
+    run.update(
+        tool=tool,
+        window=[prof.get("started_at"), prof.get("stopped_at")],
+        artifacts=prof.get("artifacts"),
+        request_ranges=prof.get("request_ranges"),
+        top=[(op["name"], op["total_ms"]) for op in prof.get("top_ops", [])[:5]],
+        slowest=[(r["request_id"], r["ttft"]) for r in prof.get("slowest", [])[:3]],
+        notes=prof.get("notes"),
+    )
+    return run
+
+
 def _scaled(x: float | None, k: float) -> float | None:
     return None if x is None else round(x * k, 3)
 
@@ -237,6 +305,33 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"/stop_profile → {r['stop_profile']['status']}.",
                 "",
             ]
+        elif name == "schedulers":
+            lines += [
+                "| scheduler | dispatch delay p99 ms | server_queue p99 ms | server queue time "
+                "p99 ms | TTFT p50 ms | TTFT p99 ms | output tokens/s | gpu_density | status |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+            ]
+            for sched, x in r.items():
+                density = x["gpu_density"]
+                lines.append(
+                    f"| {sched} | {_ms(x['dispatch_delay_p99_ms'])} | "
+                    f"{_ms(x['server_queue_p99_ms'])} | {_ms(x['server_queue_time_p99_ms'])} | "
+                    f"{_ms(x['ttft_p50_ms'])} | {_ms(x['ttft_p99_ms'])} | "
+                    f"{x['output_tokens_per_s'] or 0:.0f} | "
+                    f"{'—' if density is None else f'{density:.3f}'} | {x['status_codes']} |"
+                )
+            lines.append("")
+        elif name == "profile":
+            top = ", ".join(f"`{n}` {ms:.1f} ms" for n, ms in r["top"])
+            slow = ", ".join(f"{rid} ({ttft * 1e3:.1f} ms)" for rid, ttft in r["slowest"])
+            lines += [
+                f"`{r['command']}` → exit {r['returncode']}; captured {r['window'][0]} s to "
+                f"{r['window'][1]} s with {r['tool']}: {r['request_ranges']} request ranges.",
+                "",
+                f"Files: {', '.join(r['artifacts'] or [])}. Top: {top or '—'}.",
+                f"Slowest TTFT in the window: {slow or '—'}. Notes: {r['notes'] or 'none'}.",
+                "",
+            ]
         else:
             lines += ["```", json.dumps(r, indent=1), "```", ""]
     return "\n".join(lines)
@@ -302,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         _run_phase(doc, f"decode {preset}", phase_decode, preset, device, batches, steps)
     _run_phase(doc, "server", phase_server, out_dir, device, presets[0])
+    _run_phase(doc, "schedulers", phase_schedulers, out_dir, device, presets[0], args.dry_run)
+    _run_phase(doc, "profile", phase_profile, out_dir, device, presets[0], args.dry_run)
     doc["elapsed_s"] = round(time.perf_counter() - t0, 1)
 
     (out_dir / "gpu_check.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -27,6 +27,7 @@ from reference_server.model import tokenizer
 from reference_server.request import GenRequest, body_limit
 from reference_server.scheduler import Scheduler
 from reference_server.sequence import Sequence, State
+from reference_server.trace import TorchCapture
 
 log = logging.getLogger("reference_server")
 
@@ -63,6 +64,8 @@ class App:
         self.in_flight = 0
         self._handlers: set[asyncio.Task[Any]] = set()  # the tasks running _http, for shutdown
         self.profiling = False  # between POST /start_profile and /stop_profile
+        # Set by REFSERVER_TORCH_PROFILER_DIR: the profiling routes drive torch.profiler.
+        self.torch_capture = TorchCapture.from_env()
         self._n_generations = 0  # numbers the generation requests, for derived seeds
         self._key = config.api_key.encode() if config.api_key else None
         self._common: Headers = [
@@ -132,6 +135,7 @@ class App:
         )
         rid = "req_" + os.urandom(12).hex()
         resp = _Response(send, rid, self._common)
+        resp.trace_id = headers.get("x-request-id", "")[:128] or rid
         task = asyncio.current_task()
         if task is not None:
             self._handlers.add(task)
@@ -294,6 +298,7 @@ class App:
             resp.received_perf or time.perf_counter(),
             asyncio.get_running_loop(),
         )
+        seq.trace_id = resp.trace_id
         refusal = self.scheduler.submit(seq)
         if refusal is not None:
             self.metrics.rejected.labels(refusal).inc()
@@ -398,16 +403,22 @@ class App:
     # ---- profiler switches ------------------------------------------------------------
 
     def _profile(self, start: bool) -> bytes:
-        """POST /start_profile, /stop_profile: bound an Nsight capture (cudaProfilerApi range)."""
+        """POST /start_profile, /stop_profile: bound an Nsight capture (cudaProfilerApi
+        range), or with REFSERVER_TORCH_PROFILER_DIR set a torch.profiler trace."""
+        answer: dict[str, Any] = {"profiling": start}
         try:
-            if start:
+            if self.torch_capture is not None and start:
+                self.torch_capture.start()
+            elif self.torch_capture is not None:
+                answer["trace"] = str(self.torch_capture.stop())
+            elif start:
                 self.backend.start_profile()
             else:
                 self.backend.stop_profile()
-        except ValueError as exc:  # no CUDA: a clear 400, never a 500
+        except ValueError as exc:  # no CUDA, or nothing to stop: a clear 400, never a 500
             raise ApiError("invalid_request", str(exc)) from None
         self.profiling = start
-        return json.dumps({"profiling": start}).encode()
+        return json.dumps(answer).encode()
 
     # ---- small GET routes -----------------------------------------------------------
 
@@ -549,10 +560,12 @@ class _Response:
         "start",
         "started",
         "status",
+        "trace_id",
     )
 
     def __init__(self, send: Any, rid: str, common: Headers) -> None:
         self.send, self.rid, self.common = send, rid, common
+        self.trace_id = rid  # the client's x-request-id, when it sent one: names its range
         self.received: float | None = None
         self.received_perf: float | None = None
         self.dispatch: float | None = None

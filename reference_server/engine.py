@@ -27,6 +27,7 @@ from reference_server.backend import ComputeBackend
 from reference_server.metrics import Metrics
 from reference_server.scheduler import Scheduler
 from reference_server.sequence import Sequence, State, deliver
+from reference_server.trace import RequestRange
 
 try:  # NVTX ranges for Nsight; the package is a no-op without a profiler attached.
     import nvtx
@@ -55,6 +56,12 @@ class _Range:
     def __exit__(self, *exc: object) -> None:
         if _DOMAIN is not None:
             _DOMAIN.pop_range()
+
+
+def _close_range(seq: Sequence) -> None:
+    if seq.range is not None:
+        seq.range.close()
+        seq.range = None
 
 
 class Engine:
@@ -129,7 +136,10 @@ class Engine:
                 events.append((s, "abort", None))
         self._post(events)
         self._prune()
-        return [s for s in intake.new if s.state is State.ADMITTED]
+        admitted = [s for s in intake.new if s.state is State.ADMITTED]
+        for s in admitted:  # its range spans prefill and every decode step it joins
+            s.range = RequestRange(s.trace_id)
+        return admitted
 
     def _shut_down(self) -> None:
         """The loop has stopped: refuse what never started, end what was running."""
@@ -137,6 +147,8 @@ class Engine:
         for s in leftover:
             s.state = State.REJECTED
         events: Events = [(s, "reject", "shutdown") for s in leftover]
+        for s in self.running:
+            _close_range(s)
         self._post(events + [(s, "error", "server shut down") for s in self.running])
 
     def _prune(self) -> None:
@@ -144,6 +156,7 @@ class Engine:
 
     def _finish_slot(self, seq: Sequence, state: State) -> None:
         seq.state = state
+        _close_range(seq)
         if seq.slot is not None:
             self.backend.release(seq.slot)
         self.scheduler.release(seq)

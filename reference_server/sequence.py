@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from reference_server.backend import SamplingParams
 from reference_server.model import tokenizer
+from reference_server.trace import RequestRange
 
 
 class State(enum.Enum):
@@ -53,6 +54,8 @@ class Sequence:
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         self.request_id = request_id
+        self.trace_id = request_id  # the client's x-request-id when it sent one
+        self.range: RequestRange | None = None  # admission .. end, on the engine thread
         self.prompt = prompt
         self.max_tokens = max_tokens
         self.stop = tuple(s for s in stop if s)

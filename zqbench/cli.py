@@ -314,9 +314,9 @@ def serve(ctx: typer.Context) -> None:
 
 def _register_command_groups() -> None:
     """Commands that live in their own CLI modules (reports, conformance, impairment)."""
-    from zqbench import cli_conform, cli_impair, cli_reports
+    from zqbench import cli_conform, cli_impair, cli_profile, cli_reports
 
-    for group in (cli_reports, cli_conform, cli_impair):
+    for group in (cli_reports, cli_conform, cli_impair, cli_profile):
         group.register(app)
 
 

@@ -73,6 +73,10 @@ class EmbeddedServer:
     # Give the server the last CPU and this process the others, so the load generator's
     # timing is not at the mercy of the model's compute (Linux, 2 CPUs or more).
     pin_cpus: bool = False
+    # `zqbench profile`: a profiler's command line the server runs under (nsys, ncu), and
+    # variables for its environment (the torch profiler's trace folder).
+    wrap: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
     _proc: subprocess.Popen[bytes] | None = None
     _log: object = None
     _own_affinity: set[int] | None = None
@@ -83,6 +87,7 @@ class EmbeddedServer:
 
     def command(self) -> list[str]:
         cmd = [
+            *self.wrap,
             sys.executable,
             "-c",
             EXIT_WITH_PARENT,
@@ -104,7 +109,7 @@ class EmbeddedServer:
             self.port = free_port(self.host)
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self._log = log
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **dict(self.env)}
         # stdin stays open, never written: its EOF is the server's signal that we died.
         self._proc = subprocess.Popen(
             self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, env=env

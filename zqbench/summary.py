@@ -514,6 +514,40 @@ class _Document(_Record):
         return json.dumps(self.model_dump(mode="json"), indent=2, allow_nan=False) + "\n"
 
 
+class ProfileOp(_Record):
+    """One op (torch) or kernel/NVTX range (nsys stats) of the capture, by time spent."""
+
+    name: str
+    calls: int
+    total_ms: float  # its own time (self time for torch ops), summed over the calls
+
+
+class ProfileRequest(_Record):
+    """One of the slowest requests by TTFT inside the capture window, and its range."""
+
+    request_id: str  # x-request-id as sent ("zq-<request_id of samples.parquet>")
+    ttft: JsonFloat  # seconds
+    range_name: str  # the range to look for in the trace ("request zq-17")
+    in_trace: bool | None  # the capture holds its range; None: not known (nsys, ncu)
+    trace_start_ms: float | None = None  # its start, from the trace's first event
+
+
+class Profile(_Record):
+    """`zqbench profile`: what was captured, when, where the files are, what it shows."""
+
+    tool: Literal["nsys", "ncu", "torch"]
+    window_start: float  # seconds since t = 0, as asked (stage or START:END)
+    window_end: float
+    started_at: float | None  # seconds since t = 0, when the capture really started
+    stopped_at: float | None
+    artifacts: list[str]  # files in the run folder, relative to it
+    request_ranges: int  # per-request ranges in the capture
+    top_ops: list[ProfileOp]
+    ranges: list[ProfileOp]  # nsys: the NVTX range summary
+    slowest: list[ProfileRequest]
+    notes: list[str]
+
+
 class Summary(_Document, _SparseRecord):
     """summary.json. Durations are seconds; see the module docstring for the conventions."""
 
@@ -551,9 +585,11 @@ class Summary(_Document, _SparseRecord):
     packet_loss: PacketLoss | None = None
     # Workers of a --distributed run; absent from local runs and older files.
     distributed: Distributed | None = None
+    # The capture of a `zqbench profile` run; absent from other runs and older files.
+    profile: Profile | None = None
 
     def _absent(self) -> Collection[str]:
-        optional = ("server_queue", "target_resolution", "packet_loss", "distributed")
+        optional = ("server_queue", "target_resolution", "packet_loss", "distributed", "profile")
         return [k for k in optional if getattr(self, k) is None]
 
 

@@ -296,7 +296,8 @@ class TorchBackend:
         if not self._is_cuda:
             raise ValueError(
                 "profiling needs CUDA (cudaProfilerStart/Stop); this server runs torch on "
-                f"{self.device} (start it with --device cuda on a GPU machine)"
+                f"{self.device} (start it with --device cuda on a GPU machine, or set "
+                "REFSERVER_TORCH_PROFILER_DIR=DIR for a torch.profiler trace)"
             )
 
     # -- decode paths -------------------------------------------------------------------

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import httpx
+import pytest
 
 from tests.reference_server.conftest import Server
 
@@ -33,3 +37,57 @@ def test_torch_cpu_profile_error() -> None:
     for switch in (backend.start_profile, backend.stop_profile):
         with pytest.raises(ValueError, match="needs CUDA"):
             switch()
+
+
+@pytest.mark.slow
+def test_torch_profiler_routes(tmp_path: Path) -> None:
+    """REFSERVER_TORCH_PROFILER_DIR: the routes drive torch.profiler on CPU, behind the API
+    key; the trace holds one range per request named by its x-request-id, and the engine
+    thread's ops."""
+    pytest.importorskip("torch")
+    from tests.reference_server.conftest import start_server
+
+    server = start_server(
+        "--engine",
+        "torch",
+        "--device",
+        "cpu",
+        "--preset",
+        "tiny",
+        "--api-key-env",
+        "ZQ_KEY",
+        env={"ZQ_KEY": "sekrit", "REFSERVER_TORCH_PROFILER_DIR": str(tmp_path)},
+    )
+    key = {"x-api-key": "sekrit"}
+    try:
+        assert httpx.post(server.url + "/start_profile", timeout=10).status_code == 401
+        r = httpx.post(server.url + "/stop_profile", headers=key, timeout=10)
+        assert r.status_code == 400 and "no torch profile is running" in r.text
+        assert httpx.post(server.url + "/start_profile", headers=key, timeout=30).status_code == 200
+        body = {
+            "model": "zq-reference",
+            "max_tokens": 4,
+            "messages": [{"role": "user", "content": "hello"}],
+        }
+        for i in range(3):
+            r = httpx.post(
+                server.url + "/v1/messages",
+                json=body,
+                timeout=30,
+                headers={**key, "anthropic-version": "2023-06-01", "x-request-id": f"zq-{i}"},
+            )
+            assert r.status_code == 200
+        r = httpx.post(server.url + "/stop_profile", headers=key, timeout=60)
+        assert r.status_code == 200
+        trace = Path(r.json()["trace"])
+    finally:
+        server.stop()
+    assert trace.parent == tmp_path
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = [e.get("name") for e in events]
+    assert sorted(n for n in names if str(n).startswith("request ")) == [
+        "request zq-0",
+        "request zq-1",
+        "request zq-2",
+    ]
+    assert "aten::mm" in names

@@ -277,6 +277,7 @@ class ReportView:
     telemetry: tuple[Fact, ...]
     server_queue: ServerQueue | None  # None: the run did not look (a summary from before)
     packet_loss: PacketLoss | None  # None: the run had no packet-loss impairment
+    profile: model.Profile | None  # None: not a `zqbench profile` run
     figures: tuple[Figure, ...]  # all but those the two sections above hold
 
 
@@ -312,6 +313,7 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
         telemetry=tuple(Fact(k, f"{float(v):.4g}") for k, v in s.telemetry.items()),
         server_queue=_server_queue(s.server_queue, _named(shown, SERVER_QUEUE_FIGURE)),
         packet_loss=_packet_loss(s, _named(shown, PACKET_LOSS_FIGURE)),
+        profile=s.profile,
         figures=tuple(f for f in shown if f.name not in SECTION_FIGURES),
     )
 

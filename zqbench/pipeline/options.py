@@ -68,6 +68,9 @@ class RunOptions:
     server_engine: ServerEngine = ServerEngine.auto
     server_scheduler: ServerScheduler = ServerScheduler.zero_queue
     server_args: tuple[str, ...] = ()
+    # `zqbench profile`: the profiler the embedded server runs under, and its environment.
+    server_wrap: tuple[str, ...] = ()
+    server_env: tuple[tuple[str, str], ...] = ()
     calibration: CalibrationMode = CalibrationMode.auto  # prompt sizing (zqbench.calibrate)
     max_context: int | None = None  # clamp classes to it; None: the target's /health says
     html: bool = True  # render report.html (a sweep may skip it for its steps)

@@ -118,6 +118,8 @@ def embedded_server(options: RunOptions, log_path: Path, *, pin_cpus: bool) -> E
         extra_args=options.server_args,
         log_path=log_path,
         pin_cpus=pin_cpus,
+        wrap=options.server_wrap,
+        env=options.server_env,
     )
 
 

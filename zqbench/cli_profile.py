@@ -1,0 +1,107 @@
+"""`zqbench profile nsys|ncu|torch [options] [-- SERVER_COMMAND...]`: zqbench.profile's CLI.
+
+The scenario is `--scenario` here (not a positional as in `run`): everything after `--`
+is the server command, verbatim.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from zqbench.cli_options import (
+    ApiKeyEnvOpt,
+    ApiOpt,
+    HeadersOpt,
+    InconclusiveOkOpt,
+    ModelOpt,
+    OutOpt,
+    SeedOpt,
+    ServerEngineOpt,
+    ServerSchedulerOpt,
+    SlosOpt,
+    TargetOpt,
+    fields_of,
+)
+from zqbench.option_values import ServerEngine, ServerScheduler
+
+
+def profile(
+    tool: Annotated[str, typer.Argument(help="The profiler: nsys, ncu or torch.")],
+    server_command: Annotated[
+        list[str] | None,
+        typer.Argument(help="After `--`: the server command, run under the profiler."),
+    ] = None,
+    scenario: Annotated[str, typer.Option(help="Bundled scenario name or a TOML path.")] = "burst",
+    capture_stage: Annotated[
+        str | None, typer.Option(help="Capture during this scenario stage (e.g. pulse).")
+    ] = None,
+    capture_window: Annotated[
+        str | None, typer.Option(help="Capture from START to END seconds after t = 0.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the commands; start nothing.")
+    ] = False,
+    launch_skip: Annotated[int, typer.Option(help="ncu: kernel launches to skip.")] = 0,
+    launch_count: Annotated[int, typer.Option(help="ncu: kernel launches to profile.")] = 20,
+    ncu_set: Annotated[str, typer.Option(help="ncu: the section set (--set).")] = "full",
+    slowest: Annotated[int, typer.Option(help="Slowest requests (TTFT) to list.")] = 10,
+    target: TargetOpt = None,
+    api: ApiOpt = None,
+    model: ModelOpt = None,
+    headers: HeadersOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    seed: SeedOpt = 0,
+    rate_scale: Annotated[float, typer.Option(help="Multiply every rate or VU count.")] = 1.0,
+    duration_scale: Annotated[float, typer.Option(help="Multiply every duration.")] = 1.0,
+    slos: SlosOpt = None,
+    out: OutOpt = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Override max_tokens.")] = None,
+    server_scheduler: ServerSchedulerOpt = ServerScheduler.zero_queue,
+    server_engine: ServerEngineOpt = ServerEngine.auto,
+    server_args: Annotated[
+        list[str] | None,
+        typer.Option("--server-arg", help="Flag for the bundled server (repeatable)."),
+    ] = None,
+    inconclusive_ok: InconclusiveOkOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")] = False,
+) -> None:
+    """Run a scenario with the server under nsys, ncu or torch.profiler, captured in a window
+    (a stage or START:END seconds); without `--`, the bundled reference server (torch)."""
+    from zqbench.live_view import LiveView
+    from zqbench.profile.command import ProfileJob
+    from zqbench.profile.command import profile as run_profile
+    from zqbench.profile.tools import NcuLimits
+    from zqbench.profile.window import WindowSpec
+    from zqbench.run import RunOptions
+
+    params = dict(locals())
+    options = RunOptions(**fields_of(RunOptions, params), inconclusive_fails=not inconclusive_ok)
+    job = ProfileJob(
+        tool=tool,
+        window=WindowSpec.parse(capture_stage, capture_window),
+        server_command=tuple(server_command or ()),
+        dry_run=dry_run,
+        ncu=NcuLimits(launch_skip, launch_count, ncu_set),
+        slowest=slowest,
+    )
+    if dry_run:
+        run_profile(options, job, echo=typer.echo)
+        return
+    view = LiveView(enabled=not quiet)
+    with view:
+        result = run_profile(options, job, on_progress=view.update, on_target=view.note)
+    assert result is not None
+    view.final(result.summary, result.out_dir)
+    prof = result.summary.profile
+    if prof is not None:
+        files = ", ".join(prof.artifacts) or "none"
+        typer.echo(f"profile: {prof.request_ranges} request ranges; files: {files}")
+        for note in prof.notes:
+            typer.echo(f"profile: {note}")
+    raise typer.Exit(result.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(profile)
