@@ -3,8 +3,8 @@
 Reproduce (about 12 minutes on 2 cores; Markdown to stdout, JSON and Markdown to --json/--md):
 
     .venv/bin/python benchmarks/distributed.py \
-        --json docs/benchmarks/distributed-2026-12-01.json \
-        --md docs/benchmarks/distributed-2026-12-01.md
+        --json docs/benchmarks/distributed-2026-11-30.json \
+        --md docs/benchmarks/distributed-2026-11-30.md
 
 Against the trivial loopback server of benchmarks/loadgen.py (granian, 1 worker, pinned to
 CPU 1), with every client process pinned to CPU 0, three configurations step the same
@@ -243,7 +243,11 @@ def main() -> None:
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--md", type=Path)
+    parser.add_argument("--render", type=Path, help="re-render a saved --json, run nothing")
     args = parser.parse_args()
+    if args.render:
+        print(render(json.loads(args.render.read_text())))
+        return
     configs = args.configs.split(",")
     results: dict[str, Any] = {
         "seconds": args.seconds,
@@ -332,6 +336,56 @@ def analyse(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _marginal(results: dict[str, Any]) -> list[str]:
+    """CPU per second of load split in two, from the no-spin runs at two rates of the same
+    round: a fixed part (ms of CPU per second: timers, pumps, heartbeats, per process) and
+    a marginal part (ms per request): the slope between the rates."""
+    runs = [r for r in results["runs"] if not r["spin"] and r.get("cpu_s") is not None]
+    rates = sorted({r["rate"] for r in runs})
+    if len(rates) < 2:
+        return []
+    lo, hi = rates[0], rates[-1]
+    lines = [
+        f"| config | marginal CPU ms / request ({lo:.0f} .. {hi:.0f} req/s) "
+        "| fixed CPU ms / s of load |",
+        "|---|---|---|",
+    ]
+    for config in sorted({r["config"] for r in runs}, key=CONFIGS.index):
+        slopes, fixed = [], []
+        for rnd in range(results["rounds"]):
+            pair = [
+                next((r for r in runs if r["config"] == config and r["round"] == rnd
+                      and r["rate"] == rate), None)
+                for rate in (lo, hi)
+            ]  # fmt: skip
+            if pair[0] is None or pair[1] is None:
+                continue
+            per_s = [r["cpu_s"] / r["window_s"] * 1000 for r in pair]  # ms of CPU per s
+            slope = (per_s[1] - per_s[0]) / (hi - lo)
+            slopes.append(slope)
+            fixed.append(per_s[0] - slope * lo)
+        lines.append(f"| {config} | {_spread(slopes, '{:.3f}')} | {_spread(fixed, '{:.0f}')} |")
+    return lines
+
+
+def _lag_table(results: dict[str, Any]) -> list[str]:
+    """Lag p99 (ms) at each offered rate, spin on: median (min .. max) over rounds."""
+    runs = [r for r in results["runs"] if r["spin"] and r.get("lag_p99_ms") is not None]
+    configs = sorted({r["config"] for r in runs}, key=CONFIGS.index)
+    lines = [
+        "| offered req/s | " + " | ".join(f"{c}: lag p99 ms" for c in configs) + " |",
+        "|---" * (len(configs) + 1) + "|",
+    ]
+    for rate in sorted({r["rate"] for r in runs}):
+        cells = [
+            _spread([r["lag_p99_ms"] for r in runs if r["config"] == c and r["rate"] == rate],
+                    "{:.1f}")
+            for c in configs
+        ]  # fmt: skip
+        lines.append(f"| {rate:.0f} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def render(results: dict[str, Any]) -> str:
     a = analyse(results)
     load = results["loadavg_before"][0], results["loadavg_after"][0]
@@ -356,6 +410,7 @@ def render(results: dict[str, Any]) -> str:
             f" {_spread(a['master'], '{:.3f}')}, the two workers together"
             f" {_spread(a['workers'], '{:.3f}')}",
         ]
+    lines += ["", *_marginal(results), "", *_lag_table(results)]
     lines += [
         "",
         "| config | spin | offered req/s | round | achieved req/s | lag p99 ms "
