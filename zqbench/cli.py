@@ -157,6 +157,11 @@ def run(
         float,
         typer.Option(help="--distributed: share of the run lost with dead workers, still valid."),
     ] = 0.0,
+    spin_us: Annotated[
+        int,
+        # Hidden: benchmarks measure CPU per request without the spin (0: sleep only).
+        typer.Option(hidden=True, help="Spin this long before each open-loop send."),
+    ] = 1500,
 ) -> None:
     """Drive a scenario against a target, measure, gate on SLOs and write the outputs."""
     from zqbench.live_view import LiveView

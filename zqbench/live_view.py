@@ -15,7 +15,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from zqbench.engines.live import Progress
+from zqbench.engines.live import Progress, WorkerLine
 
 if TYPE_CHECKING:
     from zqbench.summary import Summary
@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 
 def _fmt_ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} ms"
+
+
+def _worker_figures(line: WorkerLine, rates: dict[int, float]) -> str:
+    rate = rates.get(line.worker)
+    lag = "-" if line.lag_p99_ms is None else f"{line.lag_p99_ms:.2f} ms"
+    return (
+        f"sent {line.sent}  {'-' if rate is None else f'{rate:.0f}'} req/s"
+        f"  in flight {line.inflight}  lag p99 {lag}"
+    )
 
 
 class LiveView:
@@ -34,6 +43,8 @@ class LiveView:
         self._lock = threading.Lock()
         self._snap = Progress()
         self._history: deque[tuple[float, int, int]] = deque(maxlen=16)
+        # (time, {worker: sent}): each worker's own rate, over the same window
+        self._worker_history: deque[tuple[float, dict[int, int]]] = deque(maxlen=16)
         self._t0 = time.monotonic()
         self._live: Live | None = None
 
@@ -43,7 +54,9 @@ class LiveView:
     def update(self, progress: Progress) -> None:
         with self._lock:
             self._snap = progress
-            self._history.append((time.monotonic(), progress.sent, progress.due))
+            now = time.monotonic()
+            self._history.append((now, progress.sent, progress.due))
+            self._worker_history.append((now, {w.worker: w.sent for w in progress.per_worker}))
 
     def _rates(self) -> tuple[float | None, float | None]:
         if len(self._history) < 2:
@@ -56,10 +69,19 @@ class LiveView:
         offered = (due1 - due0) / dt if due1 else None
         return offered, (sent1 - sent0) / dt
 
+    def _worker_rates(self) -> dict[int, float]:
+        if len(self._worker_history) < 2:
+            return {}
+        (t0, first), (t1, last) = self._worker_history[0], self._worker_history[-1]
+        if t1 <= t0:
+            return {}
+        return {w: (sent - first[w]) / (t1 - t0) for w, sent in last.items() if w in first}
+
     def __rich__(self) -> Table:
         with self._lock:
             snap = self._snap
             offered, achieved = self._rates()
+            worker_rates = self._worker_rates()
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
@@ -74,6 +96,9 @@ class LiveView:
         table.add_row("latency", f"p50 {_fmt_ms(snap.p50_ms)}  p99 {_fmt_ms(snap.p99_ms)}")
         mix = "  ".join(f"{k}: {v}" for k, v in sorted(snap.status.items()))
         table.add_row("status", mix or "-")
+        if len(snap.per_worker) > 1:  # each worker's own rate and lag: who falls behind
+            for line in snap.per_worker:
+                table.add_row(f"worker {line.worker}", _worker_figures(line, worker_rates))
         return table
 
     def __enter__(self) -> LiveView:

@@ -453,6 +453,7 @@ class DistributedWorker(_Record):
     clock_uncertainty_ns: int | None  # the true offset is within +- this (half the best RTT)
     clock_rtt_ns: int | None
     requests_assigned: int | None  # open loop: its slice of the schedule; closed loop: null
+    requests_sent: int | None  # as it said once done; null: it never said (lost)
     samples_received: int
     lost_requests: int  # scheduled for it, never arrived (a lost worker's)
     missing: str | None  # the slice it did not send, in words; null when none

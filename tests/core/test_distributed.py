@@ -141,12 +141,16 @@ def test_two_workers_send_what_the_native_engine_sends(
     assert [w["index"] for w in section["workers"]] == [0, 1]
     for w in section["workers"]:
         assert w["state"] == "done"
-        assert w["samples_received"] == w["requests_assigned"] > 0
+        assert w["requests_sent"] == w["samples_received"] == w["requests_assigned"] > 0
         # One machine, one monotonic clock: the true offset is 0, within the uncertainty.
         assert w["clock_uncertainty_ns"] is not None and w["clock_offset_ns"] is not None
         assert abs(w["clock_offset_ns"]) <= w["clock_uncertainty_ns"] + 1_000
         assert w["clock_uncertainty_ns"] < 50_000_000
     assert section["lost_requests"] == 0
+    # summary.md's Workers table: one row per worker, both done, nothing missing.
+    md = (out / "summary.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith(("| 0 (", "| 1 ("))]
+    assert len(rows) == 2 and all(row.endswith("| done |  |") for row in rows), md
 
 
 def _wait_for_rows(path: Path, rows: int, timeout: float = 60) -> None:

@@ -12,6 +12,7 @@ import pytest
 from zqbench.dialects.base import DialectConfig
 from zqbench.distributed import protocol as p
 from zqbench.distributed.clock import ClockRound, best_offset
+from zqbench.engines.live import LiveStats, WorkerLine, merge_snapshots
 from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
 from zqbench.load.closed_loop import VuPlan
 from zqbench.recorder import SampleRecorder, read_stream
@@ -93,3 +94,15 @@ def test_addresses() -> None:
     assert p.parse_address(":6000", default_host="*") == ("*", 6000)
     with pytest.raises(ValueError):
         p.parse_address("host:port", default_host="*")
+
+
+def test_a_workers_progress_crosses_the_wire_with_its_index_and_lag() -> None:
+    # The master's live view shows each worker apart: its index and lag must arrive.
+    stats = LiveStats(worker=1, sent=7, due=8, inflight=1)
+    for lag in (0.1, 0.2, 3.5):
+        stats.record_lag(lag)
+    stats.record("200", True, 12.0)
+    snap = stats.snapshot()
+    assert p.progress_from_wire(p.progress_to_wire(snap)) == snap
+    merged = merge_snapshots([p.progress_from_wire(p.progress_to_wire(snap))])
+    assert merged.per_worker == (WorkerLine(worker=1, sent=7, due=8, inflight=1, lag_p99_ms=3.5),)

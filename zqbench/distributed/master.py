@@ -20,7 +20,7 @@ from zqbench.distributed import protocol as p
 from zqbench.distributed.clock import ClockOffset
 from zqbench.distributed.ledger import FINISHED, WorkerSlot
 from zqbench.distributed.outcome import Outcome, outcome
-from zqbench.engines.live import ProgressCallback, WorkerProgress, merge_snapshots
+from zqbench.engines.live import ProgressCallback, merge_snapshots
 from zqbench.engines.native import OpenLoopWork, WorkerSpec, now_ns
 from zqbench.engines.workers import StopFlag, Work
 from zqbench.errors import InterruptedRun, OptionError, TargetError
@@ -109,9 +109,7 @@ class Master:
         if data.get("batch"):
             slot.add(p.batch_from_bytes(data["batch"]))
         if data.get("progress"):
-            progress = dict(data["progress"])
-            progress["recent_ms"] = tuple(progress["recent_ms"])
-            slot.progress = WorkerProgress(**progress)
+            slot.progress = p.progress_from_wire(data["progress"])
 
     def _done(self, slot: WorkerSlot | None, node: str, data: Any) -> None:
         if slot is None or slot.state in FINISHED:

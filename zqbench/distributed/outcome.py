@@ -134,6 +134,7 @@ def _record(slot: WorkerSlot, n: int, duration_s: float) -> DistributedWorker:
         clock_uncertainty_ns=None if clock is None else clock.uncertainty_ns,
         clock_rtt_ns=None if clock is None else clock.rtt_ns,
         requests_assigned=assigned,
+        requests_sent=None if slot.state == "lost" else slot.sent,
         samples_received=slot.received,
         lost_requests=lost,
         missing=missing,

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from zqbench.dialects.base import DialectConfig
+from zqbench.engines.live import WorkerProgress
 from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
 from zqbench.engines.workers import Work
 from zqbench.errors import UsageError
@@ -127,6 +128,20 @@ def work_from_wire(data: dict[str, Any]) -> Work:
         seed=data["seed"],
         poll_ns=data["poll_ns"],
     )
+
+
+# --------------------------------------------------------------------------- progress
+def progress_to_wire(progress: WorkerProgress) -> dict[str, Any]:
+    data = dataclasses.asdict(progress)
+    data["recent_ms"] = list(progress.recent_ms)
+    return data
+
+
+def progress_from_wire(data: dict[str, Any]) -> WorkerProgress:
+    """A worker's live counters, its index and lag included (the live view shows each)."""
+    fields = dict(data)
+    fields["recent_ms"] = tuple(fields["recent_ms"])
+    return WorkerProgress(**fields)
 
 
 # --------------------------------------------------------------------------- samples

@@ -194,7 +194,7 @@ class _Session:
             now = time.monotonic()
             if self.progress is not None and now - last_progress >= 0.5:
                 last_progress = now
-                self._send(p.SAMPLES, {"progress": _progress_to_wire(self.progress)})
+                self._send(p.SAMPLES, {"progress": p.progress_to_wire(self.progress)})
             await asyncio.sleep(PUMP_S)
 
     def _flush_outbox(self, gevent: Any) -> None:
@@ -248,9 +248,3 @@ class _Session:
         while self._take(p.BYE) is None and time.monotonic() < deadline:
             gevent.sleep(0.05)
         return EXIT_INTERRUPTED if self.stop.is_set() else EXIT_OK
-
-
-def _progress_to_wire(progress: WorkerProgress) -> dict[str, Any]:
-    data = dataclasses.asdict(progress)
-    data["recent_ms"] = list(progress.recent_ms)
-    return data

@@ -8,12 +8,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-RECENT = 2048  # latencies kept for the "so far" percentiles
+RECENT = 2048  # latencies (and schedule lags) kept for the "so far" percentiles
 _SUMMED = ("sent", "due", "done", "ok", "inflight")  # counters that add up across workers
+
+
+def _keep(ring: list[float], cursor: int, value: float) -> int:
+    """Append to a ring of RECENT values; the next cursor."""
+    if len(ring) < RECENT:
+        ring.append(value)
+        return cursor
+    ring[cursor] = value
+    return (cursor + 1) % RECENT
+
+
+def _nearest_rank(values: np.ndarray, q: float) -> float:
+    return float(values[int(np.ceil(q * len(values))) - 1])
 
 
 @dataclass(slots=True)
 class LiveStats:
+    worker: int = 0  # the share's index, so the live view can show each worker apart
     sent: int = 0
     due: int = 0  # open loop: requests whose intended time has passed (the offered load)
     done: int = 0
@@ -22,22 +36,30 @@ class LiveStats:
     stage: int = 0
     status: Counter[str] = field(default_factory=Counter)
     recent_ms: list[float] = field(default_factory=list)
+    recent_lag_ms: list[float] = field(default_factory=list)  # open loop: t_send - t_intended
     _cursor: int = 0
+    _lag_cursor: int = 0
 
     def record(self, status_key: str, ok: bool, latency_ms: float) -> None:
         self.done += 1
         self.status[status_key] += 1
         if ok:
             self.ok += 1
-            if len(self.recent_ms) < RECENT:
-                self.recent_ms.append(latency_ms)
-            else:
-                self.recent_ms[self._cursor] = latency_ms
-                self._cursor = (self._cursor + 1) % RECENT
+            self._cursor = _keep(self.recent_ms, self._cursor, latency_ms)
+
+    def record_lag(self, lag_ms: float) -> None:
+        self._lag_cursor = _keep(self.recent_lag_ms, self._lag_cursor, lag_ms)
 
     def snapshot(self) -> WorkerProgress:
         counters = {name: getattr(self, name) for name in (*_SUMMED, "stage")}
-        return WorkerProgress(**counters, status=dict(self.status), recent_ms=tuple(self.recent_ms))
+        lags = np.sort(np.asarray(self.recent_lag_ms))
+        return WorkerProgress(
+            **counters,
+            status=dict(self.status),
+            recent_ms=tuple(self.recent_ms),
+            worker=self.worker,
+            lag_p99_ms=_nearest_rank(lags, 0.99) if len(lags) else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +74,19 @@ class WorkerProgress:
     stage: int
     status: dict[str, int]
     recent_ms: tuple[float, ...]  # latencies of the latest successful requests
+    worker: int = 0
+    lag_p99_ms: float | None = None  # open loop: of its latest sends; None: none yet
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLine:
+    """One worker's own figures in the live view (its rate comes from successive `sent`)."""
+
+    worker: int
+    sent: int
+    due: int
+    inflight: int
+    lag_p99_ms: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,21 +103,26 @@ class Progress:
     p50_ms: float | None = None  # of the pooled recent latencies
     p99_ms: float | None = None
     workers: int = 0
+    per_worker: tuple[WorkerLine, ...] = ()  # by worker index
 
 
 ProgressCallback = Callable[[Progress], None]
 
 
 def merge_snapshots(snapshots: Sequence[WorkerProgress]) -> Progress:
-    """Sum counters across workers; pool recent latencies for the percentiles."""
+    """Sum counters across workers; pool recent latencies for the percentiles; keep each
+    worker's own counters and lag apart."""
     status: Counter[str] = Counter()
     for snap in snapshots:
         status.update(snap.status)
     recent = np.sort(np.asarray([ms for snap in snapshots for ms in snap.recent_ms]))
     p50 = p99 = None
     if len(recent):
-        p50 = float(recent[int(np.ceil(0.50 * len(recent))) - 1])
-        p99 = float(recent[int(np.ceil(0.99 * len(recent))) - 1])
+        p50, p99 = _nearest_rank(recent, 0.50), _nearest_rank(recent, 0.99)
+    lines = tuple(
+        WorkerLine(s.worker, s.sent, s.due, s.inflight, s.lag_p99_ms)
+        for s in sorted(snapshots, key=lambda s: s.worker)
+    )
     counters = {name: sum(getattr(s, name) for s in snapshots) for name in _SUMMED}
     return Progress(
         **counters,
@@ -91,4 +131,5 @@ def merge_snapshots(snapshots: Sequence[WorkerProgress]) -> Progress:
         p50_ms=p50,
         p99_ms=p99,
         workers=len(snapshots),
+        per_worker=lines,
     )

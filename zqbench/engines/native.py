@@ -133,6 +133,7 @@ class NativeWorker:
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._intended: np.ndarray | None = None  # open loop: for the offered-load counter
+        control.stats.worker = spec.worker
 
     # ------------------------------------------------------------------ one request
     async def _request(
@@ -171,6 +172,8 @@ class NativeWorker:
                 exchange.t_send = exchange.t_end  # cancelled before a connection was in hand
         finally:
             stats.inflight -= 1
+        if t_intended_abs is not None and exchange.t_send:
+            stats.record_lag((exchange.t_send - t_intended_abs) / 1e6)
         self._record(request_id, t_intended_abs, stage, cls, exchange, parser.summary)
 
     def _record(
