@@ -3,7 +3,9 @@
 h2c with prior knowledge for `http://`, TLS with ALPN "h2" for `https://`. A small pool of
 connections (default one); a new one opens only when every open connection has as many
 streams in flight as the server allows. Events are stamped once per socket read, in
-`data_received`, before h2 parses them: the stamp is the moment the bytes were read.
+`data_received`, before h2 parses them: the stamp is the moment the bytes were read. A read
+larger than `PoolLimits.slice_bytes` goes to h2 a slice per loop iteration, reading paused
+meanwhile (as in raw_h1), so a large response never holds up the dispatcher.
 
 Flow control: we advertise a 16 MiB stream window and a 1 GiB connection window and acknowledge
 every DATA frame as it arrives (h2 sends WINDOW_UPDATE once half a window is used), so a stream
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections import deque
 
 import h2.config
 import h2.connection
@@ -68,6 +71,10 @@ class _Connection(asyncio.Protocol):
         self.usable = True  # false after GOAWAY, a connection error, or close
         self.can_write = asyncio.Event()
         self.can_write.set()
+        # Reads not yet handed to h2 whole, each with its stamp, and the offset of the next
+        # slice in the first one. Reading is paused while any is left.
+        self.backlog: deque[tuple[bytes, int]] = deque()
+        self.offset = 0
 
     # -- capacity
     @property
@@ -96,6 +103,12 @@ class _Connection(asyncio.Protocol):
         self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # Frames read before the close come first: what is left is handed to h2 at once.
+        while self.backlog and self.transport is not None:
+            data, t = self.backlog.popleft()
+            offset, self.offset = self.offset, 0
+            self._received(data[offset:], t)
+        self.backlog.clear()
         self.usable = False
         if not self.lost.done():
             self.lost.set_result(None)
@@ -158,6 +171,42 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         t = now_ns()  # one stamp per read: every event in `data` arrived now
+        if self.backlog:
+            self.backlog.append((data, t))  # read although paused (a loop reading ahead)
+            return
+        slice_bytes = self.pool.limits.slice_bytes
+        if len(data) <= slice_bytes or self.transport is None:
+            self._received(data, t)
+            return
+        # A large read: one slice now, the next ones from later loop callbacks (as in
+        # raw_h1), so a send due meanwhile is not held up by the parsing of the responses.
+        self.transport.pause_reading()
+        self.backlog.append((data, t))
+        self._next_slice()
+
+    def _next_slice(self) -> None:
+        """Hand on the next slice of the backlog; schedule the one after, or read again."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            self.backlog.clear()  # closed meanwhile: the streams have failed already
+            return
+        if not self.backlog:
+            return
+        data, t = self.backlog[0]
+        start = self.offset
+        end = start + self.pool.limits.slice_bytes
+        if end < len(data):
+            self.offset = end
+        else:
+            self.backlog.popleft()
+            self.offset = 0
+        if self.backlog:
+            asyncio.get_running_loop().call_soon(self._next_slice)
+        else:
+            transport.resume_reading()
+        self._received(data[start:end], t)
+
+    def _received(self, data: bytes, t: int) -> None:
         try:
             events = self.h2.receive_data(data)
             _check_partial_frame(self.h2)

@@ -11,7 +11,10 @@ event loop's own pieces so a request costs one `transport.write` and one future:
   chunked, or read-until-close bodies;
 - every sink event carries the `perf_counter_ns()` stamp taken at the top of `data_received`,
   the moment the bytes were read, with no task wake-up in between (aiohttp stamps one loop
-  iteration later, when the awaiting task resumes).
+  iteration later, when the awaiting task resumes);
+- a read larger than `PoolLimits.slice_bytes` (up to 256 KiB) is handed on a slice per loop
+  iteration, reading paused meanwhile, so that the dispatcher's timers run between slices
+  however large the response (its bytes keep the stamp of their read).
 
 A connection whose response was incomplete, failed, or followed by stray bytes is closed and
 never reused. No retries: a keep-alive connection the server closed while idle is dropped
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from collections import deque
 from collections.abc import Callable
 from time import perf_counter_ns
 
@@ -58,9 +62,16 @@ _IDLE, _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_E
 class _Conn(asyncio.Protocol):
     """One keep-alive connection and the parser of the response in flight on it."""
 
-    def __init__(self, cap: int, on_lost: Callable[[_Conn], None]) -> None:
+    def __init__(
+        self, cap: int, on_lost: Callable[[_Conn], None], slice_bytes: int = 16 * 1024
+    ) -> None:
         self.cap = cap
         self.on_lost = on_lost
+        self.slice_bytes = slice_bytes
+        # Reads not yet handed on whole, each with its stamp, and the offset of the next
+        # slice in the first one. Reading is paused while any is left.
+        self.backlog: deque[tuple[bytes, int]] = deque()
+        self.offset = 0
         self.transport: asyncio.Transport | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.reusable = False  # True only between a complete response and the next request
@@ -103,6 +114,13 @@ class _Conn(asyncio.Protocol):
         self.reusable = True  # a fresh connection is ready for its first request
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # Bytes read before the close come first (a body that runs to the close ends with
+        # them): what is left of the reads is handed on at once.
+        while self.backlog and self.waiter is not None and not self.waiter.done():
+            data, t = self.backlog.popleft()
+            offset, self.offset = self.offset, 0
+            self._received(data[offset:], t)
+        self.backlog.clear()
         self.reusable = False
         self.on_lost(self)
         if not self.lost.done():
@@ -128,6 +146,43 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         t = perf_counter_ns()  # the moment these bytes were read: every event below carries it
+        if self.backlog:
+            self.backlog.append((data, t))  # read although paused (a loop reading ahead)
+            return
+        if len(data) <= self.slice_bytes:
+            self._received(data, t)
+            return
+        # A large read: one slice now, the next ones from later loop callbacks, so that a
+        # send due meanwhile is not held up by the parsing of a large response. uvloop
+        # reads a ready socket up to 32 times in one go: pausing stops that too.
+        assert self.transport is not None
+        self.transport.pause_reading()
+        self.backlog.append((data, t))
+        self._next_slice()
+
+    def _next_slice(self) -> None:
+        """Hand on the next slice of the backlog; schedule the one after, or read again."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            self.backlog.clear()  # failed or dropped meanwhile: the rest is nobody's
+            return
+        if not self.backlog:
+            return  # handed on at once by connection_lost
+        data, t = self.backlog[0]
+        start = self.offset
+        end = start + self.slice_bytes
+        if end < len(data):
+            self.offset = end
+        else:
+            self.backlog.popleft()
+            self.offset = 0
+        if self.backlog:
+            asyncio.get_running_loop().call_soon(self._next_slice)
+        else:
+            transport.resume_reading()
+        self._received(data[start:end], t)
+
+    def _received(self, data: bytes, t: int) -> None:
         w = self.waiter
         if w is None or w.done() or self.state == _IDLE:
             self.drop()  # bytes nobody asked for (or after a failure): never reuse this one
@@ -387,9 +442,9 @@ class RawH1Transport:
             self._idle.append(r)
 
     async def _connect(self) -> _Conn:
-        cap = self.limits.max_body_bytes
+        cap, slice_bytes = self.limits.max_body_bytes, self.limits.slice_bytes
         conn = await open_connection(
-            lambda: _Conn(cap, self._conns.discard),
+            lambda: _Conn(cap, self._conns.discard, slice_bytes),
             self.origin,
             self.limits.connect_timeout_s,
             ssl_ctx=self._ssl,
