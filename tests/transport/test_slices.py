@@ -124,6 +124,27 @@ def test_raw_h1_pauses_reading_until_a_large_read_is_handed_on() -> None:
     run(go)
 
 
+def test_raw_h1_reads_in_one_go_share_one_slice() -> None:
+    """uvloop reads a ready socket up to 32 times before the loop runs anything else: small
+    reads in one go are handed on only up to a slice, the rest in later iterations."""
+    piece = b"p" * (SLICE // 2 + 1)
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (4 * len(piece))
+
+    async def go() -> None:
+        conn, transport, sink, waiter = _conn_with_request()
+        conn.data_received(head)
+        for _ in range(4):  # four reads, no loop iteration in between
+            conn.data_received(piece)
+        assert len(sink.body) == len(piece) and transport.paused
+        while not waiter.done():
+            before = len(sink.body)
+            await asyncio.sleep(0)
+            assert len(sink.body) - before <= SLICE
+        assert sink.body == 4 * piece and not transport.paused
+
+    run(go)
+
+
 def test_raw_h1_a_close_with_a_read_not_yet_handed_on_keeps_every_byte() -> None:
     """A body that runs to the close: the server's FIN comes while slices are pending."""
     body = b"y" * (3 * SLICE)

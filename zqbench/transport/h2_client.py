@@ -75,6 +75,7 @@ class _Connection(asyncio.Protocol):
         # slice in the first one. Reading is paused while any is left.
         self.backlog: deque[tuple[bytes, int]] = deque()
         self.offset = 0
+        self.handed = 0  # bytes handed to h2 since the loop last ran a slice of ours
 
     # -- capacity
     @property
@@ -174,15 +175,18 @@ class _Connection(asyncio.Protocol):
         if self.backlog:
             self.backlog.append((data, t))  # read although paused (a loop reading ahead)
             return
-        slice_bytes = self.pool.limits.slice_bytes
-        if len(data) <= slice_bytes or self.transport is None:
+        self.handed += len(data)
+        if self.handed <= self.pool.limits.slice_bytes or self.transport is None:
             self._received(data, t)
             return
-        # A large read: one slice now, the next ones from later loop callbacks (as in
-        # raw_h1), so a send due meanwhile is not held up by the parsing of the responses.
+        # A large read, or one more in the same go: a slice at a time from later loop
+        # callbacks (as in raw_h1), so a send due meanwhile is not held up by the parsing.
         self.transport.pause_reading()
         self.backlog.append((data, t))
-        self._next_slice()
+        if self.handed == len(data):
+            self._next_slice()
+        else:
+            asyncio.get_running_loop().call_soon(self._next_slice)
 
     def _next_slice(self) -> None:
         """Hand on the next slice of the backlog; schedule the one after, or read again."""
@@ -204,6 +208,7 @@ class _Connection(asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self._next_slice)
         else:
             transport.resume_reading()
+        self.handed = min(end, len(data)) - start
         self._received(data[start:end], t)
 
     def _received(self, data: bytes, t: int) -> None:

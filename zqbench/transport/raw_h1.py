@@ -72,6 +72,7 @@ class _Conn(asyncio.Protocol):
         # slice in the first one. Reading is paused while any is left.
         self.backlog: deque[tuple[bytes, int]] = deque()
         self.offset = 0
+        self.handed = 0  # bytes handed on since the loop last ran a slice of ours
         self.transport: asyncio.Transport | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.reusable = False  # True only between a complete response and the next request
@@ -149,16 +150,20 @@ class _Conn(asyncio.Protocol):
         if self.backlog:
             self.backlog.append((data, t))  # read although paused (a loop reading ahead)
             return
-        if len(data) <= self.slice_bytes:
+        self.handed += len(data)
+        if self.handed <= self.slice_bytes:
             self._received(data, t)
             return
-        # A large read: one slice now, the next ones from later loop callbacks, so that a
-        # send due meanwhile is not held up by the parsing of a large response. uvloop
-        # reads a ready socket up to 32 times in one go: pausing stops that too.
+        # A large read, or one more read in the same go (uvloop reads a ready socket up to
+        # 32 times): a slice at a time from later loop callbacks, reading paused, so that a
+        # send due meanwhile is not held up by the parsing of a large response.
         assert self.transport is not None
         self.transport.pause_reading()
         self.backlog.append((data, t))
-        self._next_slice()
+        if self.handed == len(data):
+            self._next_slice()  # nothing handed on since the loop last ran ours: one slice now
+        else:
+            asyncio.get_running_loop().call_soon(self._next_slice)
 
     def _next_slice(self) -> None:
         """Hand on the next slice of the backlog; schedule the one after, or read again."""
@@ -180,6 +185,7 @@ class _Conn(asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self._next_slice)
         else:
             transport.resume_reading()
+        self.handed = min(end, len(data)) - start
         self._received(data[start:end], t)
 
     def _received(self, data: bytes, t: int) -> None:
