@@ -36,8 +36,8 @@ its size, so a transport that hands over bounded slices (`PoolLimits.slice_bytes
 every call short. The two things that would not be: one `json.loads` of a large non-streamed
 body at its end, and of one large event's data. Past `SKIM_AFTER` both are read by a
 `JsonSkim` as they arrive (`zqbench.dialects.skim`): long strings (the generated text) are
-measured, not kept, and only the small skeleton is parsed at the end. A dialect reads a
-string's length with `_chars`, which knows the placeholders of skimmed strings.
+measured, not kept, and only the small skeleton is parsed at the end. A dialect hands its
+text to `_token` / `_body_text` as usual: they count a skimmed string's true length.
 
 A dialect may hold one event as *provisional* (`_provisional_token`): a chunk that is a
 token for one server and a mere trailer for another (OpenAI: empty text beside the
@@ -272,10 +272,6 @@ class ResponseParser(abc.ABC):
         if s.tokens_from_usage and matched:
             return
         self._token("", t_held)
-
-    def _chars(self, text: str) -> int:
-        """Characters of a string of the JSON being read (a skimmed one's true length)."""
-        return self._skimmed.chars(text)
 
     def _body_text(self, *parts: str) -> None:
         """The generated text of a non-streamed body (its text parts): one chunk, at the

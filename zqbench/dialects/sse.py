@@ -291,8 +291,7 @@ class SSEDecoder:
         self._skim_data(value)
 
     def _skim_data(self, text: str) -> None:
-        skim = self._skim
-        assert skim is not None
+        """More of the event's data: counted against the event's cap, then skimmed."""
         self._data_len += len(text)
         if self._data_len > self._max:
             self._fail()
