@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections import deque
 
 import h2.config
 import h2.connection
@@ -35,6 +34,7 @@ from zqbench.transport._common import (
     now_ns,
     open_connection,
 )
+from zqbench.transport._slices import SlicedProtocol
 from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
 from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
 
@@ -56,10 +56,11 @@ class _Stream:
         self.window: asyncio.Event | None = None  # created only when a body waits for credit
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(SlicedProtocol):
     """One HTTP/2 connection: h2 state, the open streams, and the socket."""
 
     def __init__(self, pool: H2Transport) -> None:
+        super().__init__(pool.limits.slice_bytes)  # reads reach h2 a slice per loop iteration
         self.pool = pool
         cfg = h2.config.H2Configuration(client_side=True, header_encoding=None)
         self.h2 = h2.connection.H2Connection(config=cfg)
@@ -71,11 +72,6 @@ class _Connection(asyncio.Protocol):
         self.usable = True  # false after GOAWAY, a connection error, or close
         self.can_write = asyncio.Event()
         self.can_write.set()
-        # Reads not yet handed to h2 whole, each with its stamp, and the offset of the next
-        # slice in the first one. Reading is paused while any is left.
-        self.backlog: deque[tuple[bytes, int]] = deque()
-        self.offset = 0
-        self.handed = 0  # bytes handed to h2 since the loop last ran a slice of ours
 
     # -- capacity
     @property
@@ -104,12 +100,7 @@ class _Connection(asyncio.Protocol):
         self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        # Frames read before the close come first: what is left is handed to h2 at once.
-        while self.backlog and self.transport is not None:
-            data, t = self.backlog.popleft()
-            offset, self.offset = self.offset, 0
-            self._received(data[offset:], t)
-        self.backlog.clear()
+        self._hand_on_rest(lambda: self.transport is not None)  # frames read before the close
         self.usable = False
         if not self.lost.done():
             self.lost.set_result(None)
@@ -170,48 +161,8 @@ class _Connection(asyncio.Protocol):
             except h2.exceptions.ProtocolError:
                 pass  # already closed on h2's side
 
-    def data_received(self, data: bytes) -> None:
-        t = now_ns()  # one stamp per read: every event in `data` arrived now
-        if self.backlog:
-            self.backlog.append((data, t))  # read although paused (a loop reading ahead)
-            return
-        self.handed += len(data)
-        if self.handed <= self.pool.limits.slice_bytes or self.transport is None:
-            self._received(data, t)
-            return
-        # A large read, or one more in the same go: a slice at a time from later loop
-        # callbacks (as in raw_h1), so a send due meanwhile is not held up by the parsing.
-        self.transport.pause_reading()
-        self.backlog.append((data, t))
-        if self.handed == len(data):
-            self._next_slice()
-        else:
-            asyncio.get_running_loop().call_soon(self._next_slice)
-
-    def _next_slice(self) -> None:
-        """Hand on the next slice of the backlog; schedule the one after, or read again."""
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            self.backlog.clear()  # closed meanwhile: the streams have failed already
-            return
-        if not self.backlog:
-            return
-        data, t = self.backlog[0]
-        start = self.offset
-        end = start + self.pool.limits.slice_bytes
-        if end < len(data):
-            self.offset = end
-        else:
-            self.backlog.popleft()
-            self.offset = 0
-        if self.backlog:
-            asyncio.get_running_loop().call_soon(self._next_slice)
-        else:
-            transport.resume_reading()
-        self.handed = min(end, len(data)) - start
-        self._received(data[start:end], t)
-
     def _received(self, data: bytes, t: int) -> None:
+        """Hand h2 what was read at `t` (one stamp for every event in it)."""
         try:
             events = self.h2.receive_data(data)
             _check_partial_frame(self.h2)

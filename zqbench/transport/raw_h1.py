@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections import deque
 from collections.abc import Callable
 from time import perf_counter_ns
 
@@ -41,6 +40,7 @@ from zqbench.transport._common import (
     open_connection,
     reason,
 )
+from zqbench.transport._slices import SlicedProtocol
 from zqbench.transport.base import (
     Exchange,
     HttpRequest,
@@ -59,20 +59,15 @@ OUR_HEADERS = frozenset({"content-length", "transfer-encoding"})  # we frame the
 _IDLE, _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_EOF = range(8)
 
 
-class _Conn(asyncio.Protocol):
+class _Conn(SlicedProtocol):
     """One keep-alive connection and the parser of the response in flight on it."""
 
     def __init__(
         self, cap: int, on_lost: Callable[[_Conn], None], slice_bytes: int = 16 * 1024
     ) -> None:
+        super().__init__(slice_bytes)  # reads reach `_received` a slice per loop iteration
         self.cap = cap
         self.on_lost = on_lost
-        self.slice_bytes = slice_bytes
-        # Reads not yet handed on whole, each with its stamp, and the offset of the next
-        # slice in the first one. Reading is paused while any is left.
-        self.backlog: deque[tuple[bytes, int]] = deque()
-        self.offset = 0
-        self.handed = 0  # bytes handed on since the loop last ran a slice of ours
         self.transport: asyncio.Transport | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.reusable = False  # True only between a complete response and the next request
@@ -115,13 +110,7 @@ class _Conn(asyncio.Protocol):
         self.reusable = True  # a fresh connection is ready for its first request
 
     def connection_lost(self, exc: Exception | None) -> None:
-        # Bytes read before the close come first (a body that runs to the close ends with
-        # them): what is left of the reads is handed on at once.
-        while self.backlog and self.waiter is not None and not self.waiter.done():
-            data, t = self.backlog.popleft()
-            offset, self.offset = self.offset, 0
-            self._received(data[offset:], t)
-        self.backlog.clear()
+        self._hand_on_rest(lambda: self.waiter is not None and not self.waiter.done())
         self.reusable = False
         self.on_lost(self)
         if not self.lost.done():
@@ -145,50 +134,8 @@ class _Conn(asyncio.Protocol):
             err = base.ConnectionReset("connection closed before any response")
         self._fail(err, t)
 
-    def data_received(self, data: bytes) -> None:
-        t = perf_counter_ns()  # the moment these bytes were read: every event below carries it
-        if self.backlog:
-            self.backlog.append((data, t))  # read although paused (a loop reading ahead)
-            return
-        self.handed += len(data)
-        if self.handed <= self.slice_bytes:
-            self._received(data, t)
-            return
-        # A large read, or one more read in the same go (uvloop reads a ready socket up to
-        # 32 times): a slice at a time from later loop callbacks, reading paused, so that a
-        # send due meanwhile is not held up by the parsing of a large response.
-        assert self.transport is not None
-        self.transport.pause_reading()
-        self.backlog.append((data, t))
-        if self.handed == len(data):
-            self._next_slice()  # nothing handed on since the loop last ran ours: one slice now
-        else:
-            asyncio.get_running_loop().call_soon(self._next_slice)
-
-    def _next_slice(self) -> None:
-        """Hand on the next slice of the backlog; schedule the one after, or read again."""
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            self.backlog.clear()  # failed or dropped meanwhile: the rest is nobody's
-            return
-        if not self.backlog:
-            return  # handed on at once by connection_lost
-        data, t = self.backlog[0]
-        start = self.offset
-        end = start + self.slice_bytes
-        if end < len(data):
-            self.offset = end
-        else:
-            self.backlog.popleft()
-            self.offset = 0
-        if self.backlog:
-            asyncio.get_running_loop().call_soon(self._next_slice)
-        else:
-            transport.resume_reading()
-        self.handed = min(end, len(data)) - start
-        self._received(data[start:end], t)
-
     def _received(self, data: bytes, t: int) -> None:
+        """Parse what was read at `t` (every sink event below carries that stamp)."""
         w = self.waiter
         if w is None or w.done() or self.state == _IDLE:
             self.drop()  # bytes nobody asked for (or after a failure): never reuse this one
