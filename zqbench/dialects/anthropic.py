@@ -108,12 +108,12 @@ class AnthropicParser(ResponseParser):
         if not isinstance(content, list):
             self._fail("bad_json")
             return
-        text = "".join(
+        texts = [
             b["text"]
             for b in content
             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-        )
-        self._body_text(text)
+        ]
+        self._body_text(*texts)
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self._usage(usage, output=True)

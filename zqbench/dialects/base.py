@@ -12,10 +12,12 @@ the error object's shape), so no caller branches on the API's name.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from zqbench.dialects.itl import summarize_gaps, summarize_itl
 from zqbench.dialects.sse import SSEEvent
 from zqbench.transport.base import HttpRequest, ResponseSink
 
@@ -57,6 +59,9 @@ class ResponseSummary:
     t_headers: int | None = None
     t_first_token: int | None = None
     token_times: list[int] = field(default_factory=list)  # arrival of each token event
+    # The gaps between consecutive token events, kept as they come (`add_token`), so that a
+    # response of 100,000 events is summarised at its end without a pass in Python.
+    token_gaps: array[int] = field(default_factory=lambda: array("q"), compare=False, repr=False)
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     tokens_from_usage: bool = False
@@ -79,6 +84,19 @@ class ResponseSummary:
     def t_last_token(self) -> int | None:
         """Arrival of the last token event; None when there was none."""
         return self.token_times[-1] if self.token_times else None
+
+    def add_token(self, t_ns: int) -> None:
+        """One more token event, arrived at `t_ns` (not before the last one)."""
+        times = self.token_times
+        if times:
+            self.token_gaps.append(t_ns - times[-1])
+        times.append(t_ns)
+
+    def itl(self) -> tuple[int | None, int | None, int | None]:
+        """(mean, p99, max) of the gaps between token events, in ns (`summarize_gaps`)."""
+        if len(self.token_gaps) != len(self.token_times) - 1:  # filled without add_token
+            return summarize_itl(self.token_times)
+        return summarize_gaps(self.token_gaps)
 
 
 class StreamParser(ResponseSink, Protocol):

@@ -13,7 +13,8 @@ Error classes a parser can leave in `summary.error` (first one wins):
     stream_error       an error reported inside a 2xx response (`event: error`, an `error` key);
     stream_<type>        with the error's type when it has a plain one: stream_overloaded_error
     incomplete_stream  the body ended before the stream's end marker
-    too_large          a non-streamed body passed `max_body_bytes` (memory stays bounded)
+    too_large          what is kept of a non-streamed body passed `max_body_bytes`: the whole
+                         body while it is small, then its skeleton (memory stays bounded)
     parse_error        a bug in the parser itself; it is caught so the run goes on
 
 Transport failures (timeout, reset, ...) are the transport's to report; the engine prefers
@@ -30,6 +31,14 @@ from the first to the last (docs/metrics.md). A server that packs several tokens
 chunk sends fewer events than its usage counts; `output_tokens` is then still the server's
 count, and the events time what arrived.
 
+Large responses. Whatever the transport hands over in one call is parsed in time linear in
+its size, so a transport that hands over bounded slices (`PoolLimits.slice_bytes`) keeps
+every call short. The two things that would not be: one `json.loads` of a large non-streamed
+body at its end, and of one large event's data. Past `SKIM_AFTER` both are read by a
+`JsonSkim` as they arrive (`zqbench.dialects.skim`): long strings (the generated text) are
+measured, not kept, and only the small skeleton is parsed at the end. A dialect hands its
+text to `_token` / `_body_text` as usual: they count a skimmed string's true length.
+
 A dialect may hold one event as *provisional* (`_provisional_token`): a chunk that is a
 token for one server and a mere trailer for another (OpenAI: empty text beside the
 finish_reason). At the end of the stream it counts unless the server's usage is already
@@ -39,6 +48,7 @@ matched by the other events.
 from __future__ import annotations
 
 import abc
+import codecs
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -57,15 +67,17 @@ from zqbench.dialects.common import (
     read_headers,
     stream_error_class,
 )
-from zqbench.dialects.sse import SSEDecoder, SSEEvent
+from zqbench.dialects.skim import NO_SKIMMED, SKIM_AFTER, JsonSkim, SkimmedStrings, SkimTooLarge
+from zqbench.dialects.sse import SkimmedData, SSEDecoder, SSEEvent
 from zqbench.transport.base import HttpRequest
 
 
 class ResponseParser(abc.ABC):
     """One response: a `StreamParser` whose dialect-specific part is `_event` / `_body`.
 
-    For a streamed request the body is decoded as SSE and only the event being read is kept;
-    for a non-streamed one the body is kept up to `max_body_bytes` and parsed at the end.
+    For a streamed request the body is decoded as SSE and only the event being read is kept
+    (a large one skimmed); for a non-streamed one the body is kept while small and skimmed
+    past `SKIM_AFTER`, what is kept capped at `max_body_bytes`, and parsed at the end.
     TTFT of a non-streamed response is the arrival of the first body byte: nothing earlier
     tells the client that generation produced anything.
     """
@@ -79,6 +91,9 @@ class ResponseParser(abc.ABC):
         "_ok",
         "_on_event",
         "_provisional",
+        "_skim",
+        "_skim_decoder",
+        "_skimmed",
         "_sse",
         "_stopped",
         "error_detail",
@@ -100,9 +115,14 @@ class ResponseParser(abc.ABC):
         self.stop_reason: str | None = None  # stop_reason / finish_reason, when given
         self._cap = max_body_bytes
         self._ok = False  # 2xx
-        self._sse: SSEDecoder | None = SSEDecoder() if stream else None
+        # Without an event hook a large event is skimmed; a hook sees every event whole.
+        skim = None if on_event is not None else max_body_bytes
+        self._sse: SSEDecoder | None = SSEDecoder(skim_kept=skim) if stream else None
         self._body: list[bytes] = []
         self._body_len = 0
+        self._skim: JsonSkim | None = None  # a large non-streamed body, as it arrives
+        self._skim_decoder: codecs.IncrementalDecoder | None = None
+        self._skimmed: SkimmedStrings = NO_SKIMMED  # of the JSON being read
         self._done = False  # the stream's end marker was seen
         self._stopped = False  # done or failed: later stream bytes are ignored
         self._ended = False
@@ -133,8 +153,7 @@ class ResponseParser(abc.ABC):
             if sse is None:
                 if self.summary.t_first_token is None:
                     self.summary.t_first_token = t_ns
-                if not self._keep(data, self._cap):
-                    self._fail("too_large")
+                self._keep_body(data)
                 return
             hook = self._on_event
             if hook is not None:
@@ -170,6 +189,8 @@ class ResponseParser(abc.ABC):
                 if not self._done:
                     self._fail("incomplete_stream")
                 self._settle_provisional()
+            elif self._skim is not None:
+                self._parse_skimmed(t_ns)
             elif not self._stopped:
                 body = b"".join(self._body)
                 self._body = []
@@ -212,7 +233,10 @@ class ResponseParser(abc.ABC):
 
         A half event at the very end is a cut stream, not a server emitting garbage."""
         try:
-            obj = loads(data)
+            if type(data) is SkimmedData:  # a large event, skimmed as it arrived
+                obj, self._skimmed = data.skim.finish()
+            else:
+                obj, self._skimmed = loads(data), NO_SKIMMED
         except Exception:  # not JSON, or nested past the recursion limit
             obj = None
         if not isinstance(obj, dict):
@@ -228,8 +252,8 @@ class ResponseParser(abc.ABC):
         s = self.summary
         if s.t_first_token is None:
             s.t_first_token = t_ns
-        s.token_times.append(t_ns)
-        s.text_chars += len(text)
+        s.add_token(t_ns)
+        s.text_chars += len(text) if self._skimmed is NO_SKIMMED else self._skimmed.chars(text)
 
     def _provisional_token(self, t_ns: int) -> None:
         """An empty event that is a token unless usage says otherwise (settled at the end)."""
@@ -249,12 +273,14 @@ class ResponseParser(abc.ABC):
             return
         self._token("", t_held)
 
-    def _body_text(self, text: str) -> None:
-        """The generated text of a non-streamed body: one chunk, at the first body byte."""
+    def _body_text(self, *parts: str) -> None:
+        """The generated text of a non-streamed body (its text parts): one chunk, at the
+        first body byte."""
         s = self.summary
-        if text and s.t_first_token is not None:
-            s.token_times.append(s.t_first_token)
-        s.text_chars += len(text)
+        chars = sum(self._skimmed.chars(p) for p in parts)
+        if chars and s.t_first_token is not None:
+            s.add_token(s.t_first_token)
+        s.text_chars += chars
 
     # -------------------------------------------------------------- internals
     def _feed_watched(self, hook: EventHook, sse: SSEDecoder, data: bytes, t_ns: int) -> None:
@@ -276,12 +302,55 @@ class ResponseParser(abc.ABC):
         self._body.append(data)
         return True
 
+    def _keep_body(self, data: bytes) -> None:
+        """A piece of a 2xx non-streamed body: kept while small, then skimmed."""
+        if self._stopped:
+            return
+        skim, decoder = self._skim, self._skim_decoder
+        if skim is None or decoder is None:
+            if not self._keep(data, self._cap):
+                self._fail("too_large")
+                return
+            if self._body_len <= SKIM_AFTER:
+                return
+            # Large: from here on the body is read as it arrives, its long strings measured.
+            self._skim = skim = JsonSkim(max_kept=self._cap)
+            self._skim_decoder = decoder = codecs.getincrementaldecoder("utf-8-sig")()
+            data = b"".join(self._body)
+            self._body = []
+        try:
+            skim.feed(decoder.decode(data))
+        except SkimTooLarge:
+            self._fail("too_large")
+        except ValueError:  # not JSON, or not UTF-8
+            self._fail("bad_json")
+
+    def _parse_skimmed(self, t_ns: int) -> None:
+        skim, decoder = self._skim, self._skim_decoder
+        assert skim is not None and decoder is not None
+        self._skim = self._skim_decoder = None
+        if self._stopped:
+            return
+        try:
+            skim.feed(decoder.decode(b"", True))
+            obj, self._skimmed = skim.finish()
+        except SkimTooLarge:
+            self._fail("too_large")
+            return
+        except Exception:  # not JSON, not UTF-8, nested too deep
+            self._fail("bad_json")
+            return
+        self._body_object(obj, t_ns)
+
     def _parse_body(self, body: bytes, t_ns: int) -> None:
         try:
             obj = json.loads(body)
         except Exception:  # not JSON, not UTF-8, nested too deep
             self._fail("bad_json")
             return
+        self._body_object(obj, t_ns)
+
+    def _body_object(self, obj: Any, t_ns: int) -> None:
         if not isinstance(obj, dict):
             self._fail("bad_json")
             return

@@ -22,6 +22,11 @@ Rules followed (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 - a blank line dispatches the event, unless no `data` line was seen (then it only resets the
   event type).
 
+Large events. With `skim_kept` set, an event whose data passes `SKIM_AFTER` characters is
+not kept: its data goes, as it arrives, to a `JsonSkim` (`zqbench.dialects.skim`), and the
+event's `data` is a `SkimmedData` holding it (its own text empty). No piece then costs more
+than its own size, however large the event.
+
 Errors are flagged, never raised: `error` becomes `"bad_sse"` for invalid UTF-8 or a line /
 event larger than `max_event_chars` (memory stays bounded whatever the peer sends), and the
 decoder then ignores everything else. Events completed before the bad byte are still
@@ -31,7 +36,10 @@ returned, so the outcome does not depend on how the bytes were split.
 from __future__ import annotations
 
 import codecs
+import contextlib
 from typing import NamedTuple
+
+from zqbench.dialects.skim import SKIM_AFTER, JsonSkim
 
 DEFAULT_MAX_EVENT_CHARS = 8 * 1024 * 1024
 
@@ -45,6 +53,12 @@ class SSEEvent(NamedTuple):
     id: str  # the last event id seen so far ("" if none)
 
 
+class SkimmedData(str):
+    """The data of an event too large to keep: its text is empty, `skim` read the data."""
+
+    skim: JsonSkim
+
+
 class SSEDecoder:
     __slots__ = (
         "_data",
@@ -53,6 +67,10 @@ class SSEDecoder:
         "_max",
         "_pend",
         "_pend_len",
+        "_pend_plain",
+        "_skim",
+        "_skim_kept",
+        "_skim_line",
         "_skip_lf",
         "_started",
         "_tail",
@@ -62,7 +80,9 @@ class SSEDecoder:
         "unknown_fields",
     )
 
-    def __init__(self, max_event_chars: int = DEFAULT_MAX_EVENT_CHARS) -> None:
+    def __init__(
+        self, max_event_chars: int = DEFAULT_MAX_EVENT_CHARS, *, skim_kept: int | None = None
+    ) -> None:
         self._tail = b""  # the first bytes of a UTF-8 character split across pieces
         # The incomplete last line, in pieces: joined only once its end arrives, so a long
         # line read in many small pieces costs linear, not quadratic, time.
@@ -74,6 +94,10 @@ class SSEDecoder:
         self._data_len = 0
         self._event = ""
         self._max = max_event_chars
+        self._skim_kept = skim_kept  # None: never skim; else the skeleton's cap
+        self._skim: JsonSkim | None = None  # the current event's data goes here, not to _data
+        self._skim_line = False  # the unfinished line is a data line going to _skim
+        self._pend_plain = False  # the unfinished line is long but no data line: kept
         self.error: str | None = None
         self.last_event_id = ""
         self.retry_ms: int | None = None
@@ -104,6 +128,9 @@ class SSEDecoder:
         """
         if self.error is not None:
             return None
+        self._skim_line = False
+        if self._skim is not None:
+            return self._skimmed_event()
         if self._pend:
             # The unterminated last line still counts (one non-blank line never dispatches).
             line = "".join(self._pend)
@@ -124,6 +151,9 @@ class SSEDecoder:
         self._pend = []
         self._tail = b""
         self._data = []
+        self._skim = None
+        self._skim_line = False
+        self._pend_plain = False
 
     def _text(self, text: str) -> list[SSEEvent]:
         if not text:
@@ -144,17 +174,31 @@ class SSEDecoder:
             # A trailing "\r" already ends its line; remember to drop a "\n" that may follow.
             self._skip_lf = text[-1] == "\r"
             text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if self._skim_line:  # the rest of a large data line
+            end = text.find("\n")
+            self._skim_data(text if end < 0 else text[:end])
+            if end < 0 or self.error is not None:
+                return []
+            self._skim_line = False
+            text = text[end + 1 :]
+            if not text:
+                return []
         if "\n" not in text:  # the common "part of a line" case: just keep it
             self._pend.append(text)
             self._pend_len += len(text)
             if self._pend_len > self._max:
                 self._fail()
+            elif (
+                self._pend_len > SKIM_AFTER and self._skim_kept is not None and not self._pend_plain
+            ):
+                self._skim_pending_line()
             return []
         if self._pend:
             self._pend.append(text)
             text = "".join(self._pend)
             self._pend = []
             self._pend_len = 0
+            self._pend_plain = False
         lines = text.split("\n")
         last = lines.pop()
         out: list[SSEEvent] = []
@@ -174,7 +218,9 @@ class SSEDecoder:
         new_event = _tuple_new
         for line in lines:
             if not line:
-                if data:
+                if self._skim is not None:
+                    out.append(self._skimmed_event())
+                elif data:
                     text = data[0] if len(data) == 1 else "\n".join(data)
                     out.append(
                         new_event(SSEEvent, (self._event or "message", text, self.last_event_id))
@@ -192,11 +238,19 @@ class SSEDecoder:
             if value and value[0] == " ":
                 value = value[1:]
             if name == "data":
+                if self._skim is not None:
+                    self._skim_data("\n" + value)
+                    if self.error is not None:
+                        return
+                    continue
                 self._data_len += len(value) + 1
                 if self._data_len > limit:
                     self._fail()
                     return
                 data.append(value)
+                if self._data_len > SKIM_AFTER and self._skim_kept is not None:
+                    self._start_skim()
+                    data = self._data
             elif name == "event":
                 self._event = value
             elif name == "id":
@@ -207,3 +261,52 @@ class SSEDecoder:
                     self.retry_ms = int(value)
             else:
                 self.unknown_fields += 1
+
+    # ------------------------------------------------------------------ large events
+    def _start_skim(self) -> None:
+        """From now on the event's data goes to a skim; what it had so far goes first."""
+        assert self._skim_kept is not None
+        self._skim = JsonSkim(max_kept=self._skim_kept)
+        data, self._data = self._data, []
+        self._skim_feed("\n".join(data))  # already counted in _data_len
+
+    def _skim_pending_line(self) -> None:
+        """A long unfinished line: if it is a data line, its value goes to the skim as it
+        arrives; any other field is kept (up to the cap) as usual."""
+        line = "".join(self._pend)
+        name, colon, value = line.partition(":")
+        if name != "data" or not colon:
+            self._pend = [line]
+            self._pend_plain = True
+            return
+        self._pend = []
+        self._pend_len = 0
+        if value and value[0] == " ":
+            value = value[1:]
+        if self._skim is not None or self._data:  # the event had data lines before this one
+            value = "\n" + value
+        if self._skim is None:
+            self._start_skim()
+        self._skim_line = True
+        self._skim_data(value)
+
+    def _skim_data(self, text: str) -> None:
+        """More of the event's data: counted against the event's cap, then skimmed."""
+        self._data_len += len(text)
+        if self._data_len > self._max:
+            self._fail()
+            return
+        self._skim_feed(text)
+
+    def _skim_feed(self, text: str) -> None:
+        assert self._skim is not None
+        with contextlib.suppress(ValueError):  # not JSON: said again when the event is read
+            self._skim.feed(text)
+
+    def _skimmed_event(self) -> SSEEvent:
+        skim, self._skim = self._skim, None
+        assert skim is not None
+        data = SkimmedData()
+        data.skim = skim
+        self._data_len = 0  # (its lines went to the skim: _data is still empty)
+        return _tuple_new(SSEEvent, (self._event or "message", data, self.last_event_id))

@@ -26,7 +26,6 @@ import pyarrow as pa
 
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, ResponseSummary
-from zqbench.dialects.itl import summarize_itl
 from zqbench.engines.live import LiveStats, WorkerProgress
 from zqbench.load.closed_loop import VuPlan
 from zqbench.load.mix import ClassPicker
@@ -188,7 +187,7 @@ class NativeWorker:
         start = self.start_ns
         error: str | None
         error = exchange.error.error_class if exchange.error is not None else summary.error
-        itl_mean, itl_p99, itl_max = summarize_itl(summary.token_times)
+        itl_mean, itl_p99, itl_max = summary.itl()
         t_send = exchange.t_send or now_ns()
         t_end = exchange.t_end or now_ns()
         output_tokens = summary.output_tokens

@@ -258,7 +258,7 @@ class AiohttpTransport:
         timeout_s: float,
         ex: Exchange,
     ) -> None:
-        cap = self.limits.max_body_bytes
+        cap, piece = self.limits.max_body_bytes, self.limits.slice_bytes
         url = URL(self._base + request.path, encoded=True)  # encoded: no re-quoting per request
         resp: aiohttp.ClientResponse | None = None
         stamp = [0, 0]
@@ -283,12 +283,22 @@ class AiohttpTransport:
                     # aiohttp pools a connection whatever the request's `Connection` says.
                     conn.protocol.force_close()
                 sink.on_headers(resp.status, {k.lower(): v for k, v in resp.headers.items()}, t)
+                handed = 0  # bytes given to the sink since the loop last ran
                 async for chunk in resp.content.iter_any():
                     t = now_ns()
                     ex.bytes_in += len(chunk)
                     if ex.bytes_in > cap:
                         raise base.BodyTooLarge(f"response body passed {cap} bytes")
-                    sink.on_data(chunk, t)
+                    # At most `piece` bytes per loop iteration, so a send due meanwhile is not
+                    # held up by the parsing (as in raw_h1). A chunk already buffered comes
+                    # back without a wait, so the count runs across chunks.
+                    for start in range(0, len(chunk), piece):
+                        part = chunk if len(chunk) <= piece else chunk[start : start + piece]
+                        if handed + len(part) > piece:
+                            await asyncio.sleep(0)
+                            handed = 0
+                        sink.on_data(part, t)
+                        handed += len(part)
                 ex.t_end = now_ns()
                 resp.release()  # back to the pool for keep-alive
                 sink.on_end(ex.t_end)

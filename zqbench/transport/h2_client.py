@@ -3,7 +3,9 @@
 h2c with prior knowledge for `http://`, TLS with ALPN "h2" for `https://`. A small pool of
 connections (default one); a new one opens only when every open connection has as many
 streams in flight as the server allows. Events are stamped once per socket read, in
-`data_received`, before h2 parses them: the stamp is the moment the bytes were read.
+`data_received`, before h2 parses them: the stamp is the moment the bytes were read. A read
+larger than `PoolLimits.slice_bytes` goes to h2 a slice per loop iteration, reading paused
+meanwhile (as in raw_h1), so a large response never holds up the dispatcher.
 
 Flow control: we advertise a 16 MiB stream window and a 1 GiB connection window and acknowledge
 every DATA frame as it arrives (h2 sends WINDOW_UPDATE once half a window is used), so a stream
@@ -32,6 +34,7 @@ from zqbench.transport._common import (
     now_ns,
     open_connection,
 )
+from zqbench.transport._slices import SlicedProtocol
 from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
 from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
 
@@ -53,10 +56,11 @@ class _Stream:
         self.window: asyncio.Event | None = None  # created only when a body waits for credit
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(SlicedProtocol):
     """One HTTP/2 connection: h2 state, the open streams, and the socket."""
 
     def __init__(self, pool: H2Transport) -> None:
+        super().__init__(pool.limits.slice_bytes)  # reads reach h2 a slice per loop iteration
         self.pool = pool
         cfg = h2.config.H2Configuration(client_side=True, header_encoding=None)
         self.h2 = h2.connection.H2Connection(config=cfg)
@@ -96,6 +100,7 @@ class _Connection(asyncio.Protocol):
         self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._hand_on_rest(lambda: self.transport is not None)  # frames read before the close
         self.usable = False
         if not self.lost.done():
             self.lost.set_result(None)
@@ -156,8 +161,8 @@ class _Connection(asyncio.Protocol):
             except h2.exceptions.ProtocolError:
                 pass  # already closed on h2's side
 
-    def data_received(self, data: bytes) -> None:
-        t = now_ns()  # one stamp per read: every event in `data` arrived now
+    def _received(self, data: bytes, t: int) -> None:
+        """Hand h2 what was read at `t` (one stamp for every event in it)."""
         try:
             events = self.h2.receive_data(data)
             _check_partial_frame(self.h2)

@@ -11,7 +11,10 @@ event loop's own pieces so a request costs one `transport.write` and one future:
   chunked, or read-until-close bodies;
 - every sink event carries the `perf_counter_ns()` stamp taken at the top of `data_received`,
   the moment the bytes were read, with no task wake-up in between (aiohttp stamps one loop
-  iteration later, when the awaiting task resumes).
+  iteration later, when the awaiting task resumes);
+- a read larger than `PoolLimits.slice_bytes` (up to 256 KiB) is handed on a slice per loop
+  iteration, reading paused meanwhile, so that the dispatcher's timers run between slices
+  however large the response (its bytes keep the stamp of their read).
 
 A connection whose response was incomplete, failed, or followed by stray bytes is closed and
 never reused. No retries: a keep-alive connection the server closed while idle is dropped
@@ -37,6 +40,7 @@ from zqbench.transport._common import (
     open_connection,
     reason,
 )
+from zqbench.transport._slices import SlicedProtocol
 from zqbench.transport.base import (
     Exchange,
     HttpRequest,
@@ -55,10 +59,13 @@ OUR_HEADERS = frozenset({"content-length", "transfer-encoding"})  # we frame the
 _IDLE, _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_EOF = range(8)
 
 
-class _Conn(asyncio.Protocol):
+class _Conn(SlicedProtocol):
     """One keep-alive connection and the parser of the response in flight on it."""
 
-    def __init__(self, cap: int, on_lost: Callable[[_Conn], None]) -> None:
+    def __init__(
+        self, cap: int, on_lost: Callable[[_Conn], None], slice_bytes: int = 16 * 1024
+    ) -> None:
+        super().__init__(slice_bytes)  # reads reach `_received` a slice per loop iteration
         self.cap = cap
         self.on_lost = on_lost
         self.transport: asyncio.Transport | None = None
@@ -103,6 +110,7 @@ class _Conn(asyncio.Protocol):
         self.reusable = True  # a fresh connection is ready for its first request
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._hand_on_rest(lambda: self.waiter is not None and not self.waiter.done())
         self.reusable = False
         self.on_lost(self)
         if not self.lost.done():
@@ -126,8 +134,8 @@ class _Conn(asyncio.Protocol):
             err = base.ConnectionReset("connection closed before any response")
         self._fail(err, t)
 
-    def data_received(self, data: bytes) -> None:
-        t = perf_counter_ns()  # the moment these bytes were read: every event below carries it
+    def _received(self, data: bytes, t: int) -> None:
+        """Parse what was read at `t` (every sink event below carries that stamp)."""
         w = self.waiter
         if w is None or w.done() or self.state == _IDLE:
             self.drop()  # bytes nobody asked for (or after a failure): never reuse this one
@@ -387,9 +395,9 @@ class RawH1Transport:
             self._idle.append(r)
 
     async def _connect(self) -> _Conn:
-        cap = self.limits.max_body_bytes
+        cap, slice_bytes = self.limits.max_body_bytes, self.limits.slice_bytes
         conn = await open_connection(
-            lambda: _Conn(cap, self._conns.discard),
+            lambda: _Conn(cap, self._conns.discard, slice_bytes),
             self.origin,
             self.limits.connect_timeout_s,
             ssl_ctx=self._ssl,
