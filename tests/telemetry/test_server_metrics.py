@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
+from tests.polling import wait_for
 from zqbench.cli import app
 from zqbench.embedded import free_port
 from zqbench.outputs.registry import rerender_run
@@ -292,8 +293,8 @@ def test_sglang_and_tgi_series_become_the_server_queue(
         engine + "/metrics", found_by="discovery", engine=engine_of(engine_key), primary=False
     )
     scraper.start(HookContext("t", tmp_path, engine, "127.0.0.1", 1, time.perf_counter_ns(), []))
-    time.sleep(0.3)
-    queue = scraper.stop().server_queue
+    wait_for(lambda: FakeEngine.metric_gets >= 1, "the first scrape")
+    queue = scraper.stop().server_queue  # and stop() scrapes once more: two readings
     assert isinstance(queue, ServerQueue) and queue.engine == engine_key
     waiting, running = queue.waiting, queue.running
     assert not isinstance(waiting, Unavailable) and not isinstance(running, Unavailable)
