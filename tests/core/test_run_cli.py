@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.core.conftest import MODEL, REPO, write_scenario, zqbench
+from zqbench import recorder
 from zqbench.embedded import EmbeddedServer
 
 QUICK = """
@@ -34,7 +35,13 @@ timeout = "20s"
 prompt_tokens = 24
 [slo]
 checks = ["errors:rate<0.05"]
+[validity]
+# These runs test the pipeline, not the generator's precision: on a busy 2-core machine its
+# schedule_lag p99 reaches tens of ms (exit 4 at the default 10 ms).
+max_schedule_lag = "500ms"
 """
+# The same for the bundled smoke scenario, as a flag.
+LAG_OK = ("--max-schedule-lag", "500ms")
 
 
 def closed_port() -> int:
@@ -127,6 +134,7 @@ def test_run_writes_outputs_whose_percentiles_are_the_raw_order_statistics(
         "--out",
         str(out),
         "--quiet",
+        *LAG_OK,
     )
     assert res.returncode == 0, res.stdout + res.stderr
     summary = json.loads((out / "summary.json").read_text())
@@ -306,6 +314,17 @@ def test_api_key_reaches_the_server_but_no_output(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- Ctrl-C
 
 
+def wait_for_samples(out: Path, n: int, deadline_s: float) -> int:
+    """Poll the run's sample streams until `n` samples are on disk; returns how many are."""
+    deadline = time.monotonic() + deadline_s
+    count = 0
+    while count < n:
+        assert time.monotonic() < deadline, f"{count} samples on disk after {deadline_s} s"
+        time.sleep(0.1)
+        count = len(recorder.load_samples(out)) if out.exists() else 0
+    return count
+
+
 def test_ctrl_c_keeps_what_was_measured_and_exits_130(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
@@ -332,10 +351,8 @@ def test_ctrl_c_keeps_what_was_measured_and_exits_130(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not list(out.glob("samples.w0.arrows")):
-            time.sleep(0.1)
-        time.sleep(3.0)
+        # Interrupted once at least 20 samples are on disk, however busy the machine is.
+        recorded = wait_for_samples(out, 20, deadline_s=60)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     finally:
@@ -346,6 +363,6 @@ def test_ctrl_c_keeps_what_was_measured_and_exits_130(
     assert "Traceback" not in stderr
     summary = json.loads((out / "summary.json").read_text())
     rows = pq.read_table(out / "samples.parquet").to_pylist()
-    assert 20 <= len(rows) <= 200, "about 3 s at 20 req/s were measured and kept"
+    assert recorded <= len(rows) < 1200, "what was measured is kept; the 60 s run was cut short"
     assert summary["requests"]["sent"] == len(rows)
     assert summary["environment"]["interrupted"] is True
