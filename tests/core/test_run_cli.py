@@ -120,6 +120,7 @@ def _nearest_rank(values: list[float], q: float) -> float:
     return ordered[max(1, math.ceil(round(q * len(ordered), 9))) - 1]
 
 
+@pytest.mark.slow
 def test_run_writes_outputs_whose_percentiles_are_the_raw_order_statistics(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
@@ -168,6 +169,7 @@ def test_run_writes_outputs_whose_percentiles_are_the_raw_order_statistics(
     assert "PASS" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra",
     [["--workers", "2"], ["--http2"], ["--api", "openai"], ["--h1-client", "aiohttp"]],
@@ -202,6 +204,7 @@ def test_variants_produce_complete_runs(
         assert {r["http_version"] for r in rows} == {"1.1"}
 
 
+@pytest.mark.slow
 def test_closed_loop_virtual_users(ref_server: EmbeddedServer, tmp_path: Path) -> None:
     scenario = write_scenario(
         tmp_path,
@@ -245,6 +248,7 @@ prompt_tokens = 16
 # ---------------------------------------------------------------------- secrets
 
 
+@pytest.mark.slow
 def test_api_key_reaches_the_server_but_no_output(tmp_path: Path) -> None:
     key = "sk-zq-test-5f2c9a71e0d4b3a8"
     env = {"ZQ_TEST_KEY": key}
@@ -325,6 +329,7 @@ def wait_for_samples(out: Path, n: int, deadline_s: float) -> int:
     return count
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_was_measured_and_exits_130(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:

@@ -34,6 +34,7 @@ prompt_tokens = 16
 """
 
 
+@pytest.mark.slow
 def test_reused_out_with_an_earlier_runs_samples_is_refused(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
