@@ -13,6 +13,8 @@ import pytest
 from tests.scenarios_e2e.conftest import run_bundled
 from zqbench.summary import Summary, Unavailable
 
+pytestmark = pytest.mark.slow  # two bundled-scenario runs of ~10 s each
+
 SCALE = {"rate_scale": 0.75, "duration_scale": 0.15, "warm_connections": 512}
 
 

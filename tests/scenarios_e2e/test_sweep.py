@@ -44,6 +44,7 @@ bisect_steps = 1
 """
 
 
+@pytest.mark.slow
 def test_sweep_finds_the_knee_between_a_pass_and_a_fail(tmp_path: Path) -> None:
     path = write_scenario(tmp_path, TINY)
     config = tmp_path / "sim.yaml"
@@ -82,6 +83,7 @@ def test_sweep_finds_the_knee_between_a_pass_and_a_fail(tmp_path: Path) -> None:
     assert f"**capacity at SLO: {knee:g} req/s (step " in (result.out_dir / "sweep.md").read_text()
 
 
+@pytest.mark.slow
 def test_sweep_cli_exits_1_when_even_the_first_rate_fails(tmp_path: Path) -> None:
     """No server answers in 1 us: one step, no knee, exit 1."""
     path = write_scenario(tmp_path, TINY)

@@ -94,6 +94,7 @@ def test_stop_without_start_is_safe() -> None:
     assert result.telemetry == {} and fake.shutdowns == 1
 
 
+@pytest.mark.slow
 def test_a_run_reports_gpu_density_from_nvml(ref_server: EmbeddedServer, tmp_path: Path) -> None:
     """Through run_scenario: the hook's gpu_density reaches summary.json and the GPU plot."""
     fake = FakeNvml(util=lambda t: 80)

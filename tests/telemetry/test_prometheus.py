@@ -133,6 +133,7 @@ def test_unreachable_endpoint_is_reported_not_fatal(tmp_path: Path) -> None:
     assert any(n.startswith("gpu_density unavailable") for n in result.notes)
 
 
+@pytest.mark.slow
 def test_reference_server_metrics_during_a_run(ref_server: EmbeddedServer, tmp_path: Path) -> None:
     """refserver_* names: a zero-queue server never has a request waiting."""
     scraper = PrometheusScraper(ref_server.base_url + "/metrics")

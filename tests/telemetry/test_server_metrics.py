@@ -310,6 +310,7 @@ def test_sglang_and_tgi_series_become_the_server_queue(
 # ------------------------------------------------------------------ whole runs
 
 
+@pytest.mark.slow
 def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: Path) -> None:
     result = run_against(engine, tmp_path)
     queue = result.summary.server_queue
@@ -364,6 +365,7 @@ def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: P
     _assert_png(out / "plots" / "server_queue.png")
 
 
+@pytest.mark.slow
 def test_a_404_metrics_means_no_scraper_and_the_reason_recorded(
     engine: str, tmp_path: Path
 ) -> None:
@@ -382,6 +384,7 @@ def test_a_404_metrics_means_no_scraper_and_the_reason_recorded(
     assert "- `server_queue`:" in md  # no timing headers and no metrics: unavailable
 
 
+@pytest.mark.slow
 def test_no_server_metrics_flag_sends_no_get_to_metrics(engine: str, tmp_path: Path) -> None:
     scenario = tmp_path / "queue.toml"
     scenario.write_text(SCENARIO)
@@ -404,6 +407,7 @@ def test_an_explicit_telemetry_url_of_the_same_metrics_is_scraped_once(engine: s
     assert [h.name for h in hooks] == ["server_metrics"] and FakeEngine.metric_gets == 1
 
 
+@pytest.mark.slow
 def test_embedded_reference_server_run_shows_its_queue(tmp_path: Path) -> None:
     scenario = tmp_path / "queue.toml"
     scenario.write_text(SCENARIO.replace('api = "openai"', 'api = "anthropic"'))
