@@ -15,6 +15,8 @@ import pytest
 
 from tests.core.conftest import MODEL, REPO, write_scenario, zqbench
 from tests.core.test_run_cli import closed_port, one_error_line
+from tests.polling import wait_for
+from zqbench import recorder
 from zqbench.embedded import EmbeddedServer
 
 SHORT = """
@@ -116,10 +118,9 @@ def test_signals_while_the_outputs_are_written_do_not_cut_them(
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
+        # A few samples to write, on disk (polled, however busy the machine is).
+        wait_for(lambda: out.exists() and len(recorder.load_samples(out)) >= 5, "5 samples")
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (out / "samples.w0.arrows").exists():
-            time.sleep(0.05)
-        time.sleep(1.0)  # a few samples to write
         while_writing = 0
         while proc.poll() is None and time.monotonic() < deadline:
             if (out / "report.html").exists():
