@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.core.conftest import MODEL, REPO, write_scenario, zqbench
+from tests.core.conftest import MODEL, REPO, write_scenario, zqbench, zqbench_here
 from zqbench import recorder
 from zqbench.embedded import EmbeddedServer
 
@@ -98,7 +98,7 @@ def test_unreachable_target_exits_3_naming_the_address(tmp_path: Path) -> None:
     ],
 )
 def test_bad_usage_exits_2_with_one_line(args: list[str], message: str, tmp_path: Path) -> None:
-    res = zqbench(*args, "--out", str(tmp_path / "out"))
+    res = zqbench_here(*args, "--out", str(tmp_path / "out"))
     assert res.returncode == 2, res.stderr
     line = one_error_line(res.stderr)
     assert line.startswith("zqbench: error: ")
@@ -107,7 +107,7 @@ def test_bad_usage_exits_2_with_one_line(args: list[str], message: str, tmp_path
 
 def test_bad_toml_names_the_file(tmp_path: Path) -> None:
     path = write_scenario(tmp_path, 'name = "x"\n[load\nexecutor = 1\n', "broken")
-    res = zqbench("run", str(path), "--out", str(tmp_path / "out"))
+    res = zqbench_here("run", str(path), "--out", str(tmp_path / "out"))
     assert res.returncode == 2
     assert "broken.toml" in one_error_line(res.stderr)
 
