@@ -30,6 +30,7 @@ def test_a_huge_answer_stops_at_the_cap(api: str) -> None:
     assert MAX_ANSWER_BYTES <= 1024 * 1024
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["anthropic", "openai"])
 def test_a_dripping_target_is_left_after_one_probe_deadline(api: str) -> None:
     with MisbehavingTarget(drip(usage_answer(api, 9), every_s=1.0)) as target:
@@ -43,6 +44,7 @@ def test_a_dripping_target_is_left_after_one_probe_deadline(api: str) -> None:
     assert elapsed < 5, f"{elapsed:.3f} s"  # the whole drip takes minutes
 
 
+@pytest.mark.slow
 def test_the_whole_calibration_has_a_deadline() -> None:
     """Each probe answers just inside its own deadline: the calibration as a whole must not
     take probes x deadline (a 404 for count_tokens, then four usage probes)."""

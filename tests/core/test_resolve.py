@@ -239,7 +239,7 @@ def test_a_target_with_neither_api_is_exit_2() -> None:
     ("program", "said"),
     [
         ("/status?code=503", "HTTP 503"),
-        ("/hang", "no complete answer within 0.5 s"),
+        pytest.param("/hang", "no complete answer within 0.5 s", marks=pytest.mark.slow),
         ("/delay?ms=0&size=5", "200 not openai's answer (bad_json)"),
     ],
 )

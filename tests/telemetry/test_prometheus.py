@@ -65,7 +65,9 @@ class _Handler(BaseHTTPRequestHandler):
 def endpoint() -> Iterator[str]:
     _Handler.hits = 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, args=(0.02,), daemon=True
+    )  # quick shutdown
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/metrics"

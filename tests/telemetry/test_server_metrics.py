@@ -170,7 +170,9 @@ class FakeEngine(BaseHTTPRequestHandler):
 def engine_server() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeEngine)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, args=(0.02,), daemon=True
+    )  # quick shutdown
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
