@@ -42,6 +42,18 @@ def zqbench(
     )
 
 
+def zqbench_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in this process (typer's runner), for errors raised before any run starts:
+    the same exit code and lines, without the second or more a fresh interpreter takes to
+    import zqbench on a busy machine."""
+    from typer.testing import CliRunner
+
+    from zqbench.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 def write_scenario(folder: Path, body: str, name: str = "t") -> Path:
     path = folder / f"{name}.toml"
     path.write_text(body)

@@ -2,12 +2,14 @@
 
 The programmed server (tests/servers) stamps `perf_counter_ns()` just before each write
 and keys it by the `x-request-id` zqbench sends; both processes share CLOCK_MONOTONIC, so
-each sample is compared with the truth of the very same request.
+each sample is compared with the truth of the very same request (tests/core/accuracy.py).
+
+The bounds here are what a busy 2-core machine meets; the sub-millisecond figures of a
+quiet machine are `benchmarks/accuracy.py`'s (docs/performance.md).
 """
 
 from __future__ import annotations
 
-import statistics
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,25 +17,23 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from tests.core.accuracy import FIRST_TOKEN_MS, HEAD_MS, OPEN_LOOP, measure
 from tests.core.conftest import write_scenario
 from tests.servers import ProgrammedServer
 from zqbench.engines.live import Progress
 from zqbench.run import RunOptions, run_scenario
 
-OPEN_LOOP = """
-name = "accuracy"
-description = "programmed latency"
-api = "anthropic"
-[load]
-executor = "constant-arrival-rate"
-rate = {rate}
-duration = "{duration}"
-[request]
-max_tokens = 8
-stream = true
-timeout = "20s"
-prompt_tokens = 16
-"""
+pytestmark = pytest.mark.slow  # a programmed server and seconds of load per test
+
+# Median error of TTFB, TTFT and latency against the server's truth. Quiet machine: 0.2-0.5
+# ms (benchmarks/accuracy.py). Measured on this project's 2-core machine with a CPU hog and
+# other test suites beside it (load average 11): up to 2.7 ms in 8 runs. The bound is the
+# program's token spacing: a sample one token off (5 ms) fails it, a busy machine does not.
+MAX_MEDIAN_ERROR_MS = 5.0
+# summary.json's p50s also carry the server's own lateness past its programmed deadline
+# (up to 5.4 ms in the same busy runs); 10 ms still tells TTFT (20 ms) from TTFB (10 ms)
+# and from the end of the stream (55 ms).
+MAX_P50_OVER_PROGRAM_MS = 10.0
 
 
 @pytest.fixture
@@ -42,54 +42,20 @@ def server() -> Any:
         yield srv
 
 
-def _samples_with_truth(out: Path, srv: ProgrammedServer) -> tuple[list[dict], dict, int]:
-    table = pq.read_table(out / "samples.parquet")
-    start = int(table.schema.metadata[b"zqbench.clock.start_monotonic_ns"])
-    return table.to_pylist(), srv.all_truth()["truth"], start
-
-
 def test_ttfb_ttft_and_latency_match_the_server_truth_at_200_rps(
     server: ProgrammedServer, tmp_path: Path
 ) -> None:
-    """Head at 10 ms, tokens at 20, 25, ... 55 ms: medians within 1 ms of the truth."""
-    scenario = write_scenario(tmp_path, OPEN_LOOP.format(rate=200, duration="3s"))
-    result = run_scenario(
-        RunOptions(
-            scenario=str(scenario),
-            target=server.url,
-            model="m",
-            headers=("x-program: /anthropic?n=8&every=5&first=20&head=10",),
-            out=tmp_path / "run",
-            calibration="off",  # no probe requests among the server's truth
-        )
-    )
-    rows, truth, start = _samples_with_truth(result.out_dir, server)
-    assert len(rows) == 600
-    errors: dict[str, list[float]] = {"ttfb": [], "ttft": [], "latency": []}
-    for r in rows:
-        assert r["error"] is None, r
-        t = truth[f"zq-{r['request_id']}"]
-        # Client interval minus the server's interval for the same request, in ms.
-        errors["ttfb"].append(((r["t_headers"] - r["t_send"]) - (t["t_head"] - t["t_recv"])) / 1e6)
-        errors["ttft"].append(
-            ((r["t_first_token"] - r["t_send"]) - (t["t_chunks"][1] - t["t_recv"])) / 1e6
-        )
-        errors["latency"].append(((r["t_end"] - r["t_send"]) - (t["t_end"] - t["t_recv"])) / 1e6)
-        errors.setdefault("send", []).append((t["t_recv"] - (r["t_send"] + start)) / 1e6)
-        errors.setdefault("head_delivery", []).append((r["t_headers"] + start - t["t_head"]) / 1e6)
-        errors.setdefault("token_delivery", []).append(
-            (r["t_first_token"] + start - t["t_chunks"][1]) / 1e6
-        )
-        # And the client never sees a byte before the server wrote it.
-        assert r["t_first_token"] + start >= t["t_chunks"][1]
-    medians = {name: round(statistics.median(v), 3) for name, v in errors.items()}
+    """Head at 10 ms, tokens at 20, 25, ... 55 ms: every interval measured from the send
+    matches the server's own, request by request, and no byte is seen before it was written."""
+    a = measure(server, tmp_path, rate=200, duration_s=3)
+    # On failure the figures say where the time went (send path or delivery path) and how
+    # busy the machine was (the generator's own schedule_lag).
+    seen = f"{a}"
+    assert (a.requests, a.errors, a.early) == (600, 0, 0), seen
     for name in ("ttfb", "ttft", "latency"):
-        # On failure the parts say where the time went: the send path or the delivery path.
-        assert 0 <= medians[name] < 1.0, f"{name}: median error {medians[name]} ms; {medians}"
-    summary = result.summary
-    # The programmed truth itself: TTFT p50 is 20 ms plus the (sub-ms) error above.
-    assert 0.020 <= summary.metrics["ttft"].p50 < 0.021
-    assert 0.010 <= summary.metrics["ttfb"].p50 < 0.011
+        assert 0 <= a.medians_ms[name] < MAX_MEDIAN_ERROR_MS, f"{name}: {seen}"
+    assert FIRST_TOKEN_MS <= a.ttft_p50_ms < FIRST_TOKEN_MS + MAX_P50_OVER_PROGRAM_MS, seen
+    assert HEAD_MS <= a.ttfb_p50_ms < HEAD_MS + MAX_P50_OVER_PROGRAM_MS, seen
 
 
 def test_a_server_stall_shows_in_latency_corrected_not_only_in_latency(

@@ -12,6 +12,8 @@ import pytest
 from tests.core.conftest import write_scenario, zqbench
 from tests.servers import ProgrammedServer
 
+pytestmark = pytest.mark.slow  # a zqbench run per misbehaving server
+
 TEN = """
 name = "bad"
 description = "10 requests"

@@ -48,6 +48,7 @@ def _run(tmp_path: Path, server: ProgrammedServer, *, cold: bool, h1_client: str
     return pq.read_table(result.out_dir / "samples.parquet").to_pylist()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("h1_client", ["raw", "aiohttp"])
 def test_each_request_opens_its_own_connection(tmp_path: Path, h1_client: str) -> None:
     with ProgrammedServer() as server:
@@ -58,6 +59,7 @@ def test_each_request_opens_its_own_connection(tmp_path: Path, h1_client: str) -
     assert len(set(conns)) == 20  # none reused
 
 
+@pytest.mark.slow
 def test_warm_connections_are_reused_by_default(tmp_path: Path) -> None:
     with ProgrammedServer() as server:
         rows = _run(tmp_path, server, cold=False, h1_client="raw")

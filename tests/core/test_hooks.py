@@ -47,6 +47,7 @@ class Recorder:
         return HookResult(telemetry={"gpu_density": 0.5}, environment={"seen": True})
 
 
+@pytest.mark.slow
 def test_hook_gets_t0_and_stage_times_and_feeds_the_summary(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
@@ -115,6 +116,7 @@ class LossRecord:
         )
 
 
+@pytest.mark.slow
 def test_a_packet_loss_record_becomes_the_runs_analysis_and_section(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:

@@ -42,6 +42,7 @@ def test_each_request_has_its_first_token_after_its_headers(
         assert r.timed.ttfb_ns <= r.ttft_ns <= r.timed.total_ns
 
 
+@pytest.mark.slow
 def test_ttft_shows_a_wait_that_ttfb_hides(programmed_server: ProgrammedServer) -> None:
     """Headers at once, the first token 300 ms later (as vLLM answers a queued request)."""
     program = "x-program: /anthropic?n=4&every=5&first=300&head=0"
@@ -72,6 +73,7 @@ def test_unreachable_and_bad_input() -> None:
     assert bad_n.value.option == "n"
 
 
+@pytest.mark.slow
 def test_probe_cli_exit_codes(ref_server: EmbeddedServer) -> None:
     ok = zqbench("probe", "--target", ref_server.base_url, "--model", MODEL, "-n", "3")
     assert ok.returncode == 0 and "3 sequential requests, 3 ok" in ok.stdout

@@ -71,6 +71,7 @@ def test_a_run_killed_with_sigkill_is_recovered_by_report(
     assert again.returncode == 0, "a recovered run is a saved run like any other"
 
 
+@pytest.mark.slow
 def test_streams_without_a_start_record_are_recovered_as_unknown(tmp_path: Path) -> None:
     """A folder with only a worker's stream: what the run was is unknown, and said so."""
     out = tmp_path / "run"

@@ -239,7 +239,7 @@ def test_a_target_with_neither_api_is_exit_2() -> None:
     ("program", "said"),
     [
         ("/status?code=503", "HTTP 503"),
-        ("/hang", "no complete answer within 0.5 s"),
+        pytest.param("/hang", "no complete answer within 0.5 s", marks=pytest.mark.slow),
         ("/delay?ms=0&size=5", "200 not openai's answer (bad_json)"),
     ],
 )
@@ -270,6 +270,7 @@ def test_a_target_that_does_not_answer_is_exit_3() -> None:
 # ---------------------------------------------------------------------- run, sweep
 
 
+@pytest.mark.slow
 def test_run_with_a_wrong_model_sends_no_load_and_leaves_no_folder(tmp_path: Path) -> None:
     with FakeServer() as server:
         res = zqbench(
@@ -308,6 +309,7 @@ def test_a_failed_start_leaves_no_folder(tmp_path: Path, failure: str) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_sweep_with_a_wrong_model_leaves_no_folder(tmp_path: Path) -> None:
     with FakeServer() as server:
         res = zqbench(
@@ -325,6 +327,7 @@ def test_sweep_with_a_wrong_model_leaves_no_folder(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_several_models_note_the_first_or_fail_when_strict(tmp_path: Path) -> None:
     with FakeServer(models=("a", "b")) as server:
         strict = zqbench(
@@ -347,6 +350,7 @@ def test_several_models_note_the_first_or_fail_when_strict(tmp_path: Path) -> No
 TINY = QUICK.format(rate=10, duration="1s")
 
 
+@pytest.mark.slow
 def test_run_against_an_openai_only_target_detects_openai(tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path, TINY)
     out = tmp_path / "run"
@@ -384,6 +388,7 @@ def test_run_against_an_openai_only_target_detects_openai(tmp_path: Path) -> Non
     assert set(posts[2:]) == {"/v1/chat/completions"} and len(posts) >= 2 + 10
 
 
+@pytest.mark.slow
 def test_run_with_target_alone_against_the_reference_server(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
@@ -396,7 +401,9 @@ def test_run_with_target_alone_against_the_reference_server(
         cwd=tmp_path,
         env={"PYTHONPATH": str(REPO)},
     )
-    assert res.returncode == 0, res.stdout + res.stderr
+    # 4 (invalid) when a busy machine made the generator late: outputs are written all the
+    # same, and this test is about what was discovered, not about the generator.
+    assert res.returncode in (0, 4), res.stdout + res.stderr
     (out,) = (tmp_path / "reports").iterdir()
     summary = json.loads((out / "summary.json").read_text())
     line = (
@@ -422,6 +429,7 @@ def test_probe_with_no_model_or_api(ref_server: EmbeddedServer) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_probe_cli_refuses_a_wrong_model_before_probing(ref_server: EmbeddedServer) -> None:
     res = zqbench("probe", "--target", ref_server.base_url, "--model", "nope", "-n", "2")
     assert res.returncode == 2
@@ -446,6 +454,7 @@ def test_conform_discovers_the_model_and_the_apis(
     assert passed == {f"api.{api}" for api in apis}  # each API found is checked, and passes
 
 
+@pytest.mark.slow
 def test_conform_cli_detects_by_default_and_fails_on_a_wrong_model() -> None:
     with FakeServer(apis=("openai",)) as server:
         wrong = zqbench("conform", "--target", server.base_url, "--model", "wrong")

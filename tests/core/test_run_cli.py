@@ -16,7 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.core.conftest import MODEL, REPO, write_scenario, zqbench
+from tests.core.conftest import MODEL, REPO, write_scenario, zqbench, zqbench_here
+from zqbench import recorder
 from zqbench.embedded import EmbeddedServer
 
 QUICK = """
@@ -34,7 +35,13 @@ timeout = "20s"
 prompt_tokens = 24
 [slo]
 checks = ["errors:rate<0.05"]
+[validity]
+# These runs test the pipeline, not the generator's precision: on a busy 2-core machine its
+# schedule_lag p99 reaches tens of ms (exit 4 at the default 10 ms).
+max_schedule_lag = "500ms"
 """
+# The same for the bundled smoke scenario, as a flag.
+LAG_OK = ("--max-schedule-lag", "500ms")
 
 
 def closed_port() -> int:
@@ -91,7 +98,7 @@ def test_unreachable_target_exits_3_naming_the_address(tmp_path: Path) -> None:
     ],
 )
 def test_bad_usage_exits_2_with_one_line(args: list[str], message: str, tmp_path: Path) -> None:
-    res = zqbench(*args, "--out", str(tmp_path / "out"))
+    res = zqbench_here(*args, "--out", str(tmp_path / "out"))
     assert res.returncode == 2, res.stderr
     line = one_error_line(res.stderr)
     assert line.startswith("zqbench: error: ")
@@ -100,7 +107,7 @@ def test_bad_usage_exits_2_with_one_line(args: list[str], message: str, tmp_path
 
 def test_bad_toml_names_the_file(tmp_path: Path) -> None:
     path = write_scenario(tmp_path, 'name = "x"\n[load\nexecutor = 1\n', "broken")
-    res = zqbench("run", str(path), "--out", str(tmp_path / "out"))
+    res = zqbench_here("run", str(path), "--out", str(tmp_path / "out"))
     assert res.returncode == 2
     assert "broken.toml" in one_error_line(res.stderr)
 
@@ -113,6 +120,7 @@ def _nearest_rank(values: list[float], q: float) -> float:
     return ordered[max(1, math.ceil(round(q * len(ordered), 9))) - 1]
 
 
+@pytest.mark.slow
 def test_run_writes_outputs_whose_percentiles_are_the_raw_order_statistics(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
@@ -127,6 +135,7 @@ def test_run_writes_outputs_whose_percentiles_are_the_raw_order_statistics(
         "--out",
         str(out),
         "--quiet",
+        *LAG_OK,
     )
     assert res.returncode == 0, res.stdout + res.stderr
     summary = json.loads((out / "summary.json").read_text())
@@ -160,6 +169,7 @@ def test_run_writes_outputs_whose_percentiles_are_the_raw_order_statistics(
     assert "PASS" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra",
     [["--workers", "2"], ["--http2"], ["--api", "openai"], ["--h1-client", "aiohttp"]],
@@ -194,6 +204,7 @@ def test_variants_produce_complete_runs(
         assert {r["http_version"] for r in rows} == {"1.1"}
 
 
+@pytest.mark.slow
 def test_closed_loop_virtual_users(ref_server: EmbeddedServer, tmp_path: Path) -> None:
     scenario = write_scenario(
         tmp_path,
@@ -237,6 +248,7 @@ prompt_tokens = 16
 # ---------------------------------------------------------------------- secrets
 
 
+@pytest.mark.slow
 def test_api_key_reaches_the_server_but_no_output(tmp_path: Path) -> None:
     key = "sk-zq-test-5f2c9a71e0d4b3a8"
     env = {"ZQ_TEST_KEY": key}
@@ -306,6 +318,18 @@ def test_api_key_reaches_the_server_but_no_output(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- Ctrl-C
 
 
+def wait_for_samples(out: Path, n: int, deadline_s: float) -> int:
+    """Poll the run's sample streams until `n` samples are on disk; returns how many are."""
+    deadline = time.monotonic() + deadline_s
+    count = 0
+    while count < n:
+        assert time.monotonic() < deadline, f"{count} samples on disk after {deadline_s} s"
+        time.sleep(0.1)
+        count = len(recorder.load_samples(out)) if out.exists() else 0
+    return count
+
+
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_was_measured_and_exits_130(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
@@ -332,10 +356,8 @@ def test_ctrl_c_keeps_what_was_measured_and_exits_130(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not list(out.glob("samples.w0.arrows")):
-            time.sleep(0.1)
-        time.sleep(3.0)
+        # Interrupted once at least 20 samples are on disk, however busy the machine is.
+        recorded = wait_for_samples(out, 20, deadline_s=60)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     finally:
@@ -346,6 +368,6 @@ def test_ctrl_c_keeps_what_was_measured_and_exits_130(
     assert "Traceback" not in stderr
     summary = json.loads((out / "summary.json").read_text())
     rows = pq.read_table(out / "samples.parquet").to_pylist()
-    assert 20 <= len(rows) <= 200, "about 3 s at 20 req/s were measured and kept"
+    assert recorded <= len(rows) < 1200, "what was measured is kept; the 60 s run was cut short"
     assert summary["requests"]["sent"] == len(rows)
     assert summary["environment"]["interrupted"] is True

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.conftest import MODEL, REPO, write_scenario, zqbench
+from tests.core.conftest import MODEL, REPO, write_scenario, zqbench, zqbench_here
 from tests.core.test_run_cli import closed_port, one_error_line
+from tests.polling import wait_for
+from zqbench import recorder
 from zqbench.embedded import EmbeddedServer
 
 SHORT = """
@@ -34,6 +36,7 @@ prompt_tokens = 16
 """
 
 
+@pytest.mark.slow
 def test_reused_out_with_an_earlier_runs_samples_is_refused(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
@@ -55,14 +58,16 @@ def test_reused_out_with_an_earlier_runs_samples_is_refused(
 
 
 @pytest.mark.parametrize("given_out", [True, False], ids=["--out", "default-folder"])
-def test_a_failed_start_leaves_no_output_folder(tmp_path: Path, given_out: bool) -> None:
+def test_a_failed_start_leaves_no_output_folder(
+    tmp_path: Path, given_out: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "run"
     args = ["--out", str(out)] if given_out else []
     port = closed_port()
-    res = zqbench(
-        "run", "smoke", "--target", f"http://127.0.0.1:{port}", "--model", "m", *args,
-        cwd=tmp_path,
-    )  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # where the default folder would go
+    res = zqbench_here(
+        "run", "smoke", "--target", f"http://127.0.0.1:{port}", "--model", "m", *args
+    )
     assert res.returncode == 3, res.stderr
     assert not out.exists()
     reports = tmp_path / "reports"  # the default folders' parent may stay: it is shared
@@ -72,7 +77,9 @@ def test_a_failed_start_leaves_no_output_folder(tmp_path: Path, given_out: bool)
 def test_an_out_below_a_file_is_a_usage_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    res = zqbench("run", "smoke", "--target", "http://127.0.0.1:9", "--out", str(blocker / "r"))
+    res = zqbench_here(
+        "run", "smoke", "--target", "http://127.0.0.1:9", "--out", str(blocker / "r")
+    )
     assert res.returncode == 2, res.stderr
     assert one_error_line(res.stderr) == (
         f"zqbench: error: --out {blocker / 'r'}: cannot write there (Not a directory)"
@@ -115,10 +122,9 @@ def test_signals_while_the_outputs_are_written_do_not_cut_them(
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
+        # A few samples to write, on disk (polled, however busy the machine is).
+        wait_for(lambda: out.exists() and len(recorder.load_samples(out)) >= 5, "5 samples")
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (out / "samples.w0.arrows").exists():
-            time.sleep(0.05)
-        time.sleep(1.0)  # a few samples to write
         while_writing = 0
         while proc.poll() is None and time.monotonic() < deadline:
             if (out / "report.html").exists():

@@ -47,15 +47,19 @@ def test_forty_requests_are_invalid_by_default(ref_server: EmbeddedServer, tmp_p
     summary = _run(tmp_path, ref_server, "")
     assert summary.requests.sent == 40
     assert summary.verdict == "invalid"
-    assert summary.validity.reasons == [
-        "only 40 requests were sent; a valid run needs at least 100"
-    ]
+    first, *more = summary.validity.reasons
+    assert first == "only 40 requests were sent; a valid run needs at least 100"
+    # A busy machine may add the generator's own lateness (10 ms by default, or the load it
+    # achieved): nothing else.
+    assert all(r.startswith("the generator ") for r in more), more
 
 
 def test_a_smoke_scenario_with_min_samples_20_is_judged_on_its_slos(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
-    summary = _run(tmp_path, ref_server, "[validity]\nmin_samples = 20\n")
+    # The generator's lateness on a busy machine is not what is tested (see test_run_cli).
+    validity = '[validity]\nmin_samples = 20\nmax_schedule_lag = "500ms"\n'
+    summary = _run(tmp_path, ref_server, validity)
     assert summary.requests.sent == 40
     assert summary.validity.ok, summary.validity.reasons
     assert summary.verdict == "pass"

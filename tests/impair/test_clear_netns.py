@@ -9,7 +9,7 @@ import pytest
 
 from tests.impair.netns import NetnsPair, netns_pair, require_root_and_nft
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow]  # namespaces and a process per step
 
 APPLY = """
 from zqbench.impair import nft

@@ -305,9 +305,10 @@ def test_a_million_rows_in_a_few_seconds() -> None:
     )
     send = samples["t_send"].to_numpy()
     samples["srv_start"] = (START_EPOCH_NS + send + rng.integers(0, 50_000, n)) / 1e9
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: the cost, not what else shares the machine
     summary = summarize(samples, run=run_info(), slos=["latency:p99<100ms", "errors:rate<0.01"])
-    assert time.perf_counter() - started < 15.0  # ~2-3 s on an idle core
+    spent = time.process_time() - started
+    assert spent < 15.0, f"{spent:.1f} s of CPU (~2-3 s on an idle core)"
     assert summary.requests.sent == n
 
 

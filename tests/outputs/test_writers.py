@@ -196,6 +196,7 @@ def test_out_that_cannot_be_created_is_a_usage_error(tmp_path: Path) -> None:
     assert err.value.message == f"--out {blocker / 'run'}: cannot write there (Not a directory)"
 
 
+@pytest.mark.slow
 def test_every_output_file_has_the_same_mode(tmp_path: Path) -> None:
     """One policy: every file a run writes is 0666 less the umask, as any file the user makes."""
     from zqbench.outputs.registry import RunOutput, write_run

@@ -110,6 +110,7 @@ def test_tiny_temperatures_are_greedy() -> None:
     assert not SamplingParams(temperature=0.7).greedy
 
 
+@pytest.mark.slow
 @needs_torch
 @pytest.mark.torch
 def test_torch_sampling_never_fails_a_batch() -> None:

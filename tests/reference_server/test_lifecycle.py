@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.polling import wait_for
 from tests.reference_server.conftest import MODEL, ROOT, free_port, start_server
 
 
@@ -45,9 +46,14 @@ def test_sigterm_drains_in_flight_then_exits() -> None:
         result["status"] = r.status_code
         result["tokens"] = r.json()["usage"]["output_tokens"]
 
+    def running() -> bool:
+        text = httpx.get(server.url + "/metrics", timeout=5).text
+        return "\nrefserver_num_requests_running 1.0" in text
+
     t = threading.Thread(target=long_request)
     t.start()
-    time.sleep(0.2)  # the request is running (300 tokens take ~0.5 s in the sim)
+    # SIGTERM once the request holds its slot (300 tokens then take ~0.5 s in the sim).
+    wait_for(running, "the long request running", every_s=0.005)
     server.proc.terminate()
     time.sleep(0.05)
     try:

@@ -26,10 +26,9 @@ def test_profile_routes_without_cuda(zq_server: Server) -> None:
     assert httpx.get(zq_server.url + "/health").json()["profiling"] is False
 
 
+@pytest.mark.slow
 def test_torch_cpu_profile_error() -> None:
     """The torch backend on CPU refuses with the same clear error (ValueError -> 400)."""
-    import pytest
-
     pytest.importorskip("torch")
     from reference_server.model.torch_runner import TorchBackend
 

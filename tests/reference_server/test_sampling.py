@@ -70,6 +70,7 @@ def torch_server() -> Iterator[Server]:
     server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_torch_sampling(torch_server: Server) -> None:
     """torch (CPU, tiny): the same sampling contract as the sim."""

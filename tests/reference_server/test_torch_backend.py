@@ -27,7 +27,7 @@ from reference_server.model.transformer import (  # noqa: E402
     grouped_query_attention,
 )
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]  # the tiny model on CPU: seconds a test
 
 GREEDY = SamplingParams()
 PROMPTS = [encode("hi"), encode("The quick brown fox jumps"), encode("0123456789")]

@@ -14,6 +14,7 @@ from tests.reference_server.conftest import MODEL, Server, start_server
 
 pytestmark = [
     pytest.mark.torch,
+    pytest.mark.slow,  # a torch server per scheduler: about 20 s to start on 2 busy cores
     pytest.mark.skipif(
         importlib.util.find_spec("torch") is None, reason="torch is not installed (optional extra)"
     ),

@@ -11,10 +11,13 @@ from tests.reporting.chromium import Chromium, chromium_required, find_chromium
 from zqbench.outputs.view import build_view
 from zqbench.summary import Summary
 
-pytestmark = pytest.mark.skipif(
-    find_chromium() is None and not chromium_required(),
-    reason="chromium is not installed (CI installs it and never skips)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        find_chromium() is None and not chromium_required(),
+        reason="chromium is not installed (CI installs it and never skips)",
+    ),
+    pytest.mark.slow,  # a headless browser: seconds to start on 2 busy cores
+]
 
 
 @pytest.fixture(scope="module")

@@ -75,6 +75,7 @@ def test_gate_invalid_run_exits_4(tmp_path: Path) -> None:
     assert "only 50 requests" in result.output
 
 
+@pytest.mark.slow
 def test_gate_writes_nothing_unless_asked(tmp_path: Path) -> None:
     run = uniform_run(tmp_path / "run", slos=["latency:p99<100ms"])
     before = (run / "summary.json").read_bytes()

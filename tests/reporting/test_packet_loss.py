@@ -21,6 +21,8 @@ from zqbench.cli import app
 from zqbench.live_view import packet_loss_lines
 from zqbench.outputs.saved import load_run
 
+pytestmark = pytest.mark.slow  # full reports rendered (every figure): seconds each
+
 runner = CliRunner()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -19,6 +19,7 @@ runner = CliRunner()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_report_command_renders_every_output(rendered_run: Path) -> None:
     for name in ("summary.md", "junit.xml", "report.html"):
         assert (rendered_run / name).stat().st_size > 0
@@ -36,6 +37,7 @@ def test_report_command_renders_every_output(rendered_run: Path) -> None:
         assert png.read_bytes()[:8] == PNG_MAGIC
 
 
+@pytest.mark.slow
 def test_html_is_self_contained_and_redacted(rendered_run: Path) -> None:
     page = (rendered_run / "report.html").read_text()
     # No attribute may point anywhere but an inline data: URI.

@@ -15,6 +15,8 @@ import pytest
 
 from tests.scenarios_e2e.conftest import run_bundled
 
+pytestmark = pytest.mark.slow  # two bundled-scenario runs of ~10 s each
+
 SCALE = {"rate_scale": 3.0, "duration_scale": 0.1, "warm_connections": 128}
 CONTEXT = ("--max-context", "16384")
 

@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
+from tests.polling import wait_for
 from zqbench.cli import app
 from zqbench.embedded import free_port
 from zqbench.outputs.registry import rerender_run
@@ -169,7 +170,9 @@ class FakeEngine(BaseHTTPRequestHandler):
 def engine_server() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeEngine)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, args=(0.02,), daemon=True
+    )  # quick shutdown
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -292,8 +295,8 @@ def test_sglang_and_tgi_series_become_the_server_queue(
         engine + "/metrics", found_by="discovery", engine=engine_of(engine_key), primary=False
     )
     scraper.start(HookContext("t", tmp_path, engine, "127.0.0.1", 1, time.perf_counter_ns(), []))
-    time.sleep(0.3)
-    queue = scraper.stop().server_queue
+    wait_for(lambda: FakeEngine.metric_gets >= 1, "the first scrape")
+    queue = scraper.stop().server_queue  # and stop() scrapes once more: two readings
     assert isinstance(queue, ServerQueue) and queue.engine == engine_key
     waiting, running = queue.waiting, queue.running
     assert not isinstance(waiting, Unavailable) and not isinstance(running, Unavailable)
@@ -309,6 +312,7 @@ def test_sglang_and_tgi_series_become_the_server_queue(
 # ------------------------------------------------------------------ whole runs
 
 
+@pytest.mark.slow
 def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: Path) -> None:
     result = run_against(engine, tmp_path)
     queue = result.summary.server_queue
@@ -363,6 +367,7 @@ def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: P
     _assert_png(out / "plots" / "server_queue.png")
 
 
+@pytest.mark.slow
 def test_a_404_metrics_means_no_scraper_and_the_reason_recorded(
     engine: str, tmp_path: Path
 ) -> None:
@@ -381,6 +386,7 @@ def test_a_404_metrics_means_no_scraper_and_the_reason_recorded(
     assert "- `server_queue`:" in md  # no timing headers and no metrics: unavailable
 
 
+@pytest.mark.slow
 def test_no_server_metrics_flag_sends_no_get_to_metrics(engine: str, tmp_path: Path) -> None:
     scenario = tmp_path / "queue.toml"
     scenario.write_text(SCENARIO)
@@ -403,6 +409,7 @@ def test_an_explicit_telemetry_url_of_the_same_metrics_is_scraped_once(engine: s
     assert [h.name for h in hooks] == ["server_metrics"] and FakeEngine.metric_gets == 1
 
 
+@pytest.mark.slow
 def test_embedded_reference_server_run_shows_its_queue(tmp_path: Path) -> None:
     scenario = tmp_path / "queue.toml"
     scenario.write_text(SCENARIO.replace('api = "openai"', 'api = "anthropic"'))

@@ -18,6 +18,10 @@ from zqbench.transport.base import (
 
 pytestmark = pytest.mark.parametrize("kind", KINDS)
 
+# What a busy 2-core machine may add to a deadline (a CPU hog on one core, other suites on
+# the other): timing bounds here tell a deadline kept from one missed, not a fast machine.
+SLACK_S = 5.0
+
 
 def test_open_refused_raises_connect_error_naming_address(kind: str, refused_url: str) -> None:
     tr = make(kind, refused_url)
@@ -47,7 +51,10 @@ def test_open_gives_up_within_connect_timeout(kind: str, blackhole_url: str) -> 
     t0 = time.monotonic()
     with pytest.raises(ConnectError):
         run(go)
-    assert 0.25 <= time.monotonic() - t0 < 2.0
+    elapsed = time.monotonic() - t0
+    # Given up at the 0.3 s timeout, not after the kernel's SYN retries (about two minutes);
+    # the slack is for a busy machine.
+    assert 0.25 <= elapsed < 0.3 + SLACK_S, f"{elapsed:.3f} s"
 
 
 def test_hang_becomes_timeout_at_the_deadline(kind: str, programmed_server: ProgrammedServer):

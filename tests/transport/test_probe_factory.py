@@ -26,8 +26,9 @@ def test_probe_fresh_connections_time_every_phase(
         assert r.error is None and r.status == 200 and r.bytes_in == 100
         assert r.http_version == ("2" if http2 else "1.1")
         assert r.dns_ns is not None and r.dns_ns >= 0
-        assert r.connect_ns is not None and 0 < r.connect_ns < 200_000_000
+        assert r.connect_ns is not None and r.connect_ns > 0
         assert r.tls_ns is None  # plain http
+        # The connect phase is timed apart from the server's 30 ms, not inside it.
         assert r.ttfb_ns is not None and r.ttfb_ns >= 30_000_000 + r.connect_ns
         assert r.total_ns >= r.ttfb_ns
         assert not r.reused_connection
@@ -48,7 +49,8 @@ def test_probe_times_tls(tls_server: ProgrammedServer) -> None:
 
 def test_probe_records_per_request_errors(programmed_server: ProgrammedServer) -> None:
     (r,) = probe(programmed_server.url, HttpRequest("GET", "/hang", ()), 1, timeout_s=0.3)
-    assert r.error == "timeout" and r.status == 0 and 0.29e9 <= r.total_ns < 1e9
+    # At the 0.3 s deadline; up to 5 s later on a busy machine, never /hang's forever.
+    assert r.error == "timeout" and r.status == 0 and 0.29e9 <= r.total_ns < 5.3e9, r
     (r,) = probe(programmed_server.url, HttpRequest("GET", "/reset?bytes=100", ()), 1)
     assert r.error == "reset" and r.status == 200
 

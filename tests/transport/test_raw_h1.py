@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.servers import ProgrammedServer, RecordingSink
-from tests.transport.util import get, run, send
+from tests.transport.util import MAX_MEDIAN_GAP_NS, get, run, send
 from zqbench.transport.base import (
     BodyTooLarge,
     ConnectError,
@@ -67,7 +67,10 @@ def test_open_gives_up_within_connect_timeout(blackhole_url: str) -> None:
     t0 = time.monotonic()
     with pytest.raises(ConnectError):
         run(go)
-    assert 0.25 <= time.monotonic() - t0 < 2.0
+    elapsed = time.monotonic() - t0
+    # Given up at the 0.3 s timeout, not after the kernel's SYN retries (about two minutes);
+    # 5 s of slack is for a busy machine.
+    assert 0.25 <= elapsed < 0.3 + 5.0, f"{elapsed:.3f} s"
 
 
 def test_hang_becomes_timeout_and_transport_stays_usable(programmed_server: ProgrammedServer):
@@ -258,7 +261,7 @@ def test_https_verifies_certificates_by_default(tls_server: ProgrammedServer) ->
 
 def test_stream_stamps_never_before_the_server_write(programmed_server: ProgrammedServer):
     """20 concurrent chunked SSE streams x 20 events: every stamp is at or after the server's
-    write of those bytes, and the median gap is under 1 ms."""
+    write of those bytes, and the median gap is small (as in test_timing.py)."""
     streams, tokens = 20, 20
     path = f"/sse?n={tokens}&every=10&first=5&head=2"
 
@@ -292,8 +295,8 @@ def test_stream_stamps_never_before_the_server_write(programmed_server: Programm
             data_gaps.append(sink.time_of_byte(end - 1) - t_server)
         assert sink.t_end >= sink.chunks[-1][0]
     assert min(head_gaps) >= 0 and min(data_gaps) >= 0
-    assert statistics.median(head_gaps) < 1_000_000, statistics.median(head_gaps)
-    assert statistics.median(data_gaps) < 1_000_000, statistics.median(data_gaps)
+    medians_ms = [statistics.median(gaps) / 1e6 for gaps in (head_gaps, data_gaps)]
+    assert max(medians_ms) < MAX_MEDIAN_GAP_NS / 1e6, f"median gap head, data: {medians_ms} ms"
 
 
 def test_ttfb_is_at_least_the_programmed_delay(programmed_server: ProgrammedServer) -> None:

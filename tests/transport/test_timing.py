@@ -8,18 +8,18 @@ import statistics
 import pytest
 
 from tests.servers import ProgrammedServer, RecordingSink
-from tests.transport.util import KINDS, get, make, run
+from tests.transport.util import KINDS, MAX_MEDIAN_GAP_NS, get, make, run
 from zqbench.transport.base import Exchange
 
 STREAMS, TOKENS, EVERY_MS = 20, 20, 10
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_stream_stamps_within_1ms_of_server_send_times(
+def test_stream_stamps_follow_the_server_send_times(
     kind: str, programmed_server: ProgrammedServer
 ) -> None:
     """20 concurrent SSE streams x 20 events, 10 ms apart (~2000 events/s): every client stamp
-    is at or after the server's write, and the median gap is under 1 ms."""
+    is at or after the server's write, and the median gap is small (see MAX_MEDIAN_GAP_NS)."""
     path = f"/sse?n={TOKENS}&every={EVERY_MS}&first=5&head=2"
 
     async def go() -> list[tuple[str, Exchange, RecordingSink]]:
@@ -55,8 +55,8 @@ def test_stream_stamps_within_1ms_of_server_send_times(
             data_gaps.append(sink.time_of_byte(end - 1) - t_server)
         assert sink.t_end >= sink.chunks[-1][0]
     assert min(head_gaps) >= 0 and min(data_gaps) >= 0  # never before the server sent it
-    assert statistics.median(head_gaps) < 1_000_000, statistics.median(head_gaps)
-    assert statistics.median(data_gaps) < 1_000_000, statistics.median(data_gaps)
+    medians_ms = [statistics.median(gaps) / 1e6 for gaps in (head_gaps, data_gaps)]
+    assert max(medians_ms) < MAX_MEDIAN_GAP_NS / 1e6, f"median gap head, data: {medians_ms} ms"
 
 
 @pytest.mark.parametrize("kind", KINDS)
