@@ -224,6 +224,7 @@ def _worker_specs(
     limits = PoolLimits(
         max_connections=options.max_connections,
         warm_connections=_warm_connections(options, scenario),
+        reuse_connections=not scenario.request.cold_connections,
     )
     return [
         WorkerSpec(

@@ -23,7 +23,12 @@ from pathlib import Path
 from zqbench.engines.live import ProgressCallback
 from zqbench.errors import OptionError
 from zqbench.option_values import ServerEngine
-from zqbench.outputs.paths import SUMMARY_JSON, make_out_dir
+from zqbench.outputs.paths import (
+    SUMMARY_JSON,
+    existing_ancestor,
+    make_out_dir,
+    removed_if_empty_on_error,
+)
 from zqbench.outputs.registry import rerender_run
 from zqbench.pipeline.plan import make_plan
 from zqbench.pipeline.target import embedded_server
@@ -78,9 +83,23 @@ def profile(
         _print_dry_run(options, job, echo)
         return None
     exe = None if job.tool == "torch" else tools.find_tool(job.tool)  # before any folder
+    kept = existing_ancestor(Path(options.out) if options.out else options.reports_root)
     out_dir = make_out_dir(options.out, plan.scenario.name, root=options.reports_root)
     launch = _launch(job, out_dir / PROFILE_DIR, exe)
     launch.profile_dir.mkdir(parents=True, exist_ok=True)
+    # A run that fails to start leaves no empty folder (profile/ and the run's own included).
+    with removed_if_empty_on_error(launch.profile_dir, kept):
+        return _profiled_run(options, job, launch, out_dir, on_progress, on_target)
+
+
+def _profiled_run(
+    options: RunOptions,
+    job: ProfileJob,
+    launch: Launch,
+    out_dir: Path,
+    on_progress: ProgressCallback | None,
+    on_target: Callable[[str], None] | None,
+) -> RunResult:
     hook = CaptureHook(job.window, base_url=options.target, api_key_env=options.api_key_env)
     options = dataclasses.replace(
         options,

@@ -157,11 +157,15 @@ class AiohttpTransport:
             return
         if self.origin.tls:
             self._ssl = client_ssl_context(self.insecure, ["http/1.1"])
+        reuse = self.limits.reuse_connections
         connector = _StampedConnector(
             limit=self.limits.max_connections,
             limit_per_host=0,
-            force_close=False,
-            keepalive_timeout=3600,  # keep idle connections: a quiet stage must not cost reconnects
+            # Cold connections: aiohttp may pool a connection before send() sees its response
+            # (a whole answer in one read), so only the connector can promise no reuse.
+            force_close=not reuse,
+            # Keep idle connections: a quiet stage must not cost reconnects.
+            keepalive_timeout=3600 if reuse else None,
             ttl_dns_cache=None,  # resolve once; DNS never lands inside a measured request
             enable_cleanup_closed=False,
             ssl=self._ssl,

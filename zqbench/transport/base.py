@@ -104,6 +104,9 @@ class PoolLimits:
     # handed on in slices, reading paused meanwhile, so the dispatcher's timers run between
     # them (a 256 KiB read of small SSE events costs the parser 2-13 ms in one piece).
     slice_bytes: int = 16 * 1024
+    # False: every connection serves one request (a scenario's cold_connections), whatever
+    # the server says about keep-alive.
+    reuse_connections: bool = True
 
 
 class Transport(Protocol):

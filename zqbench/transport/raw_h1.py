@@ -470,7 +470,8 @@ class RawH1Transport:
                 ex.error = e
             finally:
                 if conn is not None:
-                    if conn.reusable and not asks_to_close(request):
+                    reuse = self.limits.reuse_connections and not asks_to_close(request)
+                    if conn.reusable and reuse:
                         self._idle.append(conn)
                     else:
                         conn.drop()  # incomplete, failed, or closing: never reused
