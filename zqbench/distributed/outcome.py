@@ -13,6 +13,7 @@ from zqbench.distributed.ledger import WorkerSlot
 from zqbench.engines.native import ClosedLoopWork
 from zqbench.metrics import quantiles
 from zqbench.metrics.summarize import RunInfo
+from zqbench.numbers import significant
 from zqbench.summary import Distributed, DistributedWorker, Summary
 
 
@@ -54,7 +55,7 @@ class Outcome:
             if lag is not None and lag > limit:
                 reasons.append(
                     f"worker {w.index} ({w.host}) fell behind its schedule: schedule_lag p99 ="
-                    f" {lag * 1e3:.3g} ms > {limit * 1e3:.3g} ms"
+                    f" {significant(lag * 1e3, 3)} ms > {significant(limit * 1e3, 3)} ms"
                 )
         if self.too_lossy:
             lost = "; ".join(

@@ -36,6 +36,7 @@ import numpy as np
 from zqbench.errors import UsageError
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import DURATION_METRICS, GOODPUT_METRICS, MetricFrame
+from zqbench.numbers import significant
 from zqbench.summary import SloVerdict, Verdict
 
 RATE_METRICS = ("errors", "status_<code>")
@@ -179,10 +180,10 @@ def format_value(value: float | None, unit: str) -> str:
         return "inf"
     if unit in TIME_UNITS:
         scaled = value * TIME_UNITS[unit]
-        return f"{scaled:.4g} {unit}"
+        return f"{significant(scaled)} {unit}"
     if unit == "%":
-        return f"{value * 100:.4g}%"
-    return f"{value:.4g}"
+        return f"{significant(value * 100)}%"
+    return significant(value)
 
 
 def _interval(low: float | None, high: float | None, unit: str) -> str:

@@ -38,6 +38,7 @@ from zqbench.metrics.slo import (
     parse_slos,
     run_verdict,
 )
+from zqbench.numbers import significant
 from zqbench.stages import StageInfo
 from zqbench.summary import (
     Ci,
@@ -219,7 +220,7 @@ def load_summary(frame: MetricFrame, run: RunInfo) -> Load:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
+    return f"{significant(seconds * 1e3, 3)} ms"
 
 
 def validity(frame: MetricFrame, run: RunInfo, load: Load) -> Validity:

@@ -19,6 +19,7 @@ from typing import Any
 
 from markupsafe import escape as esc
 
+from zqbench.numbers import significant
 from zqbench.outputs.compare import Comparison, Diff
 from zqbench.outputs.html import CSS, figure
 from zqbench.outputs.json_out import redacted
@@ -56,7 +57,7 @@ def _value(v: float | None, rate: bool, signed: bool = False) -> str:
     if math.isinf(v):
         return ("+∞" if v > 0 else "−∞") if signed else "∞"
     sign = "+" if signed and v > 0 else ""
-    return f"{sign}{v * 100:.3g}%" if rate else f"{sign}{v * 1e3:.4g}"
+    return f"{sign}{v * 100:.3g}%" if rate else f"{sign}{significant(v * 1e3)}"
 
 
 def _cells(d: Diff) -> dict[str, str]:

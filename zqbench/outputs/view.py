@@ -22,6 +22,7 @@ from typing import TypeVar
 from zqbench import summary as model
 from zqbench.errors import UsageError
 from zqbench.metrics.slo import format_value, parse_slo
+from zqbench.numbers import significant
 from zqbench.outputs.json_out import redacted
 from zqbench.summary import JsonFloat, Summary
 
@@ -367,7 +368,7 @@ def ms(value: JsonFloat) -> str:
     v = _number(value)
     if v is None:
         return NO_VALUE
-    return "∞" if math.isinf(v) else f"{v * 1e3:.4g}"
+    return "∞" if math.isinf(v) else significant(v * 1e3)
 
 
 def _plain(value: object) -> str:
@@ -578,7 +579,7 @@ def _server_queue(
 
 def _seconds(value: float) -> str:
     """A time in seconds, 3 significant digits: "0.0005 s", "1.5 s", "12.3 s"."""
-    return f"{value:.3g} s"
+    return f"{significant(value, 3)} s"
 
 
 def _times(value: float | None) -> str:
