@@ -116,7 +116,10 @@ def test_each_api_vllm_serves_measures_its_tokens(
     for r in rows:  # a delta stands for at least one token
         assert 1 <= r["n_chunks"] <= r["output_tokens"], r
     if api == "openai":  # one chunk per token, a split character's empty ones included
-        # Seen once in a full run: 15 chunks for 16 tokens in 1 of 100 requests (open in #10's
-        # follow-up); every other request matched exactly.
+        # ...while vLLM's API process keeps up. Descheduled for tens of ms (a busy machine),
+        # it sends the tokens produced meanwhile as one chunk (its RequestOutputCollector
+        # merges them; `return_token_ids` shows several ids on that chunk) and its usage
+        # stays exact. Seen once in 100 requests in a full run; 0 of 200 with a CPU hog on
+        # vLLM's core; 99 of 100 with its API process stopped 30 ms in every 100.
         exact = sum(r["n_chunks"] == r["output_tokens"] for r in rows)
-        assert exact >= 0.97 * len(rows), (exact, len(rows))
+        assert exact >= 0.9 * len(rows), (exact, len(rows))
