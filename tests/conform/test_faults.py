@@ -14,6 +14,7 @@ def test_every_check_has_a_fault_that_breaks_it() -> None:
     assert {c.id for c in CATALOGUE} == set(FAULTS.values())
 
 
+@pytest.mark.slow
 def test_the_healthy_fake_passes_every_check() -> None:
     with FakeServer() as srv:
         report = run_conformance(fake_options(srv.base_url))
@@ -22,6 +23,7 @@ def test_the_healthy_fake_passes_every_check() -> None:
     assert skipped == {"errors.6", "http.2"}  # no key required, no HTTP/2 spoken
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_a_fault_fails_exactly_its_check(fault: str) -> None:
     with FakeServer({fault}) as srv:

@@ -12,6 +12,8 @@ from tests.conform.fake_server import FakeServer
 from tests.conform.util import fake_options, outcome
 from zqbench.conform import ConformReport, run_conformance
 
+pytestmark = pytest.mark.slow  # conform runs against a server, for seconds
+
 OLD_TOLERANCE_MS = 3.0  # the median-slope rule this check replaced failed above this CI low
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conform.util import failing, outcome
 from zqbench.conform import ConformReport
+
+pytestmark = pytest.mark.slow  # conform runs against a server, for seconds
 
 
 def test_zero_queue_passes_every_check(zero_queue_report: ConformReport) -> None:
@@ -44,4 +48,10 @@ def test_zero_queue_refuses_past_its_slots_and_no_admitted_request_waits(
     assert ev["capacity"]["value"] == 4
     assert [row["concurrency"] for row in ev["steps"]] == [1, 2, 4, 8, 16, 32]
     assert all(row["refused"] > 0 for row in ev["steps"] if row["concurrency"] > 4)
-    assert all(row["waited_share_ci95"][0] <= ev["queue_share"] for row in ev["steps"])
+    # No step queues. One round may show a significant share (its admitted requests share a
+    # batch, and one stall of a busy machine delays them all: seen once in a full run, a
+    # lower bound past the share at one step); a queue shows in most rounds (queueing.py).
+    assert not any(row["queues"] for row in ev["steps"]), ev["steps"]
+    for row in ev["steps"]:
+        if row["waited_share_ci95"][0] > ev["queue_share"]:
+            assert 2 * row["rounds_waited"] <= row["rounds"], row

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from tests.reference_server.conftest import MODEL, Server, start_server
 
+pytestmark = pytest.mark.slow  # starts the reference server (seconds)
+
 MSG = [{"role": "user", "content": "hi"}]
 JSON = {"content-type": "application/json"}
 

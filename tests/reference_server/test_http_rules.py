@@ -14,6 +14,8 @@ from reference_server.config import ServerConfig
 from reference_server.server import connection_cap
 from tests.reference_server.conftest import MODEL, Server
 
+pytestmark = pytest.mark.slow  # starts the reference server (seconds)
+
 MSG = [{"role": "user", "content": "hi"}]
 BODY = json.dumps({"model": MODEL, "max_tokens": 2, "messages": MSG}).encode()
 JSON = {"content-type": "application/json"}

@@ -15,6 +15,8 @@ import pytest
 from tests.polling import wait_for
 from tests.reference_server.conftest import MODEL, ROOT, free_port, start_server
 
+pytestmark = pytest.mark.slow  # starts the reference server (seconds)
+
 
 def test_help_works() -> None:
     out = subprocess.run([sys.executable, "-m", "reference_server", "--help"], cwd=ROOT,

@@ -10,6 +10,8 @@ import pytest
 
 from tests.reference_server.conftest import Server
 
+pytestmark = pytest.mark.slow  # starts the reference server (seconds)
+
 
 def test_profile_routes_without_cuda(zq_server: Server) -> None:
     """On the sim engine both switches answer 400 with a message naming the cause, in the

@@ -7,6 +7,7 @@ import re
 import time
 
 import httpx
+import pytest
 
 from reference_server.backend import SamplingParams, StepTiming
 from reference_server.engine import Engine
@@ -16,6 +17,8 @@ from reference_server.model.sim import SimBackend
 from reference_server.scheduler import Scheduler
 from reference_server.sequence import Sequence
 from tests.reference_server.conftest import MODEL, Server
+
+pytestmark = pytest.mark.slow  # starts the reference server (seconds)
 
 
 class RecordingSim(SimBackend):

@@ -10,6 +10,8 @@ import pytest
 
 from tests.reference_server.conftest import MODEL, Server, start_server
 
+pytestmark = pytest.mark.slow  # starts the reference server (seconds)
+
 PROMPT = [{"role": "user", "content": "sample me"}]
 
 

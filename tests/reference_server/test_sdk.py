@@ -5,8 +5,11 @@ from __future__ import annotations
 import anthropic
 import httpx
 import openai
+import pytest
 
 from tests.reference_server.conftest import MODEL, Server
+
+pytestmark = pytest.mark.slow  # starts the reference server (seconds)
 
 TIMING_HEADERS = ("x-request-received-time", "x-request-dispatch-time", "x-request-start-time")
 

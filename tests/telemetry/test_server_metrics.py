@@ -342,7 +342,7 @@ def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: P
     md = (out / "summary.md").read_text()
     # The fake sends no timing headers: server_queue is the metrics' figure, not unavailable.
     assert (
-        "| `server_queue` | from the server's metrics | 100 | ≤ 1000 | ≤ 5000 | ≤ 1e+04 | – | – |"
+        "| `server_queue` | from the server's metrics | 100 | ≤ 1000 | ≤ 5000 | ≤ 10000 | – | – |"
         in md
     )
     assert "- `server_queue`:" not in md
@@ -350,7 +350,7 @@ def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: P
     assert "From vLLM's /metrics (`vllm:num_requests_waiting`" in md
     assert "| requests waiting | max 118, mean " in md
     queue_row = (
-        "| queue time | p50 ≤ 1000 ms, p90 ≤ 5000 ms, p99 ≤ 1e+04 ms (bucket bounds),"
+        "| queue time | p50 ≤ 1000 ms, p90 ≤ 5000 ms, p99 ≤ 10000 ms (bucket bounds),"
         " mean 5200 ms (100 requests)"
     )
     assert queue_row + " |" in md

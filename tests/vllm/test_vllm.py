@@ -21,6 +21,8 @@ from tests.vllm.target import VllmServer
 
 pytestmark = pytest.mark.slow
 
+MAX_TOKENS = 16  # scenarios/smoke.toml's max_tokens
+
 
 def _json(path: Path) -> dict:
     return json.loads(path.read_text())
@@ -114,7 +116,11 @@ def test_each_api_vllm_serves_measures_its_tokens(
     rows = [r for r in pq.read_table(out / "samples.parquet").to_pylist() if r["error"] is None]
     assert rows and all(r["tokens_from_usage"] for r in rows)
     for r in rows:  # a delta stands for at least one token
-        assert 1 <= r["n_chunks"] <= r["output_tokens"], r
+        assert r["n_chunks"] <= r["output_tokens"], r
+        # No text at all only when the model ended the answer before its first character:
+        # the random model samples its end-of-sequence token first (or after half a
+        # character) now and then, and the Messages adapter then sends no text delta.
+        assert r["n_chunks"] >= 1 or r["output_tokens"] < MAX_TOKENS, r
     if api == "openai":  # one chunk per token, a split character's empty ones included
         # ...while vLLM's API process keeps up. Descheduled for tens of ms (a busy machine),
         # it sends the tokens produced meanwhile as one chunk (its RequestOutputCollector

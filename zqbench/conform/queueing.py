@@ -119,6 +119,7 @@ class StepVerdict:
             "waited_share_ci95": [round(self.ci_low, 4), round(self.ci_high, 4)],
             "rounds": self.rounds,
             "rounds_waited": self.rounds_waited,
+            "queues": self.queues,
         }
 
 
