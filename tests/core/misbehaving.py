@@ -7,6 +7,9 @@
 calibration probe: a token count, or a max_tokens 1 request) gets the programmed answer; a
 streaming POST (the load) gets a 503 at once, so a run's load ends quickly. Each answer
 checks `stopping` between writes, so closing the server never waits for a drip to end.
+Every POST's connection closes after its answer, and the answer says so (`connection:
+close`): closing a connection the client may reuse would race with its next request ("Server
+disconnected without sending a response", seen on a busy machine), a fault of its own.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ def drip(body: bytes, *, every_s: float) -> Answer:
 
     def answer(handler: BaseHTTPRequestHandler, stopping: threading.Event) -> None:
         head = (
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
             + f"content-length: {len(body)}\r\n\r\n".encode()
         )
         for i in range(len(head + body)):
@@ -45,6 +48,7 @@ def huge(n_bytes: int) -> Answer:
         handler.send_response(200)
         handler.send_header("content-type", "application/json")
         handler.send_header("content-length", str(n_bytes))
+        handler.send_header("connection", "close")
         handler.end_headers()
         chunk = b" " * 65536
         sent = 0
@@ -65,6 +69,7 @@ def slow(status: int, body: bytes, *, delay_s: float) -> Answer:
         handler.send_response(status)
         handler.send_header("content-type", "application/json")
         handler.send_header("content-length", str(len(body)))
+        handler.send_header("connection", "close")
         handler.end_headers()
         handler.wfile.write(body)
 
