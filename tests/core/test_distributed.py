@@ -27,6 +27,7 @@ import pytest
 from tests.core.conftest import REPO, write_scenario, zqbench
 from zqbench.embedded import EmbeddedServer
 from zqbench.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_SLO_FAILED, EXIT_TARGET
+from zqbench.outputs.gate import gate_run
 
 pytestmark = pytest.mark.slow
 
@@ -221,6 +222,8 @@ def test_a_killed_worker_loses_at_most_its_unsent_batch(
         )
     else:
         assert dist["verdict"] == "fail" and dist["validity"]["ok"]
+    # A gate after the fact judges the lost worker again: the same summary, byte for byte.
+    assert gate_run(out).to_json() == (out / "summary.json").read_text()
 
 
 def test_ctrl_c_on_the_master_stops_the_workers_and_keeps_the_samples(

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from zqbench.embedded import free_port
+from zqbench.outputs.gate import gate_run
 from zqbench.profile.command import ProfileJob, profile
 from zqbench.profile.torch_trace import load_events, request_ranges
 from zqbench.profile.window import WindowSpec
@@ -70,6 +71,8 @@ def test_torch_profile_of_the_pulse(
     assert 'id="profile"' in html and f"<code>{prof.slowest[0].request_id}</code>" in html
     md = (out / "summary.md").read_text()
     assert "### Profile" in md and f"`request {prof.slowest[0].request_id}`" in md
+    # A gate after the fact keeps the capture: the same summary, byte for byte.
+    assert gate_run(out).to_json() == (out / "summary.json").read_text()
 
 
 def test_nsys_profile_with_a_fake_nsys(

@@ -26,6 +26,19 @@ class Outcome:
     lost_requests: int
     lost_share: float
 
+    @classmethod
+    def of_record(cls, record: Distributed) -> Outcome:
+        """The outcome a saved run's `distributed` section records (for a gate after the
+        fact: `attach` then judges its workers' lag again against the samples)."""
+        return cls(
+            master=record.master,
+            expected=record.expected_workers,
+            max_lost_share=record.max_lost_share,
+            workers=tuple(record.workers),
+            lost_requests=record.lost_requests,
+            lost_share=record.lost_share,
+        )
+
     @property
     def too_lossy(self) -> bool:
         return self.lost_share > self.max_lost_share

@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
+
+from zqbench.distributed.outcome import Outcome
 from zqbench.metrics.slo import parse_slos
 from zqbench.metrics.summarize import summarize
 from zqbench.outputs.json_out import write_summary
@@ -30,7 +33,19 @@ def gate_run(run_dir: Path, slos: Sequence[str] = ()) -> Summary:
     parse_slos(list(slos))  # a bad expression fails before the samples are read
     run = load_run(Path(run_dir))
     own = [slo.expr for slo in run.summary.slos]
-    return summarize(run.samples(), run=run_info(run.summary), slos=list(slos) or own)
+    summary = summarize(run.samples(), run=run_info(run.summary), slos=list(slos) or own)
+    return _carried_over(run.summary, summary, run.samples())
+
+
+def _carried_over(saved: Summary, summary: Summary, samples: pd.DataFrame) -> Summary:
+    """The sections a run adds after `summarize`: a distributed run's workers (their lag
+    and the lost share judged again, so a lost worker still fails the gate) and the
+    profile capture."""
+    if saved.distributed is not None:
+        summary = Outcome.of_record(saved.distributed).attach(summary, samples)
+    if saved.profile is not None:
+        summary = summary.model_copy(update={"profile": saved.profile})
+    return summary
 
 
 def write_gated(run_dir: Path, summary: Summary, *, inconclusive_fails: bool) -> list[Path]:

@@ -64,7 +64,7 @@ def run_info(summary: Summary) -> RunInfo:
 
     Everything `summarize` reads besides the samples is saved in summary.json: the clock,
     the stages, the offered load, the validity thresholds, the telemetry scalars, the
-    server's queue and what packet loss did."""
+    server's queue, how the target was resolved and what packet loss did."""
     clock, load = summary.clock, summary.load
     return RunInfo(
         scenario=summary.scenario.name,
@@ -94,5 +94,10 @@ def run_info(summary: Summary) -> RunInfo:
         clock_offset_source=clock.server_offset_source,
         telemetry=summary.telemetry,
         server_queue=summary.server_queue,
+        target_resolution=(
+            None
+            if summary.target_resolution is None
+            else summary.target_resolution.model_dump(mode="json")
+        ),
         packet_loss=summary.packet_loss,
     )
