@@ -55,16 +55,23 @@ def freeze_heap() -> None:
 
 
 class StopFlag:
-    """Set by a signal handler or the caller; read by workers between sends."""
+    """Set by a signal handler or the caller; read by workers between sends.
+
+    A plain attribute, no lock: a signal handler may run between any two bytecodes of the
+    main thread, inside a handler interrupted while it held a lock too. With a
+    threading.Event, a SIGTERM landing inside `Event.set()` can make the next one block on
+    the Event's own lock, each further signal nesting another blocked handler: the likely
+    cause of a RecursionError seen once (SIGTERM every 20 ms while the outputs were written,
+    beside a CPU hog). Setting a bool is atomic under the GIL."""
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._set = False
 
     def set(self) -> None:
-        self._event.set()
+        self._set = True
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._set
 
 
 @contextlib.contextmanager
