@@ -96,13 +96,16 @@ def test_lone_surrogates_and_deep_nesting_are_400_not_500(zq_server: Server) -> 
 
 def test_sdk_exceptions(zq_server: Server) -> None:
     """The SDKs map our errors to their exception classes."""
-    a = anthropic.Anthropic(base_url=zq_server.url, api_key="k", max_retries=0)
-    with pytest.raises(anthropic.NotFoundError):
-        a.messages.create(model="nope", max_tokens=5, messages=MSG)  # type: ignore[arg-type]
-    with pytest.raises(anthropic.BadRequestError):
-        a.messages.create(model=MODEL, max_tokens=5000, messages=MSG)  # type: ignore[arg-type]
-    o = openai.OpenAI(base_url=zq_server.url + "/v1", api_key="k", max_retries=0)
-    with pytest.raises(openai.NotFoundError):
+    url = zq_server.url
+    with anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as a:
+        with pytest.raises(anthropic.NotFoundError):
+            a.messages.create(model="nope", max_tokens=5, messages=MSG)  # type: ignore[arg-type]
+        with pytest.raises(anthropic.BadRequestError):
+            a.messages.create(model=MODEL, max_tokens=5000, messages=MSG)  # type: ignore[arg-type]
+    with (
+        openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0) as o,
+        pytest.raises(openai.NotFoundError),
+    ):
         o.chat.completions.create(model="nope", messages=MSG)  # type: ignore[arg-type]
 
 
@@ -120,11 +123,14 @@ def test_api_key_required() -> None:
         assert httpx.post(u, json=body, headers={"x-api-key": "s3cret"}).status_code == 200
         auth = {"authorization": "Bearer s3cret"}
         assert httpx.post(u, json=body, headers=auth).status_code == 200
-        o = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
-        with pytest.raises(openai.AuthenticationError):
+        with (
+            openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0) as o,
+            pytest.raises(openai.AuthenticationError),
+        ):
             o.chat.completions.create(model=MODEL, messages=MSG)  # type: ignore[arg-type]
-        a = anthropic.Anthropic(base_url=server.url, api_key="s3cret", max_retries=0)
-        assert a.messages.create(model=MODEL, max_tokens=2, messages=MSG).usage.output_tokens == 2  # type: ignore[arg-type]
+        with anthropic.Anthropic(base_url=server.url, api_key="s3cret", max_retries=0) as a:
+            made = a.messages.create(model=MODEL, max_tokens=2, messages=MSG)  # type: ignore[arg-type]
+            assert made.usage.output_tokens == 2
         assert httpx.get(server.url + "/health").status_code == 200  # probes need no key
     finally:
         server.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import anthropic
 import httpx
 import openai
@@ -14,6 +16,22 @@ pytestmark = pytest.mark.slow  # starts the reference server (seconds)
 TIMING_HEADERS = ("x-request-received-time", "x-request-dispatch-time", "x-request-start-time")
 
 
+@pytest.fixture
+def claude(sim_server: Server) -> Iterator[anthropic.Anthropic]:
+    """The Anthropic SDK's client, closed after the test: an unclosed one leaves its
+    connection to the garbage collector, a ResourceWarning in whichever test comes next."""
+    with anthropic.Anthropic(base_url=sim_server.url, api_key="unused", max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture
+def gpt(sim_server: Server) -> Iterator[openai.OpenAI]:
+    """The OpenAI SDK's client, closed after the test."""
+    url = sim_server.url + "/v1"
+    with openai.OpenAI(base_url=url, api_key="unused", max_retries=0) as client:
+        yield client
+
+
 def _check_timing(t: dict[str, object]) -> None:
     received, dispatch, start = t["received"], t["dispatch"], t["start"]
     assert isinstance(received, float) and isinstance(dispatch, float)
@@ -22,10 +40,9 @@ def _check_timing(t: dict[str, object]) -> None:
     assert "gpu_ms" in t
 
 
-def test_anthropic_non_streaming(sim_server: Server) -> None:
+def test_anthropic_non_streaming(claude: anthropic.Anthropic) -> None:
     """A Messages call returns exactly max_tokens tokens, exact usage and zq_timing."""
-    client = anthropic.Anthropic(base_url=sim_server.url, api_key="unused", max_retries=0)
-    raw = client.messages.with_raw_response.create(
+    raw = claude.messages.with_raw_response.create(
         model=MODEL, max_tokens=12, messages=[{"role": "user", "content": "hello"}]
     )
     msg = raw.parse()
@@ -40,12 +57,11 @@ def test_anthropic_non_streaming(sim_server: Server) -> None:
     _check_timing(msg.model_extra["zq_timing"])  # type: ignore[index]
 
 
-def test_anthropic_streaming(sim_server: Server) -> None:
+def test_anthropic_streaming(claude: anthropic.Anthropic) -> None:
     """The stream yields the exact event sequence; message_delta carries usage and zq_timing."""
-    client = anthropic.Anthropic(base_url=sim_server.url, api_key="unused", max_retries=0)
     kinds = []
     text = ""
-    with client.messages.stream(
+    with claude.messages.stream(
         model=MODEL,
         max_tokens=20,
         system="be brief",
@@ -65,15 +81,14 @@ def test_anthropic_streaming(sim_server: Server) -> None:
     assert final.usage.input_tokens == len("be brief\nhi") + 1
 
 
-def test_anthropic_stop_sequence(sim_server: Server) -> None:
+def test_anthropic_stop_sequence(claude: anthropic.Anthropic) -> None:
     """A matching stop sequence ends generation early and is not part of the text."""
-    client = anthropic.Anthropic(base_url=sim_server.url, api_key="unused", max_retries=0)
-    first = client.messages.create(
+    first = claude.messages.create(
         model=MODEL, max_tokens=30, messages=[{"role": "user", "content": "stop test"}]
     )
     text = first.content[0].text  # type: ignore[union-attr]
     stop = text[10:12]  # the sim is deterministic: the same prompt gives the same text
-    again = client.messages.create(
+    again = claude.messages.create(
         model=MODEL,
         max_tokens=30,
         stop_sequences=[stop],
@@ -84,9 +99,8 @@ def test_anthropic_stop_sequence(sim_server: Server) -> None:
     assert stop not in out and text.startswith(out)
 
 
-def test_openai_non_streaming(sim_server: Server) -> None:
-    client = openai.OpenAI(base_url=sim_server.url + "/v1", api_key="unused", max_retries=0)
-    resp = client.chat.completions.create(
+def test_openai_non_streaming(gpt: openai.OpenAI) -> None:
+    resp = gpt.chat.completions.create(
         model=MODEL, max_tokens=9, messages=[{"role": "user", "content": "abc"}]
     )
     assert resp.choices[0].finish_reason == "length"
@@ -96,10 +110,9 @@ def test_openai_non_streaming(sim_server: Server) -> None:
     _check_timing(resp.model_extra["zq_timing"])  # type: ignore[index]
 
 
-def test_openai_streaming_with_usage(sim_server: Server) -> None:
-    client = openai.OpenAI(base_url=sim_server.url + "/v1", api_key="unused", max_retries=0)
+def test_openai_streaming_with_usage(gpt: openai.OpenAI) -> None:
     chunks = list(
-        client.chat.completions.create(
+        gpt.chat.completions.create(
             model=MODEL,
             max_tokens=15,
             stream=True,
@@ -115,11 +128,10 @@ def test_openai_streaming_with_usage(sim_server: Server) -> None:
     _check_timing(last.model_extra["zq_timing"])  # type: ignore[index]
 
 
-def test_openai_streaming_without_usage(sim_server: Server) -> None:
+def test_openai_streaming_without_usage(gpt: openai.OpenAI) -> None:
     """Without include_usage, zq_timing rides on the last (finish) chunk."""
-    client = openai.OpenAI(base_url=sim_server.url + "/v1", api_key="unused", max_retries=0)
     chunks = list(
-        client.chat.completions.create(
+        gpt.chat.completions.create(
             model=MODEL, max_tokens=5, stream=True, messages=[{"role": "user", "content": "x"}]
         )
     )
@@ -127,12 +139,12 @@ def test_openai_streaming_without_usage(sim_server: Server) -> None:
     _check_timing(chunks[-1].model_extra["zq_timing"])  # type: ignore[index]
 
 
-def test_models_and_health(sim_server: Server) -> None:
+def test_models_and_health(
+    sim_server: Server, claude: anthropic.Anthropic, gpt: openai.OpenAI
+) -> None:
     """/v1/models serves both SDKs' shapes; /health reports scheduler, engine and jitter."""
-    a = anthropic.Anthropic(base_url=sim_server.url, api_key="unused", max_retries=0)
-    assert [m.id for m in a.models.list()] == [MODEL]
-    o = openai.OpenAI(base_url=sim_server.url + "/v1", api_key="unused", max_retries=0)
-    assert [m.id for m in o.models.list()] == [MODEL]
+    assert [m.id for m in claude.models.list()] == [MODEL]
+    assert [m.id for m in gpt.models.list()] == [MODEL]
     health = httpx.get(sim_server.url + "/health").json()
     assert health["status"] == "healthy" and health["engine"] == "sim"
     assert health["scheduler"] in ("zero-queue", "fifo")

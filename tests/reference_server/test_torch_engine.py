@@ -34,29 +34,32 @@ def torch_server(request: pytest.FixtureRequest) -> Iterator[Server]:
 
 def test_torch_both_sdks(torch_server: Server) -> None:
     """Real model output: exact token counts, engine torch in headers and /health."""
-    a = anthropic.Anthropic(base_url=torch_server.url, api_key="k", max_retries=0)
-    raw = a.messages.with_raw_response.create(
-        model=MODEL, max_tokens=8, messages=[{"role": "user", "content": "torch"}]
-    )
-    msg = raw.parse()
-    assert raw.headers["x-engine"] == "torch"
-    assert msg.usage.input_tokens == 6 and msg.usage.output_tokens == 8
-    assert len(msg.content[0].text) == 8  # type: ignore[union-attr]
-    with a.messages.stream(
-        model=MODEL, max_tokens=6, messages=[{"role": "user", "content": "torch"}]
-    ) as stream:
-        final = stream.get_final_message()
-    # Greedy decoding of seeded weights: the same prompt gives the same text.
-    assert final.content[0].text == msg.content[0].text[:6]  # type: ignore[union-attr]
-    o = openai.OpenAI(base_url=torch_server.url + "/v1", api_key="k", max_retries=0)
-    chunks = list(
-        o.chat.completions.create(
-            model=MODEL, max_tokens=5, stream=True, stream_options={"include_usage": True},
-            messages=[{"role": "user", "content": "torch"}],
+    url = torch_server.url
+    with (
+        anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as a,
+        openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0) as o,
+    ):
+        raw = a.messages.with_raw_response.create(
+            model=MODEL, max_tokens=8, messages=[{"role": "user", "content": "torch"}]
         )
-    )  # fmt: skip
-    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 5
-    timing = chunks[-1].model_extra["zq_timing"]  # type: ignore[index]
-    assert timing["received"] <= timing["dispatch"] <= timing["start"]
+        msg = raw.parse()
+        assert raw.headers["x-engine"] == "torch"
+        assert msg.usage.input_tokens == 6 and msg.usage.output_tokens == 8
+        assert len(msg.content[0].text) == 8  # type: ignore[union-attr]
+        with a.messages.stream(
+            model=MODEL, max_tokens=6, messages=[{"role": "user", "content": "torch"}]
+        ) as stream:
+            final = stream.get_final_message()
+        # Greedy decoding of seeded weights: the same prompt gives the same text.
+        assert final.content[0].text == msg.content[0].text[:6]  # type: ignore[union-attr]
+        chunks = list(
+            o.chat.completions.create(
+                model=MODEL, max_tokens=5, stream=True, stream_options={"include_usage": True},
+                messages=[{"role": "user", "content": "torch"}],
+            )
+        )  # fmt: skip
+        assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 5
+        timing = chunks[-1].model_extra["zq_timing"]  # type: ignore[index]
+        assert timing["received"] <= timing["dispatch"] <= timing["start"]
     health = httpx.get(torch_server.url + "/health").json()
     assert health["engine"] == "torch" and health["device"] == "cpu"
