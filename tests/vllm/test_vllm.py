@@ -24,6 +24,13 @@ pytestmark = pytest.mark.slow
 MAX_TOKENS = 16  # scenarios/smoke.toml's max_tokens
 
 
+# These tests are about what vLLM serves and how zqbench reads it, not about the generator's
+# timing (benchmarks/ measures that). zqbench shares core 1 with the other pytest-xdist
+# worker, so the default lag bound (p99 10 ms) was once missed at 11.5 ms in a full run:
+# the bound here leaves room for that, and a run past it still says why.
+LAG_OK = ("--max-schedule-lag", "50ms")
+
+
 def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
@@ -33,10 +40,12 @@ def test_burst_with_target_alone_is_a_valid_fail_that_shows_the_queue(
 ) -> None:
     out = tmp_path / "burst"
     args = ["run", "burst", "--target", vllm.base_url, "--duration-scale", "0.3"]
-    result = zqbench_pinned(*args, "--rate-scale", "0.04", "-q", "--out", str(out))
+    args += ["--rate-scale", "0.04", *LAG_OK]
+    result = zqbench_pinned(*args, "-q", "--out", str(out))
     summary = _json(out / "summary.json")
     assert result.returncode == 1, summary["validity"]  # FAIL: a queue, measured validly
     assert summary["verdict"] == "fail" and summary["validity"]["ok"]
+    assert summary["validity"]["thresholds"]["max_schedule_lag_p99_s"] == 0.05  # the flag's
     resolution = summary["target_resolution"]
     assert (resolution["model"], resolution["model_source"]) == ("tiny", "discovered")
     assert resolution["models"] == ["tiny"]
@@ -105,7 +114,7 @@ def test_each_api_vllm_serves_measures_its_tokens(
 ) -> None:
     out = tmp_path / api
     result = zqbench_pinned(
-        "run", "smoke", "--target", vllm.base_url, "--api", api, "-q", "--out", str(out)
+        "run", "smoke", "--target", vllm.base_url, "--api", api, *LAG_OK, "-q", "--out", str(out)
     )
     assert result.returncode in (0, 1), result.stderr  # judged on its SLOs, either way
     summary = _json(out / "summary.json")
