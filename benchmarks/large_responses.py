@@ -15,7 +15,7 @@ server's own count) gets a ~`--big-mb` MB answer, the rest a small one:
     body     big answers as one JSON body, `choices[0].message.content` holding the 20 MB
 
 zqbench runs each variant open loop (`--rate` req/s, uniform arrivals, `--seconds` long)
-through the library (`zqbench.run.run_scenario`, one worker) in a child process pinned to
+through the library (`zqbench.pipeline.run.run_scenario`, one worker) in a child process pinned to
 CPU 0. Reported per run, from its samples.parquet: `schedule_lag` (t_send - t_intended) p50,
 p99 and max, the big answers that succeeded, the error classes; from the child: how long
 our own code held the event loop (`LoopStalls`: CPU time between two ticks of a 1 ms
@@ -263,7 +263,7 @@ def child(url: str, scenario_path: str, out: str, big: str) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from zqbench.run import RunOptions, run_scenario
+    from zqbench.pipeline.run import RunOptions, run_scenario
 
     stalls = LoopStalls()
     stalls.install()

@@ -49,7 +49,7 @@ class Api(Choice):
 
 
 class ApiChoice(Choice):
-    """`--api`: one API, or auto (probe the target: zqbench.resolve; the embedded server
+    """`--api`: one API, or auto (probe the target: zqbench.target.resolve; the embedded server
     keeps the scenario's)."""
 
     anthropic = "anthropic"

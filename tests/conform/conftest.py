@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from zqbench.conform import ConformOptions, ConformReport, run_conformance
-from zqbench.embedded import EmbeddedServer
+from zqbench.target.embedded import EmbeddedServer
 
 # Matches on every response of either scheduler, so headers.1 runs (and passes) on both.
 STAMP_HEADER = r"x-request-received-time~^\d+\.\d{6}$"

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from tests.servers import ProgrammedServer, RecordingSink
-from zqbench import control
-from zqbench.control import ControlClient, ControlError
 from zqbench.errors import TargetError
+from zqbench.target import control
+from zqbench.target.control import ControlClient, ControlError
 from zqbench.transport.base import HttpRequest
 
 # What a busy 2-core machine may add to a deadline; without the deadline these calls take

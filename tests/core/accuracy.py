@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from tests.servers import ProgrammedServer
-from zqbench.run import RunOptions, run_scenario
+from zqbench.pipeline.run import RunOptions, run_scenario
 
 OPEN_LOOP = """
 name = "accuracy"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.servers.fixtures import programmed_server  # noqa: F401  (a fixture, used by name)
-from zqbench.embedded import EmbeddedServer
+from zqbench.target.embedded import EmbeddedServer
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "zq-reference"

@@ -21,7 +21,7 @@ from tests.core.accuracy import FIRST_TOKEN_MS, HEAD_MS, OPEN_LOOP, measure
 from tests.core.conftest import write_scenario
 from tests.servers import ProgrammedServer
 from zqbench.engines.live import Progress
-from zqbench.run import RunOptions, run_scenario
+from zqbench.pipeline.run import RunOptions, run_scenario
 
 pytestmark = pytest.mark.slow  # a programmed server and seconds of load per test
 

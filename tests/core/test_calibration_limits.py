@@ -11,9 +11,9 @@ import pytest
 
 from tests.core.conftest import write_scenario, zqbench
 from tests.core.misbehaving import MisbehavingTarget, drip, huge, slow, usage_answer
-from zqbench.calibrate import MAX_ANSWER_BYTES, calibrate
 from zqbench.dialects.base import DialectConfig
 from zqbench.errors import TargetError
+from zqbench.target.calibrate import MAX_ANSWER_BYTES, calibrate
 
 CONFIG = DialectConfig(model="m")
 

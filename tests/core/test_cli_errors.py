@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
+import zqbench.cli as cli
 import zqbench.scenario
-from zqbench import cli
 from zqbench.errors import EXIT_INTERNAL
 
 

@@ -10,7 +10,7 @@ import pytest
 from tests.core.conftest import write_scenario
 from tests.servers import ProgrammedServer
 from zqbench.errors import OptionError
-from zqbench.run import RunOptions, run_scenario
+from zqbench.pipeline.run import RunOptions, run_scenario
 
 SCENARIO = """
 name = "cold"

@@ -25,9 +25,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.core.conftest import REPO, write_scenario, zqbench
-from zqbench.embedded import EmbeddedServer
 from zqbench.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_SLO_FAILED, EXIT_TARGET
 from zqbench.outputs.gate import gate_run
+from zqbench.target.embedded import EmbeddedServer
 
 pytestmark = pytest.mark.slow
 

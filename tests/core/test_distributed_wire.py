@@ -15,8 +15,8 @@ from zqbench.distributed.clock import ClockRound, best_offset
 from zqbench.engines.live import LiveStats, WorkerLine, merge_snapshots
 from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
 from zqbench.load.closed_loop import VuPlan
-from zqbench.recorder import SampleRecorder, read_stream
-from zqbench.records import SAMPLE_FIELDS, Sample
+from zqbench.samples.sample import SAMPLE_FIELDS, Sample
+from zqbench.samples.writer import SampleRecorder, read_stream
 from zqbench.scenario import RequestClass
 from zqbench.transport.base import PoolLimits
 

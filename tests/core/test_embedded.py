@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from zqbench.embedded import EmbeddedServer, get_health
+from zqbench.target.embedded import EmbeddedServer, get_health
 
 
 @pytest.mark.skipif(

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.core.conftest import MODEL, write_scenario
-from zqbench.embedded import EmbeddedServer
 from zqbench.errors import TargetError
-from zqbench.hooks import HookContext, HookResult
-from zqbench.run import RunOptions, run_scenario
+from zqbench.hooks.contract import HookContext, HookResult
+from zqbench.pipeline.run import RunOptions, run_scenario
+from zqbench.target.embedded import EmbeddedServer
 
 TWO_STAGES = """
 name = "hooks"

@@ -16,7 +16,7 @@ import pytest
 
 from tests.core.conftest import write_scenario
 from tests.servers import ProgrammedServer
-from zqbench.run import RunOptions, run_scenario
+from zqbench.pipeline.run import RunOptions, run_scenario
 
 SCENARIO = """
 name = "hung-fifth"

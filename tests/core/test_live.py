@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
+from zqbench.cli.live_view import LiveView
 from zqbench.engines.live import RECENT, LiveStats, Progress, WorkerLine, merge_snapshots
-from zqbench.live_view import LiveView
 
 
 def _worker(sent: int, latencies: list[float], stage: int, status: str) -> LiveStats:
@@ -80,7 +80,7 @@ def test_the_lag_ring_keeps_the_latest_sends() -> None:
 
 def test_the_view_shows_each_workers_rate_and_lag(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
-    monkeypatch.setattr("zqbench.live_view.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("zqbench.cli.live_view.time.monotonic", lambda: now[0])
     view = LiveView(enabled=False)
     # Two updates 2 s apart: worker 0 sent 1000 more (500 req/s), worker 1 400 (200 req/s).
     for at, sent0, sent1 in ((100.0, 100, 900), (102.0, 1100, 1300)):

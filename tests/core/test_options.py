@@ -14,8 +14,8 @@ from zqbench.option_values import (
     ServerEngine,
     ServerScheduler,
 )
-from zqbench.probe import ProbeOptions
-from zqbench.run import RunOptions
+from zqbench.pipeline.run import RunOptions
+from zqbench.target.probe import ProbeOptions
 
 runner = CliRunner()
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.core.conftest import MODEL, REPO, write_scenario
-from zqbench.embedded import EmbeddedServer, free_port, get_health
 from zqbench.errors import TargetError
+from zqbench.target.embedded import EmbeddedServer, free_port, get_health
 
 pytestmark = [
     pytest.mark.slow,

@@ -7,9 +7,9 @@ import pytest
 from tests.core.conftest import MODEL, zqbench
 from tests.core.test_run_cli import closed_port
 from tests.servers import ProgrammedServer
-from zqbench.embedded import EmbeddedServer
 from zqbench.errors import OptionError, TargetError
-from zqbench.probe import ProbeOptions, format_probe, probe_requests, run_probe
+from zqbench.target.embedded import EmbeddedServer
+from zqbench.target.probe import ProbeOptions, format_probe, probe_requests, run_probe
 
 
 def test_probe_breaks_down_each_phase(ref_server: EmbeddedServer) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from tests.polling import wait_for
-from zqbench import recorder
-from zqbench.records import SAMPLE_FIELDS, Sample
+from zqbench.samples import writer as recorder
+from zqbench.samples.sample import SAMPLE_FIELDS, Sample
 
 
 def _sample(i: int) -> Sample:
@@ -90,7 +90,7 @@ def test_kill_9_loses_at_most_the_last_flush_interval(tmp_path: Path) -> None:
         import sys, time
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from pathlib import Path
-        from zqbench import recorder
+        from zqbench.samples import writer as recorder
         from test_recorder import _sample
         rec = recorder.SampleRecorder(recorder.stream_path(Path({str(tmp_path)!r}), 0),
                                       flush_interval_s=0.2)

@@ -15,8 +15,8 @@ import pytest
 from tests.core.conftest import MODEL, REPO, write_scenario, zqbench
 from tests.core.test_recorder import _sample
 from tests.core.test_run_outputs import SHORT
-from zqbench import recorder
-from zqbench.embedded import EmbeddedServer
+from zqbench.samples import writer as recorder
+from zqbench.target.embedded import EmbeddedServer
 
 OUTPUTS = ("summary.json", "summary.md", "junit.xml", "report.html", "samples.parquet")
 

@@ -1,4 +1,4 @@
-"""The target resolver (zqbench.resolve): one rule for the model and the API of a --target,
+"""The target resolver (zqbench.target.resolve): one rule for the model and the API of a --target,
 used by run, sweep, probe and conform, checked before any load."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from tests.core.test_run_cli import QUICK, closed_port, one_error_line
 from tests.servers import ProgrammedServer
 from zqbench.conform import ConformOptions, run_conformance
 from zqbench.dialects.common import error_message
-from zqbench.embedded import EmbeddedServer
 from zqbench.errors import TargetError, UsageError
-from zqbench.probe import ProbeOptions, run_probe
-from zqbench.resolve import Access, Wanted, resolve_target
-from zqbench.run import RunOptions, run_scenario
+from zqbench.pipeline.run import RunOptions, run_scenario
+from zqbench.target.embedded import EmbeddedServer
+from zqbench.target.probe import ProbeOptions, run_probe
+from zqbench.target.resolve import Access, Wanted, resolve_target
 
 MESSAGES = ("POST", "/v1/messages")
 CHAT = ("POST", "/v1/chat/completions")

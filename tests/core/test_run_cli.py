@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.core.conftest import MODEL, REPO, write_scenario, zqbench, zqbench_here
-from zqbench import recorder
-from zqbench.embedded import EmbeddedServer
+from zqbench.samples import writer as recorder
+from zqbench.target.embedded import EmbeddedServer
 
 QUICK = """
 name = "quick"

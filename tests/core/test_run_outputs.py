@@ -16,8 +16,8 @@ import pytest
 from tests.core.conftest import MODEL, REPO, write_scenario, zqbench, zqbench_here
 from tests.core.test_run_cli import closed_port, one_error_line
 from tests.polling import wait_for
-from zqbench import recorder
-from zqbench.embedded import EmbeddedServer
+from zqbench.samples import writer as recorder
+from zqbench.target.embedded import EmbeddedServer
 
 SHORT = """
 name = "short"

@@ -23,7 +23,7 @@ from zqbench.engines.native import (
     now_ns,
     open_worker,
 )
-from zqbench.records import Sample
+from zqbench.samples.sample import Sample
 from zqbench.transport.base import PoolLimits
 
 CAP = 1_000_000

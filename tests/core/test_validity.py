@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.core.conftest import MODEL, write_scenario, zqbench
-from zqbench.embedded import EmbeddedServer
-from zqbench.run import RunOptions, run_scenario
+from zqbench.pipeline.run import RunOptions, run_scenario
+from zqbench.target.embedded import EmbeddedServer
 
 pytestmark = pytest.mark.slow
 

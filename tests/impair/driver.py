@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from zqbench.errors import ZqbenchError
-from zqbench.run import RunOptions, run_scenario
+from zqbench.pipeline.run import RunOptions, run_scenario
 
 MAX_SCHEDULE_LAG_S = 0.2
 

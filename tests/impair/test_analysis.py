@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from zqbench.impair import packet_loss_analysis
-from zqbench.stages import StageInfo
+from zqbench.load.spans import StageInfo
 
 MS = 1_000_000
 STAGES = [StageInfo("baseline", 0, 10), StageInfo("loss", 10, 20), StageInfo("recovery", 20, 30)]

@@ -17,7 +17,7 @@ nft.apply(nft.LossRules("run-a", ("10.1.1.1",), 80, 0.1))
 nft.apply(nft.LossRules("run-b", ("10.1.1.1", "fd00::1"), 81, 0.2))
 """
 # The `impair` command group on its own Typer app (zqbench.cli adds it to `zqbench`).
-CLI = "import typer; from zqbench.cli_impair import register; a = typer.Typer(); register(a); a()"
+CLI = "import typer; from zqbench.cli.impair import register; a = typer.Typer(); register(a); a()"
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from tests.impair.netns import (
     stop_process,
 )
 from zqbench.impair import packet_loss_analysis
-from zqbench.stages import StageInfo
+from zqbench.load.spans import StageInfo
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -8,12 +8,12 @@ import pytest
 
 from tests.polling import wait_for
 from zqbench.errors import EXIT_USAGE, TargetError, UsageError
-from zqbench.hooks import HookContext
+from zqbench.hooks.contract import HookContext
 from zqbench.impair import PacketLossHook, nft
 from zqbench.impair.hook import impaired_windows
-from zqbench.run_hooks import hooks_for_run
+from zqbench.load.spans import StageInfo
+from zqbench.pipeline.hooks import hooks_for_run
 from zqbench.scenario import NetworkConfig, load_scenario
-from zqbench.stages import StageInfo
 
 
 def test_script_drops_both_directions_scoped_to_address_and_port() -> None:

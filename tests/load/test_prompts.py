@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zqbench.prompts import synth_prompt, synth_text
+from zqbench.sources.prompts import synth_prompt, synth_text
 
 
 @pytest.mark.parametrize("tokens", [1, 2, 3, 4, 5, 6, 7, 17, 32, 33, 255, 1000, 4096])

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from zqbench.records import ARROW_SCHEMA
+from zqbench.samples.sample import ARROW_SCHEMA
 
 MS = 1_000_000  # ns
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from zqbench.load.spans import StageInfo
 from zqbench.metrics.summarize import summarize
-from zqbench.stages import StageInfo
 from zqbench.summary import MigrationRow, RetryAfter, Unavailable
 
 from .conftest import build_samples

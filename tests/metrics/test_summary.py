@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
+from zqbench.load.spans import StageInfo
 from zqbench.metrics.summarize import RunInfo, ValidityThresholds, summarize
-from zqbench.stages import StageInfo
 from zqbench.summary import SCHEMA, MetricStats, Stage
 
 from .conftest import MS, build_samples

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from tests.metrics.conftest import build_samples
+from zqbench.load.spans import StageInfo
 from zqbench.metrics.summarize import RunInfo, summarize
-from zqbench.stages import StageInfo
 from zqbench.summary import Summary
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import format_value
-from zqbench.numbers import significant
 from zqbench.outputs.view import ms
 
 

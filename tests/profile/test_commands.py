@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from zqbench.errors import OptionError, UsageError
+from zqbench.load.spans import StageInfo
 from zqbench.profile import nsys_stats, tools, torch_trace
 from zqbench.profile.window import WindowSpec
-from zqbench.stages import StageInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 

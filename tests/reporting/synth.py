@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from zqbench.load.spans import StageInfo
 from zqbench.metrics.summarize import RunInfo, summarize
 from zqbench.outputs.json_out import write_summary
-from zqbench.records import ARROW_SCHEMA
-from zqbench.stages import StageInfo
+from zqbench.samples.sample import ARROW_SCHEMA
 from zqbench.summary import Summary
 from zqbench.telemetry.table import GPU_TABLE
 

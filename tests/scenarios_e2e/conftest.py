@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from zqbench.run import RunOptions, RunResult, run_scenario
+from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
 
 
 def run_bundled(

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from zqbench.calibrate import CACHE_ENV, cache_key, calibrate, fit, probe_sizes
 from zqbench.dialects.base import DialectConfig
-from zqbench.embedded import EmbeddedServer
 from zqbench.errors import TargetError
+from zqbench.target.calibrate import CACHE_ENV, cache_key, calibrate, fit, probe_sizes
+from zqbench.target.embedded import EmbeddedServer
 
 MODEL = "zq-reference"
 

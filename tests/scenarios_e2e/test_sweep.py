@@ -9,9 +9,9 @@ import pytest
 
 from tests.core.conftest import write_scenario, zqbench
 from zqbench.errors import OptionError
-from zqbench.run import RunOptions
+from zqbench.pipeline.run import RunOptions
+from zqbench.pipeline.sweep import run_sweep, sweep_config
 from zqbench.scenario import load_scenario
-from zqbench.sweep import run_sweep, sweep_config
 
 # The capacity is set by the sim engine's sleeps, not by this machine: 4 slots, 8 output
 # tokens at 12 ms per decode step, about 100 ms a request, so about 40 req/s. A busy machine

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from zqbench.embedded import EmbeddedServer
-from zqbench.hooks import RunHook
-from zqbench.run import RunOptions, RunResult, run_scenario
+from zqbench.hooks.contract import RunHook
+from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
+from zqbench.target.embedded import EmbeddedServer
 
 MODEL = "zq-reference"
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from zqbench.embedded import EmbeddedServer
-from zqbench.run import RunOptions, run_scenario
-from zqbench.run_hooks import hooks_for_run
+from zqbench.pipeline.hooks import hooks_for_run
+from zqbench.pipeline.run import RunOptions, run_scenario
 from zqbench.scenario import load_scenario
+from zqbench.target.embedded import EmbeddedServer
 from zqbench.telemetry.nvml import NvmlSampler
 from zqbench.telemetry.table import GPU_TABLE
 

@@ -12,9 +12,9 @@ import pytest
 from tests.polling import wait_for
 from tests.telemetry.conftest import run_with
 from tests.telemetry.fake_nvml import FakeNvml
-from zqbench.embedded import EmbeddedServer
-from zqbench.hooks import HookContext
+from zqbench.hooks.contract import HookContext
 from zqbench.outputs.render import load_gpu
+from zqbench.target.embedded import EmbeddedServer
 from zqbench.telemetry import table
 from zqbench.telemetry.nvml import NvmlSampler
 

@@ -14,11 +14,11 @@ import pytest
 
 from tests.polling import wait_for
 from tests.telemetry.conftest import run_with
-from zqbench.embedded import EmbeddedServer, free_port
 from zqbench.errors import OptionError, UsageError
-from zqbench.hooks import HookContext
-from zqbench.run_hooks import hooks_for_run
+from zqbench.hooks.contract import HookContext
+from zqbench.pipeline.hooks import hooks_for_run
 from zqbench.scenario import load_scenario
+from zqbench.target.embedded import EmbeddedServer, free_port
 from zqbench.telemetry import table
 from zqbench.telemetry.prometheus import PrometheusScraper, parse
 from zqbench.telemetry.table import GPU_TABLE

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from tests.polling import wait_for
 from zqbench.cli import app
-from zqbench.embedded import free_port
 from zqbench.outputs.registry import rerender_run
-from zqbench.run import RunOptions, RunResult, run_scenario
-from zqbench.run_hooks import ServerMetrics
+from zqbench.pipeline.hooks import ServerMetrics
+from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
 from zqbench.summary import QueueSeries, QueueTime, ServerQueue, Summary, Unavailable
+from zqbench.target.embedded import free_port
 from zqbench.telemetry import table
 from zqbench.telemetry.discovery import discover, metrics_url
 from zqbench.telemetry.prometheus import PrometheusScraper
@@ -287,7 +287,7 @@ def test_sglang_and_tgi_series_become_the_server_queue(
     """Their gauges under the canonical names; TGI's queue histogram, SGLang's TTFT not."""
     import time
 
-    from zqbench.hooks import HookContext
+    from zqbench.hooks.contract import HookContext
     from zqbench.telemetry.engines import engine_of
 
     FakeEngine.metrics = kind
@@ -439,7 +439,7 @@ def _assert_png(path: Path) -> None:
 def test_the_run_keeps_figures_over_a_reason_and_the_earliest_hooks_figures() -> None:
     """Hooks stop newest first: an explicit --telemetry source (built first) wins over the
     URL found on the target, and any figures over another source's reason."""
-    from zqbench.hooks import HookContext, HookResult
+    from zqbench.hooks.contract import HookContext, HookResult
     from zqbench.pipeline.execute import stop_hooks
 
     def section(engine: str) -> ServerQueue:

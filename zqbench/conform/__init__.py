@@ -7,7 +7,7 @@ loadclient.py  concurrent bursts (the load transport)     stats.py     Wilson, t
 capacity.py    the endpoint's capacity (/health, /metrics) queueing.py  zeroqueue.5's rule
 runner.py      run_conformance(options) -> ConformReport
 
-Sequential requests go through `zqbench.control`; the report's files are written by
+Sequential requests go through `zqbench.target.control`; the report's files are written by
 `zqbench.outputs.conform`.
 """
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from zqbench.control import ControlClient
+from zqbench.target.control import ControlClient
 
 CAPACITY_FIELDS = ("capacity", "max_concurrency", "max_num_seqs", "slots")
 RUNNING_GAUGES = ("vllm:num_requests_running", "refserver_num_requests_running")

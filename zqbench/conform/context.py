@@ -7,7 +7,7 @@ load measurements that several checks judge (each taken once, on first use).
     overload()  one burst past capacity, then recovery zeroqueue.6-10
 
 Requests are built by the dialects (`zqbench.dialects`), sequential ones sent through the
-control-plane client (`zqbench.control`), bursts through the load transport (loadclient.py).
+control-plane client (`zqbench.target.control`), bursts through the load transport (loadclient.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from zqbench.conform import capacity, loadclient
 from zqbench.conform.capacity import Capacity
 from zqbench.conform.exchange import Exchange, Recorder, Request
 from zqbench.conform.options import ConformOptions
-from zqbench.control import ControlClient
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec
+from zqbench.target.control import ControlClient
 from zqbench.transport.base import HttpRequest
 from zqbench.transport.origin import Origin, parse_base_url
 

@@ -25,9 +25,9 @@ class ConformOptions:
 
     target: str
     # The first one drives errors.* and zeroqueue.*; (): every API that answers, anthropic
-    # first (zqbench.resolve detects them).
+    # first (zqbench.target.resolve detects them).
     apis: tuple[str, ...] = ("anthropic",)
-    model: str | None = None  # None: the one GET /v1/models lists (zqbench.resolve)
+    model: str | None = None  # None: the one GET /v1/models lists (zqbench.target.resolve)
     strict_model: bool = False  # no model named and several listed: fail, not the first
     api_key: str | None = None  # never written to any output
     expect_auth: bool = False  # errors.6: a request without the key must get 401

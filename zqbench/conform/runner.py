@@ -13,15 +13,15 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from zqbench import control
 from zqbench.conform.catalogue import CATALOGUE, groups, in_groups
 from zqbench.conform.context import Context
 from zqbench.conform.model import Check, CheckOutcome, CheckResult, ConformReport
 from zqbench.conform.options import ConformOptions
 from zqbench.errors import OptionError
 from zqbench.redact import redact_url
-from zqbench.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
-from zqbench.resolve import Access, Resolution, Wanted, resolve_target
+from zqbench.target import control
+from zqbench.target.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
+from zqbench.target.resolve import Access, Resolution, Wanted, resolve_target
 
 NoteCallback = Callable[[str], None]
 
@@ -50,7 +50,7 @@ def select(options: ConformOptions) -> list[tuple[Check, str | None]]:
 
 def _resolve(ctx: Context, on_note: NoteCallback | None) -> None:
     """The model (--model, else GET /v1/models) and the APIs (--api, else every one that
-    answers, anthropic first), resolved as a run resolves them (zqbench.resolve)."""
+    answers, anthropic first), resolved as a run resolves them (zqbench.target.resolve)."""
     options = ctx.options
     timeout_s = min(options.timeout_s, RESOLVE_TIMEOUT_S)
     access = Access(ctx.base, api_key=options.api_key, timeout_s=timeout_s)

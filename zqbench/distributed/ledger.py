@@ -16,8 +16,8 @@ from zqbench.distributed.clock import ClockOffset
 from zqbench.engines.live import WorkerProgress
 from zqbench.engines.native import OpenLoopWork
 from zqbench.engines.workers import Work
-from zqbench.recorder import stream_path
-from zqbench.records import ARROW_SCHEMA
+from zqbench.samples.sample import ARROW_SCHEMA
+from zqbench.samples.writer import stream_path
 
 State = Literal["joined", "assigned", "ready", "running", "done", "stopped", "lost"]
 FINISHED: tuple[State, ...] = ("done", "stopped", "lost")

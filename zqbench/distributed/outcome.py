@@ -12,8 +12,8 @@ import pandas as pd
 from zqbench.distributed.ledger import WorkerSlot
 from zqbench.engines.native import ClosedLoopWork
 from zqbench.metrics import quantiles
+from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.summarize import RunInfo
-from zqbench.numbers import significant
 from zqbench.summary import Distributed, DistributedWorker, Summary
 
 

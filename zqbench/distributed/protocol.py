@@ -22,7 +22,7 @@ from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, Work
 from zqbench.engines.workers import Work
 from zqbench.errors import UsageError
 from zqbench.load.closed_loop import VuPlan
-from zqbench.records import ARROW_SCHEMA
+from zqbench.samples.sample import ARROW_SCHEMA
 from zqbench.scenario import RequestClass
 from zqbench.transport.base import PoolLimits
 

@@ -29,8 +29,8 @@ from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, ResponseS
 from zqbench.engines.live import LiveStats, WorkerProgress
 from zqbench.load.closed_loop import VuPlan
 from zqbench.load.mix import ClassPicker
-from zqbench.recorder import SampleRecorder, stream_path
-from zqbench.records import Sample
+from zqbench.samples.sample import Sample
+from zqbench.samples.writer import SampleRecorder, stream_path
 from zqbench.scenario import RequestClass
 from zqbench.transport.base import Cancelled, Exchange, HttpRequest, PoolLimits, Transport
 from zqbench.transport.factory import make_transport

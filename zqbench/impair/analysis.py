@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zqbench.load.spans import StageInfo
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import NS_PER_S, columns_of, latency
-from zqbench.stages import StageInfo
 from zqbench.summary import LossRecovery, LossStage, LossWindow, PacketLoss
 
 RECOVERY_WINDOW_S = 2.0

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from zqbench.errors import ZqbenchError
-from zqbench.hooks import HookContext, HookResult
+from zqbench.hooks.contract import HookContext, HookResult
 from zqbench.impair import nft
+from zqbench.load.spans import StageInfo
 from zqbench.scenario import NetworkConfig
-from zqbench.stages import StageInfo
 
 _JOIN_TIMEOUT_S = 15.0
 

@@ -36,7 +36,7 @@ import numpy as np
 from zqbench.errors import UsageError
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import DURATION_METRICS, GOODPUT_METRICS, MetricFrame
-from zqbench.numbers import significant
+from zqbench.metrics.sig_digits import significant
 from zqbench.summary import SloVerdict, Verdict
 
 RATE_METRICS = ("errors", "status_<code>")

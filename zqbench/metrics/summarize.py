@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zqbench.load.spans import StageInfo
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import (
     DURATION_METRICS,
@@ -30,6 +31,7 @@ from zqbench.metrics.frame import (
 )
 from zqbench.metrics.head_of_line import head_of_line
 from zqbench.metrics.migration import migration, retry_after, status_over_time
+from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import (
     Evidence,
     SloResult,
@@ -38,8 +40,6 @@ from zqbench.metrics.slo import (
     parse_slos,
     run_verdict,
 )
-from zqbench.numbers import significant
-from zqbench.stages import StageInfo
 from zqbench.summary import (
     Ci,
     ClassRatio,

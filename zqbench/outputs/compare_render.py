@@ -19,7 +19,7 @@ from typing import Any
 
 from markupsafe import escape as esc
 
-from zqbench.numbers import significant
+from zqbench.metrics.sig_digits import significant
 from zqbench.outputs.compare import Comparison, Diff
 from zqbench.outputs.html import CSS, figure
 from zqbench.outputs.json_out import redacted

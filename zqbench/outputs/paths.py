@@ -10,7 +10,7 @@ user's to fix (UsageError, exit 2), not a crash.
 
 Every file zqbench.outputs writes is named here, and zqbench.outputs.registry says which
 document each is rendered from. The files written below this layer are named by their
-writers: samples.parquet by zqbench.recorder, the telemetry tables by zqbench.telemetry.table.
+writers: samples.parquet by zqbench.samples.writer, the telemetry tables by zqbench.telemetry.table.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ COMPARE_MD = "compare.md"
 COMPARE_HTML = "compare.html"
 RUN_START_JSON = "run-start.json"  # what a run knows at t = 0; removed once summary.json is
 # What marks a folder as holding a run: the workers' sample streams (samples.w<N>.arrows,
-# named by zqbench.recorder), the merged samples, the summary.
+# named by zqbench.samples.writer), the merged samples, the summary.
 RUN_FILES = ("samples*.arrows", "samples.parquet", SUMMARY_JSON)
 
 

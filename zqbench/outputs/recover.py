@@ -4,7 +4,7 @@
         summary, samples = recover_run(folder)
 
 The workers' Arrow streams (samples.w<N>.arrows) keep every batch flushed before the kill;
-they are merged into samples.parquet (zqbench.recorder). run-start.json, written at the
+they are merged into samples.parquet (zqbench.samples.writer). run-start.json, written at the
 run's t = 0, says what the run was (scenario, target, clock, stages, SLOs); without it
 those are `unknown`. The summary covers the samples on disk, its duration runs to the last
 of them, and it is marked interrupted: `environment.interrupted` is true and the verdict is
@@ -19,10 +19,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from zqbench import recorder
 from zqbench.metrics.summarize import RunInfo, summarize
 from zqbench.outputs.paths import RUN_START_JSON, SUMMARY_JSON
 from zqbench.outputs.start_record import read_start
+from zqbench.samples import writer as recorder
 from zqbench.summary import Summary
 
 UNKNOWN = "unknown"

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar, Union
 
-from zqbench import recorder
 from zqbench.outputs import compare_render, conform, sweep
 from zqbench.outputs.compare import Comparison
 from zqbench.outputs.json_out import dumps_summary, write_atomic
@@ -45,6 +44,7 @@ from zqbench.outputs.paths import (
 from zqbench.outputs.recover import recover_run, unfinished
 from zqbench.outputs.render import render_html
 from zqbench.outputs.saved import load_run
+from zqbench.samples import writer as recorder
 from zqbench.summary import Summary, SweepReport
 
 if TYPE_CHECKING:

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zqbench import recorder
 from zqbench.errors import UsageError
+from zqbench.load.spans import StageInfo
 from zqbench.metrics.summarize import RunInfo, ValidityThresholds
 from zqbench.outputs.json_out import load_summary
 from zqbench.outputs.paths import SUMMARY_JSON
-from zqbench.stages import StageInfo
+from zqbench.samples import writer as recorder
 from zqbench.summary import Summary
 
 if TYPE_CHECKING:

@@ -19,14 +19,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from zqbench.hooks import HookContext, HookResult
+from zqbench.hooks.contract import HookContext, HookResult
+from zqbench.load.spans import StageInfo
 from zqbench.metrics.summarize import RunInfo, ValidityThresholds
 from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.paths import RUN_START_JSON
 from zqbench.redact import redact
-from zqbench.stages import StageInfo
 
-START_SCHEMA = "zqbench.run-start/1"
+START_SCHEMA = "zqbench.pipeline.run-start/1"
 
 InfoAtStart = Callable[[int, int], RunInfo]  # (start_monotonic_ns, start_epoch_ns) -> RunInfo
 

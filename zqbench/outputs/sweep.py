@@ -1,7 +1,7 @@
 """sweep.md, the Markdown of a `zqbench sweep` (sweep.json is `SweepReport.to_json()`;
 zqbench.outputs.registry writes both).
 
-`report` is what `zqbench.sweep.run_sweep` builds: the steps in the order they ran, the
+`report` is what `zqbench.pipeline.sweep.run_sweep` builds: the steps in the order they ran, the
 same steps sorted by rate (`curve`), and the knee.
 """
 

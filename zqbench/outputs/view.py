@@ -21,8 +21,8 @@ from typing import TypeVar
 
 from zqbench import summary as model
 from zqbench.errors import UsageError
+from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import format_value, parse_slo
-from zqbench.numbers import significant
 from zqbench.outputs.json_out import redacted
 from zqbench.summary import JsonFloat, Summary
 

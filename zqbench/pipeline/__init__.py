@@ -7,5 +7,5 @@
     analyze.py   samples on disk             -> Analysis (summary, samples)
     write.py     summary                     -> summary.json, .md, junit.xml, report.html
 
-`zqbench.run.run_scenario` runs them in that order.
+`zqbench.pipeline.run.run_scenario` runs them in that order.
 """

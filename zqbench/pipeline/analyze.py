@@ -20,7 +20,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 import zqbench
-from zqbench import recorder
 from zqbench.impair import PacketLossHook, packet_loss_record
 from zqbench.metrics.summarize import RunInfo, ValidityThresholds, summarize
 from zqbench.pipeline.execute import Execution
@@ -28,6 +27,7 @@ from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
+from zqbench.samples import writer as recorder
 from zqbench.scenario import ValidityConfig
 from zqbench.summary import Summary
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zqbench.calibrate import Calibration
 from zqbench.distributed.master import Master, MasterSettings
 from zqbench.distributed.outcome import Outcome
 from zqbench.engines.live import ProgressCallback
@@ -26,15 +25,16 @@ from zqbench.engines.workers import (
     run_in_processes,
     stop_on_signals,
 )
-from zqbench.hooks import HookContext, HookResult, RunHook
+from zqbench.hooks.contract import HookContext, HookResult, RunHook
+from zqbench.pipeline.hooks import ServerMetrics, hooks_for_run
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Endpoint, Target
-from zqbench.prompts import synth_text
 from zqbench.redact import redact_url
-from zqbench.run_hooks import ServerMetrics, hooks_for_run
 from zqbench.scenario import Scenario
+from zqbench.sources.prompts import synth_text
 from zqbench.summary import ServerQueue, Unavailable
+from zqbench.target.calibrate import Calibration
 from zqbench.transport.base import PoolLimits
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zqbench.errors import OptionError
-from zqbench.hooks import RunHook
+from zqbench.hooks.contract import RunHook
 from zqbench.option_values import (
     ApiChoice,
     CalibrationMode,
@@ -42,7 +42,7 @@ class RunOptions:
 
     scenario: str | Scenario = "burst"  # a bundled name, a TOML path, or a loaded scenario
     target: str | None = None  # None: start the bundled reference server
-    # None: auto with a target (zqbench.resolve probes it), else the scenario's
+    # None: auto with a target (zqbench.target.resolve probes it), else the scenario's
     api: ApiChoice | None = None
     model: str | None = None  # None: GET /v1/models (a target), /health (the embedded server)
     strict_model: bool = False  # no model named and several listed: fail, not the first
@@ -71,7 +71,7 @@ class RunOptions:
     # `zqbench profile`: the profiler the embedded server runs under, and its environment.
     server_wrap: tuple[str, ...] = ()
     server_env: tuple[tuple[str, str], ...] = ()
-    calibration: CalibrationMode = CalibrationMode.auto  # prompt sizing (zqbench.calibrate)
+    calibration: CalibrationMode = CalibrationMode.auto  # prompt sizing (zqbench.target.calibrate)
     max_context: int | None = None  # clamp classes to it; None: the target's /health says
     html: bool = True  # render report.html (a sweep may skip it for its steps)
     telemetry: tuple[str, ...] = ()  # --telemetry sources: nvml, auto, prometheus:URL

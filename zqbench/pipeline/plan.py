@@ -18,10 +18,10 @@ from zqbench.errors import OptionError
 from zqbench.load.closed_loop import vu_plan
 from zqbench.load.mix import assign_classes
 from zqbench.load.open_loop import arrival_times
+from zqbench.load.spans import StageInfo
 from zqbench.metrics.slo import parse_slo
 from zqbench.pipeline.options import RunOptions
 from zqbench.scenario import LoadConfig, Scenario, load_scenario
-from zqbench.stages import StageInfo
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Stage 2, target: the endpoint the run measures, fitted to the plan -> `Target`.
 
     remote (--target URL): the URL checked, the port reachable, then the model and the API
-        resolved and checked by one small request each (zqbench.resolve), before any load
+        resolved and checked by one small request each (zqbench.target.resolve), before any load
     embedded (no --target): the bundled reference server started, its /health read (the
         model), the scenario's api kept
 
@@ -23,18 +23,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from zqbench.calibrate import Calibration, calibrate
-from zqbench.control import check_reachable
 from zqbench.dialects.base import DialectConfig
-from zqbench.embedded import EmbeddedServer, get_health
 from zqbench.errors import TargetError, UsageError
 from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
 from zqbench.pipeline.options import RunOptions
 from zqbench.redact import redact_url
-from zqbench.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
-from zqbench.resolve import Access, Resolution, Wanted, resolve_target
 from zqbench.scenario import Scenario
 from zqbench.summary import TargetResolution
+from zqbench.target.calibrate import Calibration, calibrate
+from zqbench.target.control import check_reachable
+from zqbench.target.embedded import EmbeddedServer, get_health
+from zqbench.target.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
+from zqbench.target.resolve import Access, Resolution, Wanted, resolve_target
 from zqbench.transport.origin import parse_base_url
 
 NoteCallback = Callable[[str], None]
@@ -124,7 +124,7 @@ def embedded_server(options: RunOptions, log_path: Path, *, pin_cpus: bool) -> E
 
 
 def _remote(base_url: str, options: RunOptions, scenario: Scenario) -> Resolution:
-    """The target checked reachable, its model and API resolved (zqbench.resolve)."""
+    """The target checked reachable, its model and API resolved (zqbench.target.resolve)."""
     parse_base_url(base_url)  # one validation for every entry point (UsageError)
     check_reachable(base_url, insecure=options.insecure)
     named = None if options.api is None else options.api.api()

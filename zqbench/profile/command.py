@@ -31,12 +31,12 @@ from zqbench.outputs.paths import (
 )
 from zqbench.outputs.registry import rerender_run
 from zqbench.pipeline.plan import make_plan
+from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
 from zqbench.pipeline.target import embedded_server
 from zqbench.profile import report, tools
 from zqbench.profile.report import PROFILE_DIR
 from zqbench.profile.server import UserServer
 from zqbench.profile.window import CaptureHook, WindowSpec
-from zqbench.run import RunOptions, RunResult, run_scenario
 
 TORCH_DIR_VARS = ("REFSERVER_TORCH_PROFILER_DIR", "VLLM_TORCH_PROFILER_DIR")
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from zqbench.profile import nsys_stats, tools, torch_trace
 from zqbench.profile.window import CaptureLog
-from zqbench.recorder import PARQUET_NAME
+from zqbench.samples.writer import PARQUET_NAME
 from zqbench.summary import Profile, ProfileOp, ProfileRequest
 
 PROFILE_DIR = "profile"  # inside the run folder: every file the capture leaves

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from zqbench.embedded import get_health
 from zqbench.errors import TargetError
+from zqbench.target.embedded import get_health
 
 STARTUP_TIMEOUT_S = 300.0  # a real engine under nsys loads its model slowly
 STOP_TIMEOUT_S = 120.0  # nsys writes its report after the server exits

@@ -3,7 +3,7 @@
     --capture-stage NAME       the window is that stage of the scenario
     --capture-window START:END seconds since t = 0 (the schedule's start)
 
-The hook is a run hook (zqbench.hooks): a timer thread sleeps until the window's start,
+The hook is a run hook (zqbench.hooks.contract): a timer thread sleeps until the window's start,
 POSTs /start_profile, sleeps until its end, POSTs /stop_profile, on the run's monotonic
 clock, as the packet-loss hook applies its rules at a stage's edges. `stop()` closes a
 window still open (a run ended or interrupted early), so the server never stays profiling.
@@ -16,11 +16,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from zqbench import control
 from zqbench.errors import OptionError, ZqbenchError
-from zqbench.hooks import HookContext, HookResult
+from zqbench.hooks.contract import HookContext, HookResult
+from zqbench.load.spans import StageInfo
 from zqbench.option_values import read_api_key
-from zqbench.stages import StageInfo
+from zqbench.target import control
 
 _JOIN_TIMEOUT_S = 30.0  # a torch trace is written inside /stop_profile
 _CALL_TIMEOUT_S = 60.0

@@ -67,6 +67,6 @@ def run_samples(out_dir: Path) -> pd.DataFrame:
 
     Hooks stop before the run merges its streams into samples.parquet, so this reads
     whichever exists (`recorder.load_samples`)."""
-    from zqbench.recorder import load_samples
+    from zqbench.samples.writer import load_samples
 
     return load_samples(out_dir).select(["t_send", "t_end"]).to_pandas()

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from zqbench.control import ControlError, get_text
-from zqbench.hooks import HookContext, HookResult
+from zqbench.hooks.contract import HookContext, HookResult
 from zqbench.redact import redact_url
 from zqbench.summary import Unavailable
+from zqbench.target.control import ControlError, get_text
 from zqbench.telemetry.engines import Engine, recognise
 from zqbench.telemetry.prometheus import ACCEPT, parse, sample_name
 from zqbench.transport.origin import parse_base_url

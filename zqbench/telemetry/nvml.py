@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from zqbench.errors import OptionError
-from zqbench.hooks import HookContext, HookResult
+from zqbench.hooks.contract import HookContext, HookResult
 from zqbench.telemetry import table
 from zqbench.telemetry.sampler import add_gpu_density, poll_every
 

@@ -42,11 +42,11 @@ from urllib.parse import urlsplit
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
-from zqbench.control import ControlClient
 from zqbench.errors import OptionError
-from zqbench.hooks import HookContext, HookResult
+from zqbench.hooks.contract import HookContext, HookResult
 from zqbench.redact import redact_url
 from zqbench.summary import ServerQueue, Unavailable
+from zqbench.target.control import ControlClient
 from zqbench.telemetry import table
 from zqbench.telemetry.engines import ENGINES, Engine, recognise
 from zqbench.telemetry.sampler import add_gpu_density, poll_every

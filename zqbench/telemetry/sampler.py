@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from zqbench.hooks import HookResult
+from zqbench.hooks.contract import HookResult
 from zqbench.telemetry import density
 
 

@@ -1,5 +1,5 @@
 """Where requests go, and how TLS to it is verified: shared by the load transports and the
-control-plane client (`zqbench.control`), so both read a target URL and check certificates
+control-plane client (`zqbench.target.control`), so both read a target URL and check certificates
 the same way.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from zqbench.conform.checks.shapes import SHAPES
 from zqbench.conform.context import Context
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
-from zqbench.control import ControlClient
+from zqbench.target.control import ControlClient
 
 
 def keep_alive(ctx: Context) -> CheckResult:

@@ -12,7 +12,7 @@ a constant-arrival-rate copy of the scenario (same requests, mix and SLOs, one s
 A step passes only with verdict `pass`: `fail`, `inconclusive` (too few samples to be
 sure) and `invalid` (the generator could not hold the rate) do not. The knee is the
 highest passing rate. Outputs (`zqbench.outputs.sweep`): `sweep.json` (schema
-`zqbench.sweep/1`, the model `zqbench.summary.SweepReport`), `sweep.md`, and one run folder
+`zqbench.pipeline.sweep/1`, the model `zqbench.summary.SweepReport`), `sweep.md`, and one run folder
 per step. Without a target, one embedded reference server (the target stage's) serves
 every step, not one per step, so the steps see the same warm server.
 """
@@ -32,9 +32,9 @@ from zqbench.outputs.paths import existing_ancestor, make_out_dir, removed_if_em
 from zqbench.outputs.registry import write_sweep
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import prepare_scenario
+from zqbench.pipeline.run import run_scenario
 from zqbench.pipeline.target import embedded_server
 from zqbench.redact import redact_url
-from zqbench.run import run_scenario
 from zqbench.scenario import LoadConfig, Scenario, Stage, SweepConfig
 from zqbench.summary import (
     Knee,

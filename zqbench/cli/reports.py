@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from zqbench.cli_options import InconclusiveOkOpt, RunDirArg
+from zqbench.cli.options import InconclusiveOkOpt, RunDirArg
 from zqbench.errors import OptionError
 
 

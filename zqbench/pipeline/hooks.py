@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from zqbench.errors import OptionError
-from zqbench.hooks import RunHook
+from zqbench.hooks.contract import RunHook
 from zqbench.redact import redact_url
 from zqbench.scenario import Scenario
 

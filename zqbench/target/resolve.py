@@ -38,13 +38,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zqbench.control import ControlClient
 from zqbench.dialects import DIALECTS, get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec, StreamParser
 from zqbench.dialects.common import ERROR_BODY_CAP, error_message
 from zqbench.errors import TargetError, UsageError
 from zqbench.redact import redact_text, redact_url
 from zqbench.summary import ApiProbe, ApiSource, TargetResolution
+from zqbench.target.control import ControlClient
 from zqbench.transport.base import HttpRequest
 
 MODELS_PATH = "/v1/models"

@@ -14,7 +14,7 @@ sizes each class's prompt: bytes = round((target - b) / a). The fit is cached pe
 probes. The tokens each request really had are recorded anyway (`prompt_tokens`,
 `tokens_from_usage`).
 
-Probes go through the control-plane client (`zqbench.control`): a handful of sequential
+Probes go through the control-plane client (`zqbench.target.control`): a handful of sequential
 requests before the run, not measurements. Each is bounded by `timeout_s` and its answer by
 `MAX_ANSWER_BYTES`; the whole calibration by `deadline_s`. A probe that times out ends the
 calibration (a target that does not answer one probe will not answer the next), and so
@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from zqbench.control import ControlClient, ControlError
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec
 from zqbench.errors import TargetError
-from zqbench.prompts import synth_text
 from zqbench.redact import redact_url
+from zqbench.sources.prompts import synth_text
+from zqbench.target.control import ControlClient, ControlError
 
 CACHE_ENV = "ZQBENCH_CALIBRATION"
 # A token count or a one-token answer is a few hundred bytes; more is not an answer.

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from zqbench.cli_boundary import CommandGroup
+from zqbench.cli.boundary import CommandGroup
 
 impair_app = typer.Typer(
     name="impair",

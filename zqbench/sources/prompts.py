@@ -5,7 +5,7 @@ tokenizer counts one BOS token plus one token per UTF-8 byte, so there the promp
 exactly n tokens (the chat template around it is the dialect's business). Real
 tokenizers pack about 4 bytes of English into a token, so elsewhere the count is only
 approximate (about n / 4 tokens); the server's `usage.prompt_tokens` is the truth, and
-`zqbench.calibrate` maps target tokens to bytes per server, then asks `synth_text` for
+`zqbench.target.calibrate` maps target tokens to bytes per server, then asks `synth_text` for
 that many bytes.
 
 The text starts with the seed so two seeds never share a prefix a server could cache,

@@ -1,7 +1,7 @@
 """The `zqbench` command line: parse flags into the library's options and call the library.
 
 Commands hold no logic and no error handling: the options are checked by the library, and
-`zqbench.cli_boundary` turns any ZqbenchError into one line and its exit code. `main` is
+`zqbench.cli.boundary` turns any ZqbenchError into one line and its exit code. `main` is
 the only caller of `sys.exit`.
 """
 
@@ -14,8 +14,8 @@ from typing import Annotated
 
 import typer
 
-from zqbench.cli_boundary import CommandGroup
-from zqbench.cli_options import (
+from zqbench.cli.boundary import CommandGroup
+from zqbench.cli.options import (
     ApiKeyEnvOpt,
     ApiOpt,
     CalibrationOpt,
@@ -164,8 +164,8 @@ def run(
     ] = 1500,
 ) -> None:
     """Drive a scenario against a target, measure, gate on SLOs and write the outputs."""
-    from zqbench.live_view import LiveView
-    from zqbench.run import RunOptions, run_scenario
+    from zqbench.cli.live_view import LiveView
+    from zqbench.pipeline.run import RunOptions, run_scenario
 
     options = RunOptions(
         **fields_of(RunOptions, ctx.params), inconclusive_fails=not inconclusive_ok
@@ -230,10 +230,10 @@ def sweep(
 
     Exit 0 when a passing rate was found, 1 when even the lowest rate fails."""
     from zqbench.outputs.sweep import outcome
-    from zqbench.run import RunOptions
+    from zqbench.pipeline.run import RunOptions
+    from zqbench.pipeline.sweep import run_sweep
     from zqbench.scenario import SweepConfig
     from zqbench.summary import SweepStep
-    from zqbench.sweep import run_sweep
 
     def report(step: SweepStep) -> None:
         typer.echo(
@@ -294,7 +294,7 @@ def probe(
     ] = 30.0,
 ) -> None:
     """Sequential requests with a curl-style breakdown and P50/P99: does this endpoint queue?"""
-    from zqbench.probe import ProbeOptions, format_probe, run_probe
+    from zqbench.target.probe import ProbeOptions, format_probe, run_probe
 
     def note(line: str) -> None:
         typer.echo(line, err=True)
@@ -319,9 +319,9 @@ def serve(ctx: typer.Context) -> None:
 
 def _register_command_groups() -> None:
     """Commands that live in their own CLI modules (reports, conformance, impairment)."""
-    from zqbench import cli_conform, cli_impair, cli_profile, cli_reports
+    from zqbench.cli import conform, impair, profile, reports
 
-    for group in (cli_reports, cli_conform, cli_impair, cli_profile):
+    for group in (reports, conform, impair, profile):
         group.register(app)
 
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from zqbench.cli_options import (
+from zqbench.cli.options import (
     ApiKeyEnvOpt,
     ApiOpt,
     HeadersOpt,
@@ -69,12 +69,12 @@ def profile(
 ) -> None:
     """Run a scenario with the server under nsys, ncu or torch.profiler, captured in a window
     (a stage or START:END seconds); without `--`, the bundled reference server (torch)."""
-    from zqbench.live_view import LiveView
+    from zqbench.cli.live_view import LiveView
+    from zqbench.pipeline.run import RunOptions
     from zqbench.profile.command import ProfileJob
     from zqbench.profile.command import profile as run_profile
     from zqbench.profile.tools import NcuLimits
     from zqbench.profile.window import WindowSpec
-    from zqbench.run import RunOptions
 
     params = dict(locals())
     options = RunOptions(**fields_of(RunOptions, params), inconclusive_fails=not inconclusive_ok)

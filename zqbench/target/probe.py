@@ -20,15 +20,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from zqbench.control import check_reachable
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec, StreamParser
 from zqbench.errors import TargetError
 from zqbench.option_values import ApiChoice, check_at_least, parse_headers, read_api_key
-from zqbench.prompts import synth_prompt
 from zqbench.redact import redact_url
-from zqbench.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
-from zqbench.resolve import Access, Resolution, Wanted, resolve_target
+from zqbench.sources.prompts import synth_prompt
+from zqbench.target.control import check_reachable
+from zqbench.target.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
+from zqbench.target.resolve import Access, Resolution, Wanted, resolve_target
 from zqbench.transport.base import ConnectError
 from zqbench.transport.probe import ProbeResult, probe
 
@@ -39,7 +39,7 @@ class ProbeOptions:
 
     target: str
     n: int = 100
-    api: ApiChoice = ApiChoice.auto  # auto: detected (zqbench.resolve)
+    api: ApiChoice = ApiChoice.auto  # auto: detected (zqbench.target.resolve)
     model: str | None = None  # None: the one GET /v1/models lists
     strict_model: bool = False  # no model named and several listed: fail, not the first
     max_tokens: int = 16

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from zqbench.stages import StageInfo
+from zqbench.load.spans import StageInfo
 from zqbench.summary import ServerQueue, Unavailable
 
 

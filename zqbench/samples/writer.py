@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from zqbench.records import ARROW_SCHEMA, SAMPLE_FIELDS, Sample
+from zqbench.samples.sample import ARROW_SCHEMA, SAMPLE_FIELDS, Sample
 
 STREAM_GLOB = "samples.w*.arrows"
 PARQUET_NAME = "samples.parquet"

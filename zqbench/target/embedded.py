@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zqbench import control
 from zqbench.errors import TargetError
+from zqbench.target import control
 
 # `python -m reference_server ARGS`, plus a thread that reads the server's stdin: a pipe
 # whose only writer is the process that started it. When that process ends by any means,

@@ -2,7 +2,7 @@
 
 Imported by zqbench.cli at startup, so it imports nothing heavy at module level. Option
 values are checked by the library (`zqbench.conform.options`); the CLI boundary
-(`zqbench.cli_boundary`) shows its errors under the flags' names.
+(`zqbench.cli.boundary`) shows its errors under the flags' names.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from zqbench.cli_options import ApiKeyEnvOpt, ServerSchedulerOpt, TargetOpt
+from zqbench.cli.options import ApiKeyEnvOpt, ServerSchedulerOpt, TargetOpt
 from zqbench.option_values import ServerScheduler
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def conform(
 
 
 def _apis(choice: ConformApi) -> tuple[str, ...]:
-    """The APIs to check; (): those the target answers (zqbench.resolve detects them)."""
+    """The APIs to check; (): those the target answers (zqbench.target.resolve detects them)."""
     from zqbench.dialects import DIALECTS
 
     if choice is ConformApi.auto:
@@ -157,8 +157,8 @@ def _apis(choice: ConformApi) -> tuple[str, ...]:
 def _run(options: ConformOptions, scheduler: str, max_batch_size: int) -> ConformReport:
     """The run against `options.target`, or against an embedded reference server."""
     from zqbench.conform import run_conformance
-    from zqbench.embedded import EmbeddedServer
     from zqbench.outputs.conform import format_line
+    from zqbench.target.embedded import EmbeddedServer
 
     def show(outcome: CheckOutcome) -> None:
         typer.echo(format_line(outcome))
