@@ -1,13 +1,13 @@
 """Scenario files: load a TOML scenario, validate every key, and scale it.
 
 The format is docs/design.md "Scenario files"; docs/scenarios.md documents every key
-for users. A scenario is data only: `zqbench.load.open_loop` turns its `LoadConfig` into
-intended send times, `zqbench.load.closed_loop` into a virtual-user plan.
+for users. A scenario is data only; its `[load]` table is parsed by the executor it names
+(`zqbench.load`), whose `LoadSpec` plans the run.
 
 Normalisation, so that the schedule code has one shape to read:
 
 - every executor has `stages`; a constant executor has exactly one flat stage
-  (`start_rate == rate == stages[0].target`, or `start_vus == vus == stages[0].target`);
+  (`start_rate == stages[0].target`, or `start_vus == stages[0].target`);
 - `duration_s` is always the total of the stages;
 - a single `prompt_tokens = N` becomes one request class named "default" with weight 1.
 
@@ -21,7 +21,6 @@ what is allowed. Unknown keys are errors, so a typo never silently falls back to
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import math
 import re
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from zqbench.errors import OptionError, ScenarioError
+from zqbench.load import LOAD_KEYS, LoadSpec, parse_load
+from zqbench.strict_toml import Table, parse_duration, show
 
 T = TypeVar("T")
 D = TypeVar("D")
@@ -41,23 +42,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-EXECUTORS = ("constant-arrival-rate", "ramping-arrival-rate", "constant-vus", "ramping-vus")
-ARRIVAL_EXECUTORS = ("constant-arrival-rate", "ramping-arrival-rate")
-VU_EXECUTORS = ("constant-vus", "ramping-vus")
-ARRIVALS = ("uniform", "poisson", "gamma")
 APIS = ("anthropic", "openai")
 IMPAIRMENTS = ("packet-loss",)
 DEFAULT_CLASS = "default"
 
-# Keys each executor takes; anything else in [load] is an error that says which executor
-# would take it (a known key) or which key was probably meant (a typo).
-_EXECUTOR_KEYS: dict[str, tuple[str, ...]] = {
-    "constant-arrival-rate": ("rate", "duration", "arrivals", "burstiness", "graceful_stop"),
-    "ramping-arrival-rate": ("start_rate", "stages", "arrivals", "burstiness", "graceful_stop"),
-    "constant-vus": ("vus", "duration", "think_time", "graceful_stop"),
-    "ramping-vus": ("start_vus", "stages", "think_time", "graceful_stop"),
-}
-_LOAD_KEYS = ("executor", *sorted({k for keys in _EXECUTOR_KEYS.values() for k in keys}))
 _TOP_KEYS = (
     "name",
     "description",
@@ -69,7 +57,6 @@ _TOP_KEYS = (
     "network",
     "sweep",
 )
-_STAGE_KEYS = ("duration", "target", "name", "mix")
 _REQUEST_KEYS = ("max_tokens", "stream", "timeout", "prompt_tokens", "mix", "cold_connections")
 _MIX_KEYS = ("name", "weight", "prompt_tokens", "max_tokens")
 _SLO_KEYS = ("checks",)
@@ -80,46 +67,6 @@ _SWEEP_KEYS = ("min_rate", "max_rate", "step_factor", "step_duration", "bisect_s
 _DEFAULT_MAX_TOKENS = 256
 _DEFAULT_PROMPT_TOKENS = 32
 _DEFAULT_TIMEOUT = "60s"
-_DEFAULT_GRACEFUL_STOP = "30s"  # k6's default gracefulStop
-
-_UNIT_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)")
-_DURATION_FULL = re.compile(r"(?:\d+(?:\.\d+)?(?:us|ms|s|m|h))+")
-
-
-@dataclass(frozen=True, slots=True)
-class Stage:
-    """Ramp linearly from the previous target (or the start value) to `target` over `duration_s`.
-
-    `target` is requests per second for the arrival-rate executors, virtual users for the
-    vus executors (then a whole number).
-    """
-
-    duration_s: float
-    target: float
-    name: str | None = None
-    # Names of the request classes this stage draws from (weights renormalised among
-    # them); None: the whole mix. Arrival-rate executors only.
-    mix: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LoadConfig:
-    executor: str  # one of EXECUTORS
-    start_rate: float | None  # arrival-rate executors: the rate at t = 0 (req/s)
-    stages: tuple[Stage, ...]  # always at least one; a constant executor has one flat stage
-    arrivals: str | None  # arrival-rate executors: uniform | poisson | gamma
-    burstiness: float | None  # gamma only: the gamma shape (1 = Poisson, < 1 burstier)
-    rate: float | None  # constant-arrival-rate only (req/s)
-    duration_s: float  # total of the stages
-    vus: int | None  # constant-vus only
-    start_vus: int | None  # vus executors: VUs at t = 0
-    think_time_s: float | None  # vus executors: sleep after each request
-    graceful_stop_s: float  # how long in-flight requests may finish after the end
-
-    @property
-    def open_loop(self) -> bool:
-        return self.executor in ARRIVAL_EXECUTORS
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +93,7 @@ class RequestConfig:
 class NetworkConfig:
     impairment: str  # one of IMPAIRMENTS
     loss: float  # fraction of packets dropped, 0 < loss <= 1
-    stages: tuple[int, ...]  # indexes into LoadConfig.stages where the impairment applies
+    stages: tuple[int, ...]  # indexes into the load's stages where the impairment applies
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +123,7 @@ class Scenario:
     name: str
     description: str
     api: str
-    load: LoadConfig
+    load: LoadSpec
     request: RequestConfig
     slo: tuple[str, ...]
     network: NetworkConfig | None
@@ -195,33 +142,7 @@ class Scenario:
                 raise OptionError(option, "must be a number > 0", value=str(value))
         if rate_scale == 1.0 and duration_scale == 1.0:
             return self
-        load = self.load
-        vus_exec = load.executor in VU_EXECUTORS
-
-        def target(x: float) -> float:
-            return float(round(x * rate_scale)) if vus_exec else x * rate_scale
-
-        stages = tuple(
-            dataclasses.replace(
-                st, duration_s=st.duration_s * duration_scale, target=target(st.target)
-            )
-            for st in load.stages
-        )
-        new_load = dataclasses.replace(
-            load,
-            stages=stages,
-            duration_s=sum(s.duration_s for s in stages),
-            start_rate=None if load.start_rate is None else load.start_rate * rate_scale,
-            rate=None if load.rate is None else load.rate * rate_scale,
-            vus=None if load.vus is None else round(load.vus * rate_scale),
-            start_vus=None if load.start_vus is None else round(load.start_vus * rate_scale),
-        )
-        if new_load.vus is not None and new_load.vus < 1:
-            raise OptionError(
-                "rate_scale",
-                f"leaves {self.name} with {load.vus} x {rate_scale} < 1 virtual user",
-                value=str(rate_scale),
-            )
+        new_load = self.load.scaled(rate_scale, duration_scale, self.name)
         return dataclasses.replace(self, load=new_load)
 
     def with_overrides(
@@ -259,25 +180,7 @@ class Scenario:
             req = dataclasses.replace(req, timeout_s=float(timeout_s))
         out = dataclasses.replace(out, request=req)
         if arrivals is not None or burstiness is not None:
-            load = out.load
-            if not load.open_loop:
-                raise OptionError(
-                    "arrivals", f"applies to arrival-rate executors, not {load.executor}"
-                )
-            arr = arrivals if arrivals is not None else load.arrivals
-            if arr not in ARRIVALS:
-                raise OptionError("arrivals", f"is not one of {', '.join(ARRIVALS)}", value=arr)
-            burst = burstiness if burstiness is not None else load.burstiness
-            if arr == "gamma":
-                if burst is None or not (math.isfinite(burst) and burst > 0):
-                    raise OptionError("burstiness", "must be > 0 with gamma arrivals")
-            else:
-                if burstiness is not None:
-                    raise OptionError("burstiness", "applies only to gamma arrivals")
-                burst = None
-            out = dataclasses.replace(
-                out, load=dataclasses.replace(load, arrivals=arr, burstiness=burst)
-            )
+            out = dataclasses.replace(out, load=out.load.with_arrivals(arrivals, burstiness))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -367,261 +270,41 @@ def _load_file(path: Path, label: str) -> Scenario:
 # --------------------------------------------------------------------------- parsing
 
 
-def _show(value: Any) -> str:
-    """A value as the user wrote it in TOML."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (str, list, dict)):
-        return json.dumps(value)
-    return str(value)
-
-
-class _Table:
-    """One TOML table plus the file label and key prefix for messages."""
-
-    def __init__(self, label: str, prefix: str, data: Any, allowed: tuple[str, ...]) -> None:
-        self.label = label
-        self.prefix = prefix
-        if not isinstance(data, Mapping):
-            raise ScenarioError(f"{label}: {prefix} must be a table, got {_show(data)}")
-        self.data = data
-        for key in data:
-            if key not in allowed:
-                raise ScenarioError(self.unknown_key_message(key, allowed))
-
-    def unknown_key_message(self, key: str, allowed: tuple[str, ...]) -> str:
-        close = difflib.get_close_matches(key, allowed, n=1)
-        hint = f'; did you mean "{self.key(close[0])}"?' if close else ""
-        where = f"[{self.prefix}]" if self.prefix else "the top level"
-        return (
-            f'{self.label}: unknown key "{self.key(key)}"{hint} '
-            f"(allowed in {where}: {', '.join(allowed)})"
-        )
-
-    def key(self, name: str) -> str:
-        return f"{self.prefix}.{name}" if self.prefix else name
-
-    def fail(self, name: str, problem: str) -> ScenarioError:
-        return ScenarioError(f"{self.label}: {self.key(name)} = {_show(self.data[name])} {problem}")
-
-    def missing(self, name: str, why: str = "") -> ScenarioError:
-        return ScenarioError(f"{self.label}: {self.key(name)} is missing{why}")
-
-    def has(self, name: str) -> bool:
-        return name in self.data
-
-    def string(self, name: str, default: str | None = None) -> str | None:
-        return self._optional(name, str, default, "must be a string")
-
-    def choice(self, name: str, allowed: tuple[str, ...], default: str | None = None) -> str | None:
-        v = self.string(name, default)
-        if v is not None and v not in allowed:
-            raise self.fail(name, f"is not one of {', '.join(allowed)}")
-        return v
-
-    def boolean(self, name: str, default: bool) -> bool:
-        return self._optional(name, bool, default, "must be true or false")
-
-    def _optional(self, name: str, kind: type[T], default: D, problem: str) -> T | D:
-        """The key's value when it is a `kind`, `default` when the key is absent."""
-        if name not in self.data:
-            return default
-        v = self.data[name]
-        if not isinstance(v, kind):
-            raise self.fail(name, problem)
-        return v
-
-    def number(self, name: str, *, minimum: float = 0.0, strict: bool = False) -> float:
-        v = self.data[name]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise self.fail(name, "must be a number")
-        if v < minimum or (strict and v == minimum):
-            raise self.fail(name, f"must be {'>' if strict else '>='} {minimum:g}")
-        return float(v)
-
-    def integer(self, name: str, *, minimum: int) -> int:
-        v = self.data[name]
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise self.fail(name, "must be a whole number")
-        if v < minimum:
-            raise self.fail(name, f"must be >= {minimum}")
-        return v
-
-    def duration(self, name: str, *, positive: bool = False) -> float:
-        v = self.data[name]
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            raise self.fail(
-                name,
-                'must be a string with a unit, e.g. "30s", "500ms", "2m" '
-                "(a bare number could mean seconds or milliseconds)",
-            )
-        if not isinstance(v, str) or not _DURATION_FULL.fullmatch(v.strip()):
-            raise self.fail(
-                name, 'is not a duration; use a number with a unit us, ms, s, m or h, e.g. "30s"'
-            )
-        seconds = sum(float(n) * _UNIT_S[u] for n, u in _DURATION_PART.findall(v))
-        if positive and seconds <= 0:
-            raise self.fail(name, "must be longer than 0s")
-        return seconds
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a duration string such as "500ms", "30s", "2m", "1h" or "1m30s"."""
-    t = _Table("duration", "", {"value": text}, ("value",))
-    return t.duration("value")
-
-
 def parse_scenario(
     data: Mapping[str, Any], label: str, *, default_name: str, source: str
 ) -> Scenario:
     """Validate a parsed TOML document; `label` names the file in error messages."""
-    top = _Table(label, "", data, _TOP_KEYS)
+    top = Table(label, "", data, _TOP_KEYS)
     name = top.string("name", default_name) or default_name
     description = top.string("description", "") or ""
     api = top.choice("api", APIS, "anthropic") or "anthropic"
     if not top.has("load"):
         raise ScenarioError(f"{label}: the [load] table is missing")
-    load = _parse_load(_Table(label, "load", data["load"], _LOAD_KEYS))
-    request = _parse_request(_Table(label, "request", data.get("request", {}), _REQUEST_KEYS))
+    load = parse_load(Table(label, "load", data["load"], LOAD_KEYS))
+    request = _parse_request(Table(label, "request", data.get("request", {}), _REQUEST_KEYS))
     slo: tuple[str, ...] = ()
     if top.has("slo"):
-        slo = _parse_slo(_Table(label, "slo", data["slo"], _SLO_KEYS))
+        slo = _parse_slo(Table(label, "slo", data["slo"], _SLO_KEYS))
     _check_stage_mixes(label, load, request)
     network = None
     if top.has("network"):
-        network = _parse_network(_Table(label, "network", data["network"], _NETWORK_KEYS), load)
+        network = _parse_network(Table(label, "network", data["network"], _NETWORK_KEYS), load)
     sweep = None
     if top.has("sweep"):
-        sweep = _parse_sweep(_Table(label, "sweep", data["sweep"], _SWEEP_KEYS))
+        sweep = _parse_sweep(Table(label, "sweep", data["sweep"], _SWEEP_KEYS))
     validity = ValidityConfig()
     if top.has("validity"):
-        validity = _parse_validity(_Table(label, "validity", data["validity"], _VALIDITY_KEYS))
+        validity = _parse_validity(Table(label, "validity", data["validity"], _VALIDITY_KEYS))
     return Scenario(name, description, api, load, request, slo, network, source, sweep, validity)
 
 
-def _parse_load(t: _Table) -> LoadConfig:
-    if not t.has("executor"):
-        raise t.missing("executor", f" (one of {', '.join(EXECUTORS)})")
-    t.choice("executor", EXECUTORS)  # raises unless it is one of them
-    executor: str = t.data["executor"]
-    takes = _EXECUTOR_KEYS[executor]
-    for key in t.data:
-        if key != "executor" and key not in takes:
-            raise ScenarioError(
-                f"{t.label}: {t.key(key)} is not used by executor {executor} "
-                f"(it takes {', '.join(takes)})"
-            )
-    open_loop = executor in ARRIVAL_EXECUTORS
-    constant = executor.startswith("constant")
-
-    def required(key: str) -> None:
-        if not t.has(key):
-            raise t.missing(key, f" (executor {executor} needs {', '.join(_required(executor))})")
-
-    for key in _required(executor):
-        required(key)
-
-    if constant:
-        duration = t.duration("duration", positive=True)
-        if open_loop:
-            level: float = t.number("rate", strict=True)
-        else:
-            level = float(t.integer("vus", minimum=1))
-        stages: tuple[Stage, ...] = (Stage(duration, level, None),)
-        start = level
-    else:
-        stages = _parse_stages(t, vus=not open_loop)
-        if open_loop:
-            start = t.number("start_rate") if t.has("start_rate") else 0.0
-        else:
-            start = float(t.integer("start_vus", minimum=0)) if t.has("start_vus") else 0.0
-
-    arrivals = burstiness = None
-    if open_loop:
-        arrivals = t.choice("arrivals", ARRIVALS, "uniform")
-        if arrivals == "gamma":
-            if not t.has("burstiness"):
-                raise t.missing(
-                    "burstiness",
-                    ' (arrivals = "gamma" needs it: the gamma shape, 1 = Poisson, < 1 burstier)',
-                )
-            burstiness = t.number("burstiness", strict=True)
-        elif t.has("burstiness"):
-            raise t.fail("burstiness", 'applies only to arrivals = "gamma"')
-    think = None
-    if not open_loop:
-        think = t.duration("think_time") if t.has("think_time") else 0.0
-    graceful = t.duration("graceful_stop") if t.has("graceful_stop") else None
-    if graceful is None:
-        graceful = parse_duration(_DEFAULT_GRACEFUL_STOP)
-
-    return LoadConfig(
-        executor=executor,
-        start_rate=start if open_loop else None,
-        stages=stages,
-        arrivals=arrivals,
-        burstiness=burstiness,
-        rate=stages[0].target if constant and open_loop else None,
-        duration_s=sum(s.duration_s for s in stages),
-        vus=int(stages[0].target) if constant and not open_loop else None,
-        start_vus=None if open_loop else int(start),
-        think_time_s=think,
-        graceful_stop_s=graceful,
-    )
-
-
-def _required(executor: str) -> tuple[str, ...]:
-    return {
-        "constant-arrival-rate": ("rate", "duration"),
-        "ramping-arrival-rate": ("stages",),
-        "constant-vus": ("vus", "duration"),
-        "ramping-vus": ("stages",),
-    }[executor]
-
-
-def _parse_stages(t: _Table, *, vus: bool) -> tuple[Stage, ...]:
-    raw = t.data["stages"]
-    if not isinstance(raw, list) or not raw:
-        raise t.fail("stages", 'must be a non-empty list of { duration = "30s", target = N }')
-    stages = []
-    for i, item in enumerate(raw):
-        s = _Table(t.label, f"{t.prefix}.stages[{i}]", item, _STAGE_KEYS)
-        for key in ("duration", "target"):
-            if not s.has(key):
-                raise s.missing(key)
-        duration = s.duration("duration")
-        target = float(s.integer("target", minimum=0)) if vus else s.number("target")
-        stages.append(Stage(duration, target, s.string("name"), _stage_mix(s)))
-    if sum(st.duration_s for st in stages) <= 0:
-        raise ScenarioError(f"{t.label}: {t.key('stages')} last 0s in total; the run needs time")
-    return tuple(stages)
-
-
-def _stage_mix(s: _Table) -> tuple[str, ...] | None:
-    """A stage's `mix = ["short", ...]`: the names only; checked against [request] later."""
-    if not s.has("mix"):
-        return None
-    raw = s.data["mix"]
-    if not (isinstance(raw, list) and raw and all(isinstance(x, str) and x for x in raw)):
-        raise s.fail("mix", 'must be a non-empty list of request class names, e.g. ["short"]')
-    if len(set(raw)) != len(raw):
-        raise s.fail("mix", "names a class twice")
-    return tuple(raw)
-
-
-def _check_stage_mixes(label: str, load: LoadConfig, request: RequestConfig) -> None:
-    """Per-stage mixes exist only on arrival-rate stages and name classes of the mix."""
+def _check_stage_mixes(label: str, load: LoadSpec, request: RequestConfig) -> None:
+    """Per-stage mixes name classes of the mix (the executor allowed them or refused)."""
     names = [c.name for c in request.mix]
     for i, stage in enumerate(load.stages):
         if stage.mix is None:
             continue
-        key = f"load.stages[{i}].mix = {_show(list(stage.mix))}"
-        if not load.open_loop:
-            raise ScenarioError(
-                f"{label}: {key}: a per-stage mix applies to arrival-rate executors only"
-            )
+        key = f"load.stages[{i}].mix = {show(list(stage.mix))}"
         unknown = [n for n in stage.mix if n not in names]
         if unknown:
             raise ScenarioError(
@@ -630,7 +313,7 @@ def _check_stage_mixes(label: str, load: LoadConfig, request: RequestConfig) -> 
             )
 
 
-def _parse_request(t: _Table) -> RequestConfig:
+def _parse_request(t: Table) -> RequestConfig:
     max_tokens = t.integer("max_tokens", minimum=1) if t.has("max_tokens") else _DEFAULT_MAX_TOKENS
     stream = t.boolean("stream", True)
     timeout = t.duration("timeout", positive=True) if t.has("timeout") else None
@@ -654,13 +337,13 @@ def _parse_request(t: _Table) -> RequestConfig:
     return RequestConfig(max_tokens, stream, timeout, mix, cold)
 
 
-def _parse_mix(t: _Table) -> tuple[RequestClass, ...]:
+def _parse_mix(t: Table) -> tuple[RequestClass, ...]:
     raw = t.data["mix"]
     if not isinstance(raw, list) or not raw:
         raise t.fail("mix", "must be a non-empty list of [[request.mix]] tables")
     classes: list[RequestClass] = []
     for i, item in enumerate(raw):
-        c = _Table(t.label, f"request.mix[{i}]", item, _MIX_KEYS)
+        c = Table(t.label, f"request.mix[{i}]", item, _MIX_KEYS)
         for key in ("name", "weight", "prompt_tokens"):
             if not c.has(key):
                 raise c.missing(key)
@@ -676,7 +359,7 @@ def _parse_mix(t: _Table) -> tuple[RequestClass, ...]:
     return tuple(classes)
 
 
-def _parse_slo(t: _Table) -> tuple[str, ...]:
+def _parse_slo(t: Table) -> tuple[str, ...]:
     if not t.has("checks"):
         return ()
     raw = t.data["checks"]
@@ -686,7 +369,7 @@ def _parse_slo(t: _Table) -> tuple[str, ...]:
     return tuple(x.strip() for x in raw)
 
 
-def _parse_network(t: _Table, load: LoadConfig) -> NetworkConfig:
+def _parse_network(t: Table, load: LoadSpec) -> NetworkConfig:
     if not t.has("impairment"):
         raise t.missing("impairment", f" (one of {', '.join(IMPAIRMENTS)})")
     t.choice("impairment", IMPAIRMENTS)  # raises unless it is one of them
@@ -715,7 +398,7 @@ def _parse_network(t: _Table, load: LoadConfig) -> NetworkConfig:
     return NetworkConfig(impairment, loss, stages)
 
 
-def _parse_validity(t: _Table) -> ValidityConfig:
+def _parse_validity(t: Table) -> ValidityConfig:
     ratio = None
     if t.has("min_achieved_ratio"):
         ratio = t.number("min_achieved_ratio", strict=True)
@@ -733,7 +416,7 @@ def _parse_validity(t: _Table) -> ValidityConfig:
     )
 
 
-def _parse_sweep(t: _Table) -> SweepConfig:
+def _parse_sweep(t: Table) -> SweepConfig:
     d = SweepConfig()
     min_rate = t.number("min_rate", strict=True) if t.has("min_rate") else d.min_rate
     max_rate = t.number("max_rate", strict=True) if t.has("max_rate") else d.max_rate

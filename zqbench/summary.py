@@ -56,6 +56,9 @@ JsonFloat: TypeAlias = float | Literal["inf", "-inf"] | None
 """A float as summary.json holds it: a number, "inf" / "-inf", or null (no value)."""
 
 Verdict: TypeAlias = Literal["pass", "fail", "inconclusive", "invalid"]
+# "open": requests at set times, whatever the server does (the arrival-rate executors);
+# "closed": users that wait for each answer (the vus executors).
+Loop: TypeAlias = Literal["open", "closed"]
 SloVerdict: TypeAlias = Literal["pass", "fail", "inconclusive"]
 SweepPhase: TypeAlias = Literal["ramp", "bisect"]  # a sweep step: ramping up, or bisecting
 
@@ -170,7 +173,7 @@ class Stage(_SparseRecord):
 class Load(_Record):
     """Offered versus achieved load (req/s); the ratio is null in closed loop."""
 
-    open_loop: bool
+    loop: Loop
     offered_requests: int | None
     offered_rate: float | None
     achieved_rate: float | None

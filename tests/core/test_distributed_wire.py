@@ -13,11 +13,14 @@ from zqbench.dialects.base import DialectConfig
 from zqbench.distributed import protocol as p
 from zqbench.distributed.clock import ClockRound, best_offset
 from zqbench.engines.live import LiveStats, WorkerLine, merge_snapshots
-from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
-from zqbench.load.closed_loop import VuPlan
+from zqbench.engines.native import WorkerSpec
+from zqbench.load import work_from_wire, work_to_wire
+from zqbench.load.arrival_rate import ArrivalWork
+from zqbench.load.vu_schedule import VuPlan
+from zqbench.load.vus import VuWork
 from zqbench.samples.sample import SAMPLE_FIELDS, Sample
 from zqbench.samples.writer import SampleRecorder, read_stream
-from zqbench.scenario import RequestClass
+from zqbench.sources.synthetic import ClassSpec, SyntheticSource
 from zqbench.transport.base import PoolLimits
 
 
@@ -40,7 +43,11 @@ def test_spec_and_work_cross_the_wire_without_the_api_key() -> None:
         worker=1, n_workers=2, base_url="http://127.0.0.1:1", http2=False,
         limits=PoolLimits(max_connections=8, warm_connections=2), api="anthropic",
         dialect_config=DialectConfig("m", api_key="secret", extra_headers=(("x-a", "b"),)),
-        classes=(ClassSpec("default", "hello", 8, 4),), stream=True, timeout_s=5.0,
+        source=SyntheticSource(
+            (ClassSpec("default", "hello", 8, 4), ClassSpec("long", "hello " * 9, 9, 20, 0.5)),
+            stream=True, seed=3, stage_mixes=(None, ("long",)),
+        ),
+        timeout_s=5.0,
         out_dir="/master/run",
     )  # fmt: skip
     wire = p.spec_to_wire(spec)
@@ -49,19 +56,28 @@ def test_spec_and_work_cross_the_wire_without_the_api_key() -> None:
     mine = dataclasses.replace(spec.dialect_config, api_key="mine")
     assert back == dataclasses.replace(spec, out_dir="/worker/run", dialect_config=mine)
 
-    work = OpenLoopWork(
+    work = ArrivalWork(
         request_ids=np.array([1, 3, 5], np.int64),
         times_ns=np.array([10, 20, 30], np.int64),
         stages=np.array([0, 0, 1], np.int32),
-        classes=np.array([0, 0, 0], np.int32),
     )
-    back_work = p.work_from_wire(p.work_to_wire(work))
-    assert isinstance(back_work, OpenLoopWork)
+    back_work = work_from_wire(work_to_wire(work))
+    assert isinstance(back_work, ArrivalWork)
     assert back_work.request_ids.tolist() == [1, 3, 5] and back_work.stages.tolist() == [0, 0, 1]
+    assert back_work.times_ns.tolist() == [10, 20, 30]
 
     plan = VuPlan(2, (0, 10), (2,), (4,), 0, 0)
-    closed = ClosedLoopWork(plan=plan, mix=(RequestClass("a", 1.0, 8, None),), seed=3)
-    assert p.work_from_wire(p.work_to_wire(closed)) == closed
+    closed = VuWork(plan, worker=1, n_workers=2)
+    assert work_from_wire(work_to_wire(closed)) == closed
+
+
+def test_an_unknown_work_or_source_on_the_wire_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown work 'trace'"):
+        work_from_wire({"work": "trace"})
+    from zqbench.sources import source_from_wire
+
+    with pytest.raises(ValueError, match="unknown request source 'dataset'"):
+        source_from_wire({"source": "dataset"})
 
 
 def test_a_flushed_batch_is_shipped_as_written(tmp_path: Path) -> None:

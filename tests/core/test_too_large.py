@@ -15,15 +15,15 @@ import pytest
 from tests.servers import ProgrammedServer
 from zqbench.dialects.base import DialectConfig
 from zqbench.engines.native import (
-    ClassSpec,
     NativeWorker,
-    OpenLoopWork,
     WorkerControl,
     WorkerSpec,
     now_ns,
     open_worker,
 )
+from zqbench.load.arrival_rate import ArrivalWork
 from zqbench.samples.sample import Sample
+from zqbench.sources.synthetic import ClassSpec, SyntheticSource
 from zqbench.transport.base import PoolLimits
 
 CAP = 1_000_000
@@ -53,11 +53,10 @@ async def _one_request(spec: WorkerSpec) -> tuple[Sample, int]:
     worker.recorder.close()
     worker.recorder = _Samples()  # type: ignore[assignment]
     worker.start_ns = now_ns()
-    work = OpenLoopWork(
+    work = ArrivalWork(
         request_ids=np.array([1], dtype=np.int64),
         times_ns=np.array([1_000_000], dtype=np.int64),
         stages=np.array([0], dtype=np.int32),
-        classes=np.array([0], dtype=np.int32),
     )
     await worker.run(work)
     (sample,) = worker.recorder.samples  # type: ignore[attr-defined]
@@ -77,8 +76,7 @@ def test_a_body_past_the_limit_keeps_its_timing(http2: bool, tmp_path: Path) -> 
             dialect_config=DialectConfig(
                 model="m", extra_headers=(("x-program", f"/big?bytes={SIZE}"),)
             ),
-            classes=(ClassSpec("c", "prompt", 4, 2),),
-            stream=False,
+            source=SyntheticSource((ClassSpec("c", "prompt", 4, 2),), stream=False, seed=0),
             timeout_s=20.0,
             out_dir=str(tmp_path),
         )

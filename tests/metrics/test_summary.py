@@ -109,7 +109,7 @@ def test_tpot_of_samples_saved_before_t_last_token_runs_to_t_end() -> None:
 def test_unavailable_metrics_have_reasons_not_zeros() -> None:
     """Closed loop, no timing headers, no refusals, no ITL: each such metric says why."""
     samples = build_samples([10.0] * 200, t_intended=None)
-    summary = summarize(samples, run=run_info(open_loop=False), slos=[])
+    summary = summarize(samples, run=run_info(loop="closed"), slos=[])
     metrics = summary.metrics
     assert metrics["latency_corrected"] == MetricStats(
         n=0, unavailable="closed loop: requests have no intended send time"
@@ -331,6 +331,6 @@ def test_achieved_rate_is_over_the_schedules_span_in_open_loop() -> None:
 def test_closed_loop_achieved_rate_is_over_the_sends_span() -> None:
     """No schedule: (sent - 1) / (last send - first send) = 99 / 1.98 s = 50 req/s."""
     samples = build_samples([10.0] * 100, interval_ms=20.0)
-    summary = summarize(samples, run=run_info(open_loop=False), slos=[])
+    summary = summarize(samples, run=run_info(loop="closed"), slos=[])
     assert summary.load.achieved_rate == pytest.approx(50.0)
     assert summary.load.achieved_ratio is None

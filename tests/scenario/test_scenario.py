@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from zqbench.errors import OptionError, ScenarioError, UsageError
+from zqbench.load import Stage
+from zqbench.load.arrival_rate import ArrivalRateLoad
+from zqbench.load.vus import VuLoad
 from zqbench.scenario import (
     RequestClass,
-    Stage,
     ValidityConfig,
     list_bundled,
     load_scenario,
@@ -77,7 +79,7 @@ def test_burst_is_the_original_k6_burst() -> None:
 def test_smoke_is_small() -> None:
     s = load_scenario("smoke")
     assert s.load.executor == "constant-arrival-rate"
-    assert s.load.rate * s.load.duration_s <= 200
+    assert s.load.stages[0].target * s.load.duration_s <= 200
     assert s.request.max_tokens <= 32
 
 
@@ -108,11 +110,12 @@ def test_path_and_defaults(tmp_path: Path) -> None:
     assert s.description == ""
     assert s.api == "anthropic"
     assert s.load.stages == (Stage(5.0, 10.0, None),)
-    assert s.load.start_rate == s.load.rate == 10.0
+    assert isinstance(s.load, ArrivalRateLoad)
+    assert s.load.executor == "constant-arrival-rate"
+    assert s.load.start_rate == 10.0
     assert s.load.arrivals == "uniform"
     assert s.load.burstiness is None
     assert s.load.graceful_stop_s == 30.0
-    assert s.load.vus is None and s.load.start_vus is None and s.load.think_time_s is None
     assert s.request.max_tokens == 256
     assert s.request.stream is True
     assert s.request.timeout_s == 60.0
@@ -136,9 +139,9 @@ def test_constant_vus_normalised(tmp_path: Path) -> None:
         )
     )
     assert s.load.stages == (Stage(90.0, 8.0, None),)
-    assert s.load.vus == s.load.start_vus == 8
+    assert isinstance(s.load, VuLoad)
+    assert s.load.start_vus == 8
     assert s.load.think_time_s == 0.25
-    assert s.load.arrivals is None and s.load.start_rate is None
 
 
 def test_mix_and_network(tmp_path: Path) -> None:
@@ -447,7 +450,7 @@ def test_scaled_rates_and_durations() -> None:
 
 def test_scaled_constant_and_vus() -> None:
     s = load_scenario("smoke").scaled(rate_scale=2.0, duration_scale=3.0)
-    assert s.load.rate == 40.0 == s.load.start_rate == s.load.stages[0].target
+    assert s.load.start_rate == 40.0 == s.load.stages[0].target
     assert s.load.duration_s == 15.0
     c = load_scenario("closed-loop").scaled(rate_scale=0.5)
     assert [st.target for st in c.load.stages] == [25.0, 25.0, 0.0]

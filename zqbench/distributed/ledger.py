@@ -14,8 +14,7 @@ import pyarrow.ipc as ipc
 
 from zqbench.distributed.clock import ClockOffset
 from zqbench.engines.live import WorkerProgress
-from zqbench.engines.native import OpenLoopWork
-from zqbench.engines.workers import Work
+from zqbench.load import Work
 from zqbench.samples.sample import ARROW_SCHEMA
 from zqbench.samples.writer import stream_path
 
@@ -80,13 +79,9 @@ class WorkerSlot:
             self.writer.close()
 
     def missing(self) -> tuple[int, float | None, float | None]:
-        """Open loop: (requests of its slice that never arrived, their first and last
-        intended time in s); closed loop: (0, None, None), nothing was scheduled."""
-        if not isinstance(self.work, OpenLoopWork):
+        """(requests of its share that were scheduled and never arrived, their first and
+        last intended time in s); (0, None, None) when nothing was scheduled in advance."""
+        if self.work is None:
             return 0, None, None
         got = np.concatenate(self.received_ids) if self.received_ids else np.array([], np.int64)
-        lost = ~np.isin(self.work.request_ids, got)
-        if not lost.any():
-            return 0, None, None
-        times = self.work.times_ns[lost]
-        return int(lost.sum()), float(times.min()) / 1e9, float(times.max()) / 1e9
+        return self.work.missing(got)

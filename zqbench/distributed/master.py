@@ -21,9 +21,10 @@ from zqbench.distributed.clock import ClockOffset
 from zqbench.distributed.ledger import FINISHED, WorkerSlot
 from zqbench.distributed.outcome import Outcome, outcome
 from zqbench.engines.live import ProgressCallback, merge_snapshots
-from zqbench.engines.native import OpenLoopWork, WorkerSpec, now_ns
-from zqbench.engines.workers import StopFlag, Work
+from zqbench.engines.native import WorkerSpec, now_ns
+from zqbench.engines.workers import StopFlag
 from zqbench.errors import InterruptedRun, OptionError, TargetError
+from zqbench.load import Work, work_to_wire
 
 TICK_S = 0.05  # gevent runs only while we sleep; a signal is seen at the end of a sleep
 START_LEAD_NS = 1_000_000_000  # t = 0 this long after the last worker is ready
@@ -165,7 +166,7 @@ class Master:
                 "index": index,
                 "run": self.out_dir.name,
                 "spec": p.spec_to_wire(spec),
-                "work": p.work_to_wire(work),
+                "work": work_to_wire(work),
                 "api_key_env": self.settings.api_key_env,
                 "version": __version__,
             }
@@ -247,10 +248,7 @@ def _end_ns(start_ns: int, specs: list[WorkerSpec], works: list[Work]) -> int:
     """When the last worker must have said done: schedule, drain, margin."""
     last = 0
     for work in works:
-        if isinstance(work, OpenLoopWork):
-            last = max(last, int(work.times_ns.max()) if len(work.times_ns) else 0)
-        else:
-            last = max(last, work.plan.duration_ns)
+        last = max(last, work.end_ns())
     spec = specs[0]
     drain = spec.drain_timeout_s if spec.drain_timeout_s is not None else spec.timeout_s + 1
     return start_ns + last + int((drain + END_MARGIN_S) * 1e9)

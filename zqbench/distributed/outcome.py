@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from zqbench.distributed.ledger import WorkerSlot
-from zqbench.engines.native import ClosedLoopWork
 from zqbench.metrics import quantiles
 from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.summarize import RunInfo
@@ -124,11 +123,7 @@ def _vu_time_lost(slot: WorkerSlot, n: int, duration_s: float) -> float:
 
 def _record(slot: WorkerSlot, n: int, duration_s: float) -> DistributedWorker:
     lost, first, last = slot.missing() if slot.state == "lost" else (0, None, None)
-    assigned = (
-        None
-        if isinstance(slot.work, ClosedLoopWork) or slot.work is None
-        else len(slot.work.request_ids)
-    )
+    assigned = None if slot.work is None else slot.work.assigned()
     missing = None
     at = "" if slot.lost_at_s is None else f" at t = {slot.lost_at_s:.1f} s"
     if slot.state == "lost" and lost:

@@ -12,18 +12,15 @@ import dataclasses
 import os
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from zqbench.dialects.base import DialectConfig
 from zqbench.engines.live import WorkerProgress
-from zqbench.engines.native import ClassSpec, ClosedLoopWork, OpenLoopWork, WorkerSpec
-from zqbench.engines.workers import Work
+from zqbench.engines.native import WorkerSpec
 from zqbench.errors import UsageError
-from zqbench.load.closed_loop import VuPlan
 from zqbench.samples.sample import ARROW_SCHEMA
-from zqbench.scenario import RequestClass
+from zqbench.sources import source_from_wire, source_to_wire
 from zqbench.transport.base import PoolLimits
 
 DEFAULT_PORT = 5557  # Locust's
@@ -77,6 +74,7 @@ def spec_to_wire(spec: WorkerSpec) -> dict[str, Any]:
     """The spec as plain data, the API key left out (workers read it from their own env)."""
     data = dataclasses.asdict(spec)
     data["dialect_config"]["api_key"] = None
+    data["source"] = source_to_wire(spec.source)
     return data
 
 
@@ -87,49 +85,12 @@ def spec_from_wire(data: dict[str, Any], *, api_key: str | None, out_dir: str) -
     dc["api_key"] = api_key
     fields["dialect_config"] = DialectConfig(**dc)
     fields["limits"] = PoolLimits(**fields["limits"])
-    fields["classes"] = tuple(ClassSpec(**c) for c in fields["classes"])
+    fields["source"] = source_from_wire(fields["source"])
     fields["out_dir"] = out_dir
     return WorkerSpec(**fields)
 
 
 # --------------------------------------------------------------------------- the work
-def work_to_wire(work: Work) -> dict[str, Any]:
-    if isinstance(work, OpenLoopWork):
-        return {
-            "kind": "open",
-            "request_ids": work.request_ids.astype(np.int64).tobytes(),
-            "times_ns": work.times_ns.astype(np.int64).tobytes(),
-            "stages": work.stages.astype(np.int32).tobytes(),
-            "classes": work.classes.astype(np.int32).tobytes(),
-        }
-    return {
-        "kind": "closed",
-        "plan": dataclasses.asdict(work.plan),
-        "mix": [dataclasses.asdict(c) for c in work.mix],
-        "seed": work.seed,
-        "poll_ns": work.poll_ns,
-    }
-
-
-def work_from_wire(data: dict[str, Any]) -> Work:
-    if data["kind"] == "open":
-        return OpenLoopWork(
-            request_ids=np.frombuffer(data["request_ids"], dtype=np.int64).copy(),
-            times_ns=np.frombuffer(data["times_ns"], dtype=np.int64).copy(),
-            stages=np.frombuffer(data["stages"], dtype=np.int32).copy(),
-            classes=np.frombuffer(data["classes"], dtype=np.int32).copy(),
-        )
-    plan: dict[str, Any] = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in data["plan"].items()
-    }
-    return ClosedLoopWork(
-        plan=VuPlan(**plan),
-        mix=tuple(RequestClass(**c) for c in data["mix"]),
-        seed=data["seed"],
-        poll_ns=data["poll_ns"],
-    )
-
-
 # --------------------------------------------------------------------------- progress
 def progress_to_wire(progress: WorkerProgress) -> dict[str, Any]:
     data = dataclasses.asdict(progress)

@@ -29,6 +29,7 @@ from zqbench.engines.live import WorkerProgress
 from zqbench.engines.native import NativeWorker, WorkerControl, now_ns, open_worker, run_async
 from zqbench.engines.workers import StopFlag, freeze_heap, stop_on_signals
 from zqbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TARGET, EXIT_USAGE, TargetError
+from zqbench.load import work_from_wire
 from zqbench.transport.base import ConnectError
 
 PUMP_S = 0.02  # gevent's turn during the load: heartbeats, messages, batches
@@ -137,7 +138,7 @@ class _Session:
             self._send(p.FAILED, {"message": f"{key_env} is not set on {socket.gethostname()}"})
             return EXIT_USAGE
         spec = p.spec_from_wire(assignment["spec"], api_key=api_key, out_dir=str(out_dir))
-        work = p.work_from_wire(assignment["work"])
+        work = work_from_wire(assignment["work"])
         self.note(f"zqbench worker: running share {index} of run {assignment['run']}")
         control = WorkerControl(
             should_stop=self._should_stop,

@@ -1,14 +1,10 @@
 """The native asyncio engine: one worker's share of the load, measured honestly.
 
-Open loop: intended send times are absolute (precomputed from a seeded RNG). The
-dispatcher sleeps until shortly before each one and then yields in a tight loop
-for the last stretch, because the event loop's timers only resolve to 1 ms. A
-request that goes out late keeps its intended time, so `latency_corrected`
-charges the lateness to the run (coordinated omission), and `schedule_lag` shows
-whether the generator held the schedule.
-
-Closed loop: virtual users each loop request -> think time, their number following
-the scenario's VU plan.
+The engine knows no kind of load: it runs its `Work`'s loop (`zqbench.load`), offering it
+the `Driver` methods (sleep to an absolute time, send one slot's request, spawn), and asks
+the request source (`zqbench.sources`) what each slot's request is. Every request becomes
+one `Sample` on disk, its intended time (when the work had one) beside its true send time,
+so lateness is charged to the run and `schedule_lag` shows whether the generator held.
 """
 
 from __future__ import annotations
@@ -21,33 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, ResponseSummary
 from zqbench.engines.live import LiveStats, WorkerProgress
-from zqbench.load.closed_loop import VuPlan
-from zqbench.load.mix import ClassPicker
+from zqbench.load import Slot, Work
 from zqbench.samples.sample import Sample
 from zqbench.samples.writer import SampleRecorder, stream_path
-from zqbench.scenario import RequestClass
+from zqbench.sources import Requests, RequestSource
 from zqbench.transport.base import Cancelled, Exchange, HttpRequest, PoolLimits, Transport
 from zqbench.transport.factory import make_transport
 
 now_ns = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux: comparable across processes
-
-YIELD_EVERY = 32  # when behind schedule, still let responses be read between sends
-
-
-@dataclass(frozen=True, slots=True)
-class ClassSpec:
-    """One entry of the request mix, with its prompt already synthesised."""
-
-    name: str
-    prompt: str
-    max_tokens: int
-    prompt_tokens_estimate: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +43,7 @@ class WorkerSpec:
     limits: PoolLimits
     api: str
     dialect_config: DialectConfig
-    classes: tuple[ClassSpec, ...]
-    stream: bool
+    source: RequestSource  # what each request asks
     timeout_s: float
     out_dir: str
     spin_ns: int = 1_500_000
@@ -71,24 +52,6 @@ class WorkerSpec:
     h1_client: str = "raw"  # zqbench.transport.factory.H1_CLIENTS
     drain_timeout_s: float | None = None  # None: wait up to timeout_s for in-flight requests
     cold_connections: bool = False  # the scenario's: a new connection for every request
-
-
-@dataclass(frozen=True, slots=True)
-class OpenLoopWork:
-    request_ids: np.ndarray  # int64, global ids
-    times_ns: np.ndarray  # int64, intended send time relative to the run start
-    stages: np.ndarray  # int32
-    classes: np.ndarray  # int32, index into WorkerSpec.classes
-
-
-@dataclass(frozen=True, slots=True)
-class ClosedLoopWork:
-    """VUs follow the plan; worker w runs the global VU indices i with i % n_workers == w."""
-
-    plan: VuPlan
-    mix: tuple[RequestClass, ...]
-    seed: int
-    poll_ns: int = 10_000_000
 
 
 @dataclass(slots=True)
@@ -102,14 +65,6 @@ class WorkerControl:
     stats: LiveStats = field(default_factory=LiveStats)
     # Each batch of samples once it is on disk (zqbench.distributed ships it to the master).
     on_batch: Callable[[pa.RecordBatch], None] | None = None
-
-
-def _unique_prompt(base: str, request_id: int) -> str:
-    """Same byte length as `base`, different first bytes, so no server caches a prefix."""
-    tag = f"{request_id:010d} "
-    if len(base) <= len(tag):
-        return base
-    return tag + base[len(tag) :]
 
 
 class NativeWorker:
@@ -131,21 +86,23 @@ class NativeWorker:
             on_batch=control.on_batch,
         )
         self._tasks: set[asyncio.Task[None]] = set()
-        self._intended: np.ndarray | None = None  # open loop: for the offered-load counter
+        self._work: Work | None = None
+        self._requests: Requests = spec.source.open()
         control.stats.worker = spec.worker
 
     # ------------------------------------------------------------------ one request
-    async def _request(
-        self, request_id: int, t_intended_abs: int | None, stage: int, class_index: int
-    ) -> None:
-        cls = self.spec.classes[class_index]
-        rspec = RequestSpec(
-            request_class=cls.name,
-            prompt=_unique_prompt(cls.prompt, request_id),
-            max_tokens=cls.max_tokens,
-            stream=self.spec.stream,
-            prompt_tokens_estimate=cls.prompt_tokens_estimate,
-        )
+    # ------------------------------------------------------------------ the Driver
+    def should_stop(self) -> bool:
+        return self.control.should_stop()
+
+    def stop_early(self) -> None:
+        self.control.stopped_early = True
+
+    async def send(self, slot: Slot, t_intended_abs: int | None) -> None:
+        """One slot's request, from the source's spec to its sample on disk."""
+        request_id = slot.request_id
+        self.control.stats.stage = slot.stage
+        rspec = self._requests.request(slot)
         request = self.dialect.build(rspec)
         # A per-request id lets a server's logs and ground truth be joined to the sample.
         extra = [("x-request-id", f"zq-{request_id}")]
@@ -173,14 +130,15 @@ class NativeWorker:
             stats.inflight -= 1
         if t_intended_abs is not None and exchange.t_send:
             stats.record_lag((exchange.t_send - t_intended_abs) / 1e6)
-        self._record(request_id, t_intended_abs, stage, cls, exchange, parser.summary)
+        self._record(request_id, t_intended_abs, slot.stage, rspec, exchange, parser.summary)
+        self._requests.answered(slot, rspec, parser.summary)
 
     def _record(
         self,
         request_id: int,
         t_intended_abs: int | None,
         stage: int,
-        cls: ClassSpec,
+        rspec: RequestSpec,
         exchange: Exchange,
         summary: ResponseSummary,
     ) -> None:
@@ -195,7 +153,7 @@ class NativeWorker:
             request_id=request_id,
             worker=self.spec.worker,
             stage=stage,
-            request_class=cls.name,
+            request_class=rspec.request_class,
             t_intended=None if t_intended_abs is None else t_intended_abs - start,
             t_send=t_send - start,
             t_headers=None if summary.t_headers is None else summary.t_headers - start,
@@ -206,7 +164,7 @@ class NativeWorker:
             error=error,
             prompt_tokens=summary.prompt_tokens
             if summary.prompt_tokens is not None
-            else cls.prompt_tokens_estimate,
+            else rspec.prompt_tokens_estimate,
             output_tokens=output_tokens,
             tokens_from_usage=summary.tokens_from_usage,
             itl_mean_ns=itl_mean,
@@ -225,13 +183,13 @@ class NativeWorker:
         key = str(summary.status) if error is None or summary.status else f"transport:{error}"
         self.control.stats.record(key, error is None, (t_end - t_send) / 1e6)
 
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     # ------------------------------------------------------------------ open loop
-    async def _sleep_until(self, due_abs: int) -> bool:
+    async def sleep_until(self, due_abs: int) -> bool:
         """Sleep, then spin for the last `spin_ns`; False if asked to stop meanwhile."""
         spin = self.spec.spin_ns
         while True:
@@ -246,75 +204,6 @@ class NativeWorker:
             else:
                 await asyncio.sleep(0)
 
-    async def run_open(self, work: OpenLoopWork) -> None:
-        start = self.start_ns
-        self._intended = work.times_ns
-        times = work.times_ns.tolist()
-        ids = work.request_ids.tolist()
-        stages = work.stages.tolist()
-        classes = work.classes.tolist()
-        burst = 0
-        for i, t in enumerate(times):
-            due = start + t
-            if due > now_ns():
-                burst = 0
-                if not await self._sleep_until(due):
-                    self.control.stopped_early = True
-                    return
-            else:
-                burst += 1
-                if burst % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
-                if self.control.should_stop():
-                    self.control.stopped_early = True
-                    return
-            self.control.stats.stage = stages[i]
-            self._spawn(self._request(ids[i], due, stages[i], classes[i]))
-
-    # ------------------------------------------------------------------ closed loop
-    async def _vu(self, vu: int, work: ClosedLoopWork, running: dict[int, bool]) -> None:
-        picker = ClassPicker(work.mix, work.seed, vu)
-        plan = work.plan
-        seq = 0
-        try:
-            while running.get(vu, False) and not self.control.should_stop():
-                t = now_ns() - self.start_ns
-                if t >= plan.duration_ns:
-                    break
-                class_index = picker.next_index()
-                # Unique global id: VU-major, so ids never collide across workers and VUs.
-                request_id = (vu << 32) | seq
-                seq += 1
-                stage = plan.stage_at(t)
-                self.control.stats.stage = stage
-                await self._request(request_id, None, stage, class_index)
-                if plan.think_time_ns:
-                    await asyncio.sleep(plan.think_time_ns / 1e9)
-        finally:
-            running.pop(vu, None)
-
-    async def run_closed(self, work: ClosedLoopWork) -> None:
-        running: dict[int, bool] = {}
-        w, n = self.spec.worker, self.spec.n_workers
-        while True:
-            t = now_ns() - self.start_ns
-            if t >= work.plan.duration_ns or self.control.should_stop():
-                self.control.stopped_early = t < work.plan.duration_ns
-                break
-            target = work.plan.target_at(t)
-            mine = range(w, target, n)
-            wanted = set(mine)
-            for vu in wanted:
-                if vu not in running:
-                    running[vu] = True
-                    self._spawn(self._vu(vu, work, running))
-            for vu in list(running):
-                if vu not in wanted:
-                    running[vu] = False  # finishes its current request, then stops
-            await asyncio.sleep(work.poll_ns / 1e9)
-        for vu in list(running):
-            running[vu] = False
-
     # ------------------------------------------------------------------ lifecycle
     async def _housekeeping(self) -> None:
         interval = self.control.progress_interval_s
@@ -325,9 +214,9 @@ class NativeWorker:
             now = time.monotonic()
             if self.control.on_progress is not None and now - last_progress >= interval:
                 last_progress = now
-                if self._intended is not None:
-                    elapsed = now_ns() - self.start_ns
-                    self.control.stats.due = int(np.searchsorted(self._intended, elapsed, "right"))
+                due = None if self._work is None else self._work.due(now_ns() - self.start_ns)
+                if due is not None:
+                    self.control.stats.due = due
                 self.control.on_progress(self.control.stats.snapshot())
 
     async def _drain(self) -> None:
@@ -351,14 +240,12 @@ class NativeWorker:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=5.0)
 
-    async def run(self, work: OpenLoopWork | ClosedLoopWork) -> LiveStats:
+    async def run(self, work: Work) -> LiveStats:
         housekeeping = asyncio.get_running_loop().create_task(self._housekeeping())
         try:
-            await self._sleep_until(self.start_ns)  # t = 0 of every t_* column
-            if isinstance(work, OpenLoopWork):
-                await self.run_open(work)
-            else:
-                await self.run_closed(work)
+            await self.sleep_until(self.start_ns)  # t = 0 of every t_* column
+            self._work = work
+            await work.run(self)
             await self._drain()
         finally:
             housekeeping.cancel()

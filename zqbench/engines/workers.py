@@ -25,8 +25,6 @@ from typing import Any
 
 from zqbench.engines.live import ProgressCallback, WorkerProgress, merge_snapshots
 from zqbench.engines.native import (
-    ClosedLoopWork,
-    OpenLoopWork,
     WorkerControl,
     WorkerSpec,
     now_ns,
@@ -34,9 +32,8 @@ from zqbench.engines.native import (
     run_async,
 )
 from zqbench.errors import InterruptedRun, TargetError
+from zqbench.load import Work
 from zqbench.transport.base import ConnectError
-
-Work = OpenLoopWork | ClosedLoopWork
 
 START_LEAD_NS = 50_000_000  # the first intended send is this long after everyone is ready
 READY_TIMEOUT_S = 60.0

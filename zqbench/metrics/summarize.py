@@ -45,6 +45,7 @@ from zqbench.summary import (
     ClassRatio,
     Clock,
     Load,
+    Loop,
     MetricStats,
     PacketLoss,
     Ratio,
@@ -91,7 +92,7 @@ class RunInfo:
     start_monotonic_ns: int
     start_epoch_ns: int
     duration_s: float
-    open_loop: bool = True
+    loop: Loop = "open"  # the executor's (zqbench.load.LoadPlan.loop)
     scenario_config: Mapping[str, Any] = field(default_factory=dict)
     offered_requests: int | None = None  # the schedule's request count (open loop)
     offered_rate: float | None = None  # req/s the schedule offered (mean over the run)
@@ -211,7 +212,7 @@ def load_summary(frame: MetricFrame, run: RunInfo) -> Load:
         elif run.offered_rate and achieved_rate is not None:
             ratio = achieved_rate / run.offered_rate
     return Load(
-        open_loop=run.open_loop,
+        loop=run.loop,
         offered_requests=run.offered_requests,
         offered_rate=run.offered_rate,
         achieved_rate=achieved_rate,

@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from zqbench.errors import UsageError
+from zqbench.load.legacy import upgrade_summary
 from zqbench.redact import redact
 from zqbench.summary import SCHEMA, Summary
 
@@ -63,6 +64,7 @@ def load_summary(path: Path) -> Summary:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: unreadable ({exc})") from exc
+    data = upgrade_summary(data)
     found = data.get("schema") if isinstance(data, dict) else None
     if found != SCHEMA:
         raise UsageError(f"{path}: schema {found!r}, expected {SCHEMA!r}")

@@ -74,7 +74,7 @@ def run_info(summary: Summary) -> RunInfo:
         start_monotonic_ns=clock.start_monotonic_ns,
         start_epoch_ns=clock.start_epoch_ns,
         duration_s=summary.duration,
-        open_loop=load.open_loop,
+        loop=load.loop,
         scenario_config=summary.scenario.config,
         offered_requests=load.offered_requests,
         offered_rate=load.offered_rate,

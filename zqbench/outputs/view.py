@@ -804,6 +804,9 @@ def _refusals(s: Summary) -> Refusals | None:
     )
 
 
+_LOOP = {"open": "open (arrival rate)", "closed": "closed (virtual users)"}
+
+
 def _facts(s: Summary) -> tuple[Fact, ...]:
     """The run table of report.html: what was offered, what was achieved, clock offset."""
     load, throughput, clock = s.load, s.throughput, s.clock
@@ -815,7 +818,7 @@ def _facts(s: Summary) -> tuple[Fact, ...]:
         ("api", s.api),
         ("started", s.started_at),
         ("duration", f"{s.duration:.2f} s"),
-        ("loop", "open (arrival rate)" if load.open_loop else "closed (virtual users)"),
+        ("loop", _LOOP[load.loop]),
         (
             "offered",
             f"{load.offered_requests or NO_VALUE} requests, {_req_rate(load.offered_rate)}",

@@ -74,7 +74,7 @@ def start_info(
         start_monotonic_ns=start_ns,
         start_epoch_ns=start_epoch_ns,
         duration_s=0.0,
-        open_loop=scenario.load.open_loop,
+        loop=plan.load.loop,
         scenario_config=scenario.to_dict(),
         offered_requests=plan.offered or None,
         offered_rate=plan.offered_rate or None,

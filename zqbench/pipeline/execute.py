@@ -17,24 +17,23 @@ from pathlib import Path
 from zqbench.distributed.master import Master, MasterSettings
 from zqbench.distributed.outcome import Outcome
 from zqbench.engines.live import ProgressCallback
-from zqbench.engines.native import ClassSpec, WorkerSpec
+from zqbench.engines.native import WorkerSpec
 from zqbench.engines.workers import (
     StopFlag,
-    Work,
     run_in_process,
     run_in_processes,
     stop_on_signals,
 )
 from zqbench.hooks.contract import HookContext, HookResult, RunHook
+from zqbench.load import Work
 from zqbench.pipeline.hooks import ServerMetrics, hooks_for_run
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Endpoint, Target
 from zqbench.redact import redact_url
 from zqbench.scenario import Scenario
-from zqbench.sources.prompts import synth_text
+from zqbench.sources import RequestSource, synthetic
 from zqbench.summary import ServerQueue, Unavailable
-from zqbench.target.calibrate import Calibration
 from zqbench.transport.base import PoolLimits
 
 
@@ -61,8 +60,8 @@ def execute(
 ) -> Execution:
     """Send the plan's requests; samples land in `out_dir` as the workers go."""
     run_hooks = _Hooks(hooks, plan, target, out_dir)
-    classes = class_specs(target.scenario, options.seed, target.calibration)
-    specs = _worker_specs(options, target, classes, out_dir)
+    source = synthetic.fit(target.scenario, options.seed, target.calibration)
+    specs = _worker_specs(options, target, source, out_dir)
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()
     stop = stop or StopFlag()
@@ -91,7 +90,7 @@ def execute(
         end_ns=end_ns,
         interrupted=interrupted,
         hooks=hook_results,
-        prompt_bytes={c.name: len(c.prompt) for c in classes},
+        prompt_bytes=source.prompt_bytes(),
         distributed=distributed,
     )
 
@@ -165,25 +164,6 @@ class _Hooks:
         return stop_hooks(self.started)
 
 
-def class_specs(
-    scenario: Scenario, seed: int, calibration: Calibration | None
-) -> tuple[ClassSpec, ...]:
-    """Each request class with its prompt text, sized by the calibration (else a byte a token)."""
-    specs = []
-    for i, cls in enumerate(scenario.request.mix):
-        tokens = max(2, int(cls.prompt_tokens))  # at least one byte of text after BOS
-        n_bytes = tokens - 1 if calibration is None else calibration.bytes_for(tokens)
-        specs.append(
-            ClassSpec(
-                name=cls.name,
-                prompt=synth_text(n_bytes, seed=seed * 1000 + i),
-                max_tokens=scenario.request.max_tokens_for(cls),
-                prompt_tokens_estimate=tokens,
-            )
-        )
-    return tuple(specs)
-
-
 def stop_hooks(started: list[RunHook]) -> HookResult:
     """Stop every started hook, newest first, even when one of them fails to stop."""
     merged = HookResult()
@@ -218,7 +198,7 @@ def _preferred(
 
 
 def _worker_specs(
-    options: RunOptions, target: Target, classes: tuple[ClassSpec, ...], out_dir: Path
+    options: RunOptions, target: Target, source: RequestSource, out_dir: Path
 ) -> list[WorkerSpec]:
     scenario = target.scenario
     limits = PoolLimits(
@@ -235,8 +215,7 @@ def _worker_specs(
             limits=limits,
             api=scenario.api,
             dialect_config=target.dialect_config,
-            classes=classes,
-            stream=scenario.request.stream,
+            source=source,
             timeout_s=scenario.request.timeout_s,
             out_dir=str(out_dir),
             spin_ns=options.spin_us * 1000,
@@ -257,13 +236,7 @@ def _warm_connections(options: RunOptions, scenario: Scenario) -> int:
         return max(0, min(options.warm_connections, options.max_connections))
     if options.http2:
         return 1
-    load = scenario.load
-    if load.open_loop:
-        peak = max([load.start_rate or 0.0, load.rate or 0.0, *[s.target for s in load.stages]])
-        # Little's law with a guessed 100 ms latency, bounded: enough for the first second.
-        guess = int(peak * 0.1) + 4
-    else:
-        guess = max([load.vus or 0, *[int(s.target) for s in load.stages]])
+    guess = scenario.load.concurrency_guess()
     return max(1, min(guess, 64, options.max_connections))
 
 

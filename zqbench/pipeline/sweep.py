@@ -35,7 +35,7 @@ from zqbench.pipeline.plan import prepare_scenario
 from zqbench.pipeline.run import run_scenario
 from zqbench.pipeline.target import embedded_server
 from zqbench.redact import redact_url
-from zqbench.scenario import LoadConfig, Scenario, Stage, SweepConfig
+from zqbench.scenario import Scenario, SweepConfig
 from zqbench.summary import (
     Knee,
     StepSlo,
@@ -74,21 +74,7 @@ def sweep_config(
 
 def step_scenario(scenario: Scenario, rate: float, duration_s: float) -> Scenario:
     """The scenario as one constant-rate stage: same requests, mix, SLOs and arrivals."""
-    load = scenario.load
-    arrivals = load.arrivals if load.open_loop else "uniform"
-    constant = LoadConfig(
-        executor="constant-arrival-rate",
-        start_rate=rate,
-        stages=(Stage(duration_s, rate, f"{rate:g} req/s"),),
-        arrivals=arrivals,
-        burstiness=load.burstiness if arrivals == "gamma" else None,
-        rate=rate,
-        duration_s=duration_s,
-        vus=None,
-        start_vus=None,
-        think_time_s=None,
-        graceful_stop_s=load.graceful_stop_s,
-    )
+    constant = scenario.load.at_constant_rate(rate, duration_s, f"{rate:g} req/s")
     # The network impairment names stages of the original plan; a step has one stage.
     return dataclasses.replace(scenario, load=constant, network=None)
 

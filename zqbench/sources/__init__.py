@@ -1,0 +1,31 @@
+"""Request sources: what each request asks. One module per source, registered here by
+name; `base.py` is the protocol every one of them follows.
+
+    synthetic    the scenario's class mix, prompts of a chosen length (prompts.py, mix.py)
+
+An executor (`zqbench.load`) decides when each request goes; a source decides what it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zqbench.sources.base import Requests, RequestSource
+from zqbench.sources.synthetic import SyntheticSource
+
+SOURCES: dict[str, Any] = {s.wire_name: s for s in (SyntheticSource,)}
+
+
+def source_to_wire(source: RequestSource) -> dict[str, Any]:
+    return {"source": source.wire_name, **source.to_wire()}
+
+
+def source_from_wire(data: dict[str, Any]) -> RequestSource:
+    kind = SOURCES.get(data.get("source", ""))
+    if kind is None:
+        raise ValueError(f"unknown request source {data.get('source')!r}")
+    source: RequestSource = kind.from_wire(data)
+    return source
+
+
+__all__ = ["SOURCES", "RequestSource", "Requests", "source_from_wire", "source_to_wire"]

@@ -1,13 +1,15 @@
 """Request classes: which entry of the scenario's mix each request belongs to.
 
 Draws come from private streams derived from the run's seed with numpy's SeedSequence,
-independent of the arrival stream (`default_rng(seed)` in open_loop), so changing the
+independent of the arrival stream (`zqbench.load.arrival_schedule`), so changing the
 arrival process never reshuffles the classes:
 
-- open loop: one vectorised draw for request ids 0..N-1 (stream `SeedSequence(seed,
-  spawn_key=(1,))`); after `ArrivalSchedule.split`, index it with the part's request_ids;
-- closed loop: one stream per VU (`SeedSequence(seed, spawn_key=(2, vu))`), so a VU's
-  sequence of classes does not depend on how many other VUs ran or how fast they were.
+- a slot without a user (open loop): draw i of one stream (`SeedSequence(seed,
+  spawn_key=(1,))`) for request id i, whichever worker sends it (`ClassById`, or
+  `assign_classes` for ids 0..N-1 at once);
+- a user's slot (closed loop): one stream per VU (`SeedSequence(seed,
+  spawn_key=(2, vu))`), so a VU's sequence of classes does not depend on how many other
+  VUs ran or how fast they were.
 
 Each request picks class j with probability weight_j / Σ weights; in a stage with its own
 `mix` (open loop), among that stage's classes only, with their weights renormalised.
@@ -15,6 +17,7 @@ Each request picks class j with probability weight_j / Σ weights; in a stage wi
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,7 +26,7 @@ from zqbench.scenario import RequestClass
 
 _OPEN_LOOP_STREAM = 1
 _VU_STREAM = 2
-_BLOCK = 1024  # closed loop: draws taken at a time per VU
+_BLOCK = 1024  # draws taken at a time
 
 
 def _cumulative(mix: tuple[RequestClass, ...]) -> np.ndarray:
@@ -97,3 +100,47 @@ class ClassPicker:
 
     def next(self) -> RequestClass:
         return self._mix[self.next_index()]
+
+
+class ClassById:
+    """The class of request id i, equal to `assign_classes(...)[i]`, drawn as ids arrive.
+
+    numpy draws the stream's uniforms one after another whatever the block size, so
+    extending the draws in blocks gives the same i-th draw as one vectorised call."""
+
+    __slots__ = ("_by_stage", "_cum", "_draws", "_n_classes", "_rng")
+
+    def __init__(
+        self,
+        mix: tuple[RequestClass, ...],
+        seed: int,
+        stage_mixes: Sequence[tuple[str, ...] | None] = (),
+    ) -> None:
+        self._n_classes = len(mix)
+        self._cum = _cumulative(mix).tolist()
+        names = [c.name for c in mix]
+        self._by_stage: list[tuple[list[int], list[float]] | None] = []
+        for allowed in stage_mixes:
+            if allowed is None:
+                self._by_stage.append(None)
+                continue
+            index = [names.index(name) for name in allowed]
+            sub = _cumulative(tuple(mix[i] for i in index)).tolist()
+            self._by_stage.append((index, sub))
+        self._rng = np.random.default_rng(
+            np.random.SeedSequence(seed, spawn_key=(_OPEN_LOOP_STREAM,))
+        )
+        self._draws = np.empty(0, dtype=np.float64)
+
+    def index(self, request_id: int, stage: int) -> int:
+        if self._n_classes == 1:
+            return 0
+        while request_id >= len(self._draws):
+            more = self._rng.random(max(_BLOCK, len(self._draws)))
+            self._draws = np.concatenate((self._draws, more))
+        draw = float(self._draws[request_id])
+        restricted = self._by_stage[stage] if stage < len(self._by_stage) else None
+        if restricted is None:
+            return bisect.bisect_right(self._cum, draw)
+        index, sub = restricted
+        return index[bisect.bisect_right(sub, draw)]

@@ -26,10 +26,12 @@ Randomness comes only from `numpy.random.default_rng(seed)`, private to the call
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from zqbench.scenario import ARRIVAL_EXECUTORS, LoadConfig
+if TYPE_CHECKING:
+    from zqbench.load.arrival_rate import ArrivalRateLoad
 
 _NS = 1_000_000_000
 # Λ(T) is a float sum; a rate curve meant to give exactly N arrivals can land a hair under N
@@ -108,9 +110,7 @@ class _Curve:
     cum: np.ndarray  # Λ at each boundary, K+1 values, cum[0] = 0
 
 
-def _curve(load: LoadConfig) -> _Curve:
-    if load.executor not in ARRIVAL_EXECUTORS:
-        raise ValueError(f"executor {load.executor} is closed loop; use closed_loop.vu_plan")
+def _curve(load: ArrivalRateLoad) -> _Curve:
     # Boundaries are whole nanoseconds, and every later computation uses these same
     # durations, so times and stage bounds agree exactly.
     dur_ns = np.array([round(s.duration_s * _NS) for s in load.stages], dtype=np.int64)
@@ -126,7 +126,7 @@ def _curve(load: LoadConfig) -> _Curve:
     return _Curve(bounds, r0, slope, dur_s, cum)
 
 
-def expected_arrivals(load: LoadConfig) -> float:
+def expected_arrivals(load: ArrivalRateLoad) -> float:
     """Λ(T): the arrivals the rate curve asks for over the whole run."""
     return float(_curve(load).cum[-1])
 
@@ -189,7 +189,7 @@ def _lambda_points(total: float, arrivals: str, burstiness: float | None, seed: 
     return y[: np.searchsorted(y, total, side="right")]
 
 
-def arrival_times(load: LoadConfig, seed: int) -> ArrivalSchedule:
+def arrival_times(load: ArrivalRateLoad, seed: int) -> ArrivalSchedule:
     """The run's intended send times for an arrival-rate executor (see the module docstring)."""
     curve = _curve(load)
     total = float(curve.cum[-1])

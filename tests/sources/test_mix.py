@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zqbench.load.mix import ClassPicker, assign_classes
 from zqbench.scenario import RequestClass
+from zqbench.sources.mix import ClassById, ClassPicker, assign_classes
 
 MIX = (
     RequestClass("short", 7.0, 32, None),
@@ -71,3 +71,19 @@ def test_stage_mix_restricts_a_stage_and_leaves_the_others_alone() -> None:
     )
     only_long = assign_classes(MIX, 10, seed=4, stage=np.zeros(10), stage_mixes=[("long",)])
     assert only_long.tolist() == [2] * 10
+
+
+def test_class_by_id_equals_the_vectorised_draw_whichever_worker_asks() -> None:
+    """Request i gets the class assign_classes gives it, in any order of ids and across
+    the block refills, so splitting a schedule over workers never changes a class."""
+    n = 5000
+    stage = (np.arange(n) >= 3000).astype(np.int32)
+    mixes = [None, ("medium", "long")]
+    whole = assign_classes(MIX, n, seed=9, stage=stage, stage_mixes=mixes)
+    for worker in range(3):
+        by_id = ClassById(MIX, 9, mixes)
+        ids = range(worker, n, 3)
+        got = [by_id.index(i, int(stage[i])) for i in ids]
+        assert got == whole[worker::3].tolist()
+    backwards = ClassById(MIX, 9, mixes)
+    assert [backwards.index(i, int(stage[i])) for i in reversed(range(n))] == whole[::-1].tolist()

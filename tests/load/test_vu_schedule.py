@@ -1,4 +1,4 @@
-"""Closed-loop VU plans: k6 ramping-vus targets at known times."""
+"""VU plans (closed loop): k6 ramping-vus targets at known times."""
 
 from __future__ import annotations
 
@@ -6,24 +6,21 @@ import itertools
 
 import pytest
 
-from zqbench.load.closed_loop import vu_plan
-from zqbench.scenario import LoadConfig, Stage, load_scenario
+from zqbench.load import Stage
+from zqbench.load.vu_schedule import vu_plan
+from zqbench.load.vus import VuLoad
+from zqbench.scenario import load_scenario
 
 S = 1_000_000_000
 
 
-def ramping_vus(stages: list[tuple[float, int]], start: int = 0, think: float = 0.0) -> LoadConfig:
-    return LoadConfig(
+def ramping_vus(stages: list[tuple[float, int]], start: int = 0, think: float = 0.0) -> VuLoad:
+    return VuLoad(
         executor="ramping-vus",
-        start_rate=None,
-        stages=tuple(Stage(d, float(t), None) for d, t in stages),
-        arrivals=None,
-        burstiness=None,
-        rate=None,
-        duration_s=sum(d for d, _ in stages),
-        vus=None,
         start_vus=start,
+        stages=tuple(Stage(d, float(t), None) for d, t in stages),
         think_time_s=think,
+        duration_s=sum(d for d, _ in stages),
         graceful_stop_s=30.0,
     )
 
@@ -64,17 +61,12 @@ def test_closed_loop_scenario_plan() -> None:
 
 
 def test_constant_vus_plan() -> None:
-    load = LoadConfig(
+    load = VuLoad(
         executor="constant-vus",
-        start_rate=None,
-        stages=(Stage(5.0, 8.0, None),),
-        arrivals=None,
-        burstiness=None,
-        rate=None,
-        duration_s=5.0,
-        vus=8,
         start_vus=8,
+        stages=(Stage(5.0, 8.0, None),),
         think_time_s=0.0,
+        duration_s=5.0,
         graceful_stop_s=1.0,
     )
     p = vu_plan(load)
@@ -102,9 +94,7 @@ def test_change_points_agree_with_target_at() -> None:
     assert points[1] == (S // 2, 2)
 
 
-def test_rejects_open_loop_and_negative_time() -> None:
-    with pytest.raises(ValueError, match="open loop"):
-        vu_plan(load_scenario("smoke").load)
+def test_rejects_negative_time() -> None:
     p = vu_plan(load_scenario("closed-loop").load)
     with pytest.raises(ValueError):
         p.target_at(-1)

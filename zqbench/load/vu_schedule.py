@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from zqbench.scenario import VU_EXECUTORS, LoadConfig
+if TYPE_CHECKING:
+    from zqbench.load.vus import VuLoad
 
 _NS = 1_000_000_000
 
@@ -106,10 +108,8 @@ class VuPlan:
         return points
 
 
-def vu_plan(load: LoadConfig) -> VuPlan:
+def vu_plan(load: VuLoad) -> VuPlan:
     """The VU plan of a constant-vus or ramping-vus scenario."""
-    if load.executor not in VU_EXECUTORS:
-        raise ValueError(f"executor {load.executor} is open loop; use open_loop.arrival_times")
     bounds = [0]
     for s in load.stages:
         bounds.append(bounds[-1] + round(s.duration_s * _NS))

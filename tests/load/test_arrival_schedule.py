@@ -1,4 +1,4 @@
-"""Open-loop schedules: known arrival counts and times, statistics of the random processes."""
+"""Arrival schedules (open loop): known counts and times, statistics of the random processes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zqbench.load.open_loop import arrival_times, expected_arrivals
-from zqbench.scenario import LoadConfig, Stage, load_scenario
+from zqbench.load import Stage
+from zqbench.load.arrival_rate import ArrivalRateLoad
+from zqbench.load.arrival_schedule import arrival_times, expected_arrivals
+from zqbench.scenario import load_scenario
 
 S = 1_000_000_000
 
@@ -21,19 +23,15 @@ def ramping(
     start_rate: float = 0.0,
     arrivals: str = "uniform",
     burstiness: float | None = None,
-) -> LoadConfig:
+) -> ArrivalRateLoad:
     st_ = tuple(Stage(d, t, None) for d, t in stages)
-    return LoadConfig(
+    return ArrivalRateLoad(
         executor="ramping-arrival-rate",
         start_rate=start_rate,
         stages=st_,
         arrivals=arrivals,
         burstiness=burstiness,
-        rate=None,
         duration_s=sum(d for d, _ in stages),
-        vus=None,
-        start_vus=None,
-        think_time_s=None,
         graceful_stop_s=30.0,
     )
 
@@ -226,11 +224,6 @@ def test_random_stage_indices_match_bounds() -> None:
     s = arrival_times(load_scenario("burst").with_overrides(arrivals="poisson").load, seed=2)
     bounds = np.array([b[1] for b in s.stage_bounds_ns])
     np.testing.assert_array_equal(s.stage, np.searchsorted(bounds, s.times_ns, side="left"))
-
-
-def test_closed_loop_executor_is_rejected() -> None:
-    with pytest.raises(ValueError, match="closed loop"):
-        arrival_times(load_scenario("closed-loop").load, seed=0)
 
 
 # --------------------------------------------------------------------------- split

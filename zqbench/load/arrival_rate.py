@@ -1,0 +1,207 @@
+"""Open loop: requests at intended times drawn up front, whatever the server does.
+
+The two arrival-rate executors (`constant_arrival_rate.py`, `ramping_arrival_rate.py`)
+parse into one `ArrivalRateLoad`: a piecewise-linear rate curve and an arrival process
+(`arrival_schedule.py`). Its plan deals the arrivals round-robin to the workers; each
+worker's `ArrivalWork` sleeps until shortly before each intended time, then yields in a
+tight loop for the last stretch (the event loop's timers only resolve to 1 ms). A request
+that goes out late keeps its intended time, so `latency_corrected` charges the lateness
+to the run (coordinated omission), and `schedule_lag` shows whether the generator held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from zqbench.errors import OptionError
+from zqbench.load.arrival_schedule import arrival_times
+from zqbench.load.executor import (
+    Driver,
+    LoadPlan,
+    Slot,
+    Stage,
+    graceful_stop,
+    scaled_stages,
+    stage_spans,
+)
+from zqbench.strict_toml import Table
+
+ARRIVALS = ("uniform", "poisson", "gamma")
+KEYS = ("arrivals", "burstiness", "graceful_stop")  # besides each executor's own
+YIELD_EVERY = 32  # when behind schedule, still let responses be read between sends
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalRateLoad:
+    executor: str  # constant-arrival-rate or ramping-arrival-rate
+    start_rate: float  # req/s at t = 0
+    stages: tuple[Stage, ...]  # a constant rate is one flat stage
+    arrivals: str  # uniform | poisson | gamma
+    burstiness: float | None  # gamma only: the gamma shape (1 = Poisson, < 1 burstier)
+    duration_s: float
+    graceful_stop_s: float
+
+    def plan(self, n_workers: int, seed: int) -> LoadPlan:
+        schedule = arrival_times(self, seed)
+        works: list[Any] = [
+            ArrivalWork(request_ids=part.request_ids, times_ns=part.times_ns, stages=part.stage)
+            for part in schedule.split(n_workers)
+        ]
+        duration_s = schedule.duration_ns / 1e9
+        return LoadPlan(
+            works=works,
+            offered=schedule.offered,
+            offered_rate=schedule.offered / duration_s if duration_s else 0.0,
+            stages=stage_spans(self.stages, schedule.stage_bounds_ns, rates=True),
+            loop="open",
+        )
+
+    def scaled(self, rate_scale: float, duration_scale: float, label: str) -> ArrivalRateLoad:
+        stages = scaled_stages(self.stages, lambda x: x * rate_scale, duration_scale)
+        return dataclasses.replace(
+            self,
+            stages=stages,
+            duration_s=sum(s.duration_s for s in stages),
+            start_rate=self.start_rate * rate_scale,
+        )
+
+    def with_arrivals(self, arrivals: str | None, burstiness: float | None) -> ArrivalRateLoad:
+        arr = arrivals if arrivals is not None else self.arrivals
+        if arr not in ARRIVALS:
+            raise OptionError("arrivals", f"is not one of {', '.join(ARRIVALS)}", value=arr)
+        burst = burstiness if burstiness is not None else self.burstiness
+        if arr == "gamma":
+            if burst is None or not (math.isfinite(burst) and burst > 0):
+                raise OptionError("burstiness", "must be > 0 with gamma arrivals")
+        else:
+            if burstiness is not None:
+                raise OptionError("burstiness", "applies only to gamma arrivals")
+            burst = None
+        return dataclasses.replace(self, arrivals=arr, burstiness=burst)
+
+    def at_constant_rate(self, rate: float, duration_s: float, name: str) -> ArrivalRateLoad:
+        return constant(
+            rate, duration_s, name, self.arrivals, self.burstiness, self.graceful_stop_s
+        )
+
+    def concurrency_guess(self) -> int:
+        peak = max([self.start_rate, *[s.target for s in self.stages]])
+        # Little's law with a guessed 100 ms latency: enough for the first second.
+        return int(peak * 0.1) + 4
+
+
+def constant(
+    rate: float,
+    duration_s: float,
+    name: str | None,
+    arrivals: str = "uniform",
+    burstiness: float | None = None,
+    graceful_stop_s: float = 30.0,
+) -> ArrivalRateLoad:
+    """A constant-arrival-rate load of one flat stage."""
+    return ArrivalRateLoad(
+        executor="constant-arrival-rate",
+        start_rate=rate,
+        stages=(Stage(duration_s, rate, name),),
+        arrivals=arrivals,
+        burstiness=burstiness if arrivals == "gamma" else None,
+        duration_s=duration_s,
+        graceful_stop_s=graceful_stop_s,
+    )
+
+
+def parse_arrivals(
+    t: Table, executor: str, start_rate: float, stages: tuple[Stage, ...]
+) -> ArrivalRateLoad:
+    """The keys both arrival-rate executors take, around the rate curve each parsed."""
+    arrivals = t.choice("arrivals", ARRIVALS, "uniform") or "uniform"
+    burstiness = None
+    if arrivals == "gamma":
+        if not t.has("burstiness"):
+            raise t.missing(
+                "burstiness",
+                ' (arrivals = "gamma" needs it: the gamma shape, 1 = Poisson, < 1 burstier)',
+            )
+        burstiness = t.number("burstiness", strict=True)
+    elif t.has("burstiness"):
+        raise t.fail("burstiness", 'applies only to arrivals = "gamma"')
+    return ArrivalRateLoad(
+        executor=executor,
+        start_rate=start_rate,
+        stages=stages,
+        arrivals=arrivals,
+        burstiness=burstiness,
+        duration_s=sum(s.duration_s for s in stages),
+        graceful_stop_s=graceful_stop(t),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalWork:
+    """One worker's arrivals: global request ids, intended times (ns from t = 0), stages."""
+
+    wire_name: ClassVar[str] = "arrival-rate"
+
+    request_ids: np.ndarray  # int64
+    times_ns: np.ndarray  # int64, non-decreasing
+    stages: np.ndarray  # int32
+
+    async def run(self, driver: Driver) -> None:
+        start = driver.start_ns
+        times = self.times_ns.tolist()
+        ids = self.request_ids.tolist()
+        stages = self.stages.tolist()
+        burst = 0
+        for i, t in enumerate(times):
+            due = start + t
+            if due > time.perf_counter_ns():
+                burst = 0
+                if not await driver.sleep_until(due):
+                    driver.stop_early()
+                    return
+            else:
+                burst += 1
+                if burst % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+                if driver.should_stop():
+                    driver.stop_early()
+                    return
+            driver.spawn(driver.send(Slot(ids[i], stages[i]), due))
+
+    def end_ns(self) -> int:
+        return int(self.times_ns.max()) if len(self.times_ns) else 0
+
+    def assigned(self) -> int | None:
+        return len(self.request_ids)
+
+    def due(self, elapsed_ns: int) -> int | None:
+        return int(np.searchsorted(self.times_ns, elapsed_ns, "right"))
+
+    def missing(self, received_ids: np.ndarray) -> tuple[int, float | None, float | None]:
+        lost = ~np.isin(self.request_ids, received_ids)
+        if not lost.any():
+            return 0, None, None
+        times = self.times_ns[lost]
+        return int(lost.sum()), float(times.min()) / 1e9, float(times.max()) / 1e9
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "request_ids": self.request_ids.astype(np.int64).tobytes(),
+            "times_ns": self.times_ns.astype(np.int64).tobytes(),
+            "stages": self.stages.astype(np.int32).tobytes(),
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> ArrivalWork:
+        return cls(
+            request_ids=np.frombuffer(data["request_ids"], dtype=np.int64).copy(),
+            times_ns=np.frombuffer(data["times_ns"], dtype=np.int64).copy(),
+            stages=np.frombuffer(data["stages"], dtype=np.int32).copy(),
+        )

@@ -1,0 +1,136 @@
+"""Synthetic requests: the scenario's class mix, each class a prompt of a chosen length.
+
+Every class's prompt is synthesised once per run (`prompts.synth_text`), sized to the
+target by the calibration; each request then gets its class's prompt with its own id in
+its first bytes, so no server can reuse a cached prefix across requests. Which class a
+slot gets is drawn from the run's seed (`mix.py`): by request id for an arrival, from the
+user's own stream for a virtual user's request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from zqbench.dialects.base import RequestSpec, ResponseSummary
+from zqbench.load import Slot
+from zqbench.scenario import RequestClass, Scenario
+from zqbench.sources.mix import ClassById, ClassPicker
+from zqbench.sources.prompts import synth_text
+
+if TYPE_CHECKING:
+    from zqbench.target.calibrate import Calibration
+
+
+@dataclass(frozen=True, slots=True)
+class ClassSpec:
+    """One entry of the request mix, with its prompt already synthesised."""
+
+    name: str
+    prompt: str
+    max_tokens: int
+    prompt_tokens_estimate: int
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticSource:
+    wire_name: ClassVar[str] = "synthetic"
+
+    classes: tuple[ClassSpec, ...]
+    stream: bool
+    seed: int
+    # Per load stage, the class names it draws from (None: all of them).
+    stage_mixes: tuple[tuple[str, ...] | None, ...] = ()
+
+    def open(self) -> SyntheticRequests:
+        return SyntheticRequests(self)
+
+    def prompt_bytes(self) -> dict[str, int]:
+        return {c.name: len(c.prompt) for c in self.classes}
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "classes": [asdict(c) for c in self.classes],
+            "stream": self.stream,
+            "seed": self.seed,
+            "stage_mixes": [None if m is None else list(m) for m in self.stage_mixes],
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> SyntheticSource:
+        return cls(
+            classes=tuple(ClassSpec(**c) for c in data["classes"]),
+            stream=data["stream"],
+            seed=data["seed"],
+            stage_mixes=tuple(None if m is None else tuple(m) for m in data["stage_mixes"]),
+        )
+
+    def mix(self) -> tuple[RequestClass, ...]:
+        return tuple(
+            RequestClass(c.name, c.weight, c.prompt_tokens_estimate, None) for c in self.classes
+        )
+
+
+def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> SyntheticSource:
+    """The scenario's classes with their prompt text, sized by the calibration (else a byte
+    a token)."""
+    specs = []
+    for i, cls in enumerate(scenario.request.mix):
+        tokens = max(2, int(cls.prompt_tokens))  # at least one byte of text after BOS
+        n_bytes = tokens - 1 if calibration is None else calibration.bytes_for(tokens)
+        specs.append(
+            ClassSpec(
+                name=cls.name,
+                prompt=synth_text(n_bytes, seed=seed * 1000 + i),
+                max_tokens=scenario.request.max_tokens_for(cls),
+                prompt_tokens_estimate=tokens,
+                weight=cls.weight,
+            )
+        )
+    return SyntheticSource(
+        classes=tuple(specs),
+        stream=scenario.request.stream,
+        seed=seed,
+        stage_mixes=tuple(s.mix for s in scenario.load.stages),
+    )
+
+
+def _unique_prompt(base: str, request_id: int) -> str:
+    """Same byte length as `base`, different first bytes, so no server caches a prefix."""
+    tag = f"{request_id:010d} "
+    if len(base) <= len(tag):
+        return base
+    return tag + base[len(tag) :]
+
+
+class SyntheticRequests:
+    """One worker's draws: by request id for arrivals, a stream per virtual user."""
+
+    def __init__(self, source: SyntheticSource) -> None:
+        self.source = source
+        mix = source.mix()
+        self._by_id = ClassById(mix, source.seed, source.stage_mixes)
+        self._mix = mix
+        self._users: dict[int, ClassPicker] = {}
+
+    def _class_index(self, slot: Slot) -> int:
+        if slot.user is None:
+            return self._by_id.index(slot.request_id, slot.stage)
+        picker = self._users.get(slot.user)
+        if picker is None:
+            picker = self._users[slot.user] = ClassPicker(self._mix, self.source.seed, slot.user)
+        return picker.next_index()
+
+    def request(self, slot: Slot) -> RequestSpec:
+        cls = self.source.classes[self._class_index(slot)]
+        return RequestSpec(
+            request_class=cls.name,
+            prompt=_unique_prompt(cls.prompt, slot.request_id),
+            max_tokens=cls.max_tokens,
+            stream=self.source.stream,
+            prompt_tokens_estimate=cls.prompt_tokens_estimate,
+        )
+
+    def answered(self, slot: Slot, request: RequestSpec, response: ResponseSummary) -> None:
+        """Synthetic requests do not depend on earlier answers."""
