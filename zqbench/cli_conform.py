@@ -151,7 +151,7 @@ def _apis(choice: ConformApi) -> tuple[str, ...]:
 
     if choice is ConformApi.auto:
         return ()
-    return DIALECTS if choice is ConformApi.all else (choice.value,)
+    return tuple(DIALECTS) if choice is ConformApi.all else (choice.value,)
 
 
 def _run(options: ConformOptions, scheduler: str, max_batch_size: int) -> ConformReport:
