@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from zqbench.dialects import DEFAULT_API, DIALECTS
 from zqbench.errors import OptionError, ScenarioError
 
 T = TypeVar("T")
@@ -45,7 +46,7 @@ EXECUTORS = ("constant-arrival-rate", "ramping-arrival-rate", "constant-vus", "r
 ARRIVAL_EXECUTORS = ("constant-arrival-rate", "ramping-arrival-rate")
 VU_EXECUTORS = ("constant-vus", "ramping-vus")
 ARRIVALS = ("uniform", "poisson", "gamma")
-APIS = ("anthropic", "openai")
+APIS = tuple(DIALECTS)  # the registered dialects, in the registry's order
 IMPAIRMENTS = ("packet-loss",)
 DEFAULT_CLASS = "default"
 
@@ -480,7 +481,7 @@ def parse_scenario(
     top = _Table(label, "", data, _TOP_KEYS)
     name = top.string("name", default_name) or default_name
     description = top.string("description", "") or ""
-    api = top.choice("api", APIS, "anthropic") or "anthropic"
+    api = top.choice("api", APIS, DEFAULT_API) or DEFAULT_API
     if not top.has("load"):
         raise ScenarioError(f"{label}: the [load] table is missing")
     load = _parse_load(_Table(label, "load", data["load"], _LOAD_KEYS))

@@ -1,6 +1,11 @@
 """Protocol dialects: build requests and parse responses for one API family.
 
-`DIALECTS` is the registry of the APIs zqbench speaks: name -> dialect class, in order.
+`DIALECTS` is the one list of the APIs zqbench speaks: the option enums and `--api`
+choices (`zqbench.option_values`, `zqbench.cli_conform`), the scenario's `api` key, API
+detection and the conformance catalogue all take it from here, in its order. A new API is
+its dialect module (a `DialectBase` subclass naming its facts and `shapes`), its tests, and
+one line below. The modules here import only the standard library and the transport's
+types, so the CLI imports this registry at startup.
 """
 
 from __future__ import annotations
