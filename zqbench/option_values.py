@@ -6,16 +6,18 @@
 
 Every error is an `OptionError` naming the options field (`api`, `headers`, ...); the CLI,
 which knows its flags, shows the same message with the flag's name. The choices are
-str-valued enums, so the options dataclasses and the CLI's `--help` share one list.
-Imported by the CLI at startup: standard library only.
+str-valued enums, so the options dataclasses and the CLI's `--help` share one list; the
+API names are the dialect registry's (`zqbench.dialects.DIALECTS`). Imported by the CLI at
+startup: the standard library and that registry only (itself standard library only).
 """
 
 from __future__ import annotations
 
 import os
 from enum import Enum
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from zqbench.dialects import DIALECTS
 from zqbench.errors import OptionError
 
 _C = TypeVar("_C", bound="Choice")
@@ -41,24 +43,32 @@ class Choice(str, Enum):
             raise OptionError(option, f"choose one of {choices}", value=repr(value)) from None
 
 
-class Api(Choice):
-    """The API family a target speaks (the dialect of every request)."""
-
-    anthropic = "anthropic"
-    openai = "openai"
-
-
-class ApiChoice(Choice):
+class _ApiChoice(Choice):
     """`--api`: one API, or auto (probe the target: zqbench.target.resolve; the embedded server
     keeps the scenario's)."""
-
-    anthropic = "anthropic"
-    openai = "openai"
-    auto = "auto"
 
     def api(self) -> Api | None:
         """The API asked for; None for auto."""
         return None if self is ApiChoice.auto else Api(self.value)
+
+
+# `Api` (the API family a target speaks, the dialect of every request) and `ApiChoice` have
+# one member per registered dialect, in the registry's order, so a new dialect is a choice
+# everywhere without an edit here. mypy reads only enums whose members are written out: it
+# is shown the same classes without the dialects' members, which no code may name (that
+# would branch on an API's name).
+if TYPE_CHECKING:
+
+    class Api(Choice): ...
+
+    class ApiChoice(_ApiChoice):
+        auto = "auto"
+
+else:
+    Api = Choice("Api", [(name, name) for name in DIALECTS], module=__name__)
+    ApiChoice = _ApiChoice(
+        "ApiChoice", [*((name, name) for name in DIALECTS), ("auto", "auto")], module=__name__
+    )
 
 
 class H1Client(Choice):

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from zqbench.dialects import DEFAULT_API, DIALECTS
 from zqbench.errors import OptionError, ScenarioError
 from zqbench.load import LOAD_KEYS, LoadSpec, parse_load
 from zqbench.strict_toml import Table, parse_duration, show
@@ -42,7 +43,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-APIS = ("anthropic", "openai")
+APIS = tuple(DIALECTS)  # the registered dialects, in the registry's order
 IMPAIRMENTS = ("packet-loss",)
 DEFAULT_CLASS = "default"
 
@@ -277,7 +278,7 @@ def parse_scenario(
     top = Table(label, "", data, _TOP_KEYS)
     name = top.string("name", default_name) or default_name
     description = top.string("description", "") or ""
-    api = top.choice("api", APIS, "anthropic") or "anthropic"
+    api = top.choice("api", APIS, DEFAULT_API) or DEFAULT_API
     if not top.has("load"):
         raise ScenarioError(f"{label}: the [load] table is missing")
     load = parse_load(Table(label, "load", data["load"], LOAD_KEYS))

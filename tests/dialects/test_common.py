@@ -26,7 +26,7 @@ KEY = "sk-SECRET-do-not-print-42"
 
 # ------------------------------------------------------------------ registry
 def test_get_dialect():
-    assert DIALECTS == ("anthropic", "openai")
+    assert tuple(DIALECTS) == ("anthropic", "openai")
     cfg = DialectConfig(model="m")
     assert isinstance(get_dialect("anthropic", cfg), AnthropicDialect)
     assert isinstance(get_dialect("openai", cfg), OpenAIDialect)

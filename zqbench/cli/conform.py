@@ -1,8 +1,9 @@
 """`zqbench conform`: flags to ConformOptions, the table to the terminal, files, exit code.
 
-Imported by zqbench.cli at startup, so it imports nothing heavy at module level. Option
-values are checked by the library (`zqbench.conform.options`); the CLI boundary
-(`zqbench.cli.boundary`) shows its errors under the flags' names.
+Imported by zqbench.cli at startup, so it imports nothing heavy at module level (the
+dialect registry is standard library only). Option values are checked by the library
+(`zqbench.conform.options`); the CLI boundary (`zqbench.cli.boundary`) shows its errors
+under the flags' names.
 """
 
 from __future__ import annotations
@@ -15,20 +16,30 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from zqbench.cli.options import ApiKeyEnvOpt, ServerSchedulerOpt, TargetOpt
+from zqbench.dialects import DIALECTS
 from zqbench.option_values import ServerScheduler
 
 if TYPE_CHECKING:
     from zqbench.conform import CheckOutcome, ConformOptions, ConformReport
 
 
-class ConformApi(str, Enum):
-    """The APIs to check; the first drives errors.*, http.* and zeroqueue.*. auto: every
-    API that answers a small request, anthropic first."""
+# The APIs to check; the first drives errors.*, http.* and zeroqueue.*. auto: every API
+# that answers a small request, in the registry's order; then one member per registered
+# dialect; all: every one. mypy reads only enums whose members are written out: it is shown
+# the class without the dialects' members, which no code may name.
+if TYPE_CHECKING:
 
-    auto = "auto"
-    anthropic = "anthropic"
-    openai = "openai"
-    all = "all"
+    class ConformApi(str, Enum):
+        auto = "auto"
+        all = "all"
+
+else:
+    ConformApi = Enum(
+        "ConformApi",
+        [("auto", "auto"), *((name, name) for name in DIALECTS), ("all", "all")],
+        module=__name__,
+        type=str,
+    )
 
 
 # Parameters are named after ConformOptions fields (`apis` is --api, `timeout_s` --timeout),
@@ -37,8 +48,8 @@ ApisOpt = Annotated[
     ConformApi,
     typer.Option(
         "--api",
-        help="anthropic, openai, all, or auto: those that answer (the first drives "
-        "errors/zeroqueue; anthropic first).",
+        help=f"{', '.join(DIALECTS)}, all, or auto: those that answer (the first drives "
+        f"errors/zeroqueue; {next(iter(DIALECTS))} first).",
     ),
 ]
 Only = Annotated[list[str] | None, typer.Option("--only", help="Run only this group (repeatable).")]
@@ -147,11 +158,9 @@ def conform(
 
 def _apis(choice: ConformApi) -> tuple[str, ...]:
     """The APIs to check; (): those the target answers (zqbench.target.resolve detects them)."""
-    from zqbench.dialects import DIALECTS
-
     if choice is ConformApi.auto:
         return ()
-    return DIALECTS if choice is ConformApi.all else (choice.value,)
+    return tuple(DIALECTS) if choice is ConformApi.all else (choice.value,)
 
 
 def _run(options: ConformOptions, scheduler: str, max_batch_size: int) -> ConformReport:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from zqbench.conform.checks import errors, headers, transport, zeroqueue
 from zqbench.conform.checks.api import api_checks
 from zqbench.conform.model import Check
+from zqbench.dialects import DIALECTS
 
 CATALOGUE: tuple[Check, ...] = (
-    *api_checks("anthropic"),
-    *api_checks("openai"),
+    *(check for api in DIALECTS for check in api_checks(api)),  # api.<name>.*, registry order
     *errors.CHECKS,
     *transport.CHECKS,
     *zeroqueue.CHECKS,

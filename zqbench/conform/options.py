@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from zqbench.dialects import DIALECTS
+from zqbench.dialects import DEFAULT_API, DIALECTS
 from zqbench.errors import OptionError
 
 
@@ -26,7 +26,7 @@ class ConformOptions:
     target: str
     # The first one drives errors.* and zeroqueue.*; (): every API that answers, anthropic
     # first (zqbench.target.resolve detects them).
-    apis: tuple[str, ...] = ("anthropic",)
+    apis: tuple[str, ...] = (DEFAULT_API,)
     model: str | None = None  # None: the one GET /v1/models lists (zqbench.target.resolve)
     strict_model: bool = False  # no model named and several listed: fail, not the first
     api_key: str | None = None  # never written to any output

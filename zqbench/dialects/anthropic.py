@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from zqbench.dialects import common
+from zqbench.dialects import anthropic_shapes, common
 from zqbench.dialects.base import DialectConfig, RequestSpec
 from zqbench.dialects.parser import DialectBase, ResponseParser
 from zqbench.dialects.sse import SSEEvent
@@ -128,6 +128,10 @@ class AnthropicDialect(DialectBase):
     stop_field = "stop_reason"
     stop_at_max_tokens = "max_tokens"
     count_tokens_path: str | None = "/v1/messages/count_tokens"
+    shapes = anthropic_shapes.SHAPES
+    usage_statement = (
+        "Usage output tokens account for the text deltas streamed (at least one each)."
+    )
     parser_class = AnthropicParser
 
     def __init__(

@@ -7,7 +7,8 @@ malformed stream becomes an error class on the sample (`bad_sse`, `bad_json`,
 
 A dialect also names the facts of its API that other code judges responses by (the route,
 the required request fields, the stop-reason field and the value it takes at max_tokens,
-the error object's shape), so no caller branches on the API's name.
+the error object's shape, the response shapes its SDKs rely on), so no caller branches on
+the API's name.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from zqbench.dialects.itl import summarize_gaps, summarize_itl
+from zqbench.dialects.shapes import ApiShapes
 from zqbench.dialects.sse import SSEEvent
 from zqbench.transport.base import HttpRequest, ResponseSink
 
@@ -111,7 +113,7 @@ class StreamParser(ResponseSink, Protocol):
 
 
 class Dialect(Protocol):
-    name: str  # "anthropic" | "openai"
+    name: str  # its key in the registry, zqbench.dialects.DIALECTS: the `--api` value
     path: str  # the generation route, e.g. "/v1/messages"
     headers: tuple[tuple[str, str], ...]  # sent with every request (the key as a Secret)
     required_fields: tuple[str, ...]  # of a generation request's JSON body
@@ -122,6 +124,8 @@ class Dialect(Protocol):
     # OpenAI) stream. The Messages API promises text deltas of any size: Anthropic's own
     # API sends several tokens per delta, vLLM's adapter merges a character's split bytes.
     token_per_event: bool
+    shapes: ApiShapes  # what a well-formed response looks like (the conformance suite's rules)
+    usage_statement: str  # conform's api.<name>.3: how usage relates to the text events
 
     def build(self, spec: RequestSpec) -> HttpRequest: ...
 

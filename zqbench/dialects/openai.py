@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from zqbench.dialects import common
+from zqbench.dialects import common, openai_shapes
 from zqbench.dialects.base import DialectConfig, RequestSpec
 from zqbench.dialects.parser import DialectBase, ResponseParser
 from zqbench.dialects.sse import SSEEvent
@@ -140,6 +140,10 @@ class OpenAIDialect(DialectBase):
     stop_field = "finish_reason"
     stop_at_max_tokens = "length"
     token_per_event = True
+    shapes = openai_shapes.SHAPES
+    usage_statement = (
+        "Usage output tokens equal the number of content chunks streamed (one per token)."
+    )
     parser_class = OpenAIParser
 
     def __init__(

@@ -67,6 +67,7 @@ from zqbench.dialects.common import (
     read_headers,
     stream_error_class,
 )
+from zqbench.dialects.shapes import ApiShapes
 from zqbench.dialects.skim import NO_SKIMMED, SKIM_AFTER, JsonSkim, SkimmedStrings, SkimTooLarge
 from zqbench.dialects.sse import SkimmedData, SSEDecoder, SSEEvent
 from zqbench.transport.base import HttpRequest
@@ -380,6 +381,8 @@ class DialectBase(abc.ABC):
     stop_at_max_tokens: str
     count_tokens_path: str | None = None
     token_per_event: bool = False
+    shapes: ApiShapes
+    usage_statement: str
     parser_class: type[ResponseParser]
 
     def __init__(self, config: DialectConfig, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):

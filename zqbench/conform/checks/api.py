@@ -1,13 +1,15 @@
-"""api.anthropic.* and api.openai.*: does the endpoint speak the API the SDKs expect?
+"""api.<name>.* for each registered dialect (api.anthropic.*, api.openai.*): does the
+endpoint speak the API the SDKs expect?
 
-Both groups have the same five checks, built by `api_checks(api)`:
+Every group has the same five checks, built by `api_checks(api)`:
     .1 the non-streamed response's JSON shape      .2 the stream's event order and shapes
     .3 usage output tokens match the text events   .4 stop_reason/finish_reason at max_tokens
     .5 GET /v1/models
 
 What a response says (its text events, usage, stop reason) is what the dialect's parser,
 the one `zqbench run` measures with, reads from it. .3 and .4 judge a stream only when it
-has the API's shape: a stream out of order is .2's failure, not theirs.
+has the API's shape: a stream out of order is .2's failure, not theirs. The shapes, the
+stop-reason facts and .3's statement are the dialect's own (`zqbench.dialects`).
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from zqbench.conform.checks.shapes import SHAPES
 from zqbench.conform.context import Context
 from zqbench.conform.exchange import Exchange
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
-from zqbench.dialects import get_dialect
-from zqbench.dialects.base import Dialect, DialectConfig
+from zqbench.dialects import DIALECTS
+from zqbench.dialects.base import Dialect
 
 
 def _streamed(ctx: Context, api: str) -> Exchange:
@@ -31,7 +32,8 @@ def _stream_problems(ctx: Context, api: str) -> list[str]:
     """What is wrong with the shape of the streamed response (a 200 event stream)."""
     ex = _streamed(ctx, api)
     return ctx.once(
-        f"api.{api}.stream_problems", lambda: SHAPES[api].stream([e for e, _ in ex.events])
+        f"api.{api}.stream_problems",
+        lambda: ctx.dialect(api).shapes.stream([e for e, _ in ex.events]),
     )
 
 
@@ -59,7 +61,7 @@ def response_shape(ctx: Context, api: str) -> CheckResult:
     ex = ctx.send(ctx.generate(api, stream=False))
     if r := _bad_status(ex):
         return r
-    shapes = SHAPES[api]
+    shapes = ctx.dialect(api).shapes
     return _shape(shapes.body(ex.json()), ex, f"a {shapes.noun} body with every required field")
 
 
@@ -116,7 +118,7 @@ def models(ctx: Context, api: str) -> CheckResult:
     ex = ctx.send(ctx.get("/v1/models", api))
     if r := _bad_status(ex):
         return r
-    return _shape(SHAPES[api].models(ex.json()), ex, "a model list of the API's shape")
+    return _shape(ctx.dialect(api).shapes.models(ex.json()), ex, "a model list of the API's shape")
 
 
 def _for(
@@ -132,19 +134,14 @@ def _for(
     return run
 
 
-_TOKENS_STATEMENT = {
-    "openai": "Usage output tokens equal the number of content chunks streamed (one per token).",
-    "anthropic": "Usage output tokens account for the text deltas streamed (at least one each).",
-}
-
-
 def api_checks(api: str) -> list[Check]:
-    noun = SHAPES[api].noun
-    stop_field = get_dialect(api, DialectConfig(model="")).stop_field
+    """The api.<api>.* group of the registered dialect `api`, in the words of its facts."""
+    dialect = DIALECTS[api]
+    noun, stop_field = dialect.shapes.noun, dialect.stop_field
     statements = [
         (f"A non-streamed request returns a {noun} JSON body of the API's shape.", response_shape),
         ("A streamed response has the API's event order and event shapes.", stream_order),
-        (_TOKENS_STATEMENT[api], usage_tokens),
+        (dialect.usage_statement, usage_tokens),
         (f"{stop_field} says the output stopped at max_tokens exactly when it did.", stop_at_max),
         ("GET /v1/models returns a model list of the API's shape.", models),
     ]

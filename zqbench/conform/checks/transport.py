@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from zqbench.conform.checks.shapes import SHAPES
 from zqbench.conform.context import Context
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
 from zqbench.target.control import ControlClient
@@ -49,7 +48,7 @@ def http2(ctx: Context) -> CheckResult:
                 f"the endpoint does not speak HTTP/2 over {how} ({got}); --expect-http2 requires it"
             )
         stream = ctx.send(ctx.generate(ctx.api, stream=True, max_tokens=4), client)
-    shape = SHAPES[ctx.api].stream
+    shape = ctx.dialect().shapes.stream
     problems = shape([e for e, _ in stream.events]) if stream.status == 200 else []
     if stream.status != 200 or problems:
         why = problems[0] if problems else f"status {stream.status or stream.error}"
