@@ -216,7 +216,7 @@ def phase_profile(out_dir: Path, device: str, preset: str, dry: bool) -> dict[st
 
     tool = "nsys" if shutil.which("nsys") and not dry else "torch"
     run_dir = out_dir / f"zqbench-profile-{tool}"
-    run = _zqbench(["profile", tool, "--scenario", "burst", "--capture-stage", "pulse",
+    run = _zqbench(["profile", tool, "burst", "--capture-stage", "pulse",
                     "--out", str(run_dir), *_burst_args(device, preset, dry)], 600)  # fmt: skip
     prof = json.loads((run_dir / "summary.json").read_text()).get("profile") or {}
     run.update(

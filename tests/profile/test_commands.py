@@ -120,6 +120,7 @@ def test_cli_dry_run_prints_the_nsys_command(fake_tools: Path, tmp_path: Path) -
     """Acceptance: with nsys on PATH, --dry-run prints the capture-range command, runs nothing."""
     done = _cli(
         "nsys",
+        "burst",
         "--dry-run",
         "--capture-stage",
         "pulse",
@@ -165,6 +166,22 @@ def test_cli_dry_run_with_a_server_command(fake_tools: Path, tmp_path: Path) -> 
     first = done.stdout.splitlines()[0]
     assert "--launch-count=3" in first and "--set=full" in first
     assert first.endswith(" vllm serve m --port 9")
+
+
+def test_the_scenario_is_a_positional_and_a_server_command_never_is(
+    fake_tools: Path, tmp_path: Path
+) -> None:
+    """`profile TOOL SCENARIO`, as `run SCENARIO`; what follows `--` is the server's."""
+    smoke = _cli("torch", "smoke", "--dry-run", "--capture-stage", "pulse", path="", cwd=tmp_path)
+    assert smoke.returncode == 2
+    assert "its stages: stage 0" in smoke.stderr  # smoke's stages, not burst's
+    after = _cli(
+        "nsys", "--dry-run", "--capture-stage", "pulse", "--target", "http://127.0.0.1:9",
+        "--", "smoke", "--port", "9", path=os.environ["PATH"], cwd=tmp_path,
+    )  # fmt: skip
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.splitlines()[0].endswith(" smoke --port 9")
+    assert "stage pulse" in after.stdout  # the default scenario, burst
 
 
 def test_cli_server_command_needs_a_target(tmp_path: Path) -> None:

@@ -1,14 +1,17 @@
-"""`zqbench profile nsys|ncu|torch [options] [-- SERVER_COMMAND...]`: zqbench.profile's CLI.
+"""`zqbench profile nsys|ncu|torch [SCENARIO] [options] [-- SERVER_COMMAND...]`.
 
-The scenario is `--scenario` here (not a positional as in `run`): everything after `--`
-is the server command, verbatim.
+The scenario is a positional, as in `run` and `sweep`. Everything after `--` is the
+server command, verbatim: `ServerCommand` takes it off before click parses the rest, so
+`zqbench profile nsys -- vllm serve M` can never read `vllm` as the scenario.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
+import click
 import typer
+from typer.core import TyperCommand
 
 from zqbench.cli.options import (
     ApiKeyEnvOpt,
@@ -17,6 +20,7 @@ from zqbench.cli.options import (
     InconclusiveOkOpt,
     ModelOpt,
     OutOpt,
+    ScenarioArg,
     SeedOpt,
     ServerEngineOpt,
     ServerSchedulerOpt,
@@ -27,13 +31,24 @@ from zqbench.cli.options import (
 from zqbench.option_values import ServerEngine, ServerScheduler
 
 
+class ServerCommand(TyperCommand):
+    """Everything after the first `--` is the server command, kept in `ctx.meta`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            args, ctx.meta[SERVER_COMMAND] = args[:cut], tuple(args[cut + 1 :])
+        result: list[str] = super().parse_args(ctx, args)
+        return result
+
+
+SERVER_COMMAND = "zqbench.profile.server_command"
+
+
 def profile(
+    ctx: typer.Context,
     tool: Annotated[str, typer.Argument(help="The profiler: nsys, ncu or torch.")],
-    server_command: Annotated[
-        list[str] | None,
-        typer.Argument(help="After `--`: the server command, run under the profiler."),
-    ] = None,
-    scenario: Annotated[str, typer.Option(help="Bundled scenario name or a TOML path.")] = "burst",
+    scenario: ScenarioArg = "burst",
     capture_stage: Annotated[
         str | None, typer.Option(help="Capture during this scenario stage (e.g. pulse).")
     ] = None,
@@ -81,7 +96,7 @@ def profile(
     job = ProfileJob(
         tool=tool,
         window=WindowSpec.parse(capture_stage, capture_window),
-        server_command=tuple(server_command or ()),
+        server_command=ctx.meta.get(SERVER_COMMAND, ()),
         dry_run=dry_run,
         ncu=NcuLimits(launch_skip, launch_count, ncu_set),
         slowest=slowest,
@@ -104,4 +119,7 @@ def profile(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(profile)
+    app.command(
+        cls=ServerCommand,
+        epilog="After `--`: the server command, run under the profiler (needs --target).",
+    )(profile)

@@ -1,0 +1,128 @@
+"""`zqbench run SCENARIO`: flags to RunOptions, the live view, the run's exit code."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from zqbench.cli.options import (
+    ApiKeyEnvOpt,
+    ApiOpt,
+    CalibrationOpt,
+    H1ClientOpt,
+    HeadersOpt,
+    Http2Opt,
+    InconclusiveOkOpt,
+    MaxContextOpt,
+    MaxScheduleLagOpt,
+    MinAchievedRatioOpt,
+    MinRatioSamplesOpt,
+    MinSamplesOpt,
+    ModelOpt,
+    OutOpt,
+    ScenarioArg,
+    SeedOpt,
+    ServerEngineOpt,
+    ServerMetricsOpt,
+    ServerSchedulerOpt,
+    SlosOpt,
+    StrictModelOpt,
+    TargetOpt,
+    fields_of,
+)
+from zqbench.option_values import (
+    CalibrationMode,
+    H1Client,
+    ServerEngine,
+    ServerScheduler,
+)
+
+
+def run(
+    ctx: typer.Context,
+    scenario: ScenarioArg = "burst",
+    target: TargetOpt = None,
+    api: ApiOpt = None,
+    model: ModelOpt = None,
+    strict_model: StrictModelOpt = False,
+    headers: HeadersOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    http2: Http2Opt = False,
+    h1_client: H1ClientOpt = H1Client.raw,
+    workers: Annotated[int, typer.Option(help="Processes that split the schedule.")] = 1,
+    seed: SeedOpt = 0,
+    rate_scale: Annotated[float, typer.Option(help="Multiply every rate or VU count.")] = 1.0,
+    duration_scale: Annotated[float, typer.Option(help="Multiply every duration.")] = 1.0,
+    slos: SlosOpt = None,
+    out: OutOpt = None,
+    timeout_s: Annotated[
+        float | None,
+        typer.Option("--timeout", help="Per-request timeout in seconds (overrides scenario)."),
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Override max_tokens.")] = None,
+    max_connections: Annotated[int, typer.Option(help="Connection pool limit.")] = 1024,
+    warm_connections: Annotated[
+        int | None, typer.Option(help="Connections opened before the schedule starts.")
+    ] = None,
+    insecure: Annotated[bool, typer.Option(help="Do not verify TLS certificates.")] = False,
+    server_scheduler: ServerSchedulerOpt = ServerScheduler.zero_queue,
+    server_engine: ServerEngineOpt = ServerEngine.auto,
+    server_args: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--server-arg",
+            help="Flag for the embedded server, e.g. --server-arg=--max-context=32768.",
+        ),
+    ] = None,
+    inconclusive_ok: InconclusiveOkOpt = False,
+    max_context: MaxContextOpt = None,
+    calibration: CalibrationOpt = CalibrationMode.auto,
+    telemetry: Annotated[
+        list[str] | None,
+        typer.Option(help="GPU telemetry: nvml, auto, or prometheus:URL; repeatable."),
+    ] = None,
+    server_metrics: ServerMetricsOpt = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")] = False,
+    min_samples: MinSamplesOpt = None,
+    max_schedule_lag_s: MaxScheduleLagOpt = None,
+    min_achieved_ratio: MinAchievedRatioOpt = None,
+    min_ratio_samples: MinRatioSamplesOpt = None,
+    distributed: Annotated[
+        bool, typer.Option(help="Split the load over `zqbench worker`s (Locust's runners).")
+    ] = False,
+    expect_workers: Annotated[
+        int, typer.Option(help="--distributed: workers to wait for; each runs a share.")
+    ] = 1,
+    master_bind: Annotated[
+        str, typer.Option(help="--distributed: HOST:PORT the workers connect to.")
+    ] = "*:5557",
+    worker_wait_s: Annotated[
+        float, typer.Option("--worker-wait", help="--distributed: seconds to wait for them.")
+    ] = 60.0,
+    max_lost_share: Annotated[
+        float,
+        typer.Option(help="--distributed: share of the run lost with dead workers, still valid."),
+    ] = 0.0,
+    spin_us: Annotated[
+        int,
+        # Hidden: benchmarks measure CPU per request without the spin (0: sleep only).
+        typer.Option(hidden=True, help="Spin this long before each open-loop send."),
+    ] = 1500,
+) -> None:
+    """Drive a scenario against a target, measure, gate on SLOs and write the outputs."""
+    from zqbench.cli.live_view import LiveView
+    from zqbench.pipeline.run import RunOptions, run_scenario
+
+    options = RunOptions(
+        **fields_of(RunOptions, ctx.params), inconclusive_fails=not inconclusive_ok
+    )
+    view = LiveView(enabled=not quiet)
+    with view:
+        result = run_scenario(options, on_progress=view.update, on_target=view.note)
+    view.final(result.summary, result.out_dir)
+    raise typer.Exit(result.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(run)
