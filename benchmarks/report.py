@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.reporting.synth
 
 from tests.reporting.synth import write_synthetic_run
-from zqbench.outputs.registry import rerender_run
+from zqbench.saved.report import rerender_run
 
 
 def main() -> int:

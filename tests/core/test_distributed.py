@@ -26,7 +26,7 @@ import pytest
 
 from tests.core.conftest import REPO, write_scenario, zqbench
 from zqbench.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_SLO_FAILED, EXIT_TARGET
-from zqbench.outputs.gate import gate_run
+from zqbench.saved.gate import gate_run
 from zqbench.target.embedded import EmbeddedServer
 
 pytestmark = pytest.mark.slow

@@ -10,11 +10,11 @@ import httpx
 import pandas as pd
 import pytest
 
-from zqbench.outputs.gate import gate_run
 from zqbench.pipeline.run import RunOptions
 from zqbench.profile.command import ProfileJob, profile
 from zqbench.profile.torch_trace import load_events, request_ranges
 from zqbench.profile.window import WindowSpec
+from zqbench.saved.gate import gate_run
 from zqbench.target.embedded import free_port
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tests.reporting.conftest import uniform_run
 from tests.reporting.synth import write_synthetic_run
 from zqbench.cli import app
-from zqbench.outputs.compare import compare_runs
+from zqbench.saved.compare import compare_runs
 
 runner = CliRunner()
 

@@ -12,8 +12,8 @@ from tests.reporting.conftest import uniform_run
 from tests.reporting.synth import write_synthetic_run
 from zqbench.cli import app
 from zqbench.errors import UsageError
-from zqbench.outputs.gate import gate_run
-from zqbench.outputs.saved import load_run
+from zqbench.saved.gate import gate_run
+from zqbench.saved.run import load_run
 
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ from tests.reporting.synth import write_synthetic_run
 from zqbench.outputs import plots
 from zqbench.outputs.html import render_report_html
 from zqbench.outputs.render import frame_of
-from zqbench.outputs.saved import load_run
+from zqbench.saved.run import load_run
 
 runner = CliRunner()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

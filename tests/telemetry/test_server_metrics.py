@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from tests.polling import wait_for
 from zqbench.cli import app
-from zqbench.outputs.registry import rerender_run
 from zqbench.pipeline.hooks import ServerMetrics
 from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
+from zqbench.saved.report import rerender_run
 from zqbench.summary import QueueSeries, QueueTime, ServerQueue, Summary, Unavailable
 from zqbench.target.embedded import free_port
 from zqbench.telemetry import table

@@ -7,9 +7,8 @@ server command, verbatim: `ServerCommand` takes it off before click parses the r
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperCommand
 
@@ -34,7 +33,8 @@ from zqbench.option_values import ServerEngine, ServerScheduler
 class ServerCommand(TyperCommand):
     """Everything after the first `--` is the server command, kept in `ctx.meta`."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    # ctx: typer's own (vendored) click Context; typer exports no public name for it.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if "--" in args:
             cut = args.index("--")
             args, ctx.meta[SERVER_COMMAND] = args[:cut], tuple(args[cut + 1 :])

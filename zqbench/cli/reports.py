@@ -29,7 +29,7 @@ def report(run_dir: RunDirArg, inconclusive_ok: InconclusiveOkOpt = False) -> No
 
     A run killed before its summary.json is recovered from its samples and marked
     interrupted."""
-    from zqbench.outputs.registry import report_run
+    from zqbench.saved.report import report_run
 
     paths = report_run(run_dir, inconclusive_fails=not inconclusive_ok)
     for path in paths:
@@ -51,7 +51,7 @@ def gate(
 ) -> None:
     """Re-evaluate SLOs on a saved run and exit 0 pass, 1 fail/inconclusive, 4 invalid."""
     from zqbench.errors import exit_code_for_verdict
-    from zqbench.outputs.gate import gate_run, write_gated
+    from zqbench.saved.gate import gate_run, write_gated
 
     summary = gate_run(run_dir, slos or ())
     if write:
@@ -89,9 +89,9 @@ def compare(
     """Compare runs with the first: differences with 95% CIs and a regression verdict.
 
     Exit 0 no regression, 1 regression (or inconclusive), 2 bad usage, 4 an invalid run."""
-    from zqbench.outputs.compare import compare_runs, exit_code
     from zqbench.outputs.compare_render import render_compare_md
     from zqbench.outputs.registry import write_comparison
+    from zqbench.saved.compare import compare_runs, exit_code
 
     comparison = compare_runs(
         runs,

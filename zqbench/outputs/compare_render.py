@@ -15,12 +15,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import escape as esc
 
 from zqbench.metrics.sig_digits import significant
-from zqbench.outputs.compare import Comparison, Diff
 from zqbench.outputs.html import CSS, figure
 from zqbench.outputs.json_out import redacted
 from zqbench.outputs.paths import PLOTS_DIR
@@ -28,6 +27,9 @@ from zqbench.outputs.plots import Plot, compare_percentiles
 from zqbench.outputs.templating import code, markdown_text, table_cell
 from zqbench.redact import redact
 from zqbench.summary import json_number
+
+if TYPE_CHECKING:
+    from zqbench.saved.compare import Comparison, Diff
 
 COMPARE_PLOT_METRICS = ("latency", "latency_corrected", "ttft")
 

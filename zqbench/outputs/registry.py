@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar, Union
 
 from zqbench.outputs import compare_render, conform, sweep
-from zqbench.outputs.compare import Comparison
 from zqbench.outputs.json_out import dumps_summary, write_atomic
 from zqbench.outputs.junit import render_junit
 from zqbench.outputs.markdown import render_summary_md
@@ -35,22 +34,19 @@ from zqbench.outputs.paths import (
     CONFORM_JSON,
     JUNIT_XML,
     REPORT_HTML,
-    RUN_START_JSON,
     SUMMARY_JSON,
     SUMMARY_MD,
     SWEEP_JSON,
     SWEEP_MD,
 )
-from zqbench.outputs.recover import recover_run, unfinished
 from zqbench.outputs.render import render_html
-from zqbench.outputs.saved import load_run
-from zqbench.samples import writer as recorder
 from zqbench.summary import Summary, SweepReport
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from zqbench.conform.model import ConformReport
+    from zqbench.saved.compare import Comparison
 
 D = TypeVar("D")
 
@@ -151,30 +147,6 @@ def write_run(folder: Path, run: RunOutput, *, html: bool = True) -> list[Path]:
     """Every file of a run (`zqbench run`); report.html and its figures unless `html` is off."""
     writers = [w for w in RUN_WRITERS if html or w.file != REPORT_HTML]
     return write_all(writers, run, folder)
-
-
-def rerender_run(folder: Path, *, inconclusive_fails: bool = True) -> list[Path]:
-    """Every file of a saved run but its summary.json, from its summary.json and samples
-    (`zqbench report`; `gate --write` after replacing summary.json). UsageError when the
-    folder is not a run."""
-    saved = load_run(Path(folder))
-    run = RunOutput(saved.summary, saved.samples, inconclusive_fails)
-    return write_all([w for w in RUN_WRITERS if w.file != SUMMARY_JSON], run, saved.path)
-
-
-def report_run(folder: Path, *, inconclusive_fails: bool = True) -> list[Path]:
-    """`zqbench report`: a saved run's files rendered again, or, for a run killed before its
-    summary.json, the run recovered from its samples (zqbench.outputs.recover) and every
-    file written, summary.json and samples.parquet included."""
-    folder = Path(folder)
-    if not unfinished(folder):
-        return rerender_run(folder, inconclusive_fails=inconclusive_fails)
-    summary, samples = recover_run(folder)
-    written = write_all(
-        RUN_WRITERS, RunOutput(summary, lambda: samples, inconclusive_fails), folder
-    )
-    (folder / RUN_START_JSON).unlink(missing_ok=True)  # superseded by summary.json
-    return [folder / recorder.PARQUET_NAME, *written]
 
 
 def write_sweep(folder: Path, report: SweepReport) -> list[Path]:

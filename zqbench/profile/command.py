@@ -29,7 +29,6 @@ from zqbench.outputs.paths import (
     make_out_dir,
     removed_if_empty_on_error,
 )
-from zqbench.outputs.registry import rerender_run
 from zqbench.pipeline.plan import make_plan
 from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
 from zqbench.pipeline.target import embedded_server
@@ -37,6 +36,7 @@ from zqbench.profile import report, tools
 from zqbench.profile.report import PROFILE_DIR
 from zqbench.profile.server import UserServer
 from zqbench.profile.window import CaptureHook, WindowSpec
+from zqbench.saved.report import rerender_run
 
 TORCH_DIR_VARS = ("REFSERVER_TORCH_PROFILER_DIR", "VLLM_TORCH_PROFILER_DIR")
 

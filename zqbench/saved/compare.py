@@ -36,7 +36,7 @@ from zqbench.metrics import quantiles
 from zqbench.metrics.frame import DURATION_METRICS, MetricFrame
 from zqbench.metrics.summarize import PERCENTILES
 from zqbench.outputs.render import frame_of
-from zqbench.outputs.saved import SavedRun, load_run
+from zqbench.saved.run import SavedRun, load_run
 
 CONFIDENCE_EACH = 0.975  # per run, so the difference's interval has >= 95% coverage
 DEFAULT_GATED = ("latency:p50", "latency:p99", "ttft:p50", "ttft:p99", "errors:rate")

@@ -21,8 +21,8 @@ from zqbench.metrics.slo import parse_slos
 from zqbench.metrics.summarize import summarize
 from zqbench.outputs.json_out import write_summary
 from zqbench.outputs.paths import SUMMARY_JSON
-from zqbench.outputs.registry import rerender_run
-from zqbench.outputs.saved import load_run, run_info
+from zqbench.saved.report import rerender_run
+from zqbench.saved.run import load_run, run_info
 from zqbench.summary import Summary
 
 
