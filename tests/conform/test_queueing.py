@@ -8,19 +8,19 @@ from typing import Any, cast
 
 from zqbench.conform.capacity import Capacity
 from zqbench.conform.context import SlopeStep
-from zqbench.conform.exchange import Exchange
+from zqbench.conform.evidence import Evidence
 from zqbench.conform.queueing import judge
 
 MS = 1_000_000  # ns
 CAP = Capacity(4, "advertised by /health `slots`")
 
 
-def _ex(ttft_ms: float | None, *, status: int = 200, hold_ms: float = 100.0) -> Exchange:
+def _ex(ttft_ms: float | None, *, status: int = 200, hold_ms: float = 100.0) -> Evidence:
     """An exchange sent at 0 whose first token came at `ttft_ms` (None: refused)."""
     first = None if ttft_ms is None else int(ttft_ms * MS)
     summary = SimpleNamespace(t_first_token=first, error=None)
     end = int(((ttft_ms or 1.0) + (hold_ms if status == 200 else 0)) * MS)
-    return Exchange(
+    return Evidence(
         "POST",
         "/v1/messages",
         status=status,
@@ -30,7 +30,7 @@ def _ex(ttft_ms: float | None, *, status: int = 200, hold_ms: float = 100.0) -> 
     )
 
 
-def _round(fast: int, slow: int = 0, refused: int = 0) -> list[Exchange]:
+def _round(fast: int, slow: int = 0, refused: int = 0) -> list[Evidence]:
     return [_ex(5.0)] * fast + [_ex(150.0)] * slow + [_ex(None, status=529)] * refused
 
 

@@ -23,7 +23,7 @@ from tests.dialects.frames import (
 )
 from zqbench.conform.checks.api import usage_tokens
 from zqbench.conform.context import Context
-from zqbench.conform.exchange import Exchange, Recorder, Request
+from zqbench.conform.evidence import Evidence, Recorder, Request
 from zqbench.conform.options import ConformOptions
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec
@@ -32,7 +32,7 @@ from zqbench.transport.base import Exchange as Sent
 SSE = {"content-type": "text/event-stream"}
 
 
-def streamed(api: str, frames: list[bytes]) -> Exchange:
+def streamed(api: str, frames: list[bytes]) -> Evidence:
     """A streamed request of `api` answered with `frames`, one frame a millisecond."""
     dialect = get_dialect(api, DialectConfig(model="m"))
     spec = RequestSpec("conform", "p", 64)

@@ -10,7 +10,7 @@ from zqbench.transport.aiohttp_h1 import AiohttpTransport
 from zqbench.transport.base import ConnectError, HttpRequest, PoolLimits
 from zqbench.transport.factory import make_transport
 from zqbench.transport.h2_client import H2Transport
-from zqbench.transport.probe import probe
+from zqbench.transport.httpx_timed import probe
 from zqbench.transport.raw_h1 import RawH1Transport
 
 DELAY = HttpRequest("GET", "/delay?ms=30&size=100", ())

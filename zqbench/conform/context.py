@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 from zqbench.conform import capacity, loadclient
 from zqbench.conform.capacity import Capacity
-from zqbench.conform.exchange import Exchange, Recorder, Request
+from zqbench.conform.evidence import Evidence, Recorder, Request
 from zqbench.conform.options import ConformOptions
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec
@@ -36,11 +36,11 @@ MAX_SEEN = 5000  # exchanges kept for headers.* (bounded memory whatever the run
 @dataclass
 class SlopeStep:
     concurrency: int
-    rounds: list[list[Exchange]]  # each burst of `concurrency` requests, in order
+    rounds: list[list[Evidence]]  # each burst of `concurrency` requests, in order
     duration_s: float
 
     @property
-    def exchanges(self) -> list[Exchange]:
+    def exchanges(self) -> list[Evidence]:
         return [ex for burst in self.rounds for ex in burst]
 
 
@@ -54,8 +54,8 @@ class SlopeRun:
 
 @dataclass
 class Overload:
-    burst: list[Exchange]
-    recovery: list[Exchange]  # sequential requests after the burst, until recovered
+    burst: list[Evidence]
+    recovery: list[Evidence]  # sequential requests after the burst, until recovered
     recovery_s: float | None  # burst end -> first of `recovery_requests` admissions in a row
     baseline_ttft_ms: float | None  # median TTFT of the low-load requests
 
@@ -66,7 +66,7 @@ class Context:
     model: str = ""
     origin: Origin = field(init=False)
     base: str = field(init=False)
-    seen: list[Exchange] = field(default_factory=list)
+    seen: list[Evidence] = field(default_factory=list)
     _client: ControlClient | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 
@@ -111,14 +111,14 @@ class Context:
             self._client = ControlClient(timeout_s=self.options.timeout_s)
         return self._client
 
-    def send(self, req: Request, client: ControlClient | None = None) -> Exchange:
+    def send(self, req: Request, client: ControlClient | None = None) -> Evidence:
         """One request on `client` (default: the run's), recorded for headers.*."""
         rec = Recorder(req)
         ex = rec.finish((client or self.client()).send(self.base, req.http, rec))
         self.record([ex])
         return ex
 
-    def record(self, exchanges: list[Exchange]) -> None:
+    def record(self, exchanges: list[Evidence]) -> None:
         room = MAX_SEEN - len(self.seen)
         self.seen.extend(exchanges[: max(0, room)])
 
@@ -127,7 +127,7 @@ class Context:
             self._client.close()
             self._client = None
 
-    def bursts(self, steps: list[list[list[Request]]]) -> list[list[list[Exchange]]]:
+    def bursts(self, steps: list[list[list[Request]]]) -> list[list[list[Evidence]]]:
         """Each step's rounds of concurrent requests (loadclient.bursts), each step bounded
         by `check_time_s`."""
         out = loadclient.bursts(
@@ -148,11 +148,11 @@ class Context:
             self._cache[key] = make()
         return cast(T, self._cache[key])
 
-    def low_load(self) -> list[Exchange]:
+    def low_load(self) -> list[Evidence]:
         """Sequential streamed requests on one connection: the endpoint at rest."""
         return self.once("low_load", self._low_load)
 
-    def _low_load(self) -> list[Exchange]:
+    def _low_load(self) -> list[Evidence]:
         req = self.generate(self.api, stream=True, max_tokens=4)
         deadline = time.monotonic() + self.options.check_time_s
         out = []
@@ -221,7 +221,7 @@ class Context:
         ((burst,),) = self.bursts([[[req] * o.overload_concurrency]])
         t_end = time.monotonic()
         small = self.generate(self.api, stream=True, max_tokens=4)
-        recovery: list[Exchange] = []
+        recovery: list[Evidence] = []
         in_a_row, recovered_at = 0, None
         while time.monotonic() - t_end < o.recovery_s + 1.0 and len(recovery) < 200:
             ex = self.send(small)

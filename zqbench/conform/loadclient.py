@@ -4,7 +4,7 @@ The hidden-queue detector compares TTFT across offered loads, so the client's ow
 request must stay small next to a decode step: with httpx a burst of 16 made the *client*
 look like a queue. The raw HTTP/1.1 transport `zqbench run` measures with
 (`zqbench.transport.factory`, docs/performance.md) is the cheapest client zqbench has, and it
-stamps every piece when it is read. Each request still becomes one `Exchange`, recorded by
+stamps every piece when it is read. Each request still becomes one `Evidence`, recorded by
 its `Recorder` (the transport's sink).
 """
 
@@ -15,18 +15,18 @@ import time
 from collections.abc import Sequence
 from time import perf_counter_ns
 
-from zqbench.conform.exchange import Exchange, Recorder, Request
+from zqbench.conform.evidence import Evidence, Recorder, Request
 from zqbench.transport.base import Exchange as Sent
 from zqbench.transport.base import PoolLimits, Transport, TransportError
 from zqbench.transport.factory import make_transport
 
 
-async def _send(transport: Transport, req: Request, timeout_s: float) -> Exchange:
+async def _send(transport: Transport, req: Request, timeout_s: float) -> Evidence:
     rec = Recorder(req)
     return rec.finish(await transport.send(req.http, rec, timeout_s))
 
 
-def _unsent(reqs: Sequence[Request], error: TransportError) -> list[Exchange]:
+def _unsent(reqs: Sequence[Request], error: TransportError) -> list[Evidence]:
     """The round that could not start (no connection): each request failed with `error`."""
     t = perf_counter_ns()
     return [Recorder(r).finish(Sent(t_send=t, t_end=t, error=error)) for r in reqs]
@@ -38,7 +38,7 @@ def bursts(
     *,
     timeout_s: float,
     step_time_s: float,
-) -> list[list[list[Exchange]]]:
+) -> list[list[list[Evidence]]]:
     """Each step's rounds one after another, each round's requests sent at once; the next
     round starts when this one has ended.
 
@@ -48,7 +48,7 @@ def bursts(
     after its first round are not sent, so a step may hold fewer rounds than asked (never
     none)."""
 
-    async def main() -> list[list[list[Exchange]]]:
+    async def main() -> list[list[list[Evidence]]]:
         # Every connection the widest round needs is opened first: a connect inside a
         # measured round would add to its TTFT, and on a busy machine stall a whole round.
         width = max((len(r) for rounds in steps for r in rounds), default=1)
@@ -59,11 +59,11 @@ def bursts(
         except TransportError as exc:
             first = next((rounds[0] for rounds in steps if rounds), None)
             return [[_unsent(first, exc)]] if first is not None else []
-        out: list[list[list[Exchange]]] = []
+        out: list[list[list[Evidence]]] = []
         try:
             for rounds in steps:
                 deadline = time.monotonic() + step_time_s
-                done: list[list[Exchange]] = []
+                done: list[list[Evidence]] = []
                 for reqs in rounds:
                     if done and time.monotonic() > deadline:
                         break

@@ -48,7 +48,7 @@ from typing import Any
 
 from zqbench.conform.capacity import Capacity
 from zqbench.conform.context import SlopeStep
-from zqbench.conform.exchange import Exchange
+from zqbench.conform.evidence import Evidence
 from zqbench.conform.stats import median_slope, wilson_interval
 
 BASELINE_FACTOR = 2.0  # T allows an unqueued TTFT to double under load (see the docstring)
@@ -69,17 +69,17 @@ def _median(values: Sequence[float]) -> float | None:
     return percentile(values, 0.5) if values else None
 
 
-def admitted_ttfts(exchanges: Sequence[Exchange]) -> list[float]:
+def admitted_ttfts(exchanges: Sequence[Evidence]) -> list[float]:
     """TTFT (ms) of each admitted request that streamed a first token."""
     return [t for ex in exchanges if ex.outcome == "admitted" and (t := ex.ttft_ms) is not None]
 
 
-def _timed_out(ex: Exchange) -> bool:
+def _timed_out(ex: Evidence) -> bool:
     """No first token before --timeout: it waited longer than anything admitted did."""
     return ex.error == "timeout" and ex.ttft_ms is None
 
 
-def hold_ms(ex: Exchange) -> float | None:
+def hold_ms(ex: Evidence) -> float | None:
     """How long an admitted request streamed after its first token (its slot's hold)."""
     ttft = ex.ttft_ms
     if ex.outcome != "admitted" or ttft is None:
@@ -123,7 +123,7 @@ class StepVerdict:
         }
 
 
-def _waited(exchanges: Sequence[Exchange], threshold_ms: float) -> tuple[int, int]:
+def _waited(exchanges: Sequence[Evidence], threshold_ms: float) -> tuple[int, int]:
     """(judged, waited) among `exchanges`."""
     ttfts = admitted_ttfts(exchanges)
     timed_out = sum(1 for ex in exchanges if _timed_out(ex))

@@ -19,7 +19,7 @@ from zqbench import __version__
 from zqbench.distributed import protocol as p
 from zqbench.distributed.clock import ClockOffset
 from zqbench.distributed.ledger import FINISHED, WorkerSlot
-from zqbench.distributed.outcome import Outcome, outcome
+from zqbench.distributed.outcome import DistributedOutcome, outcome
 from zqbench.engines.live import ProgressCallback, merge_snapshots
 from zqbench.engines.native import WorkerSpec, now_ns
 from zqbench.engines.workers import StopFlag
@@ -228,7 +228,7 @@ class Master:
         self.runner.quit()
         self.runner.server.close(linger=0)
 
-    def outcome(self, *, offered: int, duration_s: float) -> Outcome:
+    def outcome(self, *, offered: int, duration_s: float) -> DistributedOutcome:
         return outcome(
             self.slots,
             master=self.address,

@@ -17,7 +17,7 @@ from zqbench.summary import Distributed, DistributedWorker, Summary
 
 
 @dataclass(frozen=True)
-class Outcome:
+class DistributedOutcome:
     master: str  # HOST:PORT the master listened on
     expected: int
     max_lost_share: float
@@ -26,7 +26,7 @@ class Outcome:
     lost_share: float
 
     @classmethod
-    def of_record(cls, record: Distributed) -> Outcome:
+    def of_record(cls, record: Distributed) -> DistributedOutcome:
         """The outcome a saved run's `distributed` section records (for a gate after the
         fact: `attach` then judges its workers' lag again against the samples)."""
         return cls(
@@ -105,14 +105,14 @@ def outcome(
     offered: int,
     max_lost_share: float,
     duration_s: float,
-) -> Outcome:
+) -> DistributedOutcome:
     workers = [_record(s, len(slots), duration_s) for s in slots]
     lost = sum(w.lost_requests for w in workers)
     if offered:
         share = lost / offered
     else:  # closed loop: the lost workers' VU share over the time they were gone
         share = sum(_vu_time_lost(s, len(slots), duration_s) for s in slots)
-    return Outcome(master, len(slots), max_lost_share, tuple(workers), lost, share)
+    return DistributedOutcome(master, len(slots), max_lost_share, tuple(workers), lost, share)
 
 
 def _vu_time_lost(slot: WorkerSlot, n: int, duration_s: float) -> float:

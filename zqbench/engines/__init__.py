@@ -1,6 +1,7 @@
-"""Load engines: they turn a schedule into requests and requests into Samples.
+"""The load engine: it runs each worker's `Work` (zqbench.load) and turns every slot into a
+request (zqbench.sources) and every request into a `Sample` on disk.
 
-`native` is the asyncio engine (one process, or several through `workers`).
-A Locust-based engine for many machines will sit beside it behind the same
-`WorkerSpec` -> samples-on-disk contract.
+`native` is the asyncio engine (one process, or several through `workers`); a
+`--distributed` run (zqbench.distributed) runs the same engine in `zqbench worker`s on
+other machines, behind the same `WorkerSpec` -> samples-on-disk contract.
 """

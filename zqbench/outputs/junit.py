@@ -22,7 +22,7 @@ from zqbench.outputs.json_out import redacted, write_atomic
 from zqbench.summary import Summary
 
 InconclusiveAs = Literal["failure", "skipped"]
-Outcome = Literal["pass", "failure", "error", "skipped"]
+TestcaseResult = Literal["pass", "failure", "error", "skipped"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,7 @@ class Case:
     name: str
     classname: str
     time: str
-    outcome: Outcome = "pass"
+    outcome: TestcaseResult = "pass"
     kind: str = ""  # the type attribute of <failure> or <error>
     message: str = ""
     text: str | None = None

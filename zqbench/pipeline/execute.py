@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zqbench.distributed.master import Master, MasterSettings
-from zqbench.distributed.outcome import Outcome
+from zqbench.distributed.outcome import DistributedOutcome
 from zqbench.engines.live import ProgressCallback
 from zqbench.engines.native import WorkerSpec
 from zqbench.engines.workers import (
@@ -45,7 +45,7 @@ class Execution:
     interrupted: bool  # a signal or the caller's stop flag ended the load early
     hooks: HookResult  # what the hooks add to the summary
     prompt_bytes: dict[str, int]  # bytes of synthetic prompt text per request class
-    distributed: Outcome | None = None  # the workers of a --distributed run
+    distributed: DistributedOutcome | None = None  # the workers of a --distributed run
 
 
 def execute(

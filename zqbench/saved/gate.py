@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from zqbench.distributed.outcome import Outcome
+from zqbench.distributed.outcome import DistributedOutcome
 from zqbench.metrics.slo import parse_slos
 from zqbench.metrics.summarize import summarize
 from zqbench.outputs.json_out import write_summary
@@ -42,7 +42,7 @@ def _carried_over(saved: Summary, summary: Summary, samples: pd.DataFrame) -> Su
     and the lost share judged again, so a lost worker still fails the gate) and the
     profile capture."""
     if saved.distributed is not None:
-        summary = Outcome.of_record(saved.distributed).attach(summary, samples)
+        summary = DistributedOutcome.of_record(saved.distributed).attach(summary, samples)
     if saved.profile is not None:
         summary = summary.model_copy(update={"profile": saved.profile})
     return summary

@@ -24,7 +24,7 @@ fails with the same classes as a measured request. The small functions raise the
 
 Calls block (httpx's synchronous client: an answer that arrives while the request body is
 still being sent, a 413 before a 32 MB upload ends, is still read). This module is the only
-one of zqbench, besides the measuring tool transport/probe.py, that imports httpx.
+one of zqbench, besides the measuring tool transport/httpx_timed.py, that imports httpx.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from zqbench.target.control import check_reachable
 from zqbench.target.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
 from zqbench.target.resolve import Access, Resolution, Wanted, resolve_target
 from zqbench.transport.base import ConnectError
-from zqbench.transport.probe import ProbeResult, probe
+from zqbench.transport.httpx_timed import ProbeResult, probe
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from zqbench.conform.context import Context
-from zqbench.conform.exchange import Exchange
+from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
 from zqbench.dialects import DIALECTS
 from zqbench.dialects.base import Dialect
 
 
-def _streamed(ctx: Context, api: str) -> Exchange:
+def _streamed(ctx: Context, api: str) -> Evidence:
     return ctx.once(f"api.{api}.stream", lambda: ctx.send(ctx.generate(api, stream=True)))
 
 
@@ -37,13 +37,13 @@ def _stream_problems(ctx: Context, api: str) -> list[str]:
     )
 
 
-def _bad_status(ex: Exchange) -> CheckResult | None:
+def _bad_status(ex: Evidence) -> CheckResult | None:
     if ex.status != 200:
         return failed(f"status {ex.status or ex.error}, expected 200", response=ex.evidence())
     return None
 
 
-def _shape(problems: list[str], ex: Exchange, ok: str) -> CheckResult:
+def _shape(problems: list[str], ex: Evidence, ok: str) -> CheckResult:
     if problems:
         return failed(problems[0], problems=problems[:10], response=ex.evidence())
     return passed(ok)
@@ -151,7 +151,7 @@ def api_checks(api: str) -> list[Check]:
     ]
 
 
-def _stop(facts: Dialect, ex: Exchange, *, stream: bool, limit: int) -> dict[str, Any]:
+def _stop(facts: Dialect, ex: Evidence, *, stream: bool, limit: int) -> dict[str, Any]:
     """What one response said about where its output stopped (asked for `limit` tokens)."""
     return {
         "stream": stream,

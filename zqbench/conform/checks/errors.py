@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from zqbench.conform.context import Context
-from zqbench.conform.exchange import Exchange, Request
+from zqbench.conform.evidence import Evidence, Request
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
 from zqbench.dialects.base import Dialect, RequestSpec
 from zqbench.transport.base import HttpRequest
@@ -25,13 +25,13 @@ def _valid(ctx: Context) -> dict[str, Any]:
     return body
 
 
-def _post(ctx: Context, body: bytes | dict[str, Any], dialect: Dialect | None = None) -> Exchange:
+def _post(ctx: Context, body: bytes | dict[str, Any], dialect: Dialect | None = None) -> Evidence:
     """`body` to the generation route, with the headers of `dialect` (default: the run's)."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     return ctx.send(ctx.post(raw, dialect))
 
 
-def _expect(ctx: Context, cases: list[tuple[str, Exchange]], status: int) -> CheckResult:
+def _expect(ctx: Context, cases: list[tuple[str, Evidence]], status: int) -> CheckResult:
     """Every case got `status` with a body in the dialect's error shape (no case: a skip)."""
     if not cases:
         return skipped("no request to judge (the dialect names none for this check)")

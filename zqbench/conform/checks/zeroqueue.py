@@ -15,7 +15,7 @@ from typing import Any
 
 from zqbench.conform import queueing
 from zqbench.conform.context import Context
-from zqbench.conform.exchange import Exchange
+from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
 from zqbench.dialects.common import parse_epoch, parse_retry_after
 
@@ -35,16 +35,16 @@ def _ms(x: float) -> float:
 _p = queueing.percentile
 
 
-def _ttfts(exchanges: list[Exchange]) -> list[float]:
+def _ttfts(exchanges: list[Evidence]) -> list[float]:
     """TTFT (ms) of each exchange that streamed a first token."""
     return [t for ex in exchanges if (t := ex.ttft_ms) is not None]
 
 
-def _stamps(ex: Exchange) -> tuple[float | None, ...]:
+def _stamps(ex: Evidence) -> tuple[float | None, ...]:
     return tuple(parse_epoch(ex.headers.get(h)) for h in HEADERS)
 
 
-def _admitted(exchanges: list[Exchange]) -> list[Exchange]:
+def _admitted(exchanges: list[Evidence]) -> list[Evidence]:
     return [ex for ex in exchanges if ex.outcome == "admitted"]
 
 
@@ -182,8 +182,8 @@ def hidden_queue(ctx: Context) -> CheckResult:
 
 
 # ------------------------------------------------------------------ overload
-def _kinds(exchanges: list[Exchange]) -> dict[str, list[Exchange]]:
-    out: dict[str, list[Exchange]] = {}
+def _kinds(exchanges: list[Evidence]) -> dict[str, list[Evidence]]:
+    out: dict[str, list[Evidence]] = {}
     for ex in exchanges:
         out.setdefault(ex.outcome, []).append(ex)
     return out
@@ -198,7 +198,7 @@ def _burst_summary(ctx: Context) -> dict[str, Any]:
     }
 
 
-def _refusals(ctx: Context) -> list[Exchange]:
+def _refusals(ctx: Context) -> list[Evidence]:
     return _kinds(ctx.overload().burst).get("refused", [])
 
 

@@ -4,7 +4,7 @@ in the stream or failed; its first token; its usage; and its evidence stays boun
 from __future__ import annotations
 
 from tests.dialects.frames import A_ERROR_BODY, A_STREAM, a_frame
-from zqbench.conform.exchange import BODY_CAP, Exchange, Recorder, Request
+from zqbench.conform.evidence import BODY_CAP, Evidence, Recorder, Request
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec
 from zqbench.transport.base import ConnectionReset
@@ -13,7 +13,7 @@ from zqbench.transport.base import Exchange as Sent
 SSE = {"content-type": "text/event-stream"}
 
 
-def record(status: int, pieces: list[bytes], *, failure: bool = False) -> Exchange:
+def record(status: int, pieces: list[bytes], *, failure: bool = False) -> Evidence:
     """A streamed Anthropic request answered with `pieces`, one tick apart from t=10 ns."""
     dialect = get_dialect("anthropic", DialectConfig(model="m"))
     spec = RequestSpec("conform", "p", 4)

@@ -28,7 +28,7 @@ EXCERPT = 300  # bytes of a body shown as evidence
 
 # `admitted`; `refused` (a non-2xx status); `refused_in_stream` (an error event or chunk in a
 # 2xx stream); `failed` (no complete answer: timeout, connect, reset, protocol, ...).
-Outcome = Literal["admitted", "refused", "refused_in_stream", "failed"]
+Admission = Literal["admitted", "refused", "refused_in_stream", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ class Request:
 
 
 @dataclass(slots=True)
-class Exchange:
+class Evidence:
     method: str
     path: str
     status: int = 0  # 0: no response (see `error`)
@@ -64,7 +64,7 @@ class Exchange:
         return None if self.parsed is None else self.parsed.sse_error
 
     @property
-    def outcome(self) -> Outcome:
+    def outcome(self) -> Admission:
         if self.status == 0 or self.error:
             return "failed"
         if not 200 <= self.status < 300:
@@ -131,11 +131,11 @@ def excerpt(data: bytes, limit: int = EXCERPT) -> str:
 
 
 class Recorder:
-    """Fills one Exchange as the answer arrives (a `ResponseSink`), then `finish`es it with
+    """Fills one Evidence as the answer arrives (a `ResponseSink`), then `finish`es it with
     what the client saw (send and end times, the HTTP version, a transport failure)."""
 
     def __init__(self, req: Request) -> None:
-        self.ex = Exchange(req.http.method, req.http.path)
+        self.ex = Evidence(req.http.method, req.http.path)
         self.parser = req.parser(self._event) if req.parser is not None else None
 
     def on_headers(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
@@ -164,7 +164,7 @@ class Recorder:
     def _event(self, event: SSEEvent, t_ns: int) -> None:
         self.ex.events.append((event, t_ns))
 
-    def finish(self, sent: transport.Exchange) -> Exchange:
+    def finish(self, sent: transport.Exchange) -> Evidence:
         ex = self.ex
         ex.t_send, ex.t_end = sent.t_send, sent.t_end
         if ex.status:

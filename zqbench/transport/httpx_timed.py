@@ -1,6 +1,7 @@
 """`zqbench probe`: sequential requests with a curl-style time breakdown, over httpx.
 
-Throughput does not matter here, clarity does, so this is the one module that uses httpx.
+Throughput does not matter here, clarity does, so this measuring tool uses httpx (the control
+plane, zqbench.target.control, is the other user), the client people reach for.
 httpx reports no phase times, but its `trace` request extension calls us at each httpcore
 step (`connection.connect_tcp.started`, `connection.start_tls.complete`,
 `http11.receive_response_headers.complete`, ...); we stamp those with perf_counter_ns.
