@@ -100,10 +100,12 @@ def run_in_process(
     *,
     on_progress: ProgressCallback | None = None,
     stop: StopFlag | None = None,
-    handle_signals: bool = True,
     on_start: Callable[[int], None] | None = None,
 ) -> tuple[int, bool]:
-    """Run one worker here. Returns (start_monotonic_ns, interrupted)."""
+    """Run one worker here. Returns (start_monotonic_ns, interrupted).
+
+    Signals are the caller's: `run_scenario` (or `zqbench worker`) holds the process's one
+    `stop_on_signals` scope, which sets `stop`."""
     stop = stop or StopFlag()
 
     def progress(snapshot: WorkerProgress) -> None:
@@ -128,10 +130,7 @@ def run_in_process(
         await worker.run(work)
         return worker.start_ns, stop.is_set()
 
-    if not handle_signals:
-        return run_async(main())
-    with stop_on_signals(stop):
-        result: tuple[int, bool] = run_async(main())
+    result: tuple[int, bool] = run_async(main())
     return result
 
 
@@ -207,7 +206,8 @@ def run_in_processes(
     stop: StopFlag | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> tuple[int, bool]:
-    """Run one spawned process per worker. Returns (start_monotonic_ns, interrupted)."""
+    """Run one spawned process per worker. Returns (start_monotonic_ns, interrupted).
+    Signals are the caller's, as for `run_in_process`."""
     ctx = mp.get_context("spawn")  # fork would copy a running event loop and its sockets
     ready_q = ctx.Queue()
     progress_q = ctx.Queue()
@@ -222,10 +222,9 @@ def run_in_processes(
         )
         for spec, work in zip(specs, works, strict=True)
     ]
-    with stop_on_signals(stop):
-        return _supervise(
-            procs, ready_q, progress_q, start_value, stop_event, stop, on_progress, on_start
-        )
+    return _supervise(
+        procs, ready_q, progress_q, start_value, stop_event, stop, on_progress, on_start
+    )
 
 
 def _supervise(

@@ -44,7 +44,8 @@ def analyze(
     options: RunOptions, plan: Plan, target: Target, execution: Execution, out_dir: Path
 ) -> Analysis:
     clock = {"start_monotonic_ns": execution.start_ns, "start_epoch_ns": execution.start_epoch_ns}
-    recorder.finalize(out_dir, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
+    metadata = {"zqbench.clock." + k: str(v) for k, v in clock.items()}
+    recorder.finalize(out_dir, metadata, execution.sample_files)
     samples = pq.read_table(out_dir / recorder.PARQUET_NAME).to_pandas()
     info = _run_info(options, plan, target, execution)
     # What packet loss did needs the samples and the rules' real windows (the hook's record).

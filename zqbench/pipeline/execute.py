@@ -3,8 +3,8 @@
 The hooks (impairment, telemetry) are built by `build_hooks` before any request reaches
 the target, so a missing permission or a bad source fails before the load; they start at
 the schedule's t = 0 and are stopped on every way out (end, error, Ctrl-C, SIGTERM).
-Signals stay handled until they are stopped: a SIGTERM right after the load must not leave
-nftables rules in place.
+Signals are the caller's (`run_scenario` holds the process's one scope): a SIGTERM right
+after the load must not leave nftables rules in place.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from zqbench.engines.workers import (
     StopFlag,
     run_in_process,
     run_in_processes,
-    stop_on_signals,
 )
 from zqbench.hooks.contract import HookContext, HookResult, RunHook
 from zqbench.load import Work
@@ -31,6 +30,7 @@ from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Endpoint, Target
 from zqbench.redact import redact_url
+from zqbench.samples.writer import stream_path
 from zqbench.scenario import Scenario
 from zqbench.sources import RequestSource, synthetic
 from zqbench.summary import ServerQueue, Unavailable
@@ -45,6 +45,7 @@ class Execution:
     interrupted: bool  # a signal or the caller's stop flag ended the load early
     hooks: HookResult  # what the hooks add to the summary
     prompt_bytes: dict[str, int]  # bytes of synthetic prompt text per request class
+    sample_files: tuple[Path, ...]  # each worker's Arrow stream (a lost worker's may be absent)
     distributed: DistributedOutcome | None = None  # the workers of a --distributed run
 
 
@@ -66,19 +67,18 @@ def execute(
     start_mono_ns = time.perf_counter_ns()
     stop = stop or StopFlag()
     master = _master(options, out_dir)
-    with stop_on_signals(stop):
-        try:
-            if master is None:
-                start_ns, interrupted = _run_workers(
-                    specs, plan.works, on_progress, stop, run_hooks.start
-                )
-            else:
-                start_ns, interrupted = master.run(
-                    specs, plan.works, on_progress=on_progress, stop=stop, on_start=run_hooks.start
-                )
-        finally:
-            hook_results = run_hooks.stop()
-        interrupted = interrupted or stop.is_set()
+    try:
+        if master is None:
+            start_ns, interrupted = _run_workers(
+                specs, plan.works, on_progress, stop, run_hooks.start
+            )
+        else:
+            start_ns, interrupted = master.run(
+                specs, plan.works, on_progress=on_progress, stop=stop, on_start=run_hooks.start
+            )
+    finally:
+        hook_results = run_hooks.stop()
+    interrupted = interrupted or stop.is_set()
     end_ns = time.perf_counter_ns()
     distributed = None
     if master is not None:
@@ -91,6 +91,7 @@ def execute(
         interrupted=interrupted,
         hooks=hook_results,
         prompt_bytes=source.prompt_bytes(),
+        sample_files=tuple(stream_path(out_dir, spec.worker) for spec in specs),
         distributed=distributed,
     )
 

@@ -115,11 +115,16 @@ def merge_streams(paths: Iterable[Path]) -> pa.Table:
     return table.sort_by([("t_send", "ascending"), ("request_id", "ascending")])
 
 
-def finalize(out_dir: Path, metadata: dict[str, str]) -> Path:
-    """Merge the workers' streams into samples.parquet (with the run's clock in its metadata).
+def finalize(
+    out_dir: Path, metadata: dict[str, str], streams: Iterable[Path] | None = None
+) -> Path:
+    """Merge the workers' streams (default: every one in `out_dir`) into samples.parquet,
+    with the run's clock in its metadata. A stream never created (a worker that never
+    started) is skipped.
 
     The streams are removed only after the Parquet file is complete and renamed into place."""
-    streams = sorted(out_dir.glob(STREAM_GLOB))
+    found = out_dir.glob(STREAM_GLOB) if streams is None else streams
+    streams = sorted(p for p in found if p.is_file())
     table = merge_streams(streams)
     existing = table.schema.metadata or {}
     table = table.replace_schema_metadata(
