@@ -317,6 +317,7 @@ class MetricFrame:
     classes: tuple[str, ...]  # sorted
     stages: tuple[int, ...]  # sorted
     status_keys: np.ndarray  # object array of str
+    retry_after_s: np.ndarray  # float64: a refusal's Retry-After in s, NaN when none
     values: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
@@ -424,6 +425,7 @@ def build_frame(
         stages=tuple(int(s) for s in np.unique(stage)),
         status_keys=_status_keys(c.status, samples["error"]),
         values={name: spec.func(c) for name, spec in REQUEST_METRICS.items()},
+        retry_after_s=float_column(samples, "retry_after_s"),
     )
 
 

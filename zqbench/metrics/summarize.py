@@ -26,7 +26,6 @@ from zqbench.metrics.frame import (
     NS_PER_S,
     MetricFrame,
     build_frame,
-    float_column,
     goodput_count,
 )
 from zqbench.metrics.head_of_line import head_of_line
@@ -34,6 +33,7 @@ from zqbench.metrics.migration import migration, retry_after, status_over_time
 from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import (
     Evidence,
+    Slo,
     SloResult,
     evaluate_slos,
     goodput_bounds,
@@ -294,13 +294,23 @@ def throughput(frame: MetricFrame, evidence: Evidence, good: int) -> Throughput:
 
 
 def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> Summary:
-    """The summary of a run: what summary.json holds.
+    """The summary of a run from its samples and SLO expressions (`zqbench gate`, tests).
 
     Raises UsageError for a bad SLO expression."""
-    parsed = parse_slos(list(slos))
-    frame = build_frame(
+    return summarize_frame(run_frame(samples, run), run=run, slos=parse_slos(list(slos)))
+
+
+def run_frame(samples: pd.DataFrame, run: RunInfo) -> MetricFrame:
+    """The per-request metric frame on the run's clock anchor and server offset."""
+    return build_frame(
         samples, start_epoch_ns=run.start_epoch_ns, clock_offset_ns=run.clock_offset_ns
     )
+
+
+def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) -> Summary:
+    """The summary of a run: what summary.json holds. A run builds its frame once and
+    parses its SLOs once (the plan stage); the report's figures read the same frame."""
+    parsed = slos
     ok = int(np.count_nonzero(frame.ok))
     duration = run.duration_s if run.duration_s > 0 else None
     good = goodput_count(frame, goodput_bounds(parsed))
@@ -335,7 +345,7 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> Su
         status_codes=status_counts(frame.status_keys),
         status_mix=status_mix(frame, run.duration_s),
         migration=migration(frame, [(s.name, s.start_s, s.end_s) for s in run.stages]),
-        retry_after=retry_after(frame, float_column(samples, "retry_after_s")),
+        retry_after=retry_after(frame, frame.retry_after_s),
         head_of_line=head_of_line(frame, [s.classes for s in run.stages]),
         metrics={name: metric_summary(frame, name) for name in DURATION_METRICS},
         ratios={

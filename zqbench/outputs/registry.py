@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from zqbench.conform.model import ConformReport
+    from zqbench.metrics.frame import MetricFrame
     from zqbench.saved.compare import Comparison
 
 D = TypeVar("D")
@@ -91,6 +92,8 @@ class RunOutput:
     summary: Summary
     samples: Callable[[], pd.DataFrame]
     inconclusive_fails: bool = True
+    # The per-request metrics the figures read; None: built from the samples when needed.
+    frame: Callable[[], MetricFrame] | None = None
 
 
 def _summary_md(run: RunOutput) -> str:
@@ -104,7 +107,8 @@ def _junit(run: RunOutput) -> str:
 
 
 def _report_html(run: RunOutput, folder: Path) -> list[Path]:
-    return render_html(folder, run.summary, run.samples())
+    frame = None if run.frame is None else run.frame()
+    return render_html(folder, run.summary, run.samples(), frame)
 
 
 def _summary_json(run: RunOutput) -> str:

@@ -46,12 +46,15 @@ def load_gpu(out_dir: Path, start_epoch_ns: int) -> dict[str, np.ndarray] | None
     }
 
 
-def render_html(out_dir: Path, summary: Summary, samples: pd.DataFrame) -> list[Path]:
-    """plots/*.png and report.html (the PNGs are embedded in the page, and kept beside it)."""
+def render_html(
+    out_dir: Path, summary: Summary, samples: pd.DataFrame, frame: MetricFrame | None = None
+) -> list[Path]:
+    """plots/*.png and report.html (the PNGs are embedded in the page, and kept beside it);
+    `frame`: the run's metric frame when the caller has it (else built from the samples)."""
     from zqbench.outputs.html import render_report_html
     from zqbench.outputs.plots import render_plots
 
-    frame = frame_of(summary, samples)
+    frame = frame_of(summary, samples) if frame is None else frame
     gpu = load_gpu(out_dir, summary.clock.start_epoch_ns)
     plots = render_plots(summary, frame, out_dir / PLOTS_DIR, gpu_samples=gpu)
     figures = [(p.name, p.title, p.caption, p.path.read_bytes()) for p in plots]

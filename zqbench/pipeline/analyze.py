@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 import zqbench
 from zqbench.impair import PacketLossHook, packet_loss_record
-from zqbench.metrics.summarize import RunInfo, ValidityThresholds, summarize
+from zqbench.metrics.frame import MetricFrame
+from zqbench.metrics.summarize import RunInfo, ValidityThresholds, run_frame, summarize_frame
 from zqbench.pipeline.execute import Execution
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan
@@ -38,6 +39,7 @@ T = TypeVar("T")
 class Analysis:
     summary: Summary
     samples: pd.DataFrame  # samples.parquet, one row per request
+    frame: MetricFrame  # its per-request metrics, built once for the summary and the report
 
 
 def analyze(
@@ -55,10 +57,11 @@ def analyze(
     info = dataclasses.replace(info, packet_loss=packet_loss)
     if execution.distributed is not None:
         info = execution.distributed.adjust(info)
-    summary = summarize(samples, run=info, slos=plan.slos)
+    frame = run_frame(samples, info)
+    summary = summarize_frame(frame, run=info, slos=plan.slo_checks)
     if execution.distributed is not None:
         summary = execution.distributed.attach(summary, samples)
-    return Analysis(summary, samples)
+    return Analysis(summary, samples, frame)
 
 
 def start_info(

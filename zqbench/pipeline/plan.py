@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from zqbench.errors import OptionError
 from zqbench.load import LoadPlan, Work
 from zqbench.load.spans import StageInfo
-from zqbench.metrics.slo import parse_slo
+from zqbench.metrics.slo import Slo, parse_slos
 from zqbench.pipeline.options import RunOptions
 from zqbench.scenario import Scenario, load_scenario
 
@@ -22,6 +22,7 @@ from zqbench.scenario import Scenario, load_scenario
 class Plan:
     scenario: Scenario  # loaded, scaled and overridden; prompts not yet fitted to a target
     slos: tuple[str, ...]  # the scenario's, then the options'
+    slo_checks: tuple[Slo, ...]  # the same, parsed once (a bad one failed the plan)
     load: LoadPlan  # the executor's: one Work per worker, the stage spans, what was offered
     started_at: datetime  # UTC: names the output folder and labels the summary
 
@@ -44,17 +45,19 @@ class Plan:
 
 
 def make_plan(options: RunOptions) -> Plan:
-    scenario = prepare_scenario(options)
+    scenario, slo_checks = prepare_scenario(options)
     return Plan(
         scenario=scenario,
-        slos=(*scenario.slo, *options.slos),
+        slos=tuple(s.expr for s in slo_checks),
+        slo_checks=slo_checks,
         load=scenario.load.plan(options.workers, options.seed),
         started_at=datetime.now(timezone.utc),
     )
 
 
-def prepare_scenario(options: RunOptions) -> Scenario:
-    """Load, scale and override the scenario; parse every SLO it will be gated on."""
+def prepare_scenario(options: RunOptions) -> tuple[Scenario, tuple[Slo, ...]]:
+    """Load, scale and override the scenario; parse every SLO it will be gated on (the
+    scenario's, then the options'), so a bad one fails before any traffic (exit 2)."""
     loaded = options.scenario
     if not isinstance(loaded, Scenario):
         loaded = load_scenario(loaded)
@@ -65,12 +68,11 @@ def prepare_scenario(options: RunOptions) -> Scenario:
         max_tokens=options.max_tokens,
         timeout_s=options.timeout_s,
     )
-    for expr in (*scenario.slo, *options.slos):
-        parse_slo(expr)  # a bad expression fails before any traffic (exit 2)
+    slo_checks = tuple(parse_slos((*scenario.slo, *options.slos)))
     if scenario.request.cold_connections and options.http2:
         raise OptionError(
             "http2",
             "the scenario sets cold_connections = true, a new connection per request; "
             "HTTP/2 shares one: drop --http2",
         )
-    return scenario
+    return scenario, slo_checks

@@ -77,6 +77,7 @@ def run_scenario(
                 out_dir,
                 analysis.summary,
                 analysis.samples,
+                analysis.frame,
                 inconclusive_fails=options.inconclusive_fails,
                 html=options.html,
             )

@@ -129,7 +129,7 @@ def run_sweep(
     on_step: StepCallback | None = None,
 ) -> SweepResult:
     """Search the knee; `overrides` replace fields of the scenario's [sweep] table."""
-    scenario = prepare_scenario(options)  # the plan stage's checks, before any traffic
+    scenario, _ = prepare_scenario(options)  # the plan stage's checks, before any traffic
     config = sweep_config(scenario, overrides)
     started = datetime.now(timezone.utc)
     kept = existing_ancestor(Path(options.out) if options.out else options.reports_root)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from zqbench.metrics.frame import MetricFrame
 from zqbench.outputs.paths import RUN_START_JSON
 from zqbench.outputs.registry import RunOutput, write_run
 from zqbench.summary import Summary
@@ -20,12 +21,16 @@ def write_outputs(
     out_dir: Path,
     summary: Summary,
     samples: pd.DataFrame,
+    frame: MetricFrame,
     *,
     inconclusive_fails: bool,
     html: bool,
 ) -> list[Path]:
-    """Every output of a run; an inconclusive SLO is a JUnit failure or a skip."""
-    run = RunOutput(summary, lambda: samples, inconclusive_fails=inconclusive_fails)
+    """Every output of a run; an inconclusive SLO is a JUnit failure or a skip. The figures
+    read the frame the summary was computed from."""
+    run = RunOutput(
+        summary, lambda: samples, inconclusive_fails=inconclusive_fails, frame=lambda: frame
+    )
     written = write_run(out_dir, run, html=html)
     (out_dir / RUN_START_JSON).unlink(missing_ok=True)
     return written
