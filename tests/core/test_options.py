@@ -100,3 +100,31 @@ def test_help_lists_the_values_of_every_choice(command: str) -> None:
     if command == "run":
         assert "[raw|aiohttp]" in result.output
         assert "[auto|fresh|off]" in result.output
+
+
+def test_every_option_reaches_a_stage_through_exactly_the_groups_that_name_it() -> None:
+    """RunOptions is flat; each stage takes groups of it. No field is left out of every
+    group (it would reach no stage), and each group carries the run's own values."""
+    import dataclasses
+
+    from zqbench.pipeline import options as o
+
+    groups = {
+        "plan": o.PlanOptions,
+        "endpoint": o.TargetOptions,
+        "beside": o.HookOptions,
+        "connection": o.ConnectionOptions,
+        "distribution": o.DistributedOptions,
+        "validity": o.ValidityOptions,
+        "output": o.OutputOptions,
+    }
+    run = o.RunOptions(seed=7, http2=True, min_samples=3, target="http://127.0.0.1:9")
+    grouped: set[str] = set()
+    for prop, kind in groups.items():
+        group = getattr(run, prop)
+        assert isinstance(group, kind)
+        for f in dataclasses.fields(kind):
+            assert getattr(group, f.name) == getattr(run, f.name)
+            grouped.add(f.name)
+    assert grouped == {f.name for f in dataclasses.fields(o.RunOptions)}
+    assert (run.plan.seed, run.connection.http2, run.validity.min_samples) == (7, True, 3)

@@ -24,7 +24,7 @@ from zqbench.impair import PacketLossHook, packet_loss_record
 from zqbench.metrics.frame import MetricFrame
 from zqbench.metrics.summarize import RunInfo, ValidityThresholds, run_frame, summarize_frame
 from zqbench.pipeline.execute import Execution
-from zqbench.pipeline.options import RunOptions
+from zqbench.pipeline.options import PlanOptions, ValidityOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
@@ -43,13 +43,18 @@ class Analysis:
 
 
 def analyze(
-    options: RunOptions, plan: Plan, target: Target, execution: Execution, out_dir: Path
+    options: PlanOptions,
+    validity: ValidityOptions,
+    plan: Plan,
+    target: Target,
+    execution: Execution,
+    out_dir: Path,
 ) -> Analysis:
     clock = {"start_monotonic_ns": execution.start_ns, "start_epoch_ns": execution.start_epoch_ns}
     metadata = {"zqbench.clock." + k: str(v) for k, v in clock.items()}
     recorder.finalize(out_dir, metadata, execution.sample_files)
     samples = pq.read_table(out_dir / recorder.PARQUET_NAME).to_pandas()
-    info = _run_info(options, plan, target, execution)
+    info = _run_info(options, validity, plan, target, execution)
     # What packet loss did needs the samples and the rules' real windows (the hook's record).
     packet_loss = packet_loss_record(
         samples, plan.stages, info.environment.get(PacketLossHook.name)
@@ -65,7 +70,13 @@ def analyze(
 
 
 def start_info(
-    options: RunOptions, plan: Plan, target: Target, *, start_ns: int, start_epoch_ns: int
+    options: PlanOptions,
+    validity: ValidityOptions,
+    plan: Plan,
+    target: Target,
+    *,
+    start_ns: int,
+    start_epoch_ns: int,
 ) -> RunInfo:
     """What the run knows at its t = 0: everything but its duration and what the load and
     the hooks report (run-start.json, from which a killed run is recovered)."""
@@ -84,14 +95,14 @@ def start_info(
         offered_rate=plan.offered_rate or None,
         environment=_environment(options, target),
         stages=plan.stages,
-        validity=validity_thresholds(options, scenario.validity),
+        validity=validity_thresholds(validity, scenario.validity),
         target_resolution=(
             None if target.resolution is None else target.resolution.model_dump(mode="json")
         ),
     )
 
 
-def validity_thresholds(options: RunOptions, scenario: ValidityConfig) -> ValidityThresholds:
+def validity_thresholds(options: ValidityOptions, scenario: ValidityConfig) -> ValidityThresholds:
     """Each limit from the options, else the scenario's [validity], else the default."""
     d = ValidityThresholds()
     return ValidityThresholds(
@@ -112,9 +123,16 @@ def _first(option: T | None, scenario: T | None, default: T) -> T:
     return option if option is not None else scenario if scenario is not None else default
 
 
-def _run_info(options: RunOptions, plan: Plan, target: Target, execution: Execution) -> RunInfo:
+def _run_info(
+    options: PlanOptions,
+    validity: ValidityOptions,
+    plan: Plan,
+    target: Target,
+    execution: Execution,
+) -> RunInfo:
     at_start = start_info(
         options,
+        validity,
         plan,
         target,
         start_ns=execution.start_ns,
@@ -135,7 +153,7 @@ def _run_info(options: RunOptions, plan: Plan, target: Target, execution: Execut
     )
 
 
-def _environment(options: RunOptions, target: Target) -> dict[str, Any]:
+def _environment(options: PlanOptions, target: Target) -> dict[str, Any]:
     """Where and how the run ran: versions, machine, options, prompts."""
     env: dict[str, Any] = {
         "zqbench": zqbench.__version__,

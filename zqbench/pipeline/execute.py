@@ -26,7 +26,7 @@ from zqbench.engines.workers import (
 from zqbench.hooks.contract import HookContext, HookResult, RunHook
 from zqbench.load import Work
 from zqbench.pipeline.hooks import ServerMetrics, hooks_for_run
-from zqbench.pipeline.options import RunOptions
+from zqbench.pipeline.options import ConnectionOptions, DistributedOptions, HookOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Endpoint, Target
 from zqbench.redact import redact_url
@@ -50,23 +50,26 @@ class Execution:
 
 
 def execute(
-    options: RunOptions,
     plan: Plan,
     target: Target,
     hooks: list[RunHook],
     out_dir: Path,
     *,
+    seed: int,
+    connection: ConnectionOptions,
+    distribution: DistributedOptions,
     on_progress: ProgressCallback | None = None,
     stop: StopFlag | None = None,
 ) -> Execution:
-    """Send the plan's requests; samples land in `out_dir` as the workers go."""
+    """Send the plan's requests; samples land in `out_dir` as the workers go. `seed` draws
+    what each request asks (the request source's)."""
     run_hooks = _Hooks(hooks, plan, target, out_dir)
-    source = synthetic.fit(target.scenario, options.seed, target.calibration)
-    specs = _worker_specs(options, target, source, out_dir)
+    source = synthetic.fit(target.scenario, seed, target.calibration)
+    specs = _worker_specs(connection, len(plan.works), target, source, out_dir)
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()
     stop = stop or StopFlag()
-    master = _master(options, out_dir)
+    master = _master(distribution, out_dir)
     try:
         if master is None:
             start_ns, interrupted = _run_workers(
@@ -96,7 +99,7 @@ def execute(
     )
 
 
-def _master(options: RunOptions, out_dir: Path) -> Master | None:
+def _master(options: DistributedOptions, out_dir: Path) -> Master | None:
     """A --distributed run's Locust master, listening before anything else starts."""
     if not options.distributed:
         return None
@@ -111,7 +114,7 @@ def _master(options: RunOptions, out_dir: Path) -> Master | None:
 
 
 def build_hooks(
-    options: RunOptions,
+    options: HookOptions,
     scenario: Scenario,
     endpoint: Endpoint,
     *,
@@ -199,7 +202,11 @@ def _preferred(
 
 
 def _worker_specs(
-    options: RunOptions, target: Target, source: RequestSource, out_dir: Path
+    options: ConnectionOptions,
+    n_workers: int,
+    target: Target,
+    source: RequestSource,
+    out_dir: Path,
 ) -> list[WorkerSpec]:
     scenario = target.scenario
     limits = PoolLimits(
@@ -210,7 +217,7 @@ def _worker_specs(
     return [
         WorkerSpec(
             worker=w,
-            n_workers=options.workers,
+            n_workers=n_workers,
             base_url=target.base_url,
             http2=options.http2,
             limits=limits,
@@ -225,11 +232,11 @@ def _worker_specs(
             drain_timeout_s=scenario.load.graceful_stop_s,
             cold_connections=scenario.request.cold_connections,
         )
-        for w in range(options.workers)
+        for w in range(n_workers)
     ]
 
 
-def _warm_connections(options: RunOptions, scenario: Scenario) -> int:
+def _warm_connections(options: ConnectionOptions, scenario: Scenario) -> int:
     """Connections opened before t = 0: given, or sized from the expected concurrency."""
     if scenario.request.cold_connections:
         return 0  # every request opens its own: one opened early would be warm

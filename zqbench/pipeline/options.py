@@ -3,12 +3,25 @@
 An invalid `RunOptions` cannot exist: `__post_init__` turns choice strings into their
 enums and raises `OptionError` (naming the field, in the library's words) for a bad value.
 What depends on the scenario (its SLOs, its api) is checked by the plan stage.
+
+`RunOptions` is flat, as the command line is (a field per flag); each stage takes only the
+groups it uses, by concern:
+
+    PlanOptions          plan      the scenario, its scaling and overrides, SLOs, seed, workers
+    TargetOptions        target    the endpoint (or the embedded server), model, API, prompts
+    HookOptions          execute   what runs beside the load: telemetry, server metrics, hooks
+    ConnectionOptions    execute   the transport: HTTP/2, pool, warm-up, TLS, the spin
+    DistributedOptions   execute   --distributed: the master and its workers
+    ValidityOptions      analyze   when a run is invalid rather than slow
+    OutputOptions        run       where the outputs go, which are rendered, the exit code
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from zqbench.errors import OptionError
 from zqbench.hooks.contract import RunHook
@@ -26,6 +39,8 @@ from zqbench.option_values import (
 )
 from zqbench.scenario import Scenario
 
+_G = TypeVar("_G")
+
 # The fields whose value is one of a Choice's, each with its enum.
 _CHOICES: dict[str, type[Choice]] = {
     "api": ApiChoice,
@@ -34,6 +49,88 @@ _CHOICES: dict[str, type[Choice]] = {
     "server_engine": ServerEngine,
     "server_scheduler": ServerScheduler,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    scenario: str | Scenario
+    api: ApiChoice | None
+    rate_scale: float
+    duration_scale: float
+    max_tokens: int | None
+    timeout_s: float | None
+    slos: tuple[str, ...]
+    seed: int
+    workers: int
+    http2: bool  # refused with a scenario of cold connections
+
+
+@dataclass(frozen=True, slots=True)
+class TargetOptions:
+    target: str | None
+    api: ApiChoice | None
+    model: str | None
+    strict_model: bool
+    headers: tuple[str, ...]
+    api_key_env: str | None
+    insecure: bool
+    max_context: int | None
+    calibration: CalibrationMode
+    server_engine: ServerEngine
+    server_scheduler: ServerScheduler
+    server_args: tuple[str, ...]
+    server_wrap: tuple[str, ...]
+    server_env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HookOptions:
+    telemetry: tuple[str, ...]
+    server_metrics: bool
+    hooks: tuple[RunHook, ...]
+    insecure: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionOptions:
+    http2: bool
+    h1_client: H1Client
+    max_connections: int
+    warm_connections: int | None
+    insecure: bool
+    spin_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class DistributedOptions:
+    distributed: bool
+    expect_workers: int
+    master_bind: str
+    worker_wait_s: float
+    max_lost_share: float
+    api_key_env: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ValidityOptions:
+    min_samples: int | None
+    max_schedule_lag_s: float | None
+    min_achieved_ratio: float | None
+    min_ratio_samples: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputOptions:
+    out: Path | None
+    reports_root: Path
+    html: bool
+    inconclusive_fails: bool
+
+
+def _group(options: object, kind: type[_G]) -> _G:
+    """The fields of `kind`, taken from `options` by name."""
+    names = [f.name for f in dataclasses.fields(kind)]  # type: ignore[arg-type]
+    return kind(**{name: getattr(options, name) for name in names})
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +211,34 @@ class RunOptions:
         read_api_key(self.api_key_env)
         if self.distributed:
             self._check_distributed()
+
+    @property
+    def plan(self) -> PlanOptions:
+        return _group(self, PlanOptions)
+
+    @property
+    def endpoint(self) -> TargetOptions:
+        return _group(self, TargetOptions)
+
+    @property
+    def beside(self) -> HookOptions:
+        return _group(self, HookOptions)
+
+    @property
+    def connection(self) -> ConnectionOptions:
+        return _group(self, ConnectionOptions)
+
+    @property
+    def distribution(self) -> DistributedOptions:
+        return _group(self, DistributedOptions)
+
+    @property
+    def validity(self) -> ValidityOptions:
+        return _group(self, ValidityOptions)
+
+    @property
+    def output(self) -> OutputOptions:
+        return _group(self, OutputOptions)
 
     def _check_distributed(self) -> None:
         """The schedule is split over the workers: --workers is theirs to set, not ours."""

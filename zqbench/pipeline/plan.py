@@ -14,7 +14,7 @@ from zqbench.errors import OptionError
 from zqbench.load import LoadPlan, Work
 from zqbench.load.spans import StageInfo
 from zqbench.metrics.slo import Slo, parse_slos
-from zqbench.pipeline.options import RunOptions
+from zqbench.pipeline.options import PlanOptions
 from zqbench.scenario import Scenario, load_scenario
 
 
@@ -44,7 +44,7 @@ class Plan:
         return self.load.offered_rate
 
 
-def make_plan(options: RunOptions) -> Plan:
+def make_plan(options: PlanOptions) -> Plan:
     scenario, slo_checks = prepare_scenario(options)
     return Plan(
         scenario=scenario,
@@ -55,7 +55,7 @@ def make_plan(options: RunOptions) -> Plan:
     )
 
 
-def prepare_scenario(options: RunOptions) -> tuple[Scenario, tuple[Slo, ...]]:
+def prepare_scenario(options: PlanOptions) -> tuple[Scenario, tuple[Slo, ...]]:
     """Load, scale and override the scenario; parse every SLO it will be gated on (the
     scenario's, then the options'), so a bad one fails before any traffic (exit 2)."""
     loaded = options.scenario

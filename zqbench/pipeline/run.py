@@ -56,23 +56,31 @@ def run_scenario(
     `stop`, once set, ends the load early, as Ctrl-C does (exit code 130). From the load's
     start to the last output, SIGINT and SIGTERM only set `stop`: a second signal never
     cuts the outputs short. A run that fails before it wrote anything leaves no folder."""
-    plan = make_plan(options)
+    plan = make_plan(options.plan)
     stop = stop or StopFlag()
     kept = existing_ancestor(Path(options.out) if options.out else options.reports_root)
     out_dir = make_out_dir(
         options.out, plan.scenario.name, now=plan.started_at, root=options.reports_root
     )
     with removed_if_empty_on_error(out_dir, kept), contextlib.ExitStack() as signals:
-        with open_endpoint(options, plan.scenario, out_dir, on_note=on_target) as endpoint:
-            hooks = build_hooks(options, plan.scenario, endpoint, on_note=on_target)
-            target = fit_target(endpoint, plan.scenario, options, on_note=on_target)
+        with open_endpoint(options.endpoint, plan.scenario, out_dir, on_note=on_target) as endpoint:
+            hooks = build_hooks(options.beside, plan.scenario, endpoint, on_note=on_target)
+            target = fit_target(endpoint, plan.scenario, options.endpoint, on_note=on_target)
             hooks.append(_start_record(options, plan, target, out_dir))
             signals.enter_context(stop_on_signals(stop))
             execution = execute(
-                options, plan, target, hooks, out_dir, on_progress=on_progress, stop=stop
+                plan,
+                target,
+                hooks,
+                out_dir,
+                seed=options.seed,
+                connection=options.connection,
+                distribution=options.distribution,
+                on_progress=on_progress,
+                stop=stop,
             )
         with _disk_errors(out_dir):
-            analysis = analyze(options, plan, target, execution, out_dir)
+            analysis = analyze(options.plan, options.validity, plan, target, execution, out_dir)
             write_outputs(
                 out_dir,
                 analysis.summary,
@@ -90,7 +98,14 @@ def _start_record(options: RunOptions, plan: Plan, target: Target, out_dir: Path
     """The hook that writes run-start.json at t = 0: a killed run can be recovered from it."""
 
     def info(start_ns: int, start_epoch_ns: int) -> RunInfo:
-        return start_info(options, plan, target, start_ns=start_ns, start_epoch_ns=start_epoch_ns)
+        return start_info(
+            options.plan,
+            options.validity,
+            plan,
+            target,
+            start_ns=start_ns,
+            start_epoch_ns=start_epoch_ns,
+        )
 
     return StartRecord(out_dir, info, plan.slos)
 

@@ -129,7 +129,7 @@ def run_sweep(
     on_step: StepCallback | None = None,
 ) -> SweepResult:
     """Search the knee; `overrides` replace fields of the scenario's [sweep] table."""
-    scenario, _ = prepare_scenario(options)  # the plan stage's checks, before any traffic
+    scenario, _ = prepare_scenario(options.plan)  # the plan stage's checks, before any traffic
     config = sweep_config(scenario, overrides)
     started = datetime.now(timezone.utc)
     kept = existing_ancestor(Path(options.out) if options.out else options.reports_root)
@@ -162,7 +162,7 @@ def _shared_target(options: RunOptions, out_dir: Path) -> Iterator[RunOptions]:
         yield options
         return
     log_path = out_dir / "reference_server.log"
-    with embedded_server(options, log_path, pin_cpus=False) as server:
+    with embedded_server(options.endpoint, log_path, pin_cpus=False) as server:
         model = options.model or str(server.health["model"])
         yield dataclasses.replace(options, target=server.base_url, model=model)
 

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from zqbench.dialects.base import DialectConfig
 from zqbench.errors import TargetError, UsageError
 from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
-from zqbench.pipeline.options import RunOptions
+from zqbench.pipeline.options import TargetOptions
 from zqbench.redact import redact_url
 from zqbench.scenario import Scenario
 from zqbench.summary import TargetResolution
@@ -88,7 +88,7 @@ def _host_port(base_url: str) -> tuple[str, int]:
 
 @contextlib.contextmanager
 def open_endpoint(
-    options: RunOptions,
+    options: TargetOptions,
     scenario: Scenario,
     out_dir: Path,
     *,
@@ -110,7 +110,7 @@ def open_endpoint(
         yield endpoint
 
 
-def embedded_server(options: RunOptions, log_path: Path, *, pin_cpus: bool) -> EmbeddedServer:
+def embedded_server(options: TargetOptions, log_path: Path, *, pin_cpus: bool) -> EmbeddedServer:
     """The bundled reference server the options ask for (not started yet)."""
     return EmbeddedServer(
         engine=options.server_engine.value,
@@ -123,7 +123,7 @@ def embedded_server(options: RunOptions, log_path: Path, *, pin_cpus: bool) -> E
     )
 
 
-def _remote(base_url: str, options: RunOptions, scenario: Scenario) -> Resolution:
+def _remote(base_url: str, options: TargetOptions, scenario: Scenario) -> Resolution:
     """The target checked reachable, its model and API resolved (zqbench.target.resolve)."""
     parse_base_url(base_url)  # one validation for every entry point (UsageError)
     check_reachable(base_url, insecure=options.insecure)
@@ -145,7 +145,7 @@ def _remote(base_url: str, options: RunOptions, scenario: Scenario) -> Resolutio
 
 
 @contextlib.contextmanager
-def _embedded(options: RunOptions, scenario: Scenario, out_dir: Path) -> Iterator[Endpoint]:
+def _embedded(options: TargetOptions, scenario: Scenario, out_dir: Path) -> Iterator[Endpoint]:
     """The bundled reference server: its model from /health, the scenario's api."""
     # Pinned: the model's compute must not steal the generator's timing.
     with embedded_server(options, out_dir / "reference_server.log", pin_cpus=True) as server:
@@ -170,7 +170,7 @@ def _embedded(options: RunOptions, scenario: Scenario, out_dir: Path) -> Iterato
 def fit_target(
     endpoint: Endpoint,
     scenario: Scenario,
-    options: RunOptions,
+    options: TargetOptions,
     *,
     on_note: NoteCallback | None = None,
 ) -> Target:
@@ -251,7 +251,7 @@ def _calibrate(
     scenario: Scenario,
     dialect_config: DialectConfig,
     max_context: int | None,
-    options: RunOptions,
+    options: TargetOptions,
 ) -> tuple[Calibration | None, tuple[str, ...]]:
     """The bytes-per-token fit, or None and the reason it is missing."""
     if options.calibration is CalibrationMode.off:

@@ -77,7 +77,7 @@ def profile(
 ) -> RunResult | None:
     """Run the scenario under the profiler; None after a dry run (the commands echoed)."""
     options = _checked(options, job)
-    plan = make_plan(options)
+    plan = make_plan(options.plan)
     job.window.resolve(plan.stages)  # a stage the scenario lacks: exit 2 now
     if job.dry_run:
         _print_dry_run(options, job, echo)
@@ -157,7 +157,9 @@ def _print_dry_run(options: RunOptions, job: ProfileJob, echo: Callable[[str], N
     if job.server_command:
         server = list(job.server_command)
     else:  # its port is chosen when it starts
-        embedded = embedded_server(options, Path(out) / "reference_server.log", pin_cpus=False)
+        embedded = embedded_server(
+            options.endpoint, Path(out) / "reference_server.log", pin_cpus=False
+        )
         args = embedded.command()[3:]  # after `python -c <script>`
         port = args.index("--port") + 1
         server = ["python", "-m", "reference_server", *args[:port], "<port>", *args[port + 1 :]]
