@@ -94,6 +94,6 @@ def test_sweep_report_obeys_the_schema_and_round_trips(knee: Knee | None) -> Non
     steps = [sweep_step(0, 50.0, "pass"), sweep_step(1, 100.0, "fail"), sweep_step(2, 75.0, "fail")]
     report = sweep_report(steps, knee)
     text = report.to_json()
-    assert json.loads(text)["schema"] == "zqbench.pipeline.sweep/1"
+    assert json.loads(text)["schema"] == "zqbench.sweep/1"
     check("sweep", text)
     assert SweepReport.model_validate_json(text).to_json() == text

@@ -32,7 +32,7 @@ since readers refuse other versions; then regenerate the schema and commit it:
 
 sweep.json, the result of `zqbench sweep`, is `SweepReport`: one `SweepStep` per run, each
 read from that run's summary with the same conventions, and the `Knee`. It lives here, with
-the format it is read from, and is versioned the same way (SWEEP_SCHEMA, zqbench.pipeline.sweep/1):
+the format it is read from, and is versioned the same way (SWEEP_SCHEMA, zqbench.sweep/1):
 
     python -m zqbench.summary sweep > docs/sweep.schema.json
 """
@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from pydantic.functional_serializers import SerializerFunctionWrapHandler
 
 SCHEMA: Final = "zqbench.summary/1"
-SWEEP_SCHEMA: Final = "zqbench.pipeline.sweep/1"
+SWEEP_SCHEMA: Final = "zqbench.sweep/1"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic writes
 
 JsonFloat: TypeAlias = float | Literal["inf", "-inf"] | None
@@ -647,7 +647,7 @@ class Knee(_Record):
 class SweepReport(_Document):
     """sweep.json: every step of a `zqbench sweep`, and the knee (null: no passing rate)."""
 
-    schema_id: Literal["zqbench.pipeline.sweep/1"] = Field(default=SWEEP_SCHEMA, alias="schema")
+    schema_id: Literal["zqbench.sweep/1"] = Field(default=SWEEP_SCHEMA, alias="schema")
     scenario: str
     target: str  # URL without credentials
     started_at: str  # ISO 8601, UTC, whole seconds

@@ -26,7 +26,7 @@ from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.paths import RUN_START_JSON
 from zqbench.redact import redact
 
-START_SCHEMA = "zqbench.pipeline.run-start/1"
+START_SCHEMA = "zqbench.run-start/1"
 
 InfoAtStart = Callable[[int, int], RunInfo]  # (start_monotonic_ns, start_epoch_ns) -> RunInfo
 

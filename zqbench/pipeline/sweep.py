@@ -12,7 +12,7 @@ a constant-arrival-rate copy of the scenario (same requests, mix and SLOs, one s
 A step passes only with verdict `pass`: `fail`, `inconclusive` (too few samples to be
 sure) and `invalid` (the generator could not hold the rate) do not. The knee is the
 highest passing rate. Outputs (`zqbench.outputs.sweep`): `sweep.json` (schema
-`zqbench.pipeline.sweep/1`, the model `zqbench.summary.SweepReport`), `sweep.md`, and one run folder
+`zqbench.sweep/1`, the model `zqbench.summary.SweepReport`), `sweep.md`, and one run folder
 per step. Without a target, one embedded reference server (the target stage's) serves
 every step, not one per step, so the steps see the same warm server.
 """
