@@ -132,6 +132,17 @@ ServerSchedulerOpt = Annotated[
 InconclusiveOkOpt = Annotated[
     bool, typer.Option(help="Exit 0 when the verdict is inconclusive rather than 1.")
 ]
+RateScaleOpt = Annotated[float, typer.Option(help="Multiply every rate or VU count.")]
+DurationScaleOpt = Annotated[float, typer.Option(help="Multiply every duration.")]
+MaxTokensOpt = Annotated[int | None, typer.Option(help="Override max_tokens.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")]
+ServerArgsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--server-arg",
+        help="Flag for the embedded server, e.g. --server-arg=--max-context=32768.",
+    ),
+]
 RunDirArg = Annotated[Path, typer.Argument(help="A run folder (holds summary.json).")]
 # Validity limits: None keeps the scenario's [validity], else zqbench's default.
 MinSamplesOpt = Annotated[

@@ -1,0 +1,27 @@
+"""The package stays readable from `ls`: a package per concern, and no function too long
+to read in one screen (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "zqbench"
+MAX_TOP_MODULES = 10
+MAX_FUNCTION_LINES = 80
+
+
+def test_at_most_ten_modules_sit_directly_in_the_package() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.name} ({lines} lines)")
+    assert long == []
