@@ -32,7 +32,7 @@ from zqbench.pipeline.target import Endpoint, Target
 from zqbench.redact import redact_url
 from zqbench.samples.writer import stream_path
 from zqbench.scenario import Scenario
-from zqbench.sources import RequestSource, synthetic
+from zqbench.sources import RequestSource, fit_source
 from zqbench.summary import ServerQueue, Unavailable
 from zqbench.transport.base import PoolLimits
 
@@ -64,7 +64,7 @@ def execute(
     """Send the plan's requests; samples land in `out_dir` as the workers go. `seed` draws
     what each request asks (the request source's)."""
     run_hooks = _Hooks(hooks, plan, target, out_dir)
-    source = synthetic.fit(target.scenario, seed, target.calibration)
+    source = fit_source(target.scenario, seed, target.calibration)
     specs = _worker_specs(connection, len(plan.works), target, source, out_dir)
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()

@@ -8,12 +8,24 @@ An executor (`zqbench.load`) decides when each request goes; a source decides wh
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from zqbench.sources import synthetic
 from zqbench.sources.base import Requests, RequestSource
 from zqbench.sources.synthetic import SyntheticSource
 
+if TYPE_CHECKING:
+    from zqbench.scenario import Scenario
+    from zqbench.target.calibrate import Calibration
+
 SOURCES: dict[str, Any] = {s.wire_name: s for s in (SyntheticSource,)}
+
+
+def fit_source(scenario: Scenario, seed: int, calibration: Calibration | None) -> RequestSource:
+    """The request source the scenario's [request] table asks for, fitted to the target
+    (prompts sized by the calibration). Today every scenario draws synthetic requests; a
+    source with [request] keys of its own is chosen here, by those keys."""
+    return synthetic.fit(scenario, seed, calibration)
 
 
 def source_to_wire(source: RequestSource) -> dict[str, Any]:
@@ -28,4 +40,11 @@ def source_from_wire(data: dict[str, Any]) -> RequestSource:
     return source
 
 
-__all__ = ["SOURCES", "RequestSource", "Requests", "source_from_wire", "source_to_wire"]
+__all__ = [
+    "SOURCES",
+    "RequestSource",
+    "Requests",
+    "fit_source",
+    "source_from_wire",
+    "source_to_wire",
+]
