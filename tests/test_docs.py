@@ -67,3 +67,17 @@ def test_nothing_points_outside_the_repository() -> None:
         if "".join(OUTSIDE) in text:
             offenders.append(name.decode())
     assert offenders == [], "point these at docs/design.md instead"
+
+
+def test_how_to_extend_names_only_files_that_exist() -> None:
+    """docs/architecture.md's "How to extend" lists the files a new executor, source,
+    dialect, output, conform check or engine touches: each path it names is real (NAME
+    stands for the new one's own module)."""
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("## How to extend", 1)[1].split("\n## ", 1)[0]
+    paths = set(re.findall(r"`((?:zqbench|tests|docs)/[^`\s]*)`", section))
+    assert len(paths) >= 20, sorted(paths)  # the table is there, not an empty section
+    extension_points = {"executor", "request source", "dialect", "output file", "conform check"}
+    assert all(f"| a{'n' if p[0] in 'aeo' else ''} {p}" in section for p in extension_points)
+    missing = sorted(p for p in paths if "NAME" not in p and not (REPO / p).exists())
+    assert missing == []
