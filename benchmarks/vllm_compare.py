@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from zqbench.load.open_loop import arrival_times  # noqa: E402
+from zqbench.load.arrival_schedule import arrival_times  # noqa: E402
 
 from tests.vllm.target import HERE as VLLM_DIR  # noqa: E402
 from tests.vllm.target import (  # noqa: E402
