@@ -16,14 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from zqbench.option_values import (
-    ApiChoice,
-    CalibrationMode,
-    Choice,
-    H1Client,
-    ServerEngine,
-    ServerScheduler,
-)
+from zqbench import option_values as values
 
 
 def _duration_s(text: str, option: str) -> float:
@@ -38,7 +31,7 @@ def _duration_s(text: str, option: str) -> float:
         ) from None
 
 
-def choice_option(kind: type[Choice], option: str, help: str) -> Any:
+def choice_option(kind: type[values.Choice], option: str, help: str) -> Any:
     """A typer option taking one of `kind`'s values, listed in --help; a bad value is the
     library's OptionError about `option` (the parameter's name)."""
     return typer.Option(
@@ -67,9 +60,9 @@ TargetOpt = Annotated[
     typer.Option(help="Base URL of the endpoint. Default: start the bundled reference server."),
 ]
 ApiOpt = Annotated[
-    ApiChoice | None,
+    values.ApiChoice | None,
     choice_option(
-        ApiChoice,
+        values.ApiChoice,
         "api",
         "The API the target speaks. Default with --target: auto (one small request per API "
         "finds it, the scenario's preferred when both answer); without: the scenario's.",
@@ -98,8 +91,10 @@ ApiKeyEnvOpt = Annotated[
 ]
 Http2Opt = Annotated[bool, typer.Option("--http2", help="HTTP/2 (h2c or ALPN).")]
 H1ClientOpt = Annotated[
-    H1Client,
-    choice_option(H1Client, "h1_client", "HTTP/1.1 transport: raw (fastest measured) or aiohttp."),
+    values.H1Client,
+    choice_option(
+        values.H1Client, "h1_client", "HTTP/1.1 transport: raw (fastest measured) or aiohttp."
+    ),
 ]
 SeedOpt = Annotated[int, typer.Option(help="Seed of the arrival and mix RNG.")]
 SlosOpt = Annotated[
@@ -114,20 +109,24 @@ MaxContextOpt = Annotated[
     ),
 ]
 CalibrationOpt = Annotated[
-    CalibrationMode,
+    values.CalibrationMode,
     choice_option(
-        CalibrationMode,
+        values.CalibrationMode,
         "calibration",
         "Prompt sizing: auto (calibrate once per target, cached), fresh, or off.",
     ),
 ]
 ServerEngineOpt = Annotated[
-    ServerEngine,
-    choice_option(ServerEngine, "server_engine", "Embedded reference server: compute engine."),
+    values.ServerEngine,
+    choice_option(
+        values.ServerEngine, "server_engine", "Embedded reference server: compute engine."
+    ),
 ]
 ServerSchedulerOpt = Annotated[
-    ServerScheduler,
-    choice_option(ServerScheduler, "server_scheduler", "Embedded reference server: admission."),
+    values.ServerScheduler,
+    choice_option(
+        values.ServerScheduler, "server_scheduler", "Embedded reference server: admission."
+    ),
 ]
 InconclusiveOkOpt = Annotated[
     bool, typer.Option(help="Exit 0 when the verdict is inconclusive rather than 1.")

@@ -6,15 +6,7 @@ from typing import Annotated
 
 import typer
 
-from zqbench.cli.options import (
-    ApiKeyEnvOpt,
-    HeadersOpt,
-    Http2Opt,
-    ModelOpt,
-    StrictModelOpt,
-    choice_option,
-    fields_of,
-)
+from zqbench.cli import options as opt
 from zqbench.option_values import (
     ApiChoice,
 )
@@ -26,17 +18,17 @@ def probe(
     n: Annotated[int, typer.Option("-n", help="Sequential requests.")] = 100,
     api: Annotated[
         ApiChoice,
-        choice_option(
+        opt.choice_option(
             ApiChoice, "api", "The API the target speaks; auto: one small request per API."
         ),
     ] = ApiChoice.auto,
-    model: ModelOpt = None,
-    strict_model: StrictModelOpt = False,
+    model: opt.ModelOpt = None,
+    strict_model: opt.StrictModelOpt = False,
     max_tokens: Annotated[int, typer.Option(help="max_tokens per request.")] = 16,
     prompt_tokens: Annotated[int, typer.Option(help="Prompt size in tokens.")] = 32,
-    api_key_env: ApiKeyEnvOpt = None,
-    headers: HeadersOpt = None,
-    http2: Http2Opt = False,
+    api_key_env: opt.ApiKeyEnvOpt = None,
+    headers: opt.HeadersOpt = None,
+    http2: opt.Http2Opt = False,
     fresh_connections: Annotated[
         bool, typer.Option("--fresh/--no-fresh", help="A new connection for every request.")
     ] = False,
@@ -54,7 +46,7 @@ def probe(
     def note(line: str) -> None:
         typer.echo(line, err=True)
 
-    report = run_probe(ProbeOptions(**fields_of(ProbeOptions, ctx.params)), on_note=note)
+    report = run_probe(ProbeOptions(**opt.fields_of(ProbeOptions, ctx.params)), on_note=note)
     typer.echo(format_probe(report))
     raise typer.Exit(0 if report.ok else 1)
 

@@ -12,26 +12,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from zqbench.cli.options import (
-    ApiKeyEnvOpt,
-    ApiOpt,
-    DurationScaleOpt,
-    HeadersOpt,
-    InconclusiveOkOpt,
-    MaxTokensOpt,
-    ModelOpt,
-    OutOpt,
-    QuietOpt,
-    RateScaleOpt,
-    ScenarioArg,
-    SeedOpt,
-    ServerArgsOpt,
-    ServerEngineOpt,
-    ServerSchedulerOpt,
-    SlosOpt,
-    TargetOpt,
-    fields_of,
-)
+from zqbench.cli import options as opt
 from zqbench.option_values import ServerEngine, ServerScheduler
 
 
@@ -53,7 +34,7 @@ SERVER_COMMAND = "zqbench.profile.server_command"
 def profile(
     ctx: typer.Context,
     tool: Annotated[str, typer.Argument(help="The profiler: nsys, ncu or torch.")],
-    scenario: ScenarioArg = "burst",
+    scenario: opt.ScenarioArg = "burst",
     capture_stage: Annotated[
         str | None, typer.Option(help="Capture during this scenario stage (e.g. pulse).")
     ] = None,
@@ -67,22 +48,22 @@ def profile(
     launch_count: Annotated[int, typer.Option(help="ncu: kernel launches to profile.")] = 20,
     ncu_set: Annotated[str, typer.Option(help="ncu: the section set (--set).")] = "full",
     slowest: Annotated[int, typer.Option(help="Slowest requests (TTFT) to list.")] = 10,
-    target: TargetOpt = None,
-    api: ApiOpt = None,
-    model: ModelOpt = None,
-    headers: HeadersOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    seed: SeedOpt = 0,
-    rate_scale: RateScaleOpt = 1.0,
-    duration_scale: DurationScaleOpt = 1.0,
-    slos: SlosOpt = None,
-    out: OutOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    server_scheduler: ServerSchedulerOpt = ServerScheduler.zero_queue,
-    server_engine: ServerEngineOpt = ServerEngine.auto,
-    server_args: ServerArgsOpt = None,
-    inconclusive_ok: InconclusiveOkOpt = False,
-    quiet: QuietOpt = False,
+    target: opt.TargetOpt = None,
+    api: opt.ApiOpt = None,
+    model: opt.ModelOpt = None,
+    headers: opt.HeadersOpt = None,
+    api_key_env: opt.ApiKeyEnvOpt = None,
+    seed: opt.SeedOpt = 0,
+    rate_scale: opt.RateScaleOpt = 1.0,
+    duration_scale: opt.DurationScaleOpt = 1.0,
+    slos: opt.SlosOpt = None,
+    out: opt.OutOpt = None,
+    max_tokens: opt.MaxTokensOpt = None,
+    server_scheduler: opt.ServerSchedulerOpt = ServerScheduler.zero_queue,
+    server_engine: opt.ServerEngineOpt = ServerEngine.auto,
+    server_args: opt.ServerArgsOpt = None,
+    inconclusive_ok: opt.InconclusiveOkOpt = False,
+    quiet: opt.QuietOpt = False,
 ) -> None:
     """Run a scenario with the server under nsys, ncu or torch.profiler, captured in a window
     (a stage or START:END seconds); without `--`, the bundled reference server (torch)."""
@@ -94,7 +75,9 @@ def profile(
     from zqbench.profile.window import WindowSpec
 
     params = dict(locals())
-    options = RunOptions(**fields_of(RunOptions, params), inconclusive_fails=not inconclusive_ok)
+    options = RunOptions(
+        **opt.fields_of(RunOptions, params), inconclusive_fails=not inconclusive_ok
+    )
     job = ProfileJob(
         tool=tool,
         window=WindowSpec.parse(capture_stage, capture_window),

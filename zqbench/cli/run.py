@@ -6,36 +6,7 @@ from typing import Annotated
 
 import typer
 
-from zqbench.cli.options import (
-    ApiKeyEnvOpt,
-    ApiOpt,
-    CalibrationOpt,
-    DurationScaleOpt,
-    H1ClientOpt,
-    HeadersOpt,
-    Http2Opt,
-    InconclusiveOkOpt,
-    MaxContextOpt,
-    MaxScheduleLagOpt,
-    MaxTokensOpt,
-    MinAchievedRatioOpt,
-    MinRatioSamplesOpt,
-    MinSamplesOpt,
-    ModelOpt,
-    OutOpt,
-    QuietOpt,
-    RateScaleOpt,
-    ScenarioArg,
-    SeedOpt,
-    ServerArgsOpt,
-    ServerEngineOpt,
-    ServerMetricsOpt,
-    ServerSchedulerOpt,
-    SlosOpt,
-    StrictModelOpt,
-    TargetOpt,
-    fields_of,
-)
+from zqbench.cli import options as opt
 from zqbench.option_values import (
     CalibrationMode,
     H1Client,
@@ -46,47 +17,47 @@ from zqbench.option_values import (
 
 def run(
     ctx: typer.Context,
-    scenario: ScenarioArg = "burst",
-    target: TargetOpt = None,
-    api: ApiOpt = None,
-    model: ModelOpt = None,
-    strict_model: StrictModelOpt = False,
-    headers: HeadersOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    http2: Http2Opt = False,
-    h1_client: H1ClientOpt = H1Client.raw,
+    scenario: opt.ScenarioArg = "burst",
+    target: opt.TargetOpt = None,
+    api: opt.ApiOpt = None,
+    model: opt.ModelOpt = None,
+    strict_model: opt.StrictModelOpt = False,
+    headers: opt.HeadersOpt = None,
+    api_key_env: opt.ApiKeyEnvOpt = None,
+    http2: opt.Http2Opt = False,
+    h1_client: opt.H1ClientOpt = H1Client.raw,
     workers: Annotated[int, typer.Option(help="Processes that split the schedule.")] = 1,
-    seed: SeedOpt = 0,
-    rate_scale: RateScaleOpt = 1.0,
-    duration_scale: DurationScaleOpt = 1.0,
-    slos: SlosOpt = None,
-    out: OutOpt = None,
+    seed: opt.SeedOpt = 0,
+    rate_scale: opt.RateScaleOpt = 1.0,
+    duration_scale: opt.DurationScaleOpt = 1.0,
+    slos: opt.SlosOpt = None,
+    out: opt.OutOpt = None,
     timeout_s: Annotated[
         float | None,
         typer.Option("--timeout", help="Per-request timeout in seconds (overrides scenario)."),
     ] = None,
-    max_tokens: MaxTokensOpt = None,
+    max_tokens: opt.MaxTokensOpt = None,
     max_connections: Annotated[int, typer.Option(help="Connection pool limit.")] = 1024,
     warm_connections: Annotated[
         int | None, typer.Option(help="Connections opened before the schedule starts.")
     ] = None,
     insecure: Annotated[bool, typer.Option(help="Do not verify TLS certificates.")] = False,
-    server_scheduler: ServerSchedulerOpt = ServerScheduler.zero_queue,
-    server_engine: ServerEngineOpt = ServerEngine.auto,
-    server_args: ServerArgsOpt = None,
-    inconclusive_ok: InconclusiveOkOpt = False,
-    max_context: MaxContextOpt = None,
-    calibration: CalibrationOpt = CalibrationMode.auto,
+    server_scheduler: opt.ServerSchedulerOpt = ServerScheduler.zero_queue,
+    server_engine: opt.ServerEngineOpt = ServerEngine.auto,
+    server_args: opt.ServerArgsOpt = None,
+    inconclusive_ok: opt.InconclusiveOkOpt = False,
+    max_context: opt.MaxContextOpt = None,
+    calibration: opt.CalibrationOpt = CalibrationMode.auto,
     telemetry: Annotated[
         list[str] | None,
         typer.Option(help="GPU telemetry: nvml, auto, or prometheus:URL; repeatable."),
     ] = None,
-    server_metrics: ServerMetricsOpt = True,
-    quiet: QuietOpt = False,
-    min_samples: MinSamplesOpt = None,
-    max_schedule_lag_s: MaxScheduleLagOpt = None,
-    min_achieved_ratio: MinAchievedRatioOpt = None,
-    min_ratio_samples: MinRatioSamplesOpt = None,
+    server_metrics: opt.ServerMetricsOpt = True,
+    quiet: opt.QuietOpt = False,
+    min_samples: opt.MinSamplesOpt = None,
+    max_schedule_lag_s: opt.MaxScheduleLagOpt = None,
+    min_achieved_ratio: opt.MinAchievedRatioOpt = None,
+    min_ratio_samples: opt.MinRatioSamplesOpt = None,
     distributed: Annotated[
         bool, typer.Option(help="Split the load over `zqbench worker`s (Locust's runners).")
     ] = False,
@@ -114,7 +85,7 @@ def run(
     from zqbench.pipeline.run import RunOptions, run_scenario
 
     options = RunOptions(
-        **fields_of(RunOptions, ctx.params), inconclusive_fails=not inconclusive_ok
+        **opt.fields_of(RunOptions, ctx.params), inconclusive_fails=not inconclusive_ok
     )
     view = LiveView(enabled=not quiet)
     with view:

@@ -6,27 +6,7 @@ from typing import Annotated
 
 import typer
 
-from zqbench.cli.options import (
-    ApiKeyEnvOpt,
-    ApiOpt,
-    HeadersOpt,
-    MaxContextOpt,
-    MaxScheduleLagOpt,
-    MinAchievedRatioOpt,
-    MinRatioSamplesOpt,
-    MinSamplesOpt,
-    ModelOpt,
-    OutOpt,
-    ScenarioArg,
-    SeedOpt,
-    ServerEngineOpt,
-    ServerMetricsOpt,
-    ServerSchedulerOpt,
-    SlosOpt,
-    StrictModelOpt,
-    TargetOpt,
-    fields_of,
-)
+from zqbench.cli import options as opt
 from zqbench.option_values import (
     ServerEngine,
     ServerScheduler,
@@ -35,14 +15,14 @@ from zqbench.option_values import (
 
 def sweep(
     ctx: typer.Context,
-    scenario: ScenarioArg = "sweep",
-    target: TargetOpt = None,
-    api: ApiOpt = None,
-    model: ModelOpt = None,
-    strict_model: StrictModelOpt = False,
-    headers: HeadersOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    slos: SlosOpt = None,
+    scenario: opt.ScenarioArg = "sweep",
+    target: opt.TargetOpt = None,
+    api: opt.ApiOpt = None,
+    model: opt.ModelOpt = None,
+    strict_model: opt.StrictModelOpt = False,
+    headers: opt.HeadersOpt = None,
+    api_key_env: opt.ApiKeyEnvOpt = None,
+    slos: opt.SlosOpt = None,
     min_rate: Annotated[float | None, typer.Option(help="First rate (req/s).")] = None,
     max_rate: Annotated[float | None, typer.Option(help="Highest rate tried (req/s).")] = None,
     step_factor: Annotated[float | None, typer.Option(help="Ramp multiplier per step.")] = None,
@@ -52,17 +32,17 @@ def sweep(
     bisect_steps: Annotated[
         int | None, typer.Option(help="Steps between the last pass and the first fail.")
     ] = None,
-    out: OutOpt = None,
-    max_context: MaxContextOpt = None,
-    seed: SeedOpt = 0,
-    server_scheduler: ServerSchedulerOpt = ServerScheduler.zero_queue,
-    server_engine: ServerEngineOpt = ServerEngine.auto,
+    out: opt.OutOpt = None,
+    max_context: opt.MaxContextOpt = None,
+    seed: opt.SeedOpt = 0,
+    server_scheduler: opt.ServerSchedulerOpt = ServerScheduler.zero_queue,
+    server_engine: opt.ServerEngineOpt = ServerEngine.auto,
     html: Annotated[bool, typer.Option(help="Render report.html for every step.")] = True,
-    min_samples: MinSamplesOpt = None,
-    max_schedule_lag_s: MaxScheduleLagOpt = None,
-    min_achieved_ratio: MinAchievedRatioOpt = None,
-    min_ratio_samples: MinRatioSamplesOpt = None,
-    server_metrics: ServerMetricsOpt = True,
+    min_samples: opt.MinSamplesOpt = None,
+    max_schedule_lag_s: opt.MaxScheduleLagOpt = None,
+    min_achieved_ratio: opt.MinAchievedRatioOpt = None,
+    min_ratio_samples: opt.MinRatioSamplesOpt = None,
+    server_metrics: opt.ServerMetricsOpt = True,
 ) -> None:
     """Capacity at SLO: the highest request rate at which the scenario's SLOs still hold.
 
@@ -79,8 +59,8 @@ def sweep(
             err=True,
         )
 
-    options = RunOptions(**fields_of(RunOptions, ctx.params))
-    overrides = fields_of(SweepConfig, ctx.params)
+    options = RunOptions(**opt.fields_of(RunOptions, ctx.params))
+    overrides = opt.fields_of(SweepConfig, ctx.params)
     result = run_sweep(options, overrides=overrides, on_step=report)
     typer.echo(outcome(result.report))
     typer.echo(f"outputs: {result.out_dir}")

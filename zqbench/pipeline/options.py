@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from zqbench.errors import OptionError
 from zqbench.hooks.contract import RunHook
@@ -127,10 +127,15 @@ class OutputOptions:
     inconclusive_fails: bool
 
 
-def _group(options: object, kind: type[_G]) -> _G:
-    """The fields of `kind`, taken from `options` by name."""
-    names = [f.name for f in dataclasses.fields(kind)]  # type: ignore[arg-type]
-    return kind(**{name: getattr(options, name) for name in names})
+class _Group(Generic[_G]):
+    """A read-only attribute of RunOptions: the fields of `kind`, taken from it by name."""
+
+    def __init__(self, kind: type[_G]) -> None:
+        self.kind = kind
+        self.names = tuple(f.name for f in dataclasses.fields(kind))  # type: ignore[arg-type]
+
+    def __get__(self, options: object, owner: type | None = None) -> _G:
+        return self.kind(**{name: getattr(options, name) for name in self.names})
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,33 +217,14 @@ class RunOptions:
         if self.distributed:
             self._check_distributed()
 
-    @property
-    def plan(self) -> PlanOptions:
-        return _group(self, PlanOptions)
-
-    @property
-    def endpoint(self) -> TargetOptions:
-        return _group(self, TargetOptions)
-
-    @property
-    def beside(self) -> HookOptions:
-        return _group(self, HookOptions)
-
-    @property
-    def connection(self) -> ConnectionOptions:
-        return _group(self, ConnectionOptions)
-
-    @property
-    def distribution(self) -> DistributedOptions:
-        return _group(self, DistributedOptions)
-
-    @property
-    def validity(self) -> ValidityOptions:
-        return _group(self, ValidityOptions)
-
-    @property
-    def output(self) -> OutputOptions:
-        return _group(self, OutputOptions)
+    # Each stage's groups: the same values, typed by concern (`_Group` builds them).
+    plan = _Group(PlanOptions)
+    endpoint = _Group(TargetOptions)
+    beside = _Group(HookOptions)
+    connection = _Group(ConnectionOptions)
+    distribution = _Group(DistributedOptions)
+    validity = _Group(ValidityOptions)
+    output = _Group(OutputOptions)
 
     def _check_distributed(self) -> None:
         """The schedule is split over the workers: --workers is theirs to set, not ours."""
