@@ -50,8 +50,6 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from zqbench.load.arrival_schedule import arrival_times  # noqa: E402
-
 from tests.vllm.target import HERE as VLLM_DIR  # noqa: E402
 from tests.vllm.target import (  # noqa: E402
     VllmServer,
@@ -61,6 +59,7 @@ from tests.vllm.target import (  # noqa: E402
     venv_dir,
     vllm_available,
 )
+from zqbench.load.arrival_schedule import arrival_times  # noqa: E402
 from zqbench.scenario import load_scenario  # noqa: E402
 
 CLIENT_CPU = 1  # serve.sh pins vLLM to core 0

@@ -67,7 +67,8 @@ def test_window_spec() -> None:
     stages = [StageInfo("baseline", 0.0, 30.0), StageInfo("pulse", 30.0, 35.0)]
     assert WindowSpec.parse("pulse", None).resolve(stages) == (30.0, 35.0)
     assert WindowSpec.parse(None, "2.5:4").resolve(stages) == (2.5, 4.0)
-    for stage, window in ((None, None), ("pulse", "1:2"), (None, "4:2"), (None, "x"), (None, "3")):
+    assert WindowSpec.parse(None, None).resolve(stages) == (0.0, 35.0)  # the whole run
+    for stage, window in (("pulse", "1:2"), (None, "4:2"), (None, "x"), (None, "3")):
         with pytest.raises(OptionError):
             WindowSpec.parse(stage, window)
     with pytest.raises(OptionError, match="its stages: baseline, pulse"):
@@ -182,6 +183,18 @@ def test_the_scenario_is_a_positional_and_a_server_command_never_is(
     assert after.returncode == 0, after.stderr
     assert after.stdout.splitlines()[0].endswith(" smoke --port 9")
     assert "stage pulse" in after.stdout  # the default scenario, burst
+
+
+def test_profile_nsys_burst_dry_run_prints_the_capture_commands(tmp_path: Path) -> None:
+    """#20's line: `zqbench profile nsys burst --dry-run`, no window given: the whole run is
+    captured, and the commands print even where nsys is not installed (nothing runs)."""
+    done = _cli("nsys", "burst", "--dry-run", path="", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("nsys profile --trace=cuda,nvtx,osrt ")
+    assert "# capture: POST /start_profile and /stop_profile at the edges of the whole run" in lines
+    assert any(line.startswith("nsys stats --report=cuda_gpu_kern_sum") for line in lines)
+    assert not (tmp_path / "reports").exists()
 
 
 def test_cli_server_command_needs_a_target(tmp_path: Path) -> None:

@@ -166,7 +166,13 @@ def _print_dry_run(options: RunOptions, job: ProfileJob, echo: Callable[[str], N
     for line in launch.describe(server):
         echo(line)
     window = job.window
-    where = f"stage {window.stage}" if window.stage else f"{window.start_s:g}s..{window.end_s:g}s"
+    where = (
+        "the whole run"
+        if window.whole_run
+        else f"stage {window.stage}"
+        if window.stage
+        else f"{window.start_s:g}s..{window.end_s:g}s"
+    )
     echo(f"# capture: POST /start_profile and /stop_profile at the edges of {where}")
     if job.tool == "nsys":
         report_path = Path(out) / PROFILE_DIR / "nsys.nsys-rep"

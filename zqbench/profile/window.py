@@ -28,18 +28,21 @@ _CALL_TIMEOUT_S = 60.0
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """What the user asked: a stage name, or START:END seconds."""
+    """What the user asked: a stage name, START:END seconds, or (neither) the whole run."""
 
     stage: str | None = None
     start_s: float = 0.0
     end_s: float = 0.0
+    whole_run: bool = False
 
     @classmethod
     def parse(cls, stage: str | None, window: str | None) -> WindowSpec:
-        if (stage is None) == (window is None):
+        if stage is not None and window is not None:
             raise OptionError(
                 "capture", "give one of --capture-stage NAME or --capture-window START:END"
             )
+        if stage is None and window is None:
+            return cls(whole_run=True)
         if stage is not None:
             return cls(stage=stage)
         assert window is not None
@@ -56,6 +59,8 @@ class WindowSpec:
 
     def resolve(self, stages: Sequence[StageInfo]) -> tuple[float, float]:
         """(start_s, end_s) since t = 0."""
+        if self.whole_run:
+            return (stages[0].start_s, stages[-1].end_s) if stages else (0.0, 0.0)
         if self.stage is None:
             return self.start_s, self.end_s
         for stage in stages:
