@@ -28,7 +28,7 @@ from zqbench.pipeline.options import PlanOptions, ValidityOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
-from zqbench.samples import writer as recorder
+from zqbench.samples import writer
 from zqbench.scenario import ValidityConfig
 from zqbench.summary import Summary
 
@@ -52,8 +52,8 @@ def analyze(
 ) -> Analysis:
     clock = {"start_monotonic_ns": execution.start_ns, "start_epoch_ns": execution.start_epoch_ns}
     metadata = {"zqbench.clock." + k: str(v) for k, v in clock.items()}
-    recorder.finalize(out_dir, metadata, execution.sample_files)
-    samples = pq.read_table(out_dir / recorder.PARQUET_NAME).to_pandas()
+    writer.finalize(out_dir, metadata, execution.sample_files)
+    samples = pq.read_table(out_dir / writer.PARQUET_NAME).to_pandas()
     info = _run_info(options, validity, plan, target, execution)
     # What packet loss did needs the samples and the rules' real windows (the hook's record).
     packet_loss = packet_loss_record(

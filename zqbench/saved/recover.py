@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from zqbench.metrics.summarize import RunInfo, summarize
 from zqbench.outputs.paths import RUN_START_JSON, SUMMARY_JSON
 from zqbench.outputs.start_record import read_start
-from zqbench.samples import writer as recorder
+from zqbench.samples import writer
 from zqbench.summary import Summary
 
 UNKNOWN = "unknown"
@@ -33,7 +33,7 @@ def unfinished(folder: Path) -> bool:
     folder = Path(folder)
     if not folder.is_dir() or (folder / SUMMARY_JSON).exists():
         return False
-    return (folder / recorder.PARQUET_NAME).is_file() or any(folder.glob(recorder.STREAM_GLOB))
+    return (folder / writer.PARQUET_NAME).is_file() or any(folder.glob(writer.STREAM_GLOB))
 
 
 def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
@@ -42,12 +42,12 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
     folder = Path(folder)
     record = read_start(folder)
     info, slos = record if record is not None else (_unknown_run(), ())
-    if any(folder.glob(recorder.STREAM_GLOB)):
+    if any(folder.glob(writer.STREAM_GLOB)):
         clock = {"start_monotonic_ns": info.start_monotonic_ns}
         if record is not None:
             clock["start_epoch_ns"] = info.start_epoch_ns
-        recorder.finalize(folder, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
-    samples = pq.read_table(folder / recorder.PARQUET_NAME).to_pandas()
+        writer.finalize(folder, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
+    samples = pq.read_table(folder / writer.PARQUET_NAME).to_pandas()
     unknown = [] if record is not None else ["scenario", "target", "clock", "schedule", "SLOs"]
     info = dataclasses.replace(
         info,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from zqbench.outputs.paths import RUN_START_JSON, SUMMARY_JSON
 from zqbench.outputs.registry import RUN_WRITERS, RunOutput, write_all
-from zqbench.samples import writer as recorder
+from zqbench.samples import writer
 from zqbench.saved.recover import recover_run, unfinished
 from zqbench.saved.run import load_run
 
@@ -34,4 +34,4 @@ def report_run(folder: Path, *, inconclusive_fails: bool = True) -> list[Path]:
         RUN_WRITERS, RunOutput(summary, lambda: samples, inconclusive_fails), folder
     )
     (folder / RUN_START_JSON).unlink(missing_ok=True)  # superseded by summary.json
-    return [folder / recorder.PARQUET_NAME, *written]
+    return [folder / writer.PARQUET_NAME, *written]

@@ -20,7 +20,7 @@ from zqbench.load.spans import StageInfo
 from zqbench.metrics.summarize import RunInfo, ValidityThresholds
 from zqbench.outputs.json_out import load_summary
 from zqbench.outputs.paths import SUMMARY_JSON
-from zqbench.samples import writer as recorder
+from zqbench.samples import writer
 from zqbench.summary import Summary
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class SavedRun:
     def samples(self) -> pd.DataFrame:
         """The samples, read once (Parquet, or the worker streams of an unfinished run)."""
         if self._samples is None:
-            self._samples = recorder.load_samples(self.path).to_pandas()
+            self._samples = writer.load_samples(self.path).to_pandas()
         return self._samples
 
 
@@ -53,9 +53,9 @@ def load_run(path: Path, *, need_samples: bool = True) -> SavedRun:
     if not summary_path.is_file():
         raise UsageError(f"{path}: not a run folder (no {SUMMARY_JSON})")
     summary = load_summary(summary_path)
-    has_samples = (path / recorder.PARQUET_NAME).is_file() or any(path.glob(recorder.STREAM_GLOB))
+    has_samples = (path / writer.PARQUET_NAME).is_file() or any(path.glob(writer.STREAM_GLOB))
     if need_samples and not has_samples:
-        raise UsageError(f"{path}: not a run folder (no {recorder.PARQUET_NAME})")
+        raise UsageError(f"{path}: not a run folder (no {writer.PARQUET_NAME})")
     return SavedRun(path, summary)
 
 
