@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.servers import ProgrammedServer  # noqa: E402
 
-ZQBENCH = [sys.executable, "-m", "zqbench.cli"]
+ZQBENCH = [sys.executable, "-m", "zqbench"]
 
 
 def taskset(cpu: int) -> list[str]:
