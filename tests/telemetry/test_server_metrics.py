@@ -440,7 +440,7 @@ def test_the_run_keeps_figures_over_a_reason_and_the_earliest_hooks_figures() ->
     """Hooks stop newest first: an explicit --telemetry source (built first) wins over the
     URL found on the target, and any figures over another source's reason."""
     from zqbench.hooks.contract import HookContext, HookResult
-    from zqbench.pipeline.execute import stop_hooks
+    from zqbench.hooks.running import stop_hooks
 
     def section(engine: str) -> ServerQueue:
         none = Unavailable(unavailable="-")

@@ -1,8 +1,9 @@
 """Stage 3, execute: the plan's works on the target's workers -> `Execution`.
 
-The hooks (impairment, telemetry) are built by `build_hooks` before any request reaches
-the target, so a missing permission or a bad source fails before the load; they start at
-the schedule's t = 0 and are stopped on every way out (end, error, Ctrl-C, SIGTERM).
+The hooks (impairment, telemetry) are built by `pipeline.hooks.build_hooks` before any
+request reaches the target, so a missing permission or a bad source fails before the load;
+they start at the schedule's t = 0 and are stopped on every way out (end, error, Ctrl-C,
+SIGTERM), together (`hooks.running.RunningHooks`).
 Signals are the caller's (`run_scenario` holds the process's one scope): a SIGTERM right
 after the load must not leave nftables rules in place.
 """
@@ -24,16 +25,15 @@ from zqbench.engines.workers import (
     run_in_processes,
 )
 from zqbench.hooks.contract import HookContext, HookResult, RunHook
+from zqbench.hooks.running import RunningHooks
 from zqbench.load import Work
-from zqbench.pipeline.hooks import ServerMetrics, hooks_for_run
-from zqbench.pipeline.options import ConnectionOptions, DistributedOptions, HookOptions
+from zqbench.pipeline.options import ConnectionOptions, DistributedOptions
 from zqbench.pipeline.plan import Plan
-from zqbench.pipeline.target import Endpoint, Target
+from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
 from zqbench.samples.writer import stream_path
 from zqbench.scenario import Scenario
 from zqbench.sources import RequestSource, fit_source
-from zqbench.summary import ServerQueue, Unavailable
 from zqbench.transport.base import PoolLimits
 
 
@@ -63,7 +63,18 @@ def execute(
 ) -> Execution:
     """Send the plan's requests; samples land in `out_dir` as the workers go. `seed` draws
     what each request asks (the request source's)."""
-    run_hooks = _Hooks(hooks, plan, target, out_dir)
+    run_hooks = RunningHooks(
+        hooks,
+        HookContext(
+            run_name=out_dir.name,
+            out_dir=out_dir,
+            base_url=redact_url(target.base_url),
+            host=target.host,
+            port=target.port,
+            start_monotonic_ns=0,  # set at t = 0
+            stages=plan.stages,
+        ),
+    )
     source = fit_source(target.scenario, seed, target.calibration)
     specs = _worker_specs(connection, len(plan.works), target, source, out_dir)
     start_epoch_ns = time.time_ns()
@@ -111,94 +122,6 @@ def _master(options: DistributedOptions, out_dir: Path) -> Master | None:
         api_key_env=options.api_key_env,
     )
     return Master(settings, out_dir)
-
-
-def build_hooks(
-    options: HookOptions,
-    scenario: Scenario,
-    endpoint: Endpoint,
-    *,
-    on_note: Callable[[str], None] | None = None,
-) -> list[RunHook]:
-    """The scenario's impairment, the telemetry sources and the target's own metrics
-    (found on its origin unless `options.server_metrics` is off), then the caller's hooks.
-
-    Called before any request: impairment preflight and telemetry sources fail here;
-    `on_note` hears which server metrics were found, or why none."""
-    built = hooks_for_run(
-        scenario,
-        telemetry=options.telemetry,
-        target_host=endpoint.host,
-        target_port=endpoint.port,
-        server_metrics=ServerMetrics(
-            endpoint.base_url,
-            enabled=options.server_metrics,
-            insecure=options.insecure,
-            on_note=on_note,
-        ),
-    )
-    return [*built, *options.hooks]
-
-
-class _Hooks:
-    """The run's hooks: started together at t = 0, stopped together, newest first."""
-
-    def __init__(self, hooks: list[RunHook], plan: Plan, target: Target, out_dir: Path) -> None:
-        self.hooks = hooks
-        self.plan = plan
-        self.target = target
-        self.out_dir = out_dir
-        self.started: list[RunHook] = []
-
-    def start(self, start_ns: int) -> None:
-        ctx = HookContext(
-            run_name=self.out_dir.name,
-            out_dir=self.out_dir,
-            base_url=redact_url(self.target.base_url),
-            host=self.target.host,
-            port=self.target.port,
-            start_monotonic_ns=start_ns,
-            stages=self.plan.stages,
-        )
-        for hook in self.hooks:
-            self.started.append(hook)  # before start(): a half-started hook is still stopped
-            hook.start(ctx)
-
-    def stop(self) -> HookResult:
-        return stop_hooks(self.started)
-
-
-def stop_hooks(started: list[RunHook]) -> HookResult:
-    """Stop every started hook, newest first, even when one of them fails to stop."""
-    merged = HookResult()
-    errors: list[str] = []
-    for hook in reversed(started):
-        try:
-            result = hook.stop()
-        except Exception as exc:  # keep stopping the others; report, never hide
-            errors.append(f"{hook.name}: {type(exc).__name__}: {exc}")
-            continue
-        merged.telemetry.update(result.telemetry)
-        merged.server_queue = _preferred(merged.server_queue, result.server_queue)
-        if result.environment:
-            merged.environment[hook.name] = result.environment
-        merged.notes.extend(result.notes)
-    if errors:
-        merged.notes.extend(f"hook failed to stop: {e}" for e in errors)
-    if merged.notes:
-        merged.environment["notes"] = merged.notes
-    return merged
-
-
-def _preferred(
-    kept: ServerQueue | Unavailable | None, new: ServerQueue | Unavailable | None
-) -> ServerQueue | Unavailable | None:
-    """The server's queue from several sources: figures over a reason, and among figures
-    the earliest hook's (the hooks stop newest first), so an explicit --telemetry URL
-    wins over the one found on the target."""
-    if new is None or (isinstance(kept, ServerQueue) and not isinstance(new, ServerQueue)):
-        return kept
-    return new
 
 
 def _worker_specs(

@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 from zqbench.errors import OptionError
 from zqbench.hooks.contract import RunHook
+from zqbench.pipeline.options import HookOptions
+from zqbench.pipeline.target import Endpoint
 from zqbench.redact import redact_url
 from zqbench.scenario import Scenario
 
@@ -132,3 +134,30 @@ def telemetry_hooks(sources: Sequence[str], target_host: str) -> list[RunHook]:
             want_nvml = True
     hooks.extend(prometheus.PrometheusScraper(url, primary=not want_nvml) for url in urls)
     return hooks
+
+
+def build_hooks(
+    options: HookOptions,
+    scenario: Scenario,
+    endpoint: Endpoint,
+    *,
+    on_note: Callable[[str], None] | None = None,
+) -> list[RunHook]:
+    """The scenario's impairment, the telemetry sources and the target's own metrics
+    (found on its origin unless `options.server_metrics` is off), then the caller's hooks.
+
+    Called before any request: impairment preflight and telemetry sources fail here;
+    `on_note` hears which server metrics were found, or why none."""
+    built = hooks_for_run(
+        scenario,
+        telemetry=options.telemetry,
+        target_host=endpoint.host,
+        target_port=endpoint.port,
+        server_metrics=ServerMetrics(
+            endpoint.base_url,
+            enabled=options.server_metrics,
+            insecure=options.insecure,
+            on_note=on_note,
+        ),
+    )
+    return [*built, *options.hooks]

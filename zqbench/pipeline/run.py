@@ -24,7 +24,8 @@ from zqbench.metrics.summarize import RunInfo
 from zqbench.outputs.paths import existing_ancestor, make_out_dir, removed_if_empty_on_error
 from zqbench.outputs.start_record import StartRecord
 from zqbench.pipeline.analyze import analyze, start_info
-from zqbench.pipeline.execute import build_hooks, execute
+from zqbench.pipeline.execute import execute
+from zqbench.pipeline.hooks import build_hooks
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan, make_plan
 from zqbench.pipeline.target import Target, fit_target, open_endpoint
