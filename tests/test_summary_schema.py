@@ -97,3 +97,16 @@ def test_sweep_report_obeys_the_schema_and_round_trips(knee: Knee | None) -> Non
     assert json.loads(text)["schema"] == "zqbench.sweep/1"
     check("sweep", text)
     assert SweepReport.model_validate_json(text).to_json() == text
+
+
+@pytest.mark.parametrize(("old", "loop"), [("true", "open"), ("false", "closed")])
+def test_a_summary_saved_before_the_executor_protocol_still_loads(
+    tmp_path: Path, old: str, loop: str
+) -> None:
+    """Runs saved before #20 said `"open_loop": true|false`; they load as `loop`."""
+    from zqbench.outputs.json_out import load_summary
+
+    text = EXAMPLES[0].read_text().replace('"loop": "open"', f'"open_loop": {old}')
+    assert '"open_loop"' in text
+    (tmp_path / "summary.json").write_text(text)
+    assert load_summary(tmp_path / "summary.json").load.loop == loop

@@ -15,6 +15,7 @@ import pyarrow.ipc as ipc
 from zqbench.distributed.clock import ClockOffset
 from zqbench.engines.live import WorkerProgress
 from zqbench.load import Work
+from zqbench.safe_files import open_new
 from zqbench.samples.sample import ARROW_SCHEMA
 from zqbench.samples.writer import stream_path
 
@@ -26,7 +27,7 @@ class BatchWriter:
     """An Arrow stream of record batches, flushed to the kernel after each one."""
 
     def __init__(self, path: Path) -> None:
-        self._file = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._file = open_new(path)  # never through a link; closed in close()
         self._writer = ipc.new_stream(self._file, ARROW_SCHEMA)
 
     def write(self, table: pa.Table) -> None:

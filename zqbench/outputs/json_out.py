@@ -8,8 +8,6 @@ redacted and no NaN; read back validated, a bad file being one UsageError.
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -17,27 +15,17 @@ from pydantic import ValidationError
 from zqbench.errors import UsageError
 from zqbench.load.legacy import upgrade_summary
 from zqbench.redact import redact
+from zqbench.safe_files import write_bytes
 from zqbench.summary import SCHEMA, Summary
 
 
 def write_atomic(path: Path, text: str) -> Path:
-    """Write text so that readers see the old file or the whole new one, never a part.
+    """Write text so that readers see the old file or the whole new one, never a part, and
+    never through a link (zqbench.safe_files).
 
     The file is created 0666 less the umask, as every other output (docs/design.md, "The
     run folder"): a temp file from `tempfile` would be 0600 beside 0644 siblings."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return write_bytes(Path(path), text.encode("utf-8"))
 
 
 def redacted(summary: Summary) -> Summary:

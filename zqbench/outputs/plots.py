@@ -13,6 +13,7 @@ Times on every x axis are seconds since the run's start; durations are milliseco
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ import numpy as np
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import JITTER_WINDOW, NS_PER_S, MetricFrame, dispatch_jitter
 from zqbench.outputs import series
+from zqbench.safe_files import write_bytes
 from zqbench.summary import PacketLoss, ServerQueue, Stage, Summary
 
 if TYPE_CHECKING:
@@ -95,9 +97,10 @@ def _figure(rows: int = 1, cols: int = 1, *, height: float = 3.6, **kw: Any) -> 
 def _save(fig: Figure, plots_dir: Path, name: str, title: str, caption: str) -> Plot:
     """Write the figure to plots_dir/<name>.png."""
     path = plots_dir / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    png = io.BytesIO()
     # No "Software" metadata: the same run renders byte-identical PNGs on any version.
-    fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})
+    fig.savefig(png, format="png", dpi=DPI, metadata={"Software": None})
+    write_bytes(path, png.getvalue())  # never through a link planted at the name
     return Plot(name, title, caption, path)
 
 

@@ -40,6 +40,7 @@ from zqbench.outputs.paths import (
     SWEEP_MD,
 )
 from zqbench.outputs.render import render_html
+from zqbench.safe_files import make_dir
 from zqbench.summary import Summary, SweepReport
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ Writer = Union[TextWriter[D], PageWriter[D]]  # noqa: UP007 (a generic alias nee
 
 
 def write_all(writers: Sequence[Writer[D]], doc: D, folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dir(folder)
     return [path for writer in writers for path in writer.write(doc, folder)]
 
 

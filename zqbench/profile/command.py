@@ -23,6 +23,7 @@ from pathlib import Path
 from zqbench.engines.live import ProgressCallback
 from zqbench.errors import OptionError
 from zqbench.option_values import ServerEngine
+from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.paths import (
     SUMMARY_JSON,
     existing_ancestor,
@@ -112,7 +113,7 @@ def _profiled_run(
         result = run_scenario(options, on_progress=on_progress, on_target=on_target)
     section = report.build(job.tool, hook.log, out_dir, launch.tool_path, slowest=job.slowest)
     summary = result.summary.model_copy(update={"profile": section})
-    (out_dir / SUMMARY_JSON).write_text(summary.to_json())
+    write_atomic(out_dir / SUMMARY_JSON, summary.to_json())
     rerender_run(out_dir, inconclusive_fails=options.inconclusive_fails)
     return dataclasses.replace(result, summary=summary)
 

@@ -9,7 +9,6 @@ cut off mid-write, which is what `zqbench report` uses after a crash.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -18,6 +17,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from zqbench.safe_files import open_new, write_via
 from zqbench.samples.sample import ARROW_SCHEMA, SAMPLE_FIELDS, Sample
 
 STREAM_GLOB = "samples.w*.arrows"
@@ -47,7 +47,7 @@ class SampleRecorder:
         self.flush_interval_s = flush_interval_s
         self.on_batch = on_batch  # each batch once on disk (a distributed worker ships it)
         self._rows: list[tuple[object, ...]] = []
-        self._file = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._file = open_new(path)  # never through a link; closed in close()
         self._writer = ipc.new_stream(self._file, ARROW_SCHEMA)
         self._last_flush = time.monotonic()
         self.written = 0
@@ -131,9 +131,7 @@ def finalize(
         {**existing, **{k.encode(): v.encode() for k, v in metadata.items()}}
     )
     target = out_dir / PARQUET_NAME
-    tmp = out_dir / (PARQUET_NAME + ".tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, target)
+    write_via(target, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
     for s in streams:
         s.unlink()
     return target

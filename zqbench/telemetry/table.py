@@ -16,6 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from zqbench.safe_files import write_via
+
 GPU_TABLE = "telemetry.gpu.parquet"
 PROMETHEUS_TABLE = "telemetry.prometheus.parquet"
 
@@ -52,7 +54,4 @@ def write_table(path: Path, schema: pa.Schema, columns: Mapping[str, Sequence[ob
     n = len(next(iter(columns.values()))) if columns else 0
     arrays = [pa.array(columns.get(f.name, [None] * n), type=f.type) for f in schema]
     table = pa.Table.from_arrays(arrays, schema=schema)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    tmp.replace(path)
-    return path
+    return write_via(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
