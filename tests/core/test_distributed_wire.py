@@ -122,3 +122,30 @@ def test_a_workers_progress_crosses_the_wire_with_its_index_and_lag() -> None:
     assert p.progress_from_wire(p.progress_to_wire(snap)) == snap
     merged = merge_snapshots([p.progress_from_wire(p.progress_to_wire(snap))])
     assert merged.per_worker == (WorkerLine(worker=1, sent=7, due=8, inflight=1, lag_p99_ms=3.5),)
+
+
+@pytest.mark.parametrize("run", ["../../escaped", "..", "a/b", "/tmp/abs", "", 7])
+def test_a_worker_refuses_a_run_name_that_would_write_outside_its_folder(
+    tmp_path: Path, run: object
+) -> None:
+    """#25 item 4: an assignment whose run is `../../x` made the worker write its samples
+    there. Now it answers zq_failed, exits 2 and creates nothing outside --out."""
+    from zqbench.distributed.worker import _Session
+    from zqbench.engines.workers import StopFlag
+    from zqbench.errors import EXIT_USAGE
+
+    out = tmp_path / "a" / "b" / "workers"
+    out.mkdir(parents=True)
+    session = object.__new__(_Session)
+    sent: list[tuple[str, object]] = []
+    notes: list[str] = []
+    session.out, session.stop, session.note = out, StopFlag(), notes.append
+    session.address = "127.0.0.1:5557"
+    session._send = lambda kind, data=None: sent.append((kind, data))  # type: ignore[method-assign]
+    assert session._run({"index": 0, "run": run, "spec": {}, "work": {}}) == EXIT_USAGE
+    assert sent == [(p.FAILED, {"message": f"refused run name {run!r}: not a folder name"})]
+    assert sorted(str(x.relative_to(tmp_path)) for x in tmp_path.rglob("*")) == [
+        "a",
+        "a/b",
+        "a/b/workers",
+    ]

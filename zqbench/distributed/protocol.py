@@ -69,6 +69,14 @@ def parse_address(value: str, *, default_host: str) -> tuple[str, int]:
     return host or default_host, int(port)
 
 
+def is_run_name(value: object) -> bool:
+    """One folder name (the master's run folder's own name, e.g. `20261201T221410Z-burst`):
+    not empty, not `.` or `..`, no separator or NUL, so `<out>/<name>` stays under `<out>`."""
+    if not isinstance(value, str) or value in ("", ".", ".."):
+        return False
+    return not any(c in value for c in ("/", "\\", "\0")) and len(value) <= 255
+
+
 # --------------------------------------------------------------------------- the spec
 def spec_to_wire(spec: WorkerSpec) -> dict[str, Any]:
     """The spec as plain data, the API key left out (workers read it from their own env)."""

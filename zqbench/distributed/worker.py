@@ -30,6 +30,7 @@ from zqbench.engines.native import NativeWorker, WorkerControl, now_ns, open_wor
 from zqbench.engines.workers import StopFlag, freeze_heap, stop_on_signals
 from zqbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TARGET, EXIT_USAGE, TargetError
 from zqbench.load import work_from_wire
+from zqbench.safe_files import make_dir
 from zqbench.transport.base import ConnectError
 
 PUMP_S = 0.02  # gevent's turn during the load: heartbeats, messages, batches
@@ -130,8 +131,13 @@ class _Session:
 
     def _run(self, assignment: dict[str, Any]) -> int:
         index = int(assignment["index"])
-        out_dir = self.out / str(assignment["run"])
-        out_dir.mkdir(parents=True, exist_ok=True)
+        run = assignment.get("run")
+        if not p.is_run_name(run):
+            # A run's folder is one name under --out: `../..` or a path would write elsewhere.
+            self._send(p.FAILED, {"message": f"refused run name {run!r}: not a folder name"})
+            self.note(f"zqbench worker: refused run name {run!r} from {self.address}")
+            return EXIT_USAGE
+        out_dir = make_dir(self.out / str(run))
         key_env = assignment.get("api_key_env")
         api_key = os.environ.get(key_env) if key_env else None
         if key_env and not api_key:
