@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from zqbench.redact import REDACTED, is_sensitive, redact, redact_headers, redact_url
@@ -82,3 +84,22 @@ def test_redact_nested_values_and_strings() -> None:
     assert out["note"] == "used <redacted> and <redacted>"
     assert out["list"] == [{"secret": REDACTED}]
     assert value["request"]["headers"]["x-api-key"] == "sk-ant-xyz"  # the input is untouched
+
+
+def test_this_processs_own_secrets_are_redacted_whatever_their_shape() -> None:
+    """#25 item 5: the --api-key-env value and sensitive --header values are redacted in
+    any text; values under 8 characters are not remembered (they would hit plain words)."""
+    from zqbench.option_values import parse_headers, read_api_key
+    from zqbench.redact import redact_known, redact_text
+
+    os.environ["ZQ_TEST_OWN_KEY"] = "own-key-0123456789"
+    try:
+        assert read_api_key("ZQ_TEST_OWN_KEY") == "own-key-0123456789"
+    finally:
+        del os.environ["ZQ_TEST_OWN_KEY"]
+    parse_headers(
+        ("Authorization: Bearer tok-abcdefgh", "X-Api-Key: short", "X-Trace: trace-0123456789")
+    )
+    text = "echo own-key-0123456789 and tok-abcdefgh, short and trace-0123456789"
+    assert redact_known(text) == "echo <redacted> and <redacted>, short and trace-0123456789"
+    assert "own-key-0123456789" not in redact_text(f"400 invalid x-api-key: {text}")

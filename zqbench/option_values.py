@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from zqbench.dialects import DIALECTS
 from zqbench.errors import OptionError
+from zqbench.redact import is_sensitive, remember_secret
 
 _C = TypeVar("_C", bound="Choice")
 
@@ -109,6 +110,8 @@ def parse_headers(raw: tuple[str, ...], option: str = "headers") -> tuple[tuple[
         if not sep or not name.strip():
             raise OptionError(option, "expected 'Name: value'", value=repr(item))
         parsed.append((name.strip(), value.strip()))
+        if is_sensitive(name):
+            remember_secret(value)
     return tuple(parsed)
 
 
@@ -121,6 +124,7 @@ def read_api_key(env_var: str | None, option: str = "api_key_env") -> str | None
     value = os.environ.get(env_var)
     if not value:
         raise OptionError(option, "the variable is not set or empty", value=env_var)
+    remember_secret(value)
     return value
 
 

@@ -72,9 +72,34 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+# The values of this process's own secrets (the --api-key-env key, sensitive --header values):
+# a target that echoes one back in an error body must not get it printed, whatever its shape.
+_KNOWN: set[str] = set()
+_KNOWN_MIN_LEN = 8  # shorter values would redact ordinary words (keys are longer)
+
+
+def remember_secret(value: str) -> None:
+    """Redact `value` wherever `redact_text` (and the CLI's terminal) sees it from now on;
+    for `Bearer X` the token X too."""
+    value = value.strip()
+    for part in (value, value.partition(" ")[2]):
+        part = part.strip()
+        if len(part) >= _KNOWN_MIN_LEN:
+            _KNOWN.add(part)
+
+
+def redact_known(text: str) -> str:
+    """`text` with this process's known secret values replaced, longest first."""
+    for value in sorted(_KNOWN, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, REDACTED)
+    return text
+
+
 def redact_text(text: str) -> str:
-    """URLs in the text lose their credentials; bearer tokens and API keys are redacted."""
-    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    """URLs in the text lose their credentials; bearer tokens, API keys and the values of
+    this process's own secrets are redacted."""
+    text = _URL.sub(lambda m: redact_url(m.group(0)), redact_known(text))
     return _SECRET_VALUE.sub(REDACTED, text)
 
 

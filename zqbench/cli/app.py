@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any, TextIO
 
 import typer
 
@@ -30,6 +30,7 @@ from zqbench.cli import (
 )
 from zqbench.cli.boundary import CommandGroup
 from zqbench.errors import EXIT_INTERNAL, EXIT_USAGE
+from zqbench.redact import redact_known
 
 app = typer.Typer(
     name="zqbench",
@@ -78,7 +79,24 @@ for _command in COMMANDS:
     _command.register(app)
 
 
+class _RedactingStream:
+    """stdout or stderr with this process's known secrets replaced in everything written:
+    a target that echoes the API key in an error body never gets it onto the terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact_known(text))
+        return len(text)  # what the caller wrote, as a stream reports it
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main() -> None:
+    sys.stdout = _RedactingStream(sys.stdout)
+    sys.stderr = _RedactingStream(sys.stderr)
     try:
         app()
     except KeyboardInterrupt:
