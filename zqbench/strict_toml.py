@@ -34,7 +34,8 @@ def show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (str, list, dict)):
-        return json.dumps(value)
+        # A TOML date or time inside a list or table shows as written, never a TypeError.
+        return json.dumps(value, default=str)
     return str(value)
 
 

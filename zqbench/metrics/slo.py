@@ -109,6 +109,15 @@ def _percentile(text: str, agg: str) -> float:
 
 def parse_slo(text: str) -> Slo:
     """Parse one SLO expression; a bad one raises UsageError with a one-line message."""
+    slo = _parse(text)
+    if not math.isfinite(slo.threshold):
+        # 2e308 reads as inf (or 1e308us overflows in seconds): it would pass the plan and
+        # fail the summary after the whole load.
+        raise _bad(text, "the threshold must be a finite number (at most about 1.8e308)")
+    return slo
+
+
+def _parse(text: str) -> Slo:
     match = _SYNTAX.match(text)
     if match is None:
         raise _bad(text, f"{_FORM} (OP: < <= > >=; units: us ms s min h %)")
