@@ -13,6 +13,7 @@ startup: the standard library and that registry only (itself standard library on
 
 from __future__ import annotations
 
+import math
 import os
 from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
@@ -135,6 +136,9 @@ def check_at_least(option: str, value: float | None, minimum: float, unit: str =
 
 
 def check_above(option: str, value: float, bound: float) -> None:
-    """OptionError unless `value` is greater than `bound`."""
+    """OptionError unless `value` is a finite number greater than `bound` (NaN and inf
+    are refused: a deadline or a scale of inf cannot be honoured)."""
     if not value > bound:
         raise OptionError(option, f"must be greater than {bound:g}", value=f"{value:g}")
+    if not math.isfinite(value):
+        raise OptionError(option, "must be a finite number", value=f"{value:g}")

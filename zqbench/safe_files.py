@@ -34,6 +34,8 @@ def make_dir(path: Path) -> Path:
             f"{path} is a symbolic link; zqbench writes no output through a link: "
             "remove it, or choose another --out"
         )
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{path} exists and is not a folder; choose another --out")
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec, StreamParser
 from zqbench.errors import TargetError
-from zqbench.option_values import ApiChoice, check_at_least, parse_headers, read_api_key
+from zqbench.option_values import (
+    ApiChoice,
+    check_above,
+    check_at_least,
+    parse_headers,
+    read_api_key,
+)
 from zqbench.redact import redact_url
 from zqbench.sources.prompts import synth_prompt
 from zqbench.target.control import check_reachable
@@ -54,6 +60,7 @@ class ProbeOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "api", ApiChoice.parse(self.api, "api"))
         check_at_least("n", self.n, 1)
+        check_above("timeout_s", self.timeout_s, 0)
         parse_headers(self.headers)
         read_api_key(self.api_key_env)
 

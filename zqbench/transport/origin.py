@@ -44,6 +44,9 @@ class Origin:
 def parse_base_url(base_url: str) -> Origin:
     """Validate a target URL; a bad one is the user's mistake, so UsageError with one line."""
     shown = redact_url(base_url)  # never echo credentials back into a log
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in base_url):
+        # A CR/LF would split the request line: refused here, never sent or echoed raw.
+        raise UsageError(f"bad target URL {shown!r}: it contains a control character")
     try:
         parts = urlsplit(base_url)
         port = parts.port

@@ -1,0 +1,47 @@
+"""#25 item 13: values that crashed (exit 5) are one-line usage errors (exit 2)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from zqbench.errors import OptionError, UsageError
+from zqbench.outputs.registry import write_comparison
+from zqbench.saved.compare import compare_runs
+from zqbench.target.probe import ProbeOptions
+from zqbench.transport.origin import parse_base_url
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
+
+
+@pytest.mark.parametrize(
+    ("timeout", "problem"),
+    [
+        (math.nan, "must be greater than 0"),
+        (-1.0, "must be greater than 0"),
+        (-math.inf, "must be greater than 0"),
+        (math.inf, "must be a finite number"),
+    ],
+)
+def test_probe_refuses_a_timeout_it_cannot_honour(timeout: float, problem: str) -> None:
+    with pytest.raises(OptionError) as err:
+        ProbeOptions(target="http://127.0.0.1:9", timeout_s=timeout)
+    assert (err.value.option, err.value.problem) == ("timeout_s", problem)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/\x01x", "http://127.0.0.1:9/\r\nX-A: 1"])
+def test_a_target_with_a_control_character_is_refused(url: str) -> None:
+    with pytest.raises(UsageError, match=r"it contains a control character$"):
+        parse_base_url(url)
+
+
+def test_compare_out_on_an_existing_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    comparison = compare_runs([EXAMPLES / "smoke-fifo", EXAMPLES / "smoke-zero-queue"])
+    target = tmp_path / "a-file"
+    target.write_text("kept\n")
+    with pytest.raises(UsageError) as err:
+        write_comparison(comparison, target)
+    assert err.value.message == f"{target} exists and is not a folder; choose another --out"
+    assert target.read_text() == "kept\n"
