@@ -37,3 +37,30 @@ def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ZQBENCH_DEBUG", "1")
     with pytest.raises(RuntimeError, match="boom in the listing"):
         cli.main()
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["run", "--bogus"],
+            "zqbench: error: No such option: --bogus (Possible options: --out) "
+            "(see `zqbench run --help`)",
+        ),
+        (
+            ["run", "--rate-scale", "abc"],
+            "zqbench: error: Invalid value for '--rate-scale': Input should be a valid number, "
+            "unable to parse string as a number (see `zqbench run --help`)",
+        ),
+        (["nosuchcmd"], "zqbench: error: No such command 'nosuchcmd'. (see `zqbench --help`)"),
+    ],
+)
+def test_a_bad_flag_or_value_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
+    """#25 item 15: click's usage errors were typer's boxed panel over several lines."""
+    monkeypatch.setattr(sys, "argv", ["zqbench", *argv])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [line]

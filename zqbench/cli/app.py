@@ -95,14 +95,31 @@ class _RedactingStream:
 
 
 def main() -> None:
-    sys.stdout = _RedactingStream(sys.stdout)
-    sys.stderr = _RedactingStream(sys.stderr)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _RedactingStream(out), _RedactingStream(err)
     try:
-        app()
+        sys.exit(_run_app())
+    finally:
+        sys.stdout, sys.stderr = out, err  # in-process callers (tests) get theirs back
+
+
+def _run_app() -> int:
+    """The app's exit code; every way out of it is one line on stderr at most."""
+    try:
+        # Not standalone: click's own usage errors (an unknown flag, a value of the wrong
+        # type) come here and are shown in zqbench's one-line form, not as a boxed panel.
+        code = app(standalone_mode=False, prog_name="zqbench")
+    except typer.Abort:
+        return 130
+    except typer.TyperException as exc:  # click's: a usage error names its command
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        print(f"zqbench: error: {exc.format_message()}{hint}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", EXIT_USAGE))
     except KeyboardInterrupt:
-        sys.exit(130)
+        return 130
     except BrokenPipeError:
-        sys.exit(EXIT_USAGE)
+        return EXIT_USAGE
     except Exception as exc:  # a bug: one line for the user, the traceback on request
         if os.environ.get("ZQBENCH_DEBUG"):
             raise
@@ -111,7 +128,8 @@ def main() -> None:
             "(set ZQBENCH_DEBUG=1 for the traceback, and please report it)",
             file=sys.stderr,
         )
-        sys.exit(EXIT_INTERNAL)
+        return EXIT_INTERNAL
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":
