@@ -67,6 +67,14 @@ class WorkerControl:
     on_batch: Callable[[pa.RecordBatch], None] | None = None
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+OUT_OF_RANGE = "out_of_range"  # the error class of a sample whose number no column holds
+
+
+def _fits(value: int | None) -> bool:
+    return value is None or _INT64[0] <= value <= _INT64[1]
+
+
 class NativeWorker:
     def __init__(self, spec: WorkerSpec, start_ns: int, control: WorkerControl) -> None:
         self.spec = spec
@@ -148,7 +156,18 @@ class NativeWorker:
         itl_mean, itl_p99, itl_max = summary.itl()
         t_send = exchange.t_send or now_ns()
         t_end = exchange.t_end or now_ns()
-        output_tokens = summary.output_tokens
+        status, prompt_tokens, output_tokens = (
+            summary.status,
+            summary.prompt_tokens,
+            summary.output_tokens,
+        )
+        if not all(_fits(v) for v in (status, prompt_tokens, output_tokens)):
+            # A number from the target no int64 column holds (usage 10^30, :status 99999999999)
+            # would break the Arrow batch and lose every sample: keep the row, drop the value.
+            status = status if _fits(status) else 0
+            prompt_tokens = prompt_tokens if _fits(prompt_tokens) else None
+            output_tokens = output_tokens if _fits(output_tokens) else None
+            error = error or OUT_OF_RANGE
         sample = Sample(
             request_id=request_id,
             worker=self.spec.worker,
@@ -160,10 +179,10 @@ class NativeWorker:
             t_first_token=None if summary.t_first_token is None else summary.t_first_token - start,
             t_last_token=None if summary.t_last_token is None else summary.t_last_token - start,
             t_end=t_end - start,
-            status=summary.status,
+            status=status,
             error=error,
-            prompt_tokens=summary.prompt_tokens
-            if summary.prompt_tokens is not None
+            prompt_tokens=prompt_tokens
+            if prompt_tokens is not None
             else rspec.prompt_tokens_estimate,
             output_tokens=output_tokens,
             tokens_from_usage=summary.tokens_from_usage,
@@ -180,7 +199,7 @@ class NativeWorker:
             retry_after_s=summary.retry_after_s,
         )
         self.recorder.add(sample)
-        key = str(summary.status) if error is None or summary.status else f"transport:{error}"
+        key = str(status) if error is None or status else f"transport:{error}"
         self.control.stats.record(key, error is None, (t_end - t_send) / 1e6)
 
     def spawn(self, coro: Any) -> None:

@@ -1,0 +1,83 @@
+"""#25 item 7: a number from the target that no int64 column holds (usage 10^30) broke the
+Arrow flush: exit 5 and 0 rows for 20 sent. Every request is a row now, marked out_of_range."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from zqbench.pipeline.run import RunOptions, run_scenario
+from zqbench.scenario import load_scenario
+
+SCENARIO = """
+[load]
+executor = "constant-arrival-rate"
+rate = 20
+duration = "1s"
+[request]
+stream = false
+max_tokens = 8
+[validity]
+min_samples = 5
+"""
+
+
+class _Huge(BaseHTTPRequestHandler):
+    """A chat completion whose usage says 10^30 output tokens."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        if length:
+            self.rfile.read(length)
+        usage = {"prompt_tokens": 5, "completion_tokens": 10**30, "total_tokens": 10**30}
+        message = {"role": "assistant", "content": "hi"}
+        body = json.dumps(
+            {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "usage": usage,
+             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+        ).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def huge_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Huge)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_a_usage_count_past_int64_keeps_every_row(huge_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "tiny.toml"
+    path.write_text(SCENARIO)
+    options = RunOptions(
+        scenario=load_scenario(str(path)), target=huge_url, api="openai", model="m",
+        calibration="off", out=tmp_path / "run", server_metrics=False,
+    )  # type: ignore[arg-type]  # fmt: skip
+    result = run_scenario(options)
+    rows = pq.read_table(result.out_dir / "samples.parquet").to_pandas()
+    assert len(rows) == result.summary.requests.sent == 20
+    assert set(rows["error"]) == {"out_of_range"}
+    assert rows["output_tokens"].isna().all() and (rows["prompt_tokens"] == 5).all()
+    assert result.summary.status_codes == {"200:out_of_range": 20}
