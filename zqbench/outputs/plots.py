@@ -424,6 +424,10 @@ def percentiles(run: RunData, plots_dir: Path) -> Plot:
 
 def _log_bins(values_ms: np.ndarray, bins: int = 60) -> list[float]:
     positive = values_ms[values_ms > 0]
+    if not positive.size:
+        # Every value 0 (a stream that arrived in one read: no gap between its tokens): an
+        # empty panel on the floor's decade, not a crash of the whole report.
+        return np.geomspace(FLOOR_MS / 1.5, FLOOR_MS * 1.5, bins + 1).tolist()
     low, high = float(positive.min()), float(positive.max())
     if high <= low * 1.0001:
         low, high = low / 1.5, high * 1.5
