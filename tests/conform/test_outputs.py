@@ -46,3 +46,26 @@ def test_junit_and_json_read_back(tmp_path: Path) -> None:
     assert doc == to_dict(report)
     for text in (junit.read_text(), doc_path.read_text()):
         assert KEY not in text  # the key never reaches an output
+
+
+def test_evidence_with_inf_or_nan_writes_valid_json(tmp_path: Path) -> None:
+    """#25 item 8: a check's evidence may hold inf (a ratio over 0) or NaN; conform.json
+    says "inf" and null, as summary.json does, and stays valid JSON."""
+    from zqbench.conform.model import CheckOutcome, ConformReport
+    from zqbench.outputs.conform import dumps
+
+    outcome = CheckOutcome(
+        "zeroqueue.5", "zeroqueue", "statement", "fail", "reason",
+        {"ratio": float("inf"), "low": float("-inf"), "median": float("nan"), "ms": [1.5]},
+        0.25,
+    )  # fmt: skip
+    report = ConformReport("http://127.0.0.1:9", ("anthropic",), "m", "t0", 1.0, (outcome,), {})
+    text = dumps(report)
+    check = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert check["checks"][0]["evidence"] == {
+        "ratio": "inf", "low": "-inf", "median": None, "ms": [1.5],
+    }  # fmt: skip
+    assert check["checks"][0]["duration_s"] == 0.25
+    write_conform(report, out=tmp_path)
+    junit = (tmp_path / "junit.xml").read_text()
+    assert "Infinity" not in junit and "NaN" not in junit

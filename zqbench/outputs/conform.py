@@ -14,6 +14,7 @@ from typing import Any
 from zqbench.conform.model import CheckOutcome, ConformReport
 from zqbench.outputs.junit import Case, Suite, render_suite
 from zqbench.redact import redact
+from zqbench.summary import json_number
 
 SCHEMA = "zqbench.conform/1"
 EVIDENCE_CHARS = 4000  # of evidence in a JUnit failure message body
@@ -41,13 +42,25 @@ def to_dict(report: ConformReport) -> dict[str, Any]:
                 "statement": o.statement,
                 "status": o.status,
                 "reason": o.reason,
-                "evidence": o.evidence,
+                "evidence": _finite(o.evidence),
                 "duration_s": o.duration_s,
             }
             for o in report.outcomes
         ],
     }
     return redact(doc)
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no inf or NaN: a check's evidence (a ratio over 0, a timeout's inf) says
+    "inf" / "-inf" as summary.json does, and NaN becomes null."""
+    if isinstance(value, float):
+        return json_number(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def dumps(report: ConformReport) -> str:
