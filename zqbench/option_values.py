@@ -110,7 +110,14 @@ def parse_headers(raw: tuple[str, ...], option: str = "headers") -> tuple[tuple[
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
             raise OptionError(option, "expected 'Name: value'", value=repr(item))
-        parsed.append((name.strip(), value.strip()))
+        name, value = name.strip(), value.strip()
+        # Named by the header's name only: its value may be a credential.
+        if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in name + value):
+            # CR/LF would inject a header line; the transports refused it only per request.
+            raise OptionError(option, "contains a control character", value=repr(name))
+        if not (name + value).isascii():
+            raise OptionError(option, "must be ASCII (HTTP header text)", value=repr(name))
+        parsed.append((name, value))
         if is_sensitive(name):
             remember_secret(value)
     return tuple(parsed)

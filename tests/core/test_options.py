@@ -128,3 +128,24 @@ def test_every_option_reaches_a_stage_through_exactly_the_groups_that_name_it() 
             grouped.add(f.name)
     assert grouped == {f.name for f in dataclasses.fields(o.RunOptions)}
     assert (run.plan.seed, run.connection.http2, run.validity.min_samples) == (7, True, 3)
+
+
+@pytest.mark.parametrize(
+    ("header", "problem"),
+    [
+        ("X-A: b\r\nX-Injected: 1", "contains a control character"),
+        ("X-A: b\x00", "contains a control character"),
+        ("X-A: héllo", "must be ASCII (HTTP header text)"),
+    ],
+)
+def test_a_header_that_cannot_go_on_the_wire_is_refused_before_the_load(
+    header: str, problem: str
+) -> None:
+    """#25 item 9: a CR/LF or non-ASCII --header crashed every request (exit 5, no sample);
+    it is refused when the options are built, named by its header name only."""
+    from zqbench.pipeline.options import RunOptions
+
+    with pytest.raises(OptionError) as err:
+        RunOptions(headers=(header,))
+    assert (err.value.option, err.value.problem, err.value.value) == ("headers", problem, "'X-A'")
+    assert RunOptions(headers=("X-A: a\tb",)).headers == ("X-A: a\tb",)  # a tab is allowed
