@@ -5,15 +5,15 @@ wherever zqbench writes to stdout or stderr."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+
+from tests.servers.in_thread import read_body, send_json, serve
 
 KEY = "zq-echo-key-1234567890"  # not sk-shaped: only its own value can redact it
 
@@ -22,17 +22,10 @@ class _Echo(BaseHTTPRequestHandler):
     """Every request: 400, the key it was sent quoted back in the error message."""
 
     def _answer(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        if length:
-            self.rfile.read(length)
+        read_body(self)
         key = self.headers.get("x-api-key") or self.headers.get("authorization", "")
         error = {"type": "authentication_error", "message": f"invalid x-api-key: {key}"}
-        body = json.dumps({"type": "error", "error": error}).encode()
-        self.send_response(400)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, 400, {"type": "error", "error": error})
 
     do_GET = do_POST = _answer
 
@@ -42,15 +35,8 @@ class _Echo(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def echo_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve(_Echo) as url:
+        yield url
 
 
 @pytest.mark.parametrize(

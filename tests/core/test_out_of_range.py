@@ -3,15 +3,14 @@ Arrow flush: exit 5 and 0 rows for 20 sent. Every request is a row now, marked o
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from tests.servers.in_thread import read_body, send_json, serve
 from zqbench.pipeline.run import RunOptions, run_scenario
 from zqbench.scenario import load_scenario
 
@@ -34,20 +33,15 @@ class _Huge(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def _answer(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        if length:
-            self.rfile.read(length)
+        read_body(self)
         usage = {"prompt_tokens": 5, "completion_tokens": 10**30, "total_tokens": 10**30}
         message = {"role": "assistant", "content": "hi"}
-        body = json.dumps(
+        send_json(
+            self,
+            200,
             {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "usage": usage,
-             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
-        ).encode()  # fmt: skip
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]},
+        )  # fmt: skip
 
     do_GET = do_POST = _answer
 
@@ -57,15 +51,8 @@ class _Huge(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def huge_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Huge)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve(_Huge) as url:
+        yield url
 
 
 def test_a_usage_count_past_int64_keeps_every_row(huge_url: str, tmp_path: Path) -> None:

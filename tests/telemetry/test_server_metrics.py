@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +16,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from tests.polling import wait_for
+from tests.servers.in_thread import serve
 from zqbench.cli import app
 from zqbench.pipeline.hooks import ServerMetrics
 from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
@@ -168,17 +169,8 @@ class FakeEngine(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def engine_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeEngine)
-    server.daemon_threads = True
-    thread = threading.Thread(
-        target=server.serve_forever, args=(0.02,), daemon=True
-    )  # quick shutdown
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(FakeEngine) as url:
+        yield url
 
 
 @pytest.fixture
