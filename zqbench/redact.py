@@ -90,6 +90,8 @@ def remember_secret(value: str) -> None:
 
 def redact_known(text: str) -> str:
     """`text` with this process's known secret values replaced, longest first."""
+    if not _KNOWN:
+        return text  # every terminal write passes here: nothing to look for, no cost
     for value in sorted(_KNOWN, key=len, reverse=True):
         if value in text:
             text = text.replace(value, REDACTED)
