@@ -98,7 +98,6 @@ class NativeWorker:
         self._requests: Requests = spec.source.open()
         control.stats.worker = spec.worker
 
-    # ------------------------------------------------------------------ one request
     # ------------------------------------------------------------------ the Driver
     def should_stop(self) -> bool:
         return self.control.should_stop()
@@ -207,7 +206,6 @@ class NativeWorker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    # ------------------------------------------------------------------ open loop
     async def sleep_until(self, due_abs: int) -> bool:
         """Sleep, then spin for the last `spin_ns`; False if asked to stop meanwhile."""
         spin = self.spec.spin_ns
