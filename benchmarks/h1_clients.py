@@ -69,7 +69,7 @@ def cpu_s() -> float:
 async def drive(kind: str, url: str, rate: float, seconds: float, spin: int) -> dict[str, Any]:
     from zqbench.dialects import get_dialect
     from zqbench.dialects.base import DialectConfig, RequestSpec
-    from zqbench.transport.base import HttpRequest
+    from zqbench.transport.base import Exchange, HttpRequest
 
     dialect = get_dialect("anthropic", DialectConfig(model="bench"))
     tr = make_transport(kind, url)
@@ -88,7 +88,7 @@ async def drive(kind: str, url: str, rate: float, seconds: float, spin: int) -> 
             built.method, built.path, (*built.headers, ("x-request-id", f"zq-{i}")), built.body
         )
         parser = dialect.parser(rspec)
-        ex = await tr.send(req, parser, 10.0)
+        ex = await tr.send(req, parser, 10.0, Exchange())
         if due:
             sends.append(ex.t_send)
             lags.append(ex.t_send - due)

@@ -101,7 +101,7 @@ def pct(xs: list[int], q: float) -> float:
 
 
 async def closed_loop(kind: str, url: str, conc: int, duration: float) -> dict[str, float]:
-    from zqbench.transport.base import HttpRequest
+    from zqbench.transport.base import Exchange, HttpRequest
 
     tr = make(kind, url, conc)
     await tr.open()
@@ -114,7 +114,7 @@ async def closed_loop(kind: str, url: str, conc: int, duration: float) -> dict[s
     async def worker() -> None:
         nonlocal errors
         while time.perf_counter() < stop:
-            ex = await tr.send(req, sink, 10)
+            ex = await tr.send(req, sink, 10, Exchange())
             if ex.error is None:
                 lat.append(ex.t_end - ex.t_send)
             else:
@@ -130,7 +130,7 @@ async def closed_loop(kind: str, url: str, conc: int, duration: float) -> dict[s
 
 
 async def open_loop(kind: str, url: str, rate: float, duration: float) -> dict[str, float]:
-    from zqbench.transport.base import HttpRequest
+    from zqbench.transport.base import Exchange, HttpRequest
 
     tr = make(kind, url, 64)
     await tr.open()
@@ -144,7 +144,7 @@ async def open_loop(kind: str, url: str, rate: float, duration: float) -> dict[s
 
     async def one(t_intended: int) -> None:
         nonlocal errors
-        ex = await tr.send(req, sink, 10)
+        ex = await tr.send(req, sink, 10, Exchange())
         lags.append(ex.t_send - t_intended)
         if ex.error is None:
             lat.append(ex.t_end - t_intended)

@@ -274,7 +274,7 @@ def test_stream_stamps_never_before_the_server_write(programmed_server: Programm
                 rid = f"raw-timing-{i}"
                 sink = RecordingSink()
                 await asyncio.sleep(i * 0.002)
-                return rid, await tr.send(get(path, rid), sink, 10), sink
+                return rid, await tr.send(get(path, rid), sink, 10, Exchange()), sink
 
             return await asyncio.gather(*(one_stream(i) for i in range(streams)))
         finally:
@@ -418,7 +418,7 @@ def test_sink_exception_surfaces_in_send(programmed_server: ProgrammedServer) ->
         await tr.open()
         try:
             with pytest.raises(KeyError):
-                await tr.send(get("/health"), Broken(), 5)
+                await tr.send(get("/health"), Broken(), 5, Exchange())
             ex, _ = await send(tr, get("/health"))  # a fresh connection serves the next one
             assert ex.error is None
         finally:

@@ -55,7 +55,7 @@ def test_a_large_body_reaches_the_sink_a_slice_per_loop_iteration(
         ticker = asyncio.get_running_loop().create_task(_ticker(ticks))
         try:
             sink = TickSink(ticks)
-            ex = await tr.send(get(f"/big?bytes={size}"), sink, 20)
+            ex = await tr.send(get(f"/big?bytes={size}"), sink, 20, Exchange())
             return ex, sink
         finally:
             ticker.cancel()

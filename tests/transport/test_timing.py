@@ -31,7 +31,7 @@ def test_stream_stamps_follow_the_server_send_times(
                 rid = f"timing-{kind}-{i}"
                 sink = RecordingSink()
                 await asyncio.sleep(i * 0.002)  # stagger, as an open-loop schedule would
-                ex = await tr.send(get(path, rid), sink, 10)
+                ex = await tr.send(get(path, rid), sink, 10, Exchange())
                 return rid, ex, sink
 
             return await asyncio.gather(*(one(i) for i in range(STREAMS)))
@@ -68,7 +68,8 @@ def test_ttfb_is_at_least_the_programmed_delay(kind: str, programmed_server: Pro
             out = []
             for i in range(10):
                 sink = RecordingSink()
-                ex = await tr.send(get("/delay?ms=25&size=10", f"ttfb-{kind}-{i}"), sink, 5)
+                req = get("/delay?ms=25&size=10", f"ttfb-{kind}-{i}")
+                ex = await tr.send(req, sink, 5, Exchange())
                 out.append((ex, sink))
             return out
         finally:

@@ -43,7 +43,7 @@ def get(path: str, req_id: str = "", **headers: str) -> HttpRequest:
 
 async def send(tr: Transport, req: HttpRequest, timeout_s: float = 5.0):
     sink = RecordingSink()
-    ex: Exchange = await tr.send(req, sink, timeout_s)
+    ex: Exchange = await tr.send(req, sink, timeout_s, Exchange())
     return ex, sink
 
 

@@ -7,7 +7,6 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -105,17 +104,12 @@ class LiveView:
         self._t0 = time.monotonic()
         if self.enabled and sys.stderr.isatty():
             self._live = Live(self, console=self.console, refresh_per_second=4, transient=True)
-            self._live.__enter__()
+            self._live.start()  # what Live's own __enter__ does; the renderable is this view
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._live is not None:
-            self._live.__exit__(exc_type, exc, tb)
+            self._live.stop()
             self._live = None
 
     def final(self, summary: Summary, out_dir: Path) -> None:

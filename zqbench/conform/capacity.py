@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from zqbench.target.control import ControlClient
@@ -87,12 +86,7 @@ class RunningSampler:
         self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        typ: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(SCRAPE_TIMEOUT_S + 1.0)

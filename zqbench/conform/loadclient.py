@@ -23,7 +23,7 @@ from zqbench.transport.factory import make_transport
 
 async def _send(transport: Transport, req: Request, timeout_s: float) -> Evidence:
     rec = Recorder(req)
-    return rec.finish(await transport.send(req.http, rec, timeout_s))
+    return rec.finish(await transport.send(req.http, rec, timeout_s, Sent()))
 
 
 def _unsent(reqs: Sequence[Request], error: TransportError) -> list[Evidence]:

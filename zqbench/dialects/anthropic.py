@@ -134,11 +134,7 @@ class AnthropicDialect(DialectBase):
     )
     parser_class = AnthropicParser
 
-    def __init__(
-        self, config: DialectConfig, *, max_body_bytes: int = common.DEFAULT_MAX_BODY_BYTES
-    ):
-        super().__init__(config, max_body_bytes=max_body_bytes)
-        self._model = json.dumps(config.model).encode()
+    def _prepare(self, config: DialectConfig) -> None:
         self._heads: dict[int, bytes] = {}  # max_tokens -> the body up to the prompt
 
     def _headers(self, config: DialectConfig) -> list[tuple[str, str]]:
@@ -156,7 +152,7 @@ class AnthropicDialect(DialectBase):
         head = self._heads.get(spec.max_tokens)
         if head is None:
             head = b'{"model":%s,"max_tokens":%d,"messages":[{"role":"user","content":' % (
-                self._model,
+                self._model_json,
                 int(spec.max_tokens),
             )
             if len(self._heads) < 64:

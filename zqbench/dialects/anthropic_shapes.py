@@ -7,24 +7,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from zqbench.dialects.shapes import ApiShapes, event_json, need, usage_counts
+from zqbench.dialects import shapes
+from zqbench.dialects.shapes import ApiShapes
 from zqbench.dialects.sse import SSEEvent
 
 
 def anthropic_usage(usage: Any, where: str, problems: list[str], *, input_needed: bool) -> None:
     counts = ("input_tokens", "output_tokens") if input_needed else ("output_tokens",)
-    usage_counts(usage, where, problems, counts)
+    shapes.usage_counts(usage, where, problems, counts)
 
 
-def anthropic_message(obj: Any) -> list[str]:
+@shapes.object_rule
+def anthropic_message(obj: dict[str, Any], p: list[str]) -> None:
     """A non-streamed Messages response body."""
-    p: list[str] = []
-    if not isinstance(obj, dict):
-        return ["the body is not a JSON object"]
-    need("type", obj.get("type") == "message", p, f"{obj.get('type')!r} is not 'message'")
-    need("id", isinstance(obj.get("id"), str), p, "not a string")
-    need("role", obj.get("role") == "assistant", p, f"{obj.get('role')!r} is not 'assistant'")
-    need("model", isinstance(obj.get("model"), str), p, "not a string")
+    shapes.need_value(obj, "type", "message", p)
+    shapes.need_str(obj, "id", p)
+    shapes.need_value(obj, "role", "assistant", p)
+    shapes.need_str(obj, "model", p)
     content = obj.get("content")
     if not isinstance(content, list):
         p.append("content: not a list")
@@ -34,9 +33,8 @@ def anthropic_message(obj: Any) -> list[str]:
                 p.append(f"content[{i}]: not a block with a type")
             elif block["type"] == "text" and not isinstance(block.get("text"), str):
                 p.append(f"content[{i}].text: not a string")
-    need("stop_reason", isinstance(obj.get("stop_reason"), str), p, "not a string")
+    shapes.need_str(obj, "stop_reason", p)
     anthropic_usage(obj.get("usage"), "usage", p, input_needed=True)
-    return p
 
 
 _A_BLOCK_EVENTS = ("content_block_start", "content_block_delta", "content_block_stop")
@@ -50,7 +48,7 @@ def anthropic_stream(events: list[SSEEvent]) -> list[str]:
     block = -1
     for n, event in enumerate(events):
         name = event.event
-        obj = event_json(event)
+        obj = shapes.event_json(event)
         where = f"event {n} ({name})"
         known = name in ("message_start", *_A_BLOCK_EVENTS, "message_delta", "message_stop")
         if name == "ping" or not known:
@@ -105,21 +103,12 @@ def anthropic_stream(events: list[SSEEvent]) -> list[str]:
     return p
 
 
-def anthropic_models(obj: Any) -> list[str]:
-    p: list[str] = []
-    if not isinstance(obj, dict):
-        return ["the body is not a JSON object"]
-    data = obj.get("data")
-    if not isinstance(data, list) or not data:
-        return ["data: not a non-empty list"]
-    for i, m in enumerate(data):
-        if not isinstance(m, dict):
-            p.append(f"data[{i}]: not an object")
-            continue
-        need(f"data[{i}].type", m.get("type") == "model", p, f"{m.get('type')!r} != 'model'")
-        need(f"data[{i}].id", isinstance(m.get("id"), str), p, "not a string")
-    need("has_more", isinstance(obj.get("has_more"), bool), p, "not a boolean")
-    return p
+@shapes.object_rule
+def anthropic_models(obj: dict[str, Any], p: list[str]) -> None:
+    for at, m in shapes.model_entries(obj, p):
+        shapes.need_value(m, "type", "model", p, at)
+        shapes.need_str(m, "id", p, at)
+    shapes.need("has_more", isinstance(obj.get("has_more"), bool), p, "not a boolean")
 
 
 SHAPES = ApiShapes("Message", anthropic_message, anthropic_stream, anthropic_models)

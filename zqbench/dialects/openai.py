@@ -146,13 +146,8 @@ class OpenAIDialect(DialectBase):
     )
     parser_class = OpenAIParser
 
-    def __init__(
-        self, config: DialectConfig, *, max_body_bytes: int = common.DEFAULT_MAX_BODY_BYTES
-    ):
-        super().__init__(config, max_body_bytes=max_body_bytes)
-        self._head = (
-            b'{"model":%s,"messages":[{"role":"user","content":' % json.dumps(config.model).encode()
-        )
+    def _prepare(self, config: DialectConfig) -> None:
+        self._head = b'{"model":%s,"messages":[{"role":"user","content":' % self._model_json
         if config.include_usage:
             self._stream_tail = b',"stream":true,"stream_options":{"include_usage":true}}'
         else:

@@ -7,21 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from zqbench.dialects.shapes import ApiShapes, event_json, is_count, need, usage_counts
+from zqbench.dialects import shapes
+from zqbench.dialects.shapes import ApiShapes
 from zqbench.dialects.sse import SSEEvent
 
 
 def openai_usage(usage: Any, where: str, problems: list[str]) -> None:
-    usage_counts(usage, where, problems, ("prompt_tokens", "completion_tokens", "total_tokens"))
+    shapes.usage_counts(
+        usage, where, problems, ("prompt_tokens", "completion_tokens", "total_tokens")
+    )
 
 
-def openai_completion(obj: Any) -> list[str]:
-    p: list[str] = []
-    if not isinstance(obj, dict):
-        return ["the body is not a JSON object"]
-    need("object", obj.get("object") == "chat.completion", p, f"{obj.get('object')!r}")
-    need("id", isinstance(obj.get("id"), str), p, "not a string")
-    need("created", is_count(obj.get("created")), p, "not an integer")
+@shapes.object_rule
+def openai_completion(obj: dict[str, Any], p: list[str]) -> None:
+    shapes.need_value(obj, "object", "chat.completion", p)
+    shapes.need_str(obj, "id", p)
+    shapes.need("created", shapes.is_count(obj.get("created")), p, "not an integer")
     choices = obj.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         p.append("choices: not a non-empty list of objects")
@@ -32,9 +33,8 @@ def openai_completion(obj: Any) -> list[str]:
         elif not isinstance(msg.get("content"), str):
             p.append("choices[0].message.content: not a string")
         reason = choices[0].get("finish_reason")
-        need("choices[0].finish_reason", isinstance(reason, str), p, "not a string")
+        shapes.need("choices[0].finish_reason", isinstance(reason, str), p, "not a string")
     openai_usage(obj.get("usage"), "usage", p)
-    return p
 
 
 def openai_stream(events: list[SSEEvent], *, include_usage: bool = True) -> list[str]:
@@ -50,7 +50,7 @@ def openai_stream(events: list[SSEEvent], *, include_usage: bool = True) -> list
         if event.data == "[DONE]":
             done = True
             continue
-        obj = event_json(event)
+        obj = shapes.event_json(event)
         if not isinstance(obj, dict):
             p.append(f"{where}: data is not a JSON object")
             continue
@@ -89,23 +89,14 @@ def openai_stream(events: list[SSEEvent], *, include_usage: bool = True) -> list
     return p
 
 
-def openai_models(obj: Any) -> list[str]:
-    p: list[str] = []
-    if not isinstance(obj, dict):
-        return ["the body is not a JSON object"]
-    need("object", obj.get("object") == "list", p, f"{obj.get('object')!r} != 'list'")
-    data = obj.get("data")
-    if not isinstance(data, list) or not data:
-        return [*p, "data: not a non-empty list"]
-    for i, m in enumerate(data):
-        if not isinstance(m, dict):
-            p.append(f"data[{i}]: not an object")
-            continue
-        need(f"data[{i}].object", m.get("object") == "model", p, f"{m.get('object')!r}")
-        need(f"data[{i}].id", isinstance(m.get("id"), str), p, "not a string")
-        need(f"data[{i}].created", is_count(m.get("created")), p, "not an integer")
-        need(f"data[{i}].owned_by", isinstance(m.get("owned_by"), str), p, "not a string")
-    return p
+@shapes.object_rule
+def openai_models(obj: dict[str, Any], p: list[str]) -> None:
+    shapes.need_value(obj, "object", "list", p)
+    for at, m in shapes.model_entries(obj, p):
+        shapes.need_value(m, "object", "model", p, at)
+        shapes.need_str(m, "id", p, at)
+        shapes.need(f"{at}created", shapes.is_count(m.get("created")), p, "not an integer")
+        shapes.need_str(m, "owned_by", p, at)
 
 
 SHAPES = ApiShapes("chat.completion", openai_completion, openai_stream, openai_models)

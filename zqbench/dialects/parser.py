@@ -389,6 +389,12 @@ class DialectBase(abc.ABC):
         self.config = config
         self.max_body_bytes = max_body_bytes
         self.headers = header_tuple(self._headers(config), config.extra_headers)
+        self._model_json = json.dumps(config.model).encode()
+        self._prepare(config)
+
+    @abc.abstractmethod
+    def _prepare(self, config: DialectConfig) -> None:
+        """Precompute what every request's body shares."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"

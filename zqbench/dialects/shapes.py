@@ -10,8 +10,9 @@ unknown event types are allowed, as both APIs promise to add them.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +32,52 @@ def is_count(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
+def object_rule(rule: Callable[[dict[str, Any], list[str]], None]) -> Callable[[Any], list[str]]:
+    """A rule over a JSON object, as a rule over any JSON: what is not an object is the one
+    problem, else the problems `rule` appends to its list."""
+
+    @functools.wraps(rule)
+    def check(obj: Any) -> list[str]:
+        if not isinstance(obj, dict):
+            return ["the body is not a JSON object"]
+        problems: list[str] = []
+        rule(obj, problems)
+        return problems
+
+    return check
+
+
 def need(path: str, ok: bool, problems: list[str], what: str) -> None:
     """`path: what` is a problem unless `ok`."""
     if not ok:
         problems.append(f"{path}: {what}")
+
+
+def need_value(
+    obj: dict[str, Any], key: str, value: str, problems: list[str], where: str = ""
+) -> None:
+    """`obj[key]` is `value`."""
+    got = obj.get(key)
+    need(f"{where}{key}", got == value, problems, f"{got!r} is not {value!r}")
+
+
+def need_str(obj: dict[str, Any], key: str, problems: list[str], where: str = "") -> None:
+    """`obj[key]` is a string."""
+    need(f"{where}{key}", isinstance(obj.get(key), str), problems, "not a string")
+
+
+def model_entries(obj: Any, problems: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The objects of a models list's `data`, each with its path ("data[0]."); what is not
+    an object, or a `data` that is not a non-empty list, is a problem."""
+    data = obj.get("data")
+    if not isinstance(data, list) or not data:
+        problems.append("data: not a non-empty list")
+        return
+    for i, m in enumerate(data):
+        if isinstance(m, dict):
+            yield f"data[{i}].", m
+        else:
+            problems.append(f"data[{i}]: not an object")
 
 
 def event_json(event: SSEEvent) -> Any:

@@ -198,7 +198,7 @@ def _child(
     run_async(main())
 
 
-def run_in_processes(
+def run_workers(
     specs: list[WorkerSpec],
     works: list[Work],
     *,
@@ -206,8 +206,12 @@ def run_in_processes(
     stop: StopFlag | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> tuple[int, bool]:
-    """Run one spawned process per worker. Returns (start_monotonic_ns, interrupted).
-    Signals are the caller's, as for `run_in_process`."""
+    """Run one worker in this process, or several in one spawned process each. Returns
+    (start_monotonic_ns, interrupted). Signals are the caller's, as for `run_in_process`."""
+    if len(specs) == 1:
+        return run_in_process(
+            specs[0], works[0], on_progress=on_progress, stop=stop, on_start=on_start
+        )
     ctx = mp.get_context("spawn")  # fork would copy a running event loop and its sockets
     ready_q = ctx.Queue()
     progress_q = ctx.Queue()

@@ -1,7 +1,7 @@
 """`PacketLossHook`: adds the drop rules at each impaired stage's start, removes them at its end.
 
-A timer thread sleeps until the stage boundaries (on the run's monotonic clock, from the
-stage times in `HookContext`) and applies or removes the rules. `stop()` always removes
+A `WindowTimer` thread sleeps until the stage boundaries (on the run's monotonic clock,
+from the stage times in `HookContext`) and applies or removes the rules. `stop()` always removes
 whatever is left, so the rules are gone after a normal end, an error, Ctrl-C or SIGTERM
 (the run turns SIGTERM into a graceful stop and then stops its hooks). A process killed
 with SIGKILL cannot clean up: `zqbench impair clear` removes what it left.
@@ -10,12 +10,12 @@ with SIGKILL cannot clean up: `zqbench impair clear` removes what it left.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from zqbench.errors import ZqbenchError
 from zqbench.hooks.contract import HookContext, HookResult
+from zqbench.hooks.windows import WindowTimer
 from zqbench.impair import nft
 from zqbench.load.spans import StageInfo
 from zqbench.scenario import NetworkConfig
@@ -47,51 +47,27 @@ class PacketLossHook:
             raise ValueError(f"PacketLossHook cannot apply {network.impairment!r}")
         self.network = network
         self._rules: nft.LossRules | None = None
-        self._start_ns = 0
         self._lock = threading.Lock()  # one nft change at a time; none after stop()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
         self._applied = False
         self._events: list[dict[str, Any]] = []  # what happened when, for the summary
         self._errors: list[str] = []
+        self._timer = WindowTimer("zqbench-packet-loss", self._switch, self._errors.append)
         self._dropped = 0
 
     def start(self, ctx: HookContext) -> None:
         addresses = nft.resolve(ctx.host, ctx.port)
         self._rules = nft.LossRules(ctx.run_name, addresses, ctx.port, self.network.loss)
         nft.check(self._rules)  # a rule nft rejects fails the run now, before any traffic
-        self._start_ns = ctx.start_monotonic_ns
-        windows = impaired_windows(ctx.stages, self.network.stages)
-        self._thread = threading.Thread(
-            target=self._follow_stages, args=(windows,), name="zqbench-packet-loss", daemon=True
-        )
-        self._thread.start()
+        self._timer.start(ctx.start_monotonic_ns, impaired_windows(ctx.stages, self.network.stages))
 
-    def _follow_stages(self, windows: list[tuple[float, float]]) -> None:
-        try:
-            for start_s, end_s in windows:
-                if self._sleep_until(start_s):
-                    return
-                self._change(apply=True)
-                if self._sleep_until(end_s):
-                    return
-                self._change(apply=False)
-        except ZqbenchError as exc:  # reported by stop(); the run itself goes on
-            self._errors.append(exc.message)
-
-    def _sleep_until(self, t_s: float) -> bool:
-        """Sleep until t_s after t = 0; True when stop() came first."""
-        delay = (self._start_ns + int(t_s * 1e9) - time.perf_counter_ns()) / 1e9
-        return self._stopping.wait(max(0.0, delay))
-
-    def _change(self, *, apply: bool) -> None:
+    def _switch(self, apply: bool) -> None:
         rules = self._rules
         if rules is None:
             return
         with self._lock:
-            t_s = round((time.perf_counter_ns() - self._start_ns) / 1e9, 3)
+            t_s = round(self._timer.seconds(), 3)
             if apply:
-                if self._stopping.is_set():  # stop() has cleaned up, or is about to: never re-add
+                if self._timer.stopping.is_set():  # stop() cleaned up, or is about to: no re-add
                     return
                 nft.apply(rules)
                 self._applied = True
@@ -105,14 +81,12 @@ class PacketLossHook:
                 self._events[-1]["removed_s"] = t_s
 
     def stop(self) -> HookResult:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(_JOIN_TIMEOUT_S)
+        self._timer.stop(_JOIN_TIMEOUT_S)
         result = HookResult()
         if self._rules is None:  # start() failed before anything could be applied
             return result
         try:
-            self._change(apply=False)
+            self._switch(False)
         except ZqbenchError as exc:
             self._errors.append(exc.message)
             result.notes.append(

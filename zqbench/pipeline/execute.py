@@ -11,7 +11,6 @@ after the load must not leave nftables rules in place.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,12 +20,10 @@ from zqbench.engines.live import ProgressCallback
 from zqbench.engines.native import WorkerSpec
 from zqbench.engines.workers import (
     StopFlag,
-    run_in_process,
-    run_in_processes,
+    run_workers,
 )
 from zqbench.hooks.contract import HookContext, HookResult, RunHook
 from zqbench.hooks.running import RunningHooks
-from zqbench.load import Work
 from zqbench.pipeline.options import ConnectionOptions, DistributedOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Target
@@ -82,14 +79,10 @@ def execute(
     stop = stop or StopFlag()
     master = _master(distribution, out_dir)
     try:
-        if master is None:
-            start_ns, interrupted = _run_workers(
-                specs, plan.works, on_progress, stop, run_hooks.start
-            )
-        else:
-            start_ns, interrupted = master.run(
-                specs, plan.works, on_progress=on_progress, stop=stop, on_start=run_hooks.start
-            )
+        run = run_workers if master is None else master.run
+        start_ns, interrupted = run(
+            specs, plan.works, on_progress=on_progress, stop=stop, on_start=run_hooks.start
+        )
     finally:
         hook_results = run_hooks.stop()
     interrupted = interrupted or stop.is_set()
@@ -169,18 +162,3 @@ def _warm_connections(options: ConnectionOptions, scenario: Scenario) -> int:
         return 1
     guess = scenario.load.concurrency_guess()
     return max(1, min(guess, 64, options.max_connections))
-
-
-def _run_workers(
-    specs: list[WorkerSpec],
-    works: list[Work],
-    on_progress: ProgressCallback | None,
-    stop: StopFlag,
-    on_start: Callable[[int], None],
-) -> tuple[int, bool]:
-    """One worker in this process, several in spawned processes: (t = 0, interrupted)."""
-    if len(specs) == 1:
-        return run_in_process(
-            specs[0], works[0], on_progress=on_progress, stop=stop, on_start=on_start
-        )
-    return run_in_processes(specs, works, on_progress=on_progress, stop=stop, on_start=on_start)

@@ -13,7 +13,6 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 from zqbench.errors import TargetError
 from zqbench.target.embedded import get_health
@@ -84,10 +83,5 @@ class UserServer:
             proc.kill()
             proc.wait(timeout=10)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

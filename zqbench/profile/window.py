@@ -3,21 +3,21 @@
     --capture-stage NAME       the window is that stage of the scenario
     --capture-window START:END seconds since t = 0 (the schedule's start)
 
-The hook is a run hook (zqbench.hooks.contract): a timer thread sleeps until the window's start,
-POSTs /start_profile, sleeps until its end, POSTs /stop_profile, on the run's monotonic
-clock, as the packet-loss hook applies its rules at a stage's edges. `stop()` closes a
+The hook is a run hook (zqbench.hooks.contract): a `WindowTimer` thread sleeps until the
+window's start, POSTs /start_profile, sleeps until its end, POSTs /stop_profile, on the run's
+monotonic clock, as the packet-loss hook applies its rules at a stage's edges. `stop()` closes a
 window still open (a run ended or interrupted early), so the server never stays profiling.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from zqbench.errors import OptionError, ZqbenchError
 from zqbench.hooks.contract import HookContext, HookResult
+from zqbench.hooks.windows import WindowTimer
 from zqbench.load.spans import StageInfo
 from zqbench.option_values import read_api_key
 from zqbench.target import control
@@ -98,42 +98,23 @@ class CaptureHook:
         self.base_url = base_url  # None: the run's target (HookContext.base_url)
         self.api_key = read_api_key(api_key_env)
         self.log = CaptureLog()
-        self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._start_ns = 0
+        self._timer = WindowTimer("zqbench-profile-window", self._switch, self.log.errors.append)
         self._open = False
 
     def start(self, ctx: HookContext) -> None:
         self.log.window = self.spec.resolve(ctx.stages)
         self.base_url = (self.base_url or ctx.base_url).rstrip("/")
-        self._start_ns = ctx.start_monotonic_ns
-        self._thread = threading.Thread(
-            target=self._follow, name="zqbench-profile-window", daemon=True
-        )
-        self._thread.start()
+        self._timer.start(ctx.start_monotonic_ns, [self.log.window])
 
-    def _follow(self) -> None:
-        start_s, end_s = self.log.window
-        if self._sleep_until(start_s):
-            return
-        self._switch(on=True)
-        if self._sleep_until(end_s):
-            return
-        self._switch(on=False)
-
-    def _sleep_until(self, t_s: float) -> bool:
-        delay = (self._start_ns + int(t_s * 1e9) - time.perf_counter_ns()) / 1e9
-        return self._stopping.wait(max(0.0, delay))
-
-    def _switch(self, *, on: bool) -> None:
+    def _switch(self, on: bool) -> None:
         with self._lock:
-            if on and self._stopping.is_set():
+            if on and self._timer.stopping.is_set():
                 return
             if not on and not self._open:
                 return
             route = "/start_profile" if on else "/stop_profile"
-            t_s = (time.perf_counter_ns() - self._start_ns) / 1e9
+            t_s = self._timer.seconds()
             try:
                 answer = control.post_json(
                     f"{self.base_url}{route}",
@@ -148,7 +129,7 @@ class CaptureHook:
             self._open = on
             # The capture surely ran from /start_profile's answer to /stop_profile's call.
             if on:
-                self.log.started_at = round((time.perf_counter_ns() - self._start_ns) / 1e9, 3)
+                self.log.started_at = round(self._timer.seconds(), 3)
             else:
                 self.log.stopped_at = round(t_s, 3)
 
@@ -159,10 +140,8 @@ class CaptureHook:
         return headers
 
     def stop(self) -> HookResult:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(_JOIN_TIMEOUT_S)
-        self._switch(on=False)  # a window still open: close it now
+        self._timer.stop(_JOIN_TIMEOUT_S)
+        self._switch(False)  # a window still open: close it now
         result = HookResult()
         result.notes.extend(f"profile: {e}" for e in self.log.errors[:1])
         return result

@@ -38,7 +38,6 @@ import ssl
 import threading
 from collections.abc import Iterable, Mapping
 from time import perf_counter_ns
-from types import TracebackType
 from typing import Any
 
 import httpx
@@ -176,9 +175,7 @@ class ControlClient:
     def __enter__(self) -> ControlClient:
         return self
 
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:

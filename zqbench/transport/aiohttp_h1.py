@@ -239,16 +239,11 @@ class AiohttpTransport:
                 raise no_answer(self.origin, timeout) from None
 
     async def send(
-        self,
-        request: HttpRequest,
-        sink: ResponseSink,
-        timeout_s: float,
-        exchange: Exchange | None = None,
+        self, request: HttpRequest, sink: ResponseSink, timeout_s: float, ex: Exchange
     ) -> Exchange:
         session = self._session
         if session is None:
             raise RuntimeError("AiohttpTransport.send() before open()")
-        ex = exchange if exchange is not None else Exchange()
         ex.http_version = "1.1"
         async with self._permits:
             await self._exchange(session, request, sink, timeout_s, ex)

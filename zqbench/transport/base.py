@@ -118,16 +118,12 @@ class Transport(Protocol):
         """Resolve the target and open `warm_connections`; raise ConnectError if unreachable."""
 
     async def send(
-        self,
-        request: HttpRequest,
-        sink: ResponseSink,
-        timeout_s: float,
-        exchange: Exchange | None = None,
+        self, request: HttpRequest, sink: ResponseSink, timeout_s: float, ex: Exchange
     ) -> Exchange:
         """Send one request; never raises for per-request failures, they land in `Exchange.error`.
 
-        `timeout_s` bounds the whole exchange (connect + send + full body). The caller may
-        pass the `exchange` to fill: then what was observed survives a cancellation."""
+        `timeout_s` bounds the whole exchange (connect + send + full body). `ex` is filled and
+        returned; the caller makes it, so that what was observed survives a cancellation."""
 
     async def close(self) -> None:
         """Close every connection."""

@@ -369,15 +369,10 @@ class H2Transport:
             await self._room.wait()
 
     async def send(
-        self,
-        request: HttpRequest,
-        sink: ResponseSink,
-        timeout_s: float,
-        exchange: Exchange | None = None,
+        self, request: HttpRequest, sink: ResponseSink, timeout_s: float, ex: Exchange
     ) -> Exchange:
         if self._room is None:
             raise RuntimeError("H2Transport.send() before open()")
-        ex = exchange if exchange is not None else Exchange()
         ex.http_version = "2"
         conn: _Connection | None = None
         sid = 0

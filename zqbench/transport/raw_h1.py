@@ -435,15 +435,10 @@ class RawH1Transport:
         return text.encode("utf-8") + b"\r\n" + body
 
     async def send(
-        self,
-        request: HttpRequest,
-        sink: ResponseSink,
-        timeout_s: float,
-        exchange: Exchange | None = None,
+        self, request: HttpRequest, sink: ResponseSink, timeout_s: float, ex: Exchange
     ) -> Exchange:
         if not self._opened:
             raise RuntimeError("RawH1Transport.send() before open()")
-        ex = exchange if exchange is not None else Exchange()
         ex.http_version = "1.1"
         wire = self._wire(request)
         head_only = request.method == "HEAD"
