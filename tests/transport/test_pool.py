@@ -62,21 +62,6 @@ def test_h1_open_prewarms_and_first_requests_open_nothing(
     assert programmed_server.all_truth()["conns"] == 6
 
 
-def test_h1_warm_path_mode_also_prewarms(programmed_server: ProgrammedServer) -> None:
-    programmed_server.reset()
-
-    async def go() -> None:
-        tr = AiohttpTransport(
-            programmed_server.url, PoolLimits(warm_connections=3), warm_path="/health"
-        )
-        await tr.open()
-        await tr.close()
-
-    run(go)
-    truth = programmed_server.all_truth()
-    assert truth["conns"] == 3 and truth["requests"] == 3
-
-
 def test_h1_max_connections_bounds_concurrency(programmed_server: ProgrammedServer) -> None:
     programmed_server.reset()
 

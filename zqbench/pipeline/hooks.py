@@ -16,6 +16,7 @@ Called before any traffic, so a missing permission or a bad source fails the run
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from zqbench.errors import OptionError
@@ -51,21 +52,18 @@ def hooks_for_run(
     return hooks
 
 
+def _no_note(line: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
 class ServerMetrics:
     """Where to look for the target's own metrics, and whether to (`enabled`)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        enabled: bool = True,
-        insecure: bool = False,
-        on_note: Callable[[str], None] | None = None,
-    ) -> None:
-        self.base_url = base_url
-        self.enabled = enabled
-        self.insecure = insecure
-        self.on_note = on_note or (lambda _line: None)
+    base_url: str
+    enabled: bool = True
+    insecure: bool = False
+    on_note: Callable[[str], None] = _no_note  # a line for the terminal (what was found)
 
     def hooks(self, telemetry: Sequence[str]) -> list[RunHook]:
         """A scraper of the target's /metrics when a known engine serves it; else the hook
@@ -157,7 +155,7 @@ def build_hooks(
             endpoint.base_url,
             enabled=options.server_metrics,
             insecure=options.insecure,
-            on_note=on_note,
+            on_note=on_note or _no_note,
         ),
     )
     return [*built, *options.hooks]

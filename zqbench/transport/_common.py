@@ -11,10 +11,40 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TypeVar
 
-from zqbench.transport.base import ConnectError, RequestTimeout
-from zqbench.transport.origin import Origin
+from zqbench.transport.base import ConnectError, PoolLimits, RequestTimeout
+from zqbench.transport.origin import Origin, parse_base_url
 
 P = TypeVar("P", bound=asyncio.Protocol)
+
+
+class PoolBase:
+    """What every transport is built from: the origin, the pool's limits, and whether TLS
+    certificates go unverified. Each transport sets up its own state in `_setup`."""
+
+    def __init__(
+        self, base_url: str, limits: PoolLimits | None = None, *, insecure: bool = False
+    ) -> None:
+        self.origin: Origin = parse_base_url(base_url)
+        self.limits = limits or PoolLimits()
+        self.insecure = insecure
+        self._setup()
+
+    def _setup(self) -> None:
+        raise NotImplementedError
+
+    async def open(self) -> None:
+        """Open the pool (`_open`); on any failure, close what it opened, then raise."""
+        try:
+            await self._open()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _open(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
 
 
 def reason(e: BaseException) -> str:

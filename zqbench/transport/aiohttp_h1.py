@@ -33,6 +33,7 @@ from yarl import URL
 from zqbench.transport import base
 from zqbench.transport._common import (
     Deadline,
+    PoolBase,
     first_line,
     no_answer,
     now_ns,
@@ -40,11 +41,10 @@ from zqbench.transport._common import (
 from zqbench.transport.base import (
     Exchange,
     HttpRequest,
-    PoolLimits,
     ResponseSink,
     asks_to_close,
 )
-from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
+from zqbench.transport.origin import client_ssl_context
 
 READ_BUFSIZE = 1 << 20  # read up to 1 MiB per wake-up: big bodies in few chunks
 
@@ -122,28 +122,12 @@ class _StampedConnector(aiohttp.TCPConnector):
         return await super()._create_connection(req, traces, timeout)
 
 
-class AiohttpTransport:
-    """HTTP/1.1 keep-alive pool to one origin. Never retries.
-
-    `warm_path`: if set, `open()` warms the pool with concurrent `GET warm_path` requests
-    instead of opening bare connections (for servers that close idle, request-less
-    connections quickly).
-    """
+class AiohttpTransport(PoolBase):
+    """HTTP/1.1 keep-alive pool to one origin. Never retries."""
 
     http_version = "1.1"
 
-    def __init__(
-        self,
-        base_url: str,
-        limits: PoolLimits | None = None,
-        *,
-        insecure: bool = False,
-        warm_path: str | None = None,
-    ) -> None:
-        self.origin: Origin = parse_base_url(base_url)
-        self.limits = limits or PoolLimits()
-        self.insecure = insecure
-        self.warm_path = warm_path
+    def _setup(self) -> None:
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool = False
         self._base = self.origin.url("")
@@ -152,7 +136,7 @@ class AiohttpTransport:
         # latency_corrected), never hidden inside `latency`.
         self._permits = asyncio.Semaphore(self.limits.max_connections)
 
-    async def open(self) -> None:
+    async def _open(self) -> None:
         if self._session is not None:
             return
         if self.origin.tls:
@@ -183,17 +167,10 @@ class AiohttpTransport:
             request_class=_StampedRequest,
             raise_for_status=False,
         )
-        try:
-            await self._warm(min(self.limits.warm_connections, self.limits.max_connections))
-        except BaseException:
-            await self.close()
-            raise
+        await self._warm(min(self.limits.warm_connections, self.limits.max_connections))
 
     async def _warm(self, n: int) -> None:
         """Open `n` connections up front so setup cost is not charged to measured requests."""
-        if self.warm_path is not None:
-            await asyncio.gather(*(self._warm_request() for _ in range(n)))
-            return
         assert self._session is not None
         connector = self._session.connector
         assert connector is not None
@@ -218,16 +195,6 @@ class AiohttpTransport:
         self, connector: aiohttp.BaseConnector, req: aiohttp.ClientRequest, t: aiohttp.ClientTimeout
     ) -> aiohttp.connector.Connection:
         return await self._while_connecting(connector.connect(req, [], t))
-
-    async def _warm_request(self) -> None:
-        session, path = self._session, self.warm_path
-        assert session is not None and path is not None
-
-        async def get() -> None:
-            async with session.get(self._base + path) as resp:
-                await resp.read()
-
-        await self._while_connecting(get())
 
     async def _while_connecting(self, step: Awaitable[T]) -> T:
         """A step of `open()`, bounded by the connect timeout; failures are ConnectError."""

@@ -31,12 +31,13 @@ import h2.settings
 from zqbench.transport import base
 from zqbench.transport._common import (
     Deadline,
+    PoolBase,
     now_ns,
     open_connection,
 )
 from zqbench.transport._slices import SlicedProtocol
-from zqbench.transport.base import Exchange, HttpRequest, PoolLimits, ResponseSink
-from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
+from zqbench.transport.base import Exchange, HttpRequest, ResponseSink
+from zqbench.transport.origin import client_ssl_context
 
 STREAM_WINDOW = 1 << 24
 CONNECTION_WINDOW = 1 << 30
@@ -275,24 +276,13 @@ def _code_name(code: object) -> str:
     return getattr(code, "name", str(code))
 
 
-class H2Transport:
-    """HTTP/2 pool to one origin: `connections` opened up front, more when streams run out
-    (up to `limits.max_connections`). Never retries."""
+class H2Transport(PoolBase):
+    """HTTP/2 pool to one origin: one connection opened up front (its streams multiplex),
+    more when streams run out (up to `limits.max_connections`). Never retries."""
 
     http_version = "2"
 
-    def __init__(
-        self,
-        base_url: str,
-        limits: PoolLimits | None = None,
-        *,
-        insecure: bool = False,
-        connections: int = 1,
-    ) -> None:
-        self.origin: Origin = parse_base_url(base_url)
-        self.limits = limits or PoolLimits()
-        self.insecure = insecure
-        self.connections = max(1, min(connections, self.limits.max_connections))
+    def _setup(self) -> None:
         self._conns: list[_Connection] = []
         self._opening = 0
         self._room: asyncio.Event | None = None
@@ -300,7 +290,7 @@ class H2Transport:
         self._base_headers: list[tuple[bytes, bytes]] = []
         self.opened = 0  # connections opened over the transport's life (for tests and reports)
 
-    async def open(self) -> None:
+    async def _open(self) -> None:
         self._closed = False
         self._room = asyncio.Event()
         o = self.origin
@@ -308,11 +298,7 @@ class H2Transport:
             (b":scheme", o.scheme.encode()),
             (b":authority", o.authority.encode("idna")),
         ]
-        try:
-            await asyncio.gather(*(self._connect() for _ in range(self.connections)))
-        except BaseException:
-            await self.close()
-            raise
+        await self._connect()
 
     async def _connect(self) -> _Connection:
         o = self.origin

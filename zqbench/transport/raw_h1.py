@@ -36,6 +36,7 @@ from time import perf_counter_ns
 from zqbench.transport import base
 from zqbench.transport._common import (
     Deadline,
+    PoolBase,
     cannot_connect,
     open_connection,
     reason,
@@ -44,11 +45,10 @@ from zqbench.transport._slices import SlicedProtocol
 from zqbench.transport.base import (
     Exchange,
     HttpRequest,
-    PoolLimits,
     ResponseSink,
     asks_to_close,
 )
-from zqbench.transport.origin import Origin, client_ssl_context, parse_base_url
+from zqbench.transport.origin import client_ssl_context
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers; more is not a plausible response
 MAX_CHUNK_LINE = 1024  # a chunk-size line with extensions
@@ -322,17 +322,12 @@ class _Conn(SlicedProtocol):
             w.set_exception(e)
 
 
-class RawH1Transport:
+class RawH1Transport(PoolBase):
     """HTTP/1.1 keep-alive pool to one origin over asyncio Protocols. Never retries."""
 
     http_version = "1.1"
 
-    def __init__(
-        self, base_url: str, limits: PoolLimits | None = None, *, insecure: bool = False
-    ) -> None:
-        self.origin: Origin = parse_base_url(base_url)
-        self.limits = limits or PoolLimits()
-        self.insecure = insecure
+    def _setup(self) -> None:
         self._ssl: ssl.SSLContext | None = None
         self._address: tuple[int, str, int] | None = None  # (family, ip, port), resolved in open()
         self._idle: list[_Conn] = []  # LIFO: the most recently used connection first
@@ -346,17 +341,13 @@ class RawH1Transport:
         self._host_line = f"Host: {host}\r\n"
 
     # -- setup
-    async def open(self) -> None:
+    async def _open(self) -> None:
         if self._opened:
             return
         self._opened = True
         if self.origin.tls:
             self._ssl = client_ssl_context(self.insecure, ["http/1.1"])
-        try:
-            await self._resolve_and_warm()
-        except BaseException:
-            await self.close()
-            raise
+        await self._resolve_and_warm()
 
     async def _resolve_and_warm(self) -> None:
         """Resolve once (DNS never lands inside a measured request), then warm the pool."""
