@@ -58,7 +58,18 @@ _TOP_KEYS = (
     "network",
     "sweep",
 )
-_REQUEST_KEYS = ("max_tokens", "stream", "timeout", "prompt_tokens", "mix", "cold_connections")
+_REQUEST_KEYS = (
+    "max_tokens",
+    "stream",
+    "timeout",
+    "prompt_tokens",
+    "mix",
+    "cold_connections",
+    "dataset",
+)
+_DATASET_KEYS = ("path", "format", "order", "prompt_tokens", "output_tokens", "force_output")
+DATASET_FORMATS = ("auto", "jsonl", "openai", "sharegpt")
+DATASET_ORDERS = ("sequential", "shuffle")
 _MIX_KEYS = ("name", "weight", "prompt_tokens", "max_tokens")
 _SLO_KEYS = ("checks",)
 _NETWORK_KEYS = ("impairment", "loss", "stages")
@@ -79,12 +90,25 @@ class RequestClass:
 
 
 @dataclass(frozen=True, slots=True)
+class DatasetConfig:
+    """`[request.dataset]`: requests read from a file (`zqbench.sources.dataset`)."""
+
+    path: str  # absolute: a scenario's relative path is from the scenario's folder
+    format: str = "auto"  # DATASET_FORMATS
+    order: str = "sequential"  # or "shuffle" (by the run's seed)
+    prompt_tokens: tuple[int, int] | None = None  # keep rows whose prompt is in [min, max]
+    output_tokens: tuple[int, int] | None = None  # ... whose output length is in [min, max]
+    force_output: bool = True  # ask for exactly the row's output length, where the API can
+
+
+@dataclass(frozen=True, slots=True)
 class RequestConfig:
     max_tokens: int
     stream: bool
     timeout_s: float
     mix: tuple[RequestClass, ...]
     cold_connections: bool = False  # a new connection per request
+    dataset: DatasetConfig | None = None  # None: synthetic prompts of the mix's sizes
 
     def max_tokens_for(self, cls: RequestClass) -> int:
         return self.max_tokens if cls.max_tokens is None else cls.max_tokens
@@ -155,6 +179,7 @@ class Scenario:
         timeout_s: float | None = None,
         arrivals: str | None = None,
         burstiness: float | None = None,
+        dataset: str | None = None,
     ) -> Scenario:
         """Apply command-line overrides; None leaves a value as the file has it.
 
@@ -179,6 +204,17 @@ class Scenario:
             if not (math.isfinite(timeout_s) and timeout_s > 0):
                 raise OptionError("timeout_s", "must be > 0", value=str(timeout_s))
             req = dataclasses.replace(req, timeout_s=float(timeout_s))
+        if dataset is not None:
+            # --dataset PATH: from the working directory; the file's other keys stay.
+            if not Path(dataset).is_file():
+                raise OptionError("dataset", "no such file; give the dataset's path", value=dataset)
+            config = req.dataset or DatasetConfig(path="")
+            req = dataclasses.replace(
+                req,
+                dataset=dataclasses.replace(config, path=str(Path(dataset).resolve())),
+                # One class: the dataset's rows are the prompts, whatever the mix said.
+                mix=(RequestClass(DEFAULT_CLASS, 1.0, _DEFAULT_PROMPT_TOKENS, None),),
+            )
         out = dataclasses.replace(out, request=req)
         if arrivals is not None or burstiness is not None:
             out = dataclasses.replace(out, load=out.load.with_arrivals(arrivals, burstiness))
@@ -188,6 +224,8 @@ class Scenario:
         """A JSON-ready dict for summary.json (durations in seconds, as the file's keys say)."""
         d = dataclasses.asdict(self)
         d["source"] = _shown_source(self.source)
+        if self.request.dataset is not None:
+            d["request"]["dataset"]["path"] = shown_path(self.request.dataset.path)
         # Tuples become lists so the dict equals its own JSON round trip.
         result: dict[str, Any] = json.loads(json.dumps(d))
         return result
@@ -203,6 +241,14 @@ def _shown_source(source: str) -> str:
         if path.parent == folder.resolve():
             return f"bundled:{path.stem}"
     return source
+
+
+def shown_path(path: str) -> str:
+    """`bundled:data/x.jsonl` for a file under the bundled scenarios' folder."""
+    for folder in _bundled_dirs():
+        if Path(path).is_relative_to(folder.resolve()):
+            return f"bundled:{Path(path).relative_to(folder.resolve()).as_posix()}"
+    return path
 
 
 def _bundled_dirs() -> list[Path]:
@@ -282,7 +328,9 @@ def parse_scenario(
     if not top.has("load"):
         raise ScenarioError(f"{label}: the [load] table is missing")
     load = parse_load(Table(label, "load", data["load"], LOAD_KEYS))
-    request = _parse_request(Table(label, "request", data.get("request", {}), _REQUEST_KEYS))
+    request = _parse_request(
+        Table(label, "request", data.get("request", {}), _REQUEST_KEYS), Path(source).parent
+    )
     slo: tuple[str, ...] = ()
     if top.has("slo"):
         slo = _parse_slo(Table(label, "slo", data["slo"], _SLO_KEYS))
@@ -314,7 +362,7 @@ def _check_stage_mixes(label: str, load: LoadSpec, request: RequestConfig) -> No
             )
 
 
-def _parse_request(t: Table) -> RequestConfig:
+def _parse_request(t: Table, folder: Path) -> RequestConfig:
     max_tokens = t.integer("max_tokens", minimum=1) if t.has("max_tokens") else _DEFAULT_MAX_TOKENS
     stream = t.boolean("stream", True)
     timeout = t.duration("timeout", positive=True) if t.has("timeout") else None
@@ -335,7 +383,56 @@ def _parse_request(t: Table) -> RequestConfig:
             else _DEFAULT_PROMPT_TOKENS
         )
         mix = (RequestClass(DEFAULT_CLASS, 1.0, tokens, None),)
-    return RequestConfig(max_tokens, stream, timeout, mix, cold)
+    dataset = None
+    if t.has("dataset"):
+        for other in ("mix", "prompt_tokens"):
+            if t.has(other):
+                raise ScenarioError(
+                    f"{t.label}: request.dataset and request.{other} are exclusive; the "
+                    "dataset's rows are the prompts"
+                )
+        dataset = _parse_dataset(t, folder)
+    return RequestConfig(max_tokens, stream, timeout, mix, cold, dataset)
+
+
+def _parse_dataset(t: Table, folder: Path) -> DatasetConfig:
+    """`dataset = "path"`, or a [request.dataset] table with a `path`."""
+    raw = t.data["dataset"]
+    d = Table(
+        t.label, "request.dataset", {"path": raw} if isinstance(raw, str) else raw, _DATASET_KEYS
+    )
+    if not d.has("path"):
+        raise d.missing("path", " (the dataset file)")
+    path = d.string("path") or ""
+    if not path:
+        raise d.fail("path", "must name the dataset file")
+    spans = {key: _token_range(d, key) for key in ("prompt_tokens", "output_tokens")}
+    if not (folder / path).is_file():
+        raise d.fail("path", f"names no file (from {folder}); give the dataset's path")
+    return DatasetConfig(
+        path=str((folder / path).resolve()),
+        format=d.choice("format", DATASET_FORMATS, "auto") or "auto",
+        order=d.choice("order", DATASET_ORDERS, "sequential") or "sequential",
+        prompt_tokens=spans["prompt_tokens"],
+        output_tokens=spans["output_tokens"],
+        force_output=d.boolean("force_output", True),
+    )
+
+
+def _token_range(d: Table, key: str) -> tuple[int, int] | None:
+    """[min, max] tokens, whole numbers, 0 <= min <= max."""
+    if not d.has(key):
+        return None
+    raw = d.data[key]
+    ok = (
+        isinstance(raw, list)
+        and len(raw) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in raw)
+        and 0 <= raw[0] <= raw[1]
+    )
+    if not ok:
+        raise d.fail(key, "must be [min, max] tokens: whole numbers, 0 <= min <= max")
+    return (raw[0], raw[1])
 
 
 def _parse_mix(t: Table) -> tuple[RequestClass, ...]:

@@ -76,8 +76,8 @@ def test_an_unknown_work_or_source_on_the_wire_is_refused() -> None:
         work_from_wire({"work": "trace"})
     from zqbench.sources import source_from_wire
 
-    with pytest.raises(ValueError, match="unknown request source 'dataset'"):
-        source_from_wire({"source": "dataset"})
+    with pytest.raises(ValueError, match="unknown request source 'sessions'"):
+        source_from_wire({"source": "sessions"})
 
 
 def test_a_flushed_batch_is_shipped_as_written(tmp_path: Path) -> None:

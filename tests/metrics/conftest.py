@@ -58,6 +58,7 @@ def build_samples(
         "http_version": "1.1",
         "bytes_in": 1000,
         "retry_after_s": None,
+        "source_row": None,
     }
     data.update(columns)
     data.setdefault("t_last_token", data["t_end"])  # the last token ends the stream

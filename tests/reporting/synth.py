@@ -87,6 +87,7 @@ def write_synthetic_run(
         "http_version": "1.1",
         "bytes_in": np.full(n, 1000),
         "retry_after_s": None,
+        "source_row": None,
     }
     arrays = []
     for field in ARROW_SCHEMA:

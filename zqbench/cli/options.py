@@ -134,6 +134,13 @@ InconclusiveOkOpt = Annotated[
 RateScaleOpt = Annotated[float, typer.Option(help="Multiply every rate or VU count.")]
 DurationScaleOpt = Annotated[float, typer.Option(help="Multiply every duration.")]
 MaxTokensOpt = Annotated[int | None, typer.Option(help="Override max_tokens.")]
+DatasetOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Send the rows of this dataset file (JSONL, OpenAI requests or ShareGPT) "
+        "instead of synthetic prompts (docs/workloads.md)."
+    ),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")]
 ServerArgsOpt = Annotated[
     list[str] | None,

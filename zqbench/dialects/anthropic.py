@@ -133,6 +133,7 @@ class AnthropicDialect(DialectBase):
         "Usage output tokens account for the text deltas streamed (at least one each)."
     )
     parser_class = AnthropicParser
+    exact_output_statement = "not forced: the Messages API has no minimum output length"
 
     def _prepare(self, config: DialectConfig) -> None:
         self._heads: dict[int, bytes] = {}  # max_tokens -> the body up to the prompt
@@ -147,6 +148,8 @@ class AnthropicDialect(DialectBase):
         return headers
 
     def build(self, spec: RequestSpec) -> HttpRequest:
+        if not spec.plain:
+            return HttpRequest("POST", PATH, self.headers, self._full_body(spec))
         # Every prompt differs (the engine makes them unique), so only the JSON around it is
         # cached: the body is head + the encoded prompt + a fixed tail.
         head = self._heads.get(spec.max_tokens)
@@ -160,6 +163,18 @@ class AnthropicDialect(DialectBase):
         tail = b'}],"stream":true}' if spec.stream else b'}],"stream":false}'
         body = head + json.dumps(spec.prompt).encode("ascii") + tail
         return HttpRequest("POST", PATH, self.headers, body)
+
+    def _full_body(self, spec: RequestSpec) -> bytes:
+        """A system prompt or earlier turns: the whole body as JSON (the API has no way to
+        ask for an exact output length, so `exact_output` changes nothing)."""
+        messages = [{"role": role, "content": text} for role, text in spec.history]
+        messages.append({"role": "user", "content": spec.prompt})
+        body: dict[str, Any] = {"model": self.config.model, "max_tokens": int(spec.max_tokens)}
+        if spec.system:
+            body["system"] = spec.system
+        body["messages"] = messages
+        body["stream"] = spec.stream
+        return json.dumps(body, separators=(",", ":")).encode("ascii")
 
     def error_problem(self, obj: Any) -> str | None:
         problem = super().error_problem(obj)

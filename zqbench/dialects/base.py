@@ -33,10 +33,19 @@ class RequestSpec:
     """What to ask for; the dialect decides how it looks on the wire."""
 
     request_class: str
-    prompt: str
+    prompt: str  # the user message the request ends with
     max_tokens: int
     stream: bool = True
     prompt_tokens_estimate: int | None = None
+    system: str | None = None
+    history: tuple[tuple[str, str], ...] = ()  # (role, text) turns before the prompt
+    exact_output: bool = False  # ask for exactly max_tokens, where the API has a way
+    source_row: int | None = None  # the request source's row it came from (a dataset's)
+
+    @property
+    def plain(self) -> bool:
+        """One user message and nothing else: the dialects' fast path."""
+        return self.system is None and not self.history and not self.exact_output
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +135,8 @@ class Dialect(Protocol):
     token_per_event: bool
     shapes: ApiShapes  # what a well-formed response looks like (the conformance suite's rules)
     usage_statement: str  # conform's api.<name>.3: how usage relates to the text events
+    # Whether `RequestSpec.exact_output` reaches the server (else why not, for the report).
+    exact_output_statement: str | None
 
     def build(self, spec: RequestSpec) -> HttpRequest: ...
 

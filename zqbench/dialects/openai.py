@@ -145,6 +145,8 @@ class OpenAIDialect(DialectBase):
         "Usage output tokens equal the number of content chunks streamed (one per token)."
     )
     parser_class = OpenAIParser
+    # vLLM's and SGLang's sampling extensions; a server without them ignores or refuses them.
+    exact_output_statement = None
 
     def _prepare(self, config: DialectConfig) -> None:
         self._head = b'{"model":%s,"messages":[{"role":"user","content":' % self._model_json
@@ -160,6 +162,8 @@ class OpenAIDialect(DialectBase):
         return headers
 
     def build(self, spec: RequestSpec) -> HttpRequest:
+        if not spec.plain:
+            return HttpRequest("POST", PATH, self.headers, self._full_body(spec))
         # Prompts are unique per request; the JSON around the prompt is fixed bytes.
         body = b"".join(
             (
@@ -170,3 +174,21 @@ class OpenAIDialect(DialectBase):
             )
         )
         return HttpRequest("POST", PATH, self.headers, body)
+
+    def _full_body(self, spec: RequestSpec) -> bytes:
+        """A system prompt, earlier turns or an exact length: the whole body as JSON."""
+        messages = [{"role": "system", "content": spec.system}] if spec.system else []
+        messages += [{"role": role, "content": text} for role, text in spec.history]
+        messages.append({"role": "user", "content": spec.prompt})
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": messages,
+            "max_tokens": int(spec.max_tokens),
+        }
+        if spec.exact_output:
+            body["min_tokens"] = int(spec.max_tokens)
+            body["ignore_eos"] = True
+        body["stream"] = spec.stream
+        if spec.stream and self.config.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        return json.dumps(body, separators=(",", ":")).encode("ascii")

@@ -383,6 +383,7 @@ class DialectBase(abc.ABC):
     token_per_event: bool = False
     shapes: ApiShapes
     usage_statement: str
+    exact_output_statement: str | None
     parser_class: type[ResponseParser]
 
     def __init__(self, config: DialectConfig, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):

@@ -196,6 +196,7 @@ class NativeWorker:
             http_version=exchange.http_version,
             bytes_in=exchange.bytes_in,
             retry_after_s=summary.retry_after_s,
+            source_row=rspec.source_row,
         )
         self.recorder.add(sample)
         key = str(status) if error is None or status else f"transport:{error}"

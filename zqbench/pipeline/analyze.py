@@ -140,6 +140,8 @@ def _run_info(
     )
     environment = dict(at_start.environment)
     environment["prompts"] = {**environment["prompts"], "bytes": execution.prompt_bytes}
+    if execution.request_source.get("source") != "synthetic":  # synthetic: as before
+        environment["request_source"] = execution.request_source
     return dataclasses.replace(
         at_start,
         duration_s=(execution.end_ns - execution.start_ns) / 1e9,

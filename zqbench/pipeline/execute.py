@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from zqbench.distributed.master import Master, MasterSettings
 from zqbench.distributed.outcome import DistributedOutcome
@@ -42,6 +43,7 @@ class Execution:
     interrupted: bool  # a signal or the caller's stop flag ended the load early
     hooks: HookResult  # what the hooks add to the summary
     prompt_bytes: dict[str, int]  # bytes of synthetic prompt text per request class
+    request_source: dict[str, Any]  # what the request source says of itself (its describe())
     sample_files: tuple[Path, ...]  # each worker's Arrow stream (a lost worker's may be absent)
     distributed: DistributedOutcome | None = None  # the workers of a --distributed run
 
@@ -98,6 +100,7 @@ def execute(
         interrupted=interrupted,
         hooks=hook_results,
         prompt_bytes=source.prompt_bytes(),
+        request_source=source.describe(),
         sample_files=tuple(stream_path(out_dir, spec.worker) for spec in specs),
         distributed=distributed,
     )

@@ -63,6 +63,7 @@ class PlanOptions:
     seed: int
     workers: int
     http2: bool  # refused with a scenario of cold connections
+    dataset: str | None  # --dataset PATH: the requests are its rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +164,7 @@ class RunOptions:
     warm_connections: int | None = None  # None: sized from the expected concurrency
     timeout_s: float | None = None  # overrides the scenario's per-request timeout
     max_tokens: int | None = None
+    dataset: str | None = None  # a dataset file whose rows are the requests (from the cwd)
     insecure: bool = False
     spin_us: int = 1500
     inconclusive_fails: bool = True

@@ -45,6 +45,7 @@ class Sample:
     http_version: str  # "1.1" or "2"
     bytes_in: int
     retry_after_s: float | None  # Retry-After on a refusal, when given
+    source_row: int | None = None  # the request source's row (a dataset's); None: synthetic
 
 
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sample))
@@ -77,6 +78,7 @@ ARROW_SCHEMA = pa.schema(
         pa.field("http_version", pa.string(), nullable=False),
         pa.field("bytes_in", pa.int64(), nullable=False),
         pa.field("retry_after_s", pa.float64()),
+        pa.field("source_row", pa.int64()),
     ]
 )
 

@@ -2,6 +2,7 @@
 name; `base.py` is the protocol every one of them follows.
 
     synthetic    the scenario's class mix, prompts of a chosen length (prompts.py, mix.py)
+    dataset      rows of a file: [request.dataset] or --dataset (dataset_rows.py reads them)
 
 An executor (`zqbench.load`) decides when each request goes; a source decides what it is.
 """
@@ -10,21 +11,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zqbench.sources import synthetic
+from zqbench.sources import dataset, synthetic
 from zqbench.sources.base import Requests, RequestSource
+from zqbench.sources.dataset import DatasetSource
 from zqbench.sources.synthetic import SyntheticSource
 
 if TYPE_CHECKING:
     from zqbench.scenario import Scenario
     from zqbench.target.calibrate import Calibration
 
-SOURCES: dict[str, Any] = {s.wire_name: s for s in (SyntheticSource,)}
+SOURCES: dict[str, Any] = {s.wire_name: s for s in (SyntheticSource, DatasetSource)}
 
 
 def fit_source(scenario: Scenario, seed: int, calibration: Calibration | None) -> RequestSource:
     """The request source the scenario's [request] table asks for, fitted to the target
-    (prompts sized by the calibration). Today every scenario draws synthetic requests; a
-    source with [request] keys of its own is chosen here, by those keys."""
+    (prompts sized by the calibration): a source with [request] keys of its own is chosen
+    by those keys, synthetic requests otherwise."""
+    if scenario.request.dataset is not None:
+        return dataset.fit(scenario, seed, calibration)
     return synthetic.fit(scenario, seed, calibration)
 
 

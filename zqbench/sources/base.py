@@ -37,4 +37,7 @@ class RequestSource(Protocol):
     def prompt_bytes(self) -> dict[str, int]:
         """Bytes of prompt text per request class, for the summary's environment."""
 
+    def describe(self) -> dict[str, Any]:
+        """What summary.json records of the source (`environment.request_source`)."""
+
     def to_wire(self) -> dict[str, Any]: ...

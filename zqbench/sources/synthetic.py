@@ -49,6 +49,9 @@ class SyntheticSource:
     def prompt_bytes(self) -> dict[str, int]:
         return {c.name: len(c.prompt) for c in self.classes}
 
+    def describe(self) -> dict[str, Any]:
+        return {"source": self.wire_name}
+
     def to_wire(self) -> dict[str, Any]:
         return {
             "classes": [asdict(c) for c in self.classes],

@@ -1,0 +1,317 @@
+"""Reading a dataset file row by row, without holding it: the index pass and the row reader.
+
+    jsonl      one object a line: `prompt` or `messages`, optional `system`, optional
+               `max_tokens` or `output_tokens` (the answer's length to ask for)
+    openai     one chat-completions request a line (`messages`, `max_tokens` or
+               `max_completion_tokens`; `model` and the rest ignored), or a Batch API line
+               whose `body` is one
+    sharegpt   a JSON array (or JSONL) of `{"conversations": [{"from": "human", "value":
+               ...}, {"from": "gpt", ...}, ...]}`: the first human turn is the prompt, the
+               answer after it sets the output length
+
+The index pass (`scan`) reads the file once, in binary pieces: it hashes it (sha256), checks
+every row, and keeps each row's byte span and sizes; nothing else stays in memory, so a
+1 GB file costs a few numbers a row. A worker reads the row it sends from its span
+(`read_row`). A JSON array is cut into elements with `json.JSONDecoder.raw_decode` over
+the bytes decoded as latin-1 (one character a byte, so the offsets are byte offsets); the
+row itself is then decoded as UTF-8.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zqbench.errors import UsageError
+
+FORMATS = ("auto", "jsonl", "openai", "sharegpt")
+_PIECE = 1 << 20  # bytes read at a time
+_MAX_ELEMENT = 64 << 20  # an array element longer than this is a broken file, not a row
+_ROLES = ("user", "assistant")
+_SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}
+
+
+class DatasetError(UsageError):
+    """A dataset that cannot be read or has a bad row: exit 2, before any load."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One request of the dataset: the conversation before the prompt, and the prompt."""
+
+    system: str | None
+    history: tuple[tuple[str, str], ...]  # (role, text) turns before the prompt
+    prompt: str  # the last user message
+    output_tokens: int | None  # the answer's length the row asks for, if it says
+
+
+@dataclass(frozen=True)
+class Index:
+    """What the index pass kept: the file's hash, its format and each row's span and sizes."""
+
+    sha256: str
+    format: str
+    rows: int  # rows in the file
+    offsets: np.ndarray  # int64 byte offset of each row
+    lengths: np.ndarray  # int64 byte length of each row
+    prompt_bytes: np.ndarray  # int64 UTF-8 bytes of each row's whole prompt (system + turns)
+    output_tokens: np.ndarray  # int64 the row's output length; -1 where it gives none
+
+
+def scan(path: Path, fmt: str, *, output_tokens_of: Callable[[int], int]) -> Index:
+    """Read `path` once: hash it, check every row, keep each row's span and sizes.
+    `output_tokens_of(n_bytes)` estimates an answer's tokens (ShareGPT's answers)."""
+    try:
+        size = path.stat().st_size
+        f = path.open("rb")
+    except OSError as e:
+        raise DatasetError(
+            f"dataset {path}: cannot read it ({e.strerror}); check the path"
+        ) from None
+    with f:
+        if size == 0:
+            raise DatasetError(f"dataset {path}: the file is empty; give a file with rows")
+        digest = hashlib.sha256()
+        first = _first_byte(f)
+        if fmt == "auto":
+            fmt = "sharegpt" if first == b"[" else _sniff_jsonl(path, f)
+        array = first == b"["
+        if array and fmt != "sharegpt":
+            raise DatasetError(
+                f"dataset {path}: a JSON array is read as format sharegpt only; give one "
+                f'object a line for format {fmt}, or set format = "sharegpt"'
+            )
+        spans = _array_spans(f, digest, path) if array else _line_spans(f, digest)
+        offsets, lengths, prompt_bytes, outputs = [], [], [], []
+        for number, offset, raw in spans:
+            row = parse_row(raw, fmt, where=f"dataset {path} {_where(array, number)}")
+            offsets.append(offset)
+            lengths.append(len(raw))
+            prompt_bytes.append(_prompt_bytes(row))
+            out = row.output_tokens
+            if out is None and fmt == "sharegpt":
+                out = _sharegpt_answer_tokens(raw, output_tokens_of)
+            outputs.append(-1 if out is None else out)
+    if not offsets:
+        raise DatasetError(f"dataset {path}: no rows in it; give a file with rows")
+    return Index(
+        sha256=digest.hexdigest(),
+        format=fmt,
+        rows=len(offsets),
+        offsets=np.array(offsets, dtype=np.int64),
+        lengths=np.array(lengths, dtype=np.int64),
+        prompt_bytes=np.array(prompt_bytes, dtype=np.int64),
+        output_tokens=np.array(outputs, dtype=np.int64),
+    )
+
+
+def read_row(path: str, offset: int, length: int, fmt: str) -> Row:
+    """The row at `offset` of `path` (checked by `scan`). The file is opened for each read,
+    so no worker holds it open between requests (a few microseconds)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        raw = os.pread(fd, length, offset)
+    finally:
+        os.close(fd)
+    return parse_row(raw, fmt, where=f"dataset {path} at byte {offset}")
+
+
+def _where(array: bool, number: int) -> str:
+    return f"element {number}" if array else f"line {number}"
+
+
+def _first_byte(f: Any) -> bytes:
+    """The first byte that is not whitespace (or a UTF-8 BOM); the file stays at 0."""
+    head = f.read(4096)
+    f.seek(0)
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
+
+
+def _sniff_jsonl(path: Path, f: Any) -> str:
+    """jsonl, sharegpt or openai, from the first row's keys."""
+    for line in f:
+        if line.strip():
+            break
+    else:
+        line = b""
+    f.seek(0)
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        raise DatasetError(
+            f"dataset {path} line 1: not JSON; give one JSON object a line, or a JSON array"
+        ) from None
+    if isinstance(obj, dict):
+        if "conversations" in obj:
+            return "sharegpt"
+        if "body" in obj or "model" in obj:
+            return "openai"
+    return "jsonl"
+
+
+def _line_spans(f: Any, digest: Any) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, bytes) of each line that is not blank."""
+    offset = 0
+    for number, line in enumerate(f, start=1):
+        digest.update(line)
+        if line.strip():
+            yield number, offset, line
+        offset += len(line)
+
+
+def _array_spans(f: Any, digest: Any, path: Path) -> Iterator[tuple[int, int, bytes]]:
+    """(element number, byte offset, bytes) of each element of the top-level JSON array."""
+    decoder = json.JSONDecoder()
+    buf, base, pos, number, done = "", 0, 0, 0, False  # buf[0] is byte `base` of the file
+    started = False
+    while True:
+        # Skip what separates elements: whitespace, the opening bracket, commas.
+        while pos < len(buf) and buf[pos] in " \t\r\n,[\ufeff\xef\xbb\xbf":
+            started = started or buf[pos] == "["
+            pos += 1
+        if pos < len(buf) and buf[pos] == "]":
+            return
+        try:
+            if pos >= len(buf):
+                raise ValueError("need more")
+            _, end = decoder.raw_decode(buf, pos)
+        except ValueError:
+            if done or len(buf) - pos > _MAX_ELEMENT:
+                raise DatasetError(
+                    f"dataset {path} element {number + 1}: not valid JSON, or the array is "
+                    "not closed; fix the file"
+                ) from None
+            piece = f.read(_PIECE)
+            digest.update(piece)
+            done = not piece
+            buf, base, pos = buf[pos:] + piece.decode("latin-1"), base + pos, 0
+            continue
+        if not started:
+            raise DatasetError(f"dataset {path}: not a JSON array; check the format")
+        number += 1
+        yield number, base + pos, buf[pos:end].encode("latin-1")
+        pos = end
+
+
+def parse_row(raw: bytes, fmt: str, *, where: str) -> Row:
+    """One row of `fmt`; DatasetError naming `where`, the field and the fix."""
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        raise DatasetError(f"{where}: not JSON; give one JSON object") from None
+    if not isinstance(obj, dict):
+        raise DatasetError(f"{where}: not a JSON object; give one object a row")
+    if fmt == "sharegpt":
+        return _sharegpt(obj, where)
+    if fmt == "openai" and isinstance(obj.get("body"), dict):
+        obj, where = obj["body"], f"{where} body"
+    system = _optional_text(obj, "system", where)
+    if "messages" in obj:
+        if "prompt" in obj:
+            raise DatasetError(f'{where}: both "prompt" and "messages"; give one of them')
+        system, history, prompt = _messages(obj["messages"], system, where)
+    elif "prompt" in obj and fmt == "jsonl":
+        prompt, history = _text(obj["prompt"], "prompt", where), ()
+    else:
+        need = '"messages"' if fmt == "openai" else '"prompt" or "messages"'
+        raise DatasetError(f"{where}: no {need}; give the request's text there")
+    keys = ("max_tokens", "output_tokens", "max_completion_tokens")
+    given = [k for k in keys if obj.get(k) is not None]
+    output = None
+    if given:
+        output = obj[given[0]]
+        if isinstance(output, bool) or not isinstance(output, int) or output < 1:
+            raise DatasetError(
+                f'{where}: "{given[0]}" is {json.dumps(output)}, not a positive integer; '
+                "fix it or leave it out"
+            )
+    return Row(system, history, prompt, output)
+
+
+def _text(value: Any, field: str, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise DatasetError(f'{where}: "{field}" is not a non-empty string; give the text')
+    return value
+
+
+def _optional_text(obj: dict[str, Any], field: str, where: str) -> str | None:
+    return None if obj.get(field) is None else _text(obj[field], field, where)
+
+
+def _content(value: Any, field: str, where: str) -> str:
+    """A message's content: a string, or a list of text parts (joined)."""
+    if isinstance(value, list):
+        parts = [p.get("text") for p in value if isinstance(p, dict) and p.get("type") == "text"]
+        if parts and all(isinstance(p, str) for p in parts):
+            value = "".join(parts)  # type: ignore[arg-type]
+    return _text(value, field, where)
+
+
+def _messages(
+    messages: Any, system: str | None, where: str
+) -> tuple[str | None, tuple[tuple[str, str], ...], str]:
+    """(system, earlier turns, last user message) of a chat `messages` list."""
+    if not isinstance(messages, list) or not messages:
+        raise DatasetError(f'{where}: "messages" is not a non-empty list; give the messages')
+    turns: list[tuple[str, str]] = []
+    for i, m in enumerate(messages):
+        field = f"messages[{i}]"
+        role = m.get("role") if isinstance(m, dict) else None
+        if role in ("system", "developer") and not turns and system is None:
+            system = _content(m.get("content"), f"{field}.content", where)
+            continue
+        if role not in _ROLES:
+            raise DatasetError(
+                f'{where}: "{field}.role" is {json.dumps(role)}; give user or assistant '
+                "(a system message only first)"
+            )
+        turns.append((role, _content(m.get("content"), f"{field}.content", where)))
+    if not turns or turns[-1][0] != "user":
+        raise DatasetError(f'{where}: "messages" does not end with a user message; end it so')
+    return system, tuple(turns[:-1]), turns[-1][1]
+
+
+def _sharegpt(obj: dict[str, Any], where: str) -> Row:
+    turns = obj.get("conversations")
+    if not isinstance(turns, list) or not turns:
+        raise DatasetError(f'{where}: "conversations" is not a non-empty list; give the turns')
+    system = None
+    for i, turn in enumerate(turns):
+        role = _SHAREGPT_ROLES.get(str(turn.get("from"))) if isinstance(turn, dict) else None
+        if isinstance(turn, dict) and turn.get("from") == "system" and i == 0:
+            system = _text(turn.get("value"), "conversations[0].value", where)
+            continue
+        if role == "user":
+            prompt = _text(turn.get("value"), f"conversations[{i}].value", where)
+            return Row(system, (), prompt, None)
+        if role is None:
+            raise DatasetError(
+                f'{where}: "conversations[{i}].from" is {json.dumps(turn.get("from"))}; '
+                "give human or gpt"
+            )
+    raise DatasetError(f'{where}: "conversations" has no human turn; give one')
+
+
+def _sharegpt_answer_tokens(raw: bytes, output_tokens_of: Callable[[int], int]) -> int | None:
+    """The length, in tokens, of the answer after the first human turn."""
+    turns = json.loads(raw)["conversations"]
+    seen_prompt = False
+    for turn in turns:
+        role = _SHAREGPT_ROLES.get(str(turn.get("from")))
+        if role == "user":
+            seen_prompt = True
+        elif role == "assistant" and seen_prompt and isinstance(turn.get("value"), str):
+            return max(1, output_tokens_of(len(turn["value"].encode())))
+    return None
+
+
+def _prompt_bytes(row: Row) -> int:
+    texts = [row.system or "", *(t for _, t in row.history), row.prompt]
+    return sum(len(t.encode()) for t in texts)
