@@ -138,3 +138,39 @@ def test_each_api_vllm_serves_measures_its_tokens(
         # vLLM's core; 99 of 100 with its API process stopped 30 ms in every 100.
         exact = sum(r["n_chunks"] == r["output_tokens"] for r in rows)
         assert exact >= 0.9 * len(rows), (exact, len(rows))
+
+
+def test_a_dataset_run_gets_each_rows_output_length_from_vllm(
+    vllm: VllmServer, tmp_path: Path
+) -> None:
+    # The random model often samples its end-of-sequence token early (see above): only
+    # min_tokens + ignore_eos, which zqbench sends for a row's output length, make every
+    # answer exactly as long as the row asks.
+    dataset = tmp_path / "rows.jsonl"
+    rows = [{"prompt": f"question {i}: " + "why " * (i % 7), "output_tokens": 3 + i % 11}
+            for i in range(20)]  # fmt: skip
+    rows[5] = {"system": "be brief", "output_tokens": 9,
+               "messages": [{"role": "user", "content": "hi"},
+                            {"role": "assistant", "content": "hello"},
+                            {"role": "user", "content": "and now?"}]}  # fmt: skip
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "dataset"
+    args = ["run", "smoke", "--target", vllm.base_url, "--api", "openai", "--dataset"]
+    result = zqbench_pinned(*args, str(dataset), *LAG_OK, "-q", "--out", str(out))
+    assert result.returncode in (0, 1), result.stderr
+    summary = _json(out / "summary.json")
+    source = summary["environment"]["request_source"]
+    assert source["source"] == "dataset" and source["rows_kept"] == 20
+    assert source["output_lengths"] == "forced (min_tokens = max_tokens, ignore_eos)"
+    samples = [r for r in pq.read_table(out / "samples.parquet").to_pylist() if r["error"] is None]
+    assert len(samples) >= 90  # smoke: 100 requests, each row 5 times
+    for r in samples:
+        assert (
+            r["tokens_from_usage"] and r["output_tokens"] == rows[r["source_row"]]["output_tokens"]
+        )
+    seen = {r["source_row"] for r in samples}
+    assert seen == set(range(20))
+    # The conversation's turns reached vLLM: its prompt is longer than its last message alone.
+    assert min(r["prompt_tokens"] for r in samples if r["source_row"] == 5) > min(
+        r["prompt_tokens"] for r in samples if r["source_row"] == 0
+    )
