@@ -138,3 +138,37 @@ def test_compare_md_shows_names_as_text(runs: dict[str, Path], tmp_path: Path) -
     assert "<script" not in text and "<img" not in text
     assert "| &lt;script>alert(1)&lt;/script> |" in text
     assert "&lt;img src=x>\\|b" in text
+
+
+def _with_source(src: Path, dst: Path, request_source: dict[str, object]) -> Path:
+    shutil.copytree(src, dst)
+    data = json.loads((dst / "summary.json").read_text())
+    data["environment"]["request_source"] = request_source
+    (dst / "summary.json").write_text(json.dumps(data))
+    return dst
+
+
+def test_compare_warns_when_the_runs_sent_other_requests(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    rows = {"source": "dataset", "sha256": "ab" * 32, "order": "shuffle"}
+    a = _with_source(runs["base"], tmp_path / "a", rows)
+    b = _with_source(runs["same"], tmp_path / "b", {**rows, "sha256": "cd" * 32})
+    c = _with_source(runs["same"], tmp_path / "c", {**rows, "order": "sequential"})
+    d = _with_source(runs["same"], tmp_path / "d", rows)
+    comparison = compare_runs([a, b, c, d, runs["same"]])
+    assert comparison.warnings == [
+        "b did not send the requests a sent (dataset sha256 abababababab vs cdcdcdcdcdcd): "
+        "compare with care",
+        "c did not send the requests a sent (the same dataset, but another order): "
+        "compare with care",
+        "same did not send the requests a sent (dataset requests vs synthetic): compare with care",
+    ]
+    out = tmp_path / "cmp"
+    result = runner.invoke(app, ["compare", str(a), str(b), "--out", str(out)])
+    assert "> warning: b did not send the requests a sent" in result.output
+    assert json.loads((out / "compare.json").read_text())["warnings"] == comparison.warnings[:1]
+    assert "warning: b did not send" in (out / "compare.html").read_text()
+    same = tmp_path / "same"
+    runner.invoke(app, ["compare", str(a), str(d), "--out", str(same)])
+    assert "warnings" not in json.loads((same / "compare.json").read_text())  # same requests

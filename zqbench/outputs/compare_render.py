@@ -135,6 +135,7 @@ def render_compare_md(comparison: Comparison) -> str:
         f" (error rate: above +{comparison.max_error_increase:.1%} points)."
         f" Gated: {', '.join(code(g) for g in comparison.gated)}.",
         "",
+        *(f"> warning: {table_cell(w)}\n" for w in comparison.warnings),
         "| " + " | ".join(RUN_HEADERS) + " |",
         "| " + " | ".join("---" for _ in RUN_HEADERS) + " |",
     ]
@@ -175,6 +176,7 @@ def render_compare_html(comparison: Comparison, plots: Sequence[Plot]) -> str:
         f" {comparison.max_regression:.1%} of the baseline per percentile,"
         f" +{comparison.max_error_increase:.1%} points of error rate. Gated:"
         f" {esc(', '.join(comparison.gated))}.</div></section>",
+        *(f"<p class=note>warning: {esc(w)}</p>" for w in comparison.warnings),
         "<h2>Runs</h2>",
         _html_table(RUN_HEADERS, runs, [""] * len(runs)),
     ]
@@ -215,6 +217,7 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
         "max_regression": comparison.max_regression,
         "max_error_increase": comparison.max_error_increase,
         "gated": comparison.gated,
+        **({"warnings": comparison.warnings} if comparison.warnings else {}),
         "runs": [
             {"label": label, "path": str(r.path), "verdict": r.summary.verdict}
             for label, r in zip(comparison.frames, comparison.runs, strict=True)

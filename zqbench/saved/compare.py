@@ -123,6 +123,7 @@ class Comparison:
     max_error_increase: float
     gated: list[str]
     frames: dict[str, MetricFrame] = field(default_factory=dict, repr=False)
+    warnings: list[str] = field(default_factory=list)  # e.g. the runs sent other requests
 
 
 def _sub(a: float | None, b: float | None) -> float | None:
@@ -254,9 +255,38 @@ def compare_runs(
         verdict = "inconclusive"
     else:
         verdict = "ok"
+    warnings = [
+        w
+        for label, run in zip(labels[1:], runs[1:], strict=True)
+        if (w := _other_requests(labels[0], runs[0], label, run)) is not None
+    ]
     return Comparison(
-        runs, pairs, verdict, max_regression, max_error_increase, [g.key for g in gated], frames
+        runs,
+        pairs,
+        verdict,
+        max_regression,
+        max_error_increase,
+        [g.key for g in gated],
+        frames,
+        warnings,
     )
+
+
+def _other_requests(base_label: str, base: SavedRun, label: str, run: SavedRun) -> str | None:
+    """Why the two runs did not send the same requests, when a dataset says so."""
+    a = base.summary.environment.get("request_source") or {"source": "synthetic"}
+    b = run.summary.environment.get("request_source") or {"source": "synthetic"}
+    if a.get("source") != b.get("source"):
+        why = f"{a.get('source')} requests vs {b.get('source')}"
+    elif a.get("sha256") != b.get("sha256"):
+        why = f"dataset sha256 {str(a.get('sha256'))[:12]} vs {str(b.get('sha256'))[:12]}"
+    else:
+        keys = ("order", "prompt_tokens_filter", "output_tokens_filter", "output_lengths")
+        changed = [k for k in keys if a.get(k) != b.get(k)]
+        if not changed:
+            return None
+        why = "the same dataset, but another " + ", ".join(changed)
+    return f"{label} did not send the requests {base_label} sent ({why}): compare with care"
 
 
 def unique_labels(runs: Sequence[SavedRun]) -> list[str]:
