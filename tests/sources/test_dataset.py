@@ -21,10 +21,6 @@ from zqbench.sources.dataset import DatasetSource
 from zqbench.sources.dataset_rows import DatasetError, Row, read_row, scan
 
 
-def _tokens(n_bytes: int) -> int:
-    return max(1, n_bytes // 4)
-
-
 def _jsonl(path: Path, rows: list[object]) -> Path:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return path
@@ -61,7 +57,7 @@ def test_jsonl_rows_keep_their_spans_and_the_file_hash(tmp_path: Path) -> None:
     ]  # fmt: skip
     path = _jsonl(tmp_path / "d.jsonl", rows)
     path.write_text(path.read_text().replace("\n", "\n\n", 1))  # a blank line is skipped
-    index = scan(path, "auto", output_tokens_of=_tokens)
+    index = scan(path, "auto")
     assert index.format == "jsonl" and index.rows == 3
     assert index.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert index.output_tokens.tolist() == [7, -1, 3]
@@ -80,7 +76,7 @@ def test_openai_request_lines_and_batch_lines(tmp_path: Path) -> None:
     body = {"model": "m", "messages": messages, "max_completion_tokens": 5}
     batch = {"custom_id": "1", "method": "POST", "url": "/v1/chat/completions", "body": body}
     path = _jsonl(tmp_path / "req.jsonl", [body, batch])
-    index = scan(path, "auto", output_tokens_of=_tokens)
+    index = scan(path, "auto")
     assert index.format == "openai" and index.output_tokens.tolist() == [5, 5]
     row = read_row(str(path), int(index.offsets[1]), int(index.lengths[1]), "openai")
     assert row == Row("s", (), "hi", 5)
@@ -99,9 +95,9 @@ def test_sharegpt_array_with_non_ascii_text_is_cut_at_byte_offsets(tmp_path: Pat
     path.write_text(
         "\ufeff[\n " + ",\n ".join(json.dumps(c, ensure_ascii=False) for c in convs) + "\n]\n"
     )
-    index = scan(path, "auto", output_tokens_of=_tokens)
+    index = scan(path, "auto")
     assert index.format == "sharegpt" and index.rows == 2
-    assert index.output_tokens.tolist() == [200, 1]
+    assert index.answer_bytes.tolist() == [800, 2] and index.output_tokens.tolist() == [-1, -1]
     rows = [
         read_row(str(path), int(o), int(n), "sharegpt")
         for o, n in zip(index.offsets, index.lengths, strict=True)
@@ -113,8 +109,8 @@ def test_sharegpt_jsonl_is_read_as_sharegpt(tmp_path: Path) -> None:
     conv = {
         "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "abcdefgh"}]
     }
-    index = scan(_jsonl(tmp_path / "sg.jsonl", [conv]), "auto", output_tokens_of=_tokens)
-    assert index.format == "sharegpt" and index.output_tokens.tolist() == [2]
+    index = scan(_jsonl(tmp_path / "sg.jsonl", [conv]), "auto")
+    assert index.format == "sharegpt" and index.answer_bytes.tolist() == [8]
 
 
 # --------------------------------------------------------------------------- bad input
@@ -160,7 +156,7 @@ def test_a_bad_dataset_is_one_line_naming_the_row_and_the_fix(
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
     with pytest.raises(DatasetError) as info:
-        scan(path, fmt, output_tokens_of=_tokens)
+        scan(path, fmt)
     assert info.value.message == message.format(p=path)
     assert info.value.exit_code == EXIT_USAGE
 
@@ -307,3 +303,12 @@ def test_anthropic_body_has_the_system_prompt_at_the_top() -> None:
         ],
         "stream": False,
     }
+
+
+def test_a_sharegpt_rows_output_length_is_its_answers_in_estimated_tokens(tmp_path: Path) -> None:
+    convs = [{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "é" * n}]}
+             for n in (2, 200)]  # fmt: skip
+    (tmp_path / "sg.json").write_text(json.dumps(convs))
+    source = fit_source(_scenario(tmp_path, '"sg.json"'), 0, None)
+    assert source.output_tokens.tolist() == [1, 100]  # 4 and 400 bytes at 4 bytes a token
+    assert [source.open().request(Slot(i, 0)).max_tokens for i in range(2)] == [1, 100]

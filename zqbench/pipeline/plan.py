@@ -16,6 +16,7 @@ from zqbench.load.spans import StageInfo
 from zqbench.metrics.slo import Slo, parse_slos
 from zqbench.pipeline.options import PlanOptions
 from zqbench.scenario import Scenario, load_scenario
+from zqbench.sources import check_source
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ def prepare_scenario(options: PlanOptions) -> tuple[Scenario, tuple[Slo, ...]]:
         dataset=options.dataset,
     )
     slo_checks = tuple(parse_slos((*scenario.slo, *options.slos)))
+    check_source(scenario)
     if scenario.request.cold_connections and options.http2:
         raise OptionError(
             "http2",

@@ -23,6 +23,13 @@ if TYPE_CHECKING:
 SOURCES: dict[str, Any] = {s.wire_name: s for s in (SyntheticSource, DatasetSource)}
 
 
+def check_source(scenario: Scenario) -> None:
+    """Check what the source reads (a dataset file) before any traffic: exit 2 for bad
+    input, before the target is even contacted."""
+    if scenario.request.dataset is not None:
+        dataset.check(scenario.request.dataset)
+
+
 def fit_source(scenario: Scenario, seed: int, calibration: Calibration | None) -> RequestSource:
     """The request source the scenario's [request] table asks for, fitted to the target
     (prompts sized by the calibration): a source with [request] keys of its own is chosen
@@ -48,6 +55,7 @@ __all__ = [
     "SOURCES",
     "RequestSource",
     "Requests",
+    "check_source",
     "fit_source",
     "source_from_wire",
     "source_to_wire",

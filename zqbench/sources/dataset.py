@@ -19,6 +19,8 @@ the same requests (`zqbench compare` warns when the hashes differ).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -27,10 +29,9 @@ import numpy as np
 
 from zqbench.dialects import DIALECTS
 from zqbench.dialects.base import RequestSpec, ResponseSummary
-from zqbench.dialects.common import estimate_tokens
 from zqbench.load import Slot
 from zqbench.scenario import DatasetConfig, Scenario, shown_path
-from zqbench.sources.dataset_rows import DatasetError, read_row, scan
+from zqbench.sources.dataset_rows import DatasetError, Index, read_row, scan
 
 if TYPE_CHECKING:
     from zqbench.target.calibrate import Calibration
@@ -125,21 +126,43 @@ def _pair(span: list[int] | None) -> tuple[int, int] | None:
     return None if span is None else (int(span[0]), int(span[1]))
 
 
+def check(config: DatasetConfig) -> None:
+    """Read and check the whole file now, before the target is contacted (exit 2 for a bad
+    row); `fit` then finds the index ready."""
+    _index(config.path, config.format)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_index(path: str, fmt: str, size: int, mtime_ns: int) -> Index:
+    return scan(Path(path), fmt)
+
+
+def _index(path: str, fmt: str) -> Index:
+    """The file's index, read once per process while the file stays as it was."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise DatasetError(
+            f"dataset {path}: cannot read it ({e.strerror}); check the path"
+        ) from None
+    return _cached_index(path, fmt, st.st_size, st.st_mtime_ns)
+
+
 def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> DatasetSource:
     """Index the scenario's dataset, drop the rows outside its filters, order the rest.
     Token counts are estimated from bytes by the calibration (else 4 bytes a token)."""
     config = scenario.request.dataset
     assert config is not None
 
-    def tokens_of(n_bytes: int) -> int:
-        if calibration is None:
-            return estimate_tokens(n_bytes)
-        return max(1, round(calibration.tokens_for(n_bytes)))
-
-    index = scan(Path(config.path), config.format, output_tokens_of=tokens_of)
+    index = _index(config.path, config.format)
     prompt_tokens = _tokens_of_bytes(index.prompt_bytes, calibration)
+    # A ShareGPT row's length is its answer's: estimated like a prompt, at least 1 token.
+    answer = np.maximum(1, _tokens_of_bytes(index.answer_bytes, calibration))
+    output_tokens = np.where(
+        index.output_tokens >= 1, index.output_tokens, np.where(index.answer_bytes >= 0, answer, -1)
+    )
     cap = scenario.request.max_tokens
-    asked = np.where(index.output_tokens >= 1, index.output_tokens, cap)
+    asked = np.where(output_tokens >= 1, output_tokens, cap)
     keep = np.ones(index.rows, dtype=bool)
     for span, values in ((config.prompt_tokens, prompt_tokens), (config.output_tokens, asked)):
         if span is not None:
@@ -172,7 +195,7 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Datas
         offsets=index.offsets[kept],
         lengths=index.lengths[kept],
         prompt_tokens=prompt_tokens[kept],
-        output_tokens=index.output_tokens[kept],
+        output_tokens=output_tokens[kept],
         output_statement=statement or "forced (min_tokens = max_tokens, ignore_eos)",
     )
 

@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,11 +64,11 @@ class Index:
     lengths: np.ndarray  # int64 byte length of each row
     prompt_bytes: np.ndarray  # int64 UTF-8 bytes of each row's whole prompt (system + turns)
     output_tokens: np.ndarray  # int64 the row's output length; -1 where it gives none
+    answer_bytes: np.ndarray  # int64 UTF-8 bytes of a ShareGPT row's answer; -1 where none
 
 
-def scan(path: Path, fmt: str, *, output_tokens_of: Callable[[int], int]) -> Index:
-    """Read `path` once: hash it, check every row, keep each row's span and sizes.
-    `output_tokens_of(n_bytes)` estimates an answer's tokens (ShareGPT's answers)."""
+def scan(path: Path, fmt: str) -> Index:
+    """Read `path` once: hash it, check every row, keep each row's span and sizes."""
     try:
         size = path.stat().st_size
         f = path.open("rb")
@@ -91,16 +91,15 @@ def scan(path: Path, fmt: str, *, output_tokens_of: Callable[[int], int]) -> Ind
             )
         spans = _array_spans(f, digest, path) if is_array else _line_spans(f, digest)
         # array('q'): 8 bytes an entry, where a list of ints costs about 36
-        offsets, lengths, prompt_bytes, outputs = (array("q") for _ in range(4))
+        offsets, lengths, prompt_bytes, outputs, answers = (array("q") for _ in range(5))
         for number, offset, raw in spans:
             row = parse_row(raw, fmt, where=f"dataset {path} {_where(is_array, number)}")
             offsets.append(offset)
             lengths.append(len(raw))
             prompt_bytes.append(_prompt_bytes(row))
-            out = row.output_tokens
-            if out is None and fmt == "sharegpt":
-                out = _sharegpt_answer_tokens(raw, output_tokens_of)
-            outputs.append(-1 if out is None else out)
+            outputs.append(-1 if row.output_tokens is None else row.output_tokens)
+            answer = _sharegpt_answer_bytes(raw) if fmt == "sharegpt" else None
+            answers.append(-1 if answer is None else answer)
     if not offsets:
         raise DatasetError(f"dataset {path}: no rows in it; give a file with rows")
     return Index(
@@ -111,6 +110,7 @@ def scan(path: Path, fmt: str, *, output_tokens_of: Callable[[int], int]) -> Ind
         lengths=np.frombuffer(lengths, dtype=np.int64),
         prompt_bytes=np.frombuffer(prompt_bytes, dtype=np.int64),
         output_tokens=np.frombuffer(outputs, dtype=np.int64),
+        answer_bytes=np.frombuffer(answers, dtype=np.int64),
     )
 
 
@@ -301,8 +301,8 @@ def _sharegpt(obj: dict[str, Any], where: str) -> Row:
     raise DatasetError(f'{where}: "conversations" has no human turn; give one')
 
 
-def _sharegpt_answer_tokens(raw: bytes, output_tokens_of: Callable[[int], int]) -> int | None:
-    """The length, in tokens, of the answer after the first human turn."""
+def _sharegpt_answer_bytes(raw: bytes) -> int | None:
+    """The length, in UTF-8 bytes, of the answer after the first human turn."""
     turns = json.loads(raw)["conversations"]
     seen_prompt = False
     for turn in turns:
@@ -310,7 +310,7 @@ def _sharegpt_answer_tokens(raw: bytes, output_tokens_of: Callable[[int], int]) 
         if role == "user":
             seen_prompt = True
         elif role == "assistant" and seen_prompt and isinstance(turn.get("value"), str):
-            return max(1, output_tokens_of(len(turn["value"].encode())))
+            return len(turn["value"].encode())
     return None
 
 
