@@ -312,3 +312,16 @@ def test_a_sharegpt_rows_output_length_is_its_answers_in_estimated_tokens(tmp_pa
     source = fit_source(_scenario(tmp_path, '"sg.json"'), 0, None)
     assert source.output_tokens.tolist() == [1, 100]  # 4 and 400 bytes at 4 bytes a token
     assert [source.open().request(Slot(i, 0)).max_tokens for i in range(2)] == [1, 100]
+
+
+def test_a_worker_without_the_masters_file_says_so(tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "d.jsonl", _rows(3))
+    source = fit_source(_scenario(tmp_path, '"d.jsonl"'), 0, None)
+    path.write_text(path.read_text() + '{"prompt": "one more"}\n')
+    with pytest.raises(DatasetError) as info:
+        source.open()
+    size = path.stat().st_size
+    assert info.value.message == (
+        f"dataset {path} on this worker: {size} bytes, not {source.file_size}; give every "
+        "worker the master's file at the same path"
+    )

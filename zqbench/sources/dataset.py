@@ -48,6 +48,7 @@ class DatasetSource:
     sha256: str
     format: str  # the file's, as read ("auto" resolved)
     rows_in_file: int
+    file_size: int  # bytes: a worker checks that its copy of the file is this one
     request_class: str
     max_tokens: int  # for a row that gives no output length
     stream: bool
@@ -108,6 +109,7 @@ _SCALARS = (
     "sha256",
     "format",
     "rows_in_file",
+    "file_size",
     "request_class",
     "max_tokens",
     "stream",
@@ -186,6 +188,7 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Datas
         sha256=index.sha256,
         format=index.format,
         rows_in_file=index.rows,
+        file_size=index.size,
         request_class=scenario.request.mix[0].name,
         max_tokens=cap,
         stream=scenario.request.stream,
@@ -213,6 +216,15 @@ class DatasetRequests:
 
     def __init__(self, source: DatasetSource) -> None:
         self.source = source
+        # A distributed worker reads its own copy, at the master's path.
+        path = source.config.path
+        size = os.stat(path).st_size if os.path.isfile(path) else None
+        if size != source.file_size:
+            found = "no such file" if size is None else f"{size} bytes, not {source.file_size}"
+            raise DatasetError(
+                f"dataset {path} on this worker: {found}; give every worker the master's file "
+                "at the same path"
+            )
         self._users: dict[int, list[int]] = {}  # user -> [start, requests so far]
 
     def _position(self, slot: Slot) -> int:

@@ -58,6 +58,7 @@ class Index:
     """What the index pass kept: the file's hash, its format and each row's span and sizes."""
 
     sha256: str
+    size: int  # bytes
     format: str
     rows: int  # rows in the file
     offsets: np.ndarray  # int64 byte offset of each row
@@ -104,6 +105,7 @@ def scan(path: Path, fmt: str) -> Index:
         raise DatasetError(f"dataset {path}: no rows in it; give a file with rows")
     return Index(
         sha256=digest.hexdigest(),
+        size=size,
         format=fmt,
         rows=len(offsets),
         offsets=np.frombuffer(offsets, dtype=np.int64),
