@@ -66,7 +66,9 @@ _REQUEST_KEYS = (
     "mix",
     "cold_connections",
     "dataset",
+    "shared_prefix",
 )
+_SHARED_PREFIX_KEYS = ("prefixes", "prefix_tokens", "suffix_tokens")
 _DATASET_KEYS = ("path", "format", "order", "prompt_tokens", "output_tokens", "force_output")
 DATASET_FORMATS = ("auto", "jsonl", "openai", "sharegpt")
 DATASET_ORDERS = ("sequential", "shuffle")
@@ -102,6 +104,16 @@ class DatasetConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedPrefixConfig:
+    """`[request.shared_prefix]`: groups of prompts that share a prefix
+    (`zqbench.sources.shared_prefix`)."""
+
+    prefixes: int  # groups
+    prefix_tokens: int  # shared by the group's requests
+    suffix_tokens: int  # each request's own
+
+
+@dataclass(frozen=True, slots=True)
 class RequestConfig:
     max_tokens: int
     stream: bool
@@ -109,6 +121,7 @@ class RequestConfig:
     mix: tuple[RequestClass, ...]
     cold_connections: bool = False  # a new connection per request
     dataset: DatasetConfig | None = None  # None: synthetic prompts of the mix's sizes
+    shared_prefix: SharedPrefixConfig | None = None
 
     def max_tokens_for(self, cls: RequestClass) -> int:
         return self.max_tokens if cls.max_tokens is None else cls.max_tokens
@@ -212,6 +225,7 @@ class Scenario:
             req = dataclasses.replace(
                 req,
                 dataset=dataclasses.replace(config, path=str(Path(dataset).resolve())),
+                shared_prefix=None,
                 # One class: the dataset's rows are the prompts, whatever the mix said.
                 mix=(RequestClass(DEFAULT_CLASS, 1.0, _DEFAULT_PROMPT_TOKENS, None),),
             )
@@ -383,16 +397,22 @@ def _parse_request(t: Table, folder: Path) -> RequestConfig:
             else _DEFAULT_PROMPT_TOKENS
         )
         mix = (RequestClass(DEFAULT_CLASS, 1.0, tokens, None),)
-    dataset = None
-    if t.has("dataset"):
-        for other in ("mix", "prompt_tokens"):
-            if t.has(other):
-                raise ScenarioError(
-                    f"{t.label}: request.dataset and request.{other} are exclusive; the "
-                    "dataset's rows are the prompts"
-                )
-        dataset = _parse_dataset(t, folder)
-    return RequestConfig(max_tokens, stream, timeout, mix, cold, dataset)
+    sources = [k for k in ("dataset", "shared_prefix") if t.has(k)]
+    for other in ("mix", "prompt_tokens", *sources[1:]):
+        if sources and t.has(other):
+            raise ScenarioError(
+                f"{t.label}: request.{sources[0]} and request.{other} are exclusive; "
+                f"the {sources[0].replace('_', ' ')} makes the prompts"
+            )
+    dataset = _parse_dataset(t, folder) if t.has("dataset") else None
+    shared = None
+    if t.has("shared_prefix"):
+        s = Table(t.label, "request.shared_prefix", t.data["shared_prefix"], _SHARED_PREFIX_KEYS)
+        for key in _SHARED_PREFIX_KEYS:
+            if not s.has(key):
+                raise s.missing(key, f" (give {', '.join(_SHARED_PREFIX_KEYS)})")
+        shared = SharedPrefixConfig(*(s.integer(k, minimum=1) for k in _SHARED_PREFIX_KEYS))
+    return RequestConfig(max_tokens, stream, timeout, mix, cold, dataset, shared)
 
 
 def _parse_dataset(t: Table, folder: Path) -> DatasetConfig:

@@ -184,7 +184,7 @@ def test_scenario_keys_are_checked_before_any_load(tmp_path: Path) -> None:
         _scenario(tmp_path, '"d.jsonl"', extra="prompt_tokens = 5")
     assert info.value.message == (
         f"{tmp_path}/t.toml: request.dataset and request.prompt_tokens are exclusive; the "
-        "dataset's rows are the prompts"
+        "dataset makes the prompts"
     )
 
 

@@ -3,6 +3,7 @@ name; `base.py` is the protocol every one of them follows.
 
     synthetic    the scenario's class mix, prompts of a chosen length (prompts.py, mix.py)
     dataset      rows of a file: [request.dataset] or --dataset (dataset_rows.py reads them)
+    shared-prefix  groups of prompts sharing a prefix: [request.shared_prefix]
 
 An executor (`zqbench.load`) decides when each request goes; a source decides what it is.
 """
@@ -11,16 +12,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zqbench.sources import dataset, synthetic
+from zqbench.sources import dataset, shared_prefix, synthetic
 from zqbench.sources.base import Requests, RequestSource
 from zqbench.sources.dataset import DatasetSource
+from zqbench.sources.shared_prefix import SharedPrefixSource
 from zqbench.sources.synthetic import SyntheticSource
 
 if TYPE_CHECKING:
     from zqbench.scenario import Scenario
     from zqbench.target.calibrate import Calibration
 
-SOURCES: dict[str, Any] = {s.wire_name: s for s in (SyntheticSource, DatasetSource)}
+SOURCES: dict[str, Any] = {
+    s.wire_name: s for s in (SyntheticSource, DatasetSource, SharedPrefixSource)
+}
 
 
 def check_source(scenario: Scenario) -> None:
@@ -36,6 +40,8 @@ def fit_source(scenario: Scenario, seed: int, calibration: Calibration | None) -
     by those keys, synthetic requests otherwise."""
     if scenario.request.dataset is not None:
         return dataset.fit(scenario, seed, calibration)
+    if scenario.request.shared_prefix is not None:
+        return shared_prefix.fit(scenario, seed, calibration)
     return synthetic.fit(scenario, seed, calibration)
 
 

@@ -1,0 +1,148 @@
+"""Shared prefixes: `prefixes` groups of requests, each group's prompts starting with the same
+`prefix_tokens` of text, then `suffix_tokens` of their own (`[request.shared_prefix]`).
+
+A server with a prefix cache computes each group's prefix once and reuses it: the study
+of that cache without a trace. Each group's prefix is synthesised once per run
+(`prompts.synth_text`, from its own seed, so no two groups share a first token), sized
+to the target by the calibration; each request's suffix starts with its own id, so no two
+requests share more than their group's prefix.
+
+A request's group is drawn from the run's seed, like a request class (`mix.py`): by request
+id for an arrival, from the user's own stream for a virtual user's request, each group
+equally likely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from zqbench.dialects.base import RequestSpec, ResponseSummary
+from zqbench.load import Slot
+from zqbench.scenario import RequestClass, Scenario
+from zqbench.sources.mix import ClassById, ClassPicker
+from zqbench.sources.prompts import synth_text
+
+if TYPE_CHECKING:
+    from zqbench.target.calibrate import Calibration
+
+_SEED_BASE = 7_000_000  # prefix seeds apart from the synthetic classes' (seed * 1000 + i)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedPrefixSource:
+    wire_name: ClassVar[str] = "shared-prefix"
+
+    prefixes: tuple[str, ...]  # each group's prefix text
+    suffix: str  # the text every suffix is cut from (its first bytes become the request id)
+    prefix_tokens: int
+    suffix_tokens: int
+    request_class: str
+    max_tokens: int
+    stream: bool
+    seed: int
+
+    def open(self) -> SharedPrefixRequests:
+        return SharedPrefixRequests(self)
+
+    def prompt_bytes(self) -> dict[str, int]:
+        return {self.request_class: len(self.prefixes[0]) + len(self.suffix)}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "source": self.wire_name,
+            "prefixes": len(self.prefixes),
+            "prefix_tokens": self.prefix_tokens,
+            "suffix_tokens": self.suffix_tokens,
+            "prefix_bytes": len(self.prefixes[0]),
+            "suffix_bytes": len(self.suffix),
+        }
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "prefixes": list(self.prefixes),
+            "suffix": self.suffix,
+            "prefix_tokens": self.prefix_tokens,
+            "suffix_tokens": self.suffix_tokens,
+            "request_class": self.request_class,
+            "max_tokens": self.max_tokens,
+            "stream": self.stream,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> SharedPrefixSource:
+        fields = {k: v for k, v in data.items() if k != "source"}  # the registry's key
+        return cls(**{**fields, "prefixes": tuple(data["prefixes"])})
+
+    def groups(self) -> tuple[RequestClass, ...]:
+        """The groups as equally weighted classes, for the seeded draws of `mix.py`."""
+        tokens = self.prefix_tokens + self.suffix_tokens
+        return tuple(RequestClass(str(k), 1.0, tokens, None) for k in range(len(self.prefixes)))
+
+
+def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> SharedPrefixSource:
+    """The groups' prefixes and the suffix text, sized by the calibration (else a byte a
+    token, the one token of BOS or template counted in the prefix)."""
+    config = scenario.request.shared_prefix
+    assert config is not None
+    total, prefix = config.prefix_tokens + config.suffix_tokens, config.prefix_tokens
+    if calibration is None:
+        prefix_bytes, total_bytes = max(1, prefix - 1), max(2, total - 1)
+    else:
+        prefix_bytes, total_bytes = calibration.bytes_for(prefix), calibration.bytes_for(total)
+    suffix_bytes = max(1, total_bytes - prefix_bytes)
+    return SharedPrefixSource(
+        prefixes=tuple(
+            synth_text(prefix_bytes, seed=_SEED_BASE + seed * 1000 + k)
+            for k in range(config.prefixes)
+        ),
+        suffix=synth_text(suffix_bytes, seed=_SEED_BASE - 1 - seed),
+        prefix_tokens=prefix,
+        suffix_tokens=config.suffix_tokens,
+        request_class=scenario.request.mix[0].name,
+        max_tokens=scenario.request.max_tokens,
+        stream=scenario.request.stream,
+        seed=seed,
+    )
+
+
+def _suffix(base: str, request_id: int) -> str:
+    """`base` with the request's id over its first bytes: unique, the same length."""
+    tag = f" {request_id:010d} "
+    return (tag + base[len(tag) :]) if len(base) > len(tag) else base
+
+
+class SharedPrefixRequests:
+    """One worker's draws of a group: by request id for arrivals, a stream per user."""
+
+    def __init__(self, source: SharedPrefixSource) -> None:
+        self.source = source
+        groups = source.groups()
+        self._by_id = ClassById(groups, source.seed)
+        self._groups = groups
+        self._users: dict[int, ClassPicker] = {}
+
+    def _group(self, slot: Slot) -> int:
+        if slot.user is None:
+            return self._by_id.index(slot.request_id, 0)
+        picker = self._users.get(slot.user)
+        if picker is None:
+            picker = ClassPicker(self._groups, self.source.seed, slot.user)
+            self._users[slot.user] = picker
+        return picker.next_index()
+
+    def request(self, slot: Slot) -> RequestSpec:
+        s = self.source
+        group = self._group(slot)
+        return RequestSpec(
+            request_class=s.request_class,
+            prompt=s.prefixes[group] + _suffix(s.suffix, slot.request_id),
+            max_tokens=s.max_tokens,
+            stream=s.stream,
+            prompt_tokens_estimate=s.prefix_tokens + s.suffix_tokens,
+            source_row=group,
+        )
+
+    def answered(self, slot: Slot, request: RequestSpec, response: ResponseSummary) -> None:
+        """Shared-prefix requests do not depend on earlier answers."""
