@@ -378,7 +378,37 @@ class QueueSeries(_Record):
     running: list[float | None]
 
 
-class ServerQueue(_Record):
+class CacheCounters(_Record):
+    """The server's prefix cache over the run, from its own counters: their growth from the
+    first scrape to the last, in prompt tokens."""
+
+    metrics: list[str]  # the counters read, as the server names them
+    queries: float  # prompt tokens looked up in the cache
+    hits: float  # of them, found there
+    hit_rate: JsonFloat  # hits / queries; null without queries
+
+
+class CachedUsage(_Record):
+    """What the responses' usage said of cached prompt tokens, and TTFT with and without."""
+
+    requests: int  # successful responses
+    reporting: int  # of them, with a cached-token count in their usage
+    cached_tokens: int  # summed over the reporting ones
+    prompt_tokens: int  # summed over the reporting ones
+    cached_share: JsonFloat  # cached_tokens / prompt_tokens
+    cached_requests: int  # reporting responses with cached tokens > 0
+    ttft_p50_cached: JsonFloat  # seconds; null without such requests
+    ttft_p50_uncached: JsonFloat
+
+
+class PrefixCache(_Record):
+    """The prefix cache: the server's counters, and what its responses' usage said."""
+
+    server: CacheCounters | Unavailable
+    usage: CachedUsage | Unavailable
+
+
+class ServerQueue(_SparseRecord):
     """The server's own account of its queue, scraped from its /metrics during the run."""
 
     engine: str  # vllm | sglang | tgi | refserver
@@ -390,6 +420,11 @@ class ServerQueue(_Record):
     running: GaugeSummary | Unavailable
     queue_time: QueueTime | Unavailable
     over_time: QueueSeries
+    # The prefix cache's counters; absent (None) in files written before them.
+    prefix_cache: CacheCounters | Unavailable | None = None
+
+    def _absent(self) -> Collection[str]:
+        return ["prefix_cache"] if self.prefix_cache is None else []
 
 
 # --- what packet loss did (a [network] packet-loss impairment) ----------------------------
@@ -592,9 +627,19 @@ class Summary(_Document, _SparseRecord):
     distributed: Distributed | None = None
     # The capture of a `zqbench profile` run; absent from other runs and older files.
     profile: Profile | None = None
+    # The prefix cache, from the server's counters and the responses' usage; absent from
+    # runs that looked at neither (no server metrics, no cached-token counts) and older files.
+    prefix_cache: PrefixCache | None = None
 
     def _absent(self) -> Collection[str]:
-        optional = ("server_queue", "target_resolution", "packet_loss", "distributed", "profile")
+        optional = (
+            "server_queue",
+            "target_resolution",
+            "packet_loss",
+            "distributed",
+            "profile",
+            "prefix_cache",
+        )
         return [k for k in optional if getattr(self, k) is None]
 
 

@@ -59,6 +59,7 @@ def build_samples(
         "bytes_in": 1000,
         "retry_after_s": None,
         "source_row": None,
+        "cached_tokens": None,
     }
     data.update(columns)
     data.setdefault("t_last_token", data["t_end"])  # the last token ends the stream

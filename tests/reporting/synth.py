@@ -88,6 +88,7 @@ def write_synthetic_run(
         "bytes_in": np.full(n, 1000),
         "retry_after_s": None,
         "source_row": None,
+        "cached_tokens": None,
     }
     arrays = []
     for field in ARROW_SCHEMA:

@@ -21,7 +21,15 @@ from zqbench.cli import app
 from zqbench.pipeline.hooks import ServerMetrics
 from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
 from zqbench.saved.report import rerender_run
-from zqbench.summary import QueueSeries, QueueTime, ServerQueue, Summary, Unavailable
+from zqbench.summary import (
+    CacheCounters,
+    CachedUsage,
+    QueueSeries,
+    QueueTime,
+    ServerQueue,
+    Summary,
+    Unavailable,
+)
 from zqbench.target.embedded import free_port
 from zqbench.telemetry import table
 from zqbench.telemetry.discovery import discover, metrics_url
@@ -61,6 +69,7 @@ def vllm_text(hit: int) -> str:
     """vLLM's exposition at the `hit`-th GET: the histogram grows once, after the first scrape."""
     buckets, total = (BEFORE, SUM_BEFORE) if hit <= 2 else (AFTER, SUM_BEFORE + SUM_GROWTH)
     waiting = WAITING[min(hit, len(WAITING)) - 1]
+    queries, hits = (1000, 200) if hit <= 2 else (5000, 3200)
     lines = [
         "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
         "# TYPE vllm:num_requests_waiting gauge",
@@ -76,6 +85,11 @@ def vllm_text(hit: int) -> str:
         f'vllm:request_queue_time_seconds_count{{engine="0",model_name="m"}} {buckets["+Inf"]}',
         "# TYPE vllm:kv_cache_usage_perc gauge",
         'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5',
+        # The prefix cache: 4000 prompt tokens looked up during the run, 3000 found.
+        "# TYPE vllm:prefix_cache_queries counter",
+        f'vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {queries}',
+        "# TYPE vllm:prefix_cache_hits counter",
+        f'vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}',
     ]
     return "\n".join(lines) + "\n"
 
@@ -122,7 +136,12 @@ COMPLETION = json.dumps(
                 "finish_reason": "stop",
             }
         ],
-        "usage": {"prompt_tokens": 16, "completion_tokens": 4, "total_tokens": 20},
+        "usage": {
+            "prompt_tokens": 16,
+            "completion_tokens": 4,
+            "total_tokens": 20,
+            "prompt_tokens_details": {"cached_tokens": 12},
+        },
     }
 ).encode()
 
@@ -326,6 +345,21 @@ def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: P
     assert len(queue.over_time.t) == queue.scrapes
     assert queue.over_time.t == sorted(queue.over_time.t)
     assert result.summary.requests.ok == result.summary.requests.sent
+    cache = result.summary.prefix_cache
+    assert cache is not None and queue.prefix_cache == cache.server
+    assert cache.server == CacheCounters(
+        metrics=["vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"],
+        queries=4000.0,
+        hits=3000.0,
+        hit_rate=0.75,
+    )
+    ok = result.summary.requests.ok
+    usage = cache.usage
+    assert isinstance(usage, CachedUsage)
+    assert (usage.requests, usage.reporting, usage.cached_requests) == (ok, ok, ok)
+    assert (usage.cached_tokens, usage.prompt_tokens) == (12 * ok, 16 * ok)
+    assert usage.cached_share == 0.75 and usage.ttft_p50_uncached is None
+    assert usage.ttft_p50_cached is not None and usage.ttft_p50_cached > 0
 
     out = result.out_dir
     long = pd.read_parquet(out / table.PROMETHEUS_TABLE)
@@ -340,6 +374,12 @@ def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: P
     assert "- `server_queue`:" not in md
     assert "### Server queue" in md
     assert "From vLLM's /metrics (`vllm:num_requests_waiting`" in md
+    assert "### Prefix cache" in md
+    assert (
+        "| server's counters | hit rate 75.0%: 3000 of 4000 prompt tokens "
+        "(vllm:prefix_cache_hits_total, vllm:prefix_cache_queries_total) |" in md
+    )
+    assert f"75.0% of prompt tokens cached in {ok} of {ok} responses ({ok} with a hit)" in md
     assert "| requests waiting | max 118, mean " in md
     queue_row = (
         "| queue time | p50 ≤ 1000 ms, p90 ≤ 5000 ms, p99 ≤ 10000 ms (bucket bounds),"

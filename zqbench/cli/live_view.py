@@ -130,9 +130,21 @@ class LiveView:
         validity = summary.validity
         for reason in validity.reasons if not validity.ok else []:
             console.print(f"  [magenta]invalid[/magenta]: {reason}")
-        for line in [*server_queue_lines(summary), *packet_loss_lines(summary)]:
+        lines = [*server_queue_lines(summary), *prefix_cache_lines(summary)]
+        for line in [*lines, *packet_loss_lines(summary)]:
             console.print(line, markup=False, highlight=False)
         console.print(f"outputs: {out_dir}")
+
+
+def prefix_cache_lines(summary: Summary) -> list[str]:
+    """The prefix cache, when the server's counters or the responses' usage told of it."""
+    from zqbench.outputs import view
+    from zqbench.summary import Unavailable
+
+    pc = summary.prefix_cache
+    if pc is None or all(isinstance(x, Unavailable) for x in (pc.server, pc.usage)):
+        return []  # nothing measured: the report says why
+    return ["prefix cache:", *(f"  {label}: {text}" for label, text in view.prefix_cache_rows(pc))]
 
 
 def server_queue_lines(summary: Summary) -> list[str]:

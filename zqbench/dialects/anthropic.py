@@ -93,7 +93,12 @@ class AnthropicParser(ResponseParser):
         s = self.summary
         prompt = common.count(usage.get("input_tokens"))
         if prompt is not None:
-            s.prompt_tokens = prompt
+            # input_tokens leaves out what the cache supplied or stored: the prompt is all three.
+            read = common.count(usage.get("cache_read_input_tokens"))
+            created = common.count(usage.get("cache_creation_input_tokens"))
+            s.prompt_tokens = prompt + (read or 0) + (created or 0)
+            if read is not None:
+                s.cached_tokens = read
         if output:  # message_start's output_tokens is a placeholder; message_delta's is cumulative
             out = common.count(usage.get("output_tokens"))
             if out is not None:

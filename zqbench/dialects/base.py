@@ -76,6 +76,7 @@ class ResponseSummary:
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     tokens_from_usage: bool = False
+    cached_tokens: int | None = None  # prompt tokens the server's prefix cache supplied
     error: str | None = None  # None when the response was complete and well formed
     srv_received: float | None = None
     srv_dispatch: float | None = None

@@ -106,6 +106,11 @@ class OpenAIParser(ResponseParser):
         prompt = common.count(usage.get("prompt_tokens"))
         if prompt is not None:
             s.prompt_tokens = prompt
+        details = usage.get("prompt_tokens_details")  # vLLM: --enable-prompt-tokens-details
+        if isinstance(details, dict):
+            cached = common.count(details.get("cached_tokens"))
+            if cached is not None:
+                s.cached_tokens = cached
         out = common.count(usage.get("completion_tokens"))
         if out is not None:
             s.output_tokens = out

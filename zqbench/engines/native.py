@@ -197,6 +197,7 @@ class NativeWorker:
             bytes_in=exchange.bytes_in,
             retry_after_s=summary.retry_after_s,
             source_row=rspec.source_row,
+            cached_tokens=summary.cached_tokens,
         )
         self.recorder.add(sample)
         key = str(status) if error is None or status else f"transport:{error}"

@@ -319,6 +319,9 @@ class MetricFrame:
     status_keys: np.ndarray  # object array of str
     retry_after_s: np.ndarray  # float64: a refusal's Retry-After in s, NaN when none
     values: dict[str, np.ndarray] = field(default_factory=dict)
+    # float64 token counts from the responses' usage, NaN when not given (prefix_cache.py)
+    prompt_tokens: np.ndarray = field(default_factory=lambda: np.empty(0))
+    cached_tokens: np.ndarray = field(default_factory=lambda: np.empty(0))
 
     @property
     def n(self) -> int:
@@ -426,6 +429,8 @@ def build_frame(
         status_keys=_status_keys(c.status, samples["error"]),
         values={name: spec.func(c) for name, spec in REQUEST_METRICS.items()},
         retry_after_s=float_column(samples, "retry_after_s"),
+        prompt_tokens=float_column(samples, "prompt_tokens"),
+        cached_tokens=float_column(samples, "cached_tokens"),
     )
 
 

@@ -30,6 +30,7 @@ from zqbench.metrics.frame import (
 )
 from zqbench.metrics.head_of_line import head_of_line
 from zqbench.metrics.migration import migration, retry_after, status_over_time
+from zqbench.metrics.prefix_cache import prefix_cache
 from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import (
     Evidence,
@@ -356,6 +357,7 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
         slos=[slo_record(r) for r in results],
         validity=valid,
         server_queue=run.server_queue,
+        prefix_cache=prefix_cache(frame, run.server_queue),
         target_resolution=(
             None
             if run.target_resolution is None

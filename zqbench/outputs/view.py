@@ -300,6 +300,7 @@ class ReportView:
     environment: tuple[Fact, ...]
     telemetry: tuple[Fact, ...]
     server_queue: ServerQueue | None  # None: the run did not look (a summary from before)
+    prefix_cache: tuple[Fact, ...]  # the server's counters, the usage; () when absent
     packet_loss: PacketLoss | None  # None: the run had no packet-loss impairment
     profile: model.Profile | None  # None: not a `zqbench profile` run
     workers: Workers | None  # None: not a --distributed run
@@ -337,6 +338,11 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
         environment=_flatten("", s.environment),
         telemetry=tuple(Fact(k, f"{float(v):.4g}") for k, v in s.telemetry.items()),
         server_queue=_server_queue(s.server_queue, _named(shown, SERVER_QUEUE_FIGURE)),
+        prefix_cache=(
+            ()
+            if s.prefix_cache is None
+            else tuple(Fact(label, text) for label, text in prefix_cache_rows(s.prefix_cache))
+        ),
         packet_loss=_packet_loss(s, _named(shown, PACKET_LOSS_FIGURE)),
         profile=s.profile,
         workers=_workers(s.distributed),
@@ -836,6 +842,34 @@ def _facts(s: Summary) -> tuple[Fact, ...]:
         ),
     ]
     return tuple(Fact(label, str(value)) for label, value in rows)
+
+
+def prefix_cache_rows(pc: model.PrefixCache) -> list[tuple[str, str]]:
+    """The prefix cache in two lines: the server's counters, the responses' usage."""
+    server, usage = pc.server, pc.usage
+    if isinstance(server, model.Unavailable):
+        server_text = f"{NO_VALUE} ({server.unavailable})"
+    else:
+        rate = NO_VALUE if server.hit_rate is None else f"{server.hit_rate:.1%}"
+        server_text = (
+            f"hit rate {rate}: {server.hits:.0f} of {server.queries:.0f} prompt tokens "
+            f"({', '.join(server.metrics)})"
+        )
+    if isinstance(usage, model.Unavailable):
+        usage_text = f"{NO_VALUE} ({usage.unavailable})"
+    else:
+        share = NO_VALUE if usage.cached_share is None else f"{usage.cached_share:.1%}"
+        usage_text = (
+            f"{share} of prompt tokens cached in {usage.reporting} of {usage.requests} "
+            f"responses ({usage.cached_requests} with a hit); TTFT p50 "
+            f"{_seconds_or_none(usage.ttft_p50_cached)} with a hit, "
+            f"{_seconds_or_none(usage.ttft_p50_uncached)} without"
+        )
+    return [("server's counters", server_text), ("responses' usage", usage_text)]
+
+
+def _seconds_or_none(value: float | str | None) -> str:
+    return NO_VALUE if value is None else f"{float(value) * 1e3:.3g} ms"
 
 
 def _stage_rows(s: Summary) -> tuple[StageRow, ...]:

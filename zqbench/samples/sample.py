@@ -46,6 +46,7 @@ class Sample:
     bytes_in: int
     retry_after_s: float | None  # Retry-After on a refusal, when given
     source_row: int | None = None  # the request source's row (a dataset's); None: synthetic
+    cached_tokens: int | None = None  # prompt tokens from the server's prefix cache (usage)
 
 
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sample))
@@ -79,6 +80,7 @@ ARROW_SCHEMA = pa.schema(
         pa.field("bytes_in", pa.int64(), nullable=False),
         pa.field("retry_after_s", pa.float64()),
         pa.field("source_row", pa.int64()),
+        pa.field("cached_tokens", pa.int64()),
     ]
 )
 

@@ -3,6 +3,7 @@
     engine     waiting now / running now (gauges)        queue time per request (histogram)
     vllm       vllm:num_requests_waiting                 vllm:request_queue_time_seconds
                vllm:num_requests_running
+               prefix cache (counters, prompt tokens):   vllm:prefix_cache_queries, _hits
     sglang     sglang:num_queue_reqs                     sglang:queue_time_seconds
                sglang:num_running_reqs                   (not in every release)
     tgi        tgi_queue_size                            tgi_request_queue_duration
@@ -21,6 +22,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+CACHE_QUERIES = "prefix_cache_queries"  # canonical names of the cache counters
+CACHE_HITS = "prefix_cache_hits"
+
 
 @dataclass(frozen=True, slots=True)
 class Engine:
@@ -29,6 +33,10 @@ class Engine:
     waiting: str  # gauge: requests queued now
     running: str  # gauge: requests being computed now
     queue_time: str | None  # histogram of time queued per request (seconds), base name
+    # Counters of prompt tokens looked up in / found in the prefix cache, base names (the
+    # exposition adds `_total`); None: the engine exports none zqbench knows.
+    cache_queries: str | None = None
+    cache_hits: str | None = None
 
     @property
     def series(self) -> dict[str, str]:
@@ -40,6 +48,12 @@ class Engine:
         if self.queue_time is not None:
             for suffix in ("_bucket", "_sum", "_count"):
                 out[self.queue_time + suffix] = "request_queue_time_seconds" + suffix
+        for counter, canonical in (
+            (self.cache_queries, CACHE_QUERIES),
+            (self.cache_hits, CACHE_HITS),
+        ):
+            if counter is not None:
+                out[counter] = out[counter + "_total"] = canonical
         return out
 
 
@@ -50,6 +64,8 @@ ENGINES: tuple[Engine, ...] = (
         "vllm:num_requests_waiting",
         "vllm:num_requests_running",
         "vllm:request_queue_time_seconds",
+        cache_queries="vllm:prefix_cache_queries",
+        cache_hits="vllm:prefix_cache_hits",
     ),
     Engine(
         "sglang",

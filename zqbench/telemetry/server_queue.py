@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from zqbench.summary import (
+    CacheCounters,
     GaugeSummary,
     QueueSeries,
     QueueTime,
@@ -36,7 +37,7 @@ from zqbench.summary import (
     Unavailable,
     json_number,
 )
-from zqbench.telemetry.engines import Engine
+from zqbench.telemetry.engines import CACHE_HITS, CACHE_QUERIES, Engine
 
 WAITING = "num_requests_waiting"
 RUNNING = "num_requests_running"
@@ -124,6 +125,34 @@ def queue_time(
     )
 
 
+def cache_counters(
+    frame: pd.DataFrame, times: Sequence[int], engine: Engine
+) -> CacheCounters | Unavailable:
+    """The prefix cache's counters' growth over the run (tokens), and the hit rate."""
+    if engine.cache_hits is None or engine.cache_queries is None:
+        return Unavailable(
+            unavailable=f"{engine.name} exports no prefix-cache counters zqbench reads"
+        )
+    rows = frame[frame["metric"].isin((CACHE_QUERIES, CACHE_HITS))]
+    if rows.empty:
+        return Unavailable(
+            unavailable=f"no {engine.cache_hits} at the server's /metrics (prefix caching off?)"
+        )
+    if len(times) < 2:
+        return Unavailable(unavailable="one scrape only: no growth to measure")
+    first, last = times[0], times[-1]
+    queries = float(_growth(frame, CACHE_QUERIES, first, last).sum())
+    hits = float(_growth(frame, CACHE_HITS, first, last).sum())
+    if queries < 0 or hits < 0:
+        return Unavailable(unavailable="the cache counters went down during the run (a restart?)")
+    return CacheCounters(
+        metrics=sorted(set(rows["source_metric"])),
+        queries=queries,
+        hits=hits,
+        hit_rate=hits / queries if queries > 0 else None,
+    )
+
+
 def _series(frame: pd.DataFrame, times: Sequence[int], start_epoch_ns: int) -> QueueSeries:
     """The gauges at each scrape; with more than MAX_POINTS scrapes, the peak of each run."""
     t = (np.asarray(times, dtype=np.int64) - start_epoch_ns) / 1e9
@@ -168,4 +197,5 @@ def server_queue(
         running=_gauge(frame, RUNNING, times),
         queue_time=queue_time(frame, times, source.engine),
         over_time=_series(frame, times, start_epoch_ns),
+        prefix_cache=cache_counters(frame, times, source.engine),
     )
