@@ -70,7 +70,7 @@ _REQUEST_KEYS = (
 )
 _SHARED_PREFIX_KEYS = ("prefixes", "prefix_tokens", "suffix_tokens")
 _DATASET_KEYS = ("path", "format", "order", "prompt_tokens", "output_tokens", "force_output")
-DATASET_FORMATS = ("auto", "jsonl", "openai", "sharegpt")
+DATASET_FORMATS = ("auto", "jsonl", "chat-completions", "sharegpt")
 DATASET_ORDERS = ("sequential", "shuffle")
 _MIX_KEYS = ("name", "weight", "prompt_tokens", "max_tokens")
 _SLO_KEYS = ("checks",)

@@ -77,8 +77,8 @@ def test_openai_request_lines_and_batch_lines(tmp_path: Path) -> None:
     batch = {"custom_id": "1", "method": "POST", "url": "/v1/chat/completions", "body": body}
     path = _jsonl(tmp_path / "req.jsonl", [body, batch])
     index = scan(path, "auto")
-    assert index.format == "openai" and index.output_tokens.tolist() == [5, 5]
-    row = read_row(str(path), int(index.offsets[1]), int(index.lengths[1]), "openai")
+    assert index.format == "chat-completions" and index.output_tokens.tolist() == [5, 5]
+    row = read_row(str(path), int(index.offsets[1]), int(index.lengths[1]), "chat-completions")
     assert row == Row("s", (), "hi", 5)
 
 

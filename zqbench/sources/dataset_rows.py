@@ -1,13 +1,13 @@
 """Reading a dataset file row by row, without holding it: the index pass and the row reader.
 
-    jsonl      one object a line: `prompt` or `messages`, optional `system`, optional
-               `max_tokens` or `output_tokens` (the answer's length to ask for)
-    openai     one chat-completions request a line (`messages`, `max_tokens` or
-               `max_completion_tokens`; `model` and the rest ignored), or a Batch API line
-               whose `body` is one
-    sharegpt   a JSON array (or JSONL) of `{"conversations": [{"from": "human", "value":
-               ...}, {"from": "gpt", ...}, ...]}`: the first human turn is the prompt, the
-               answer after it sets the output length
+    jsonl             one object a line: `prompt` or `messages`, optional `system`,
+                      optional `max_tokens` or `output_tokens` (the answer's length)
+    chat-completions  one OpenAI chat-completions request a line (`messages`, `max_tokens`
+                      or `max_completion_tokens`; `model` and the rest ignored), or a Batch
+                      API line whose `body` is one
+    sharegpt          a JSON array (or JSONL) of `{"conversations": [{"from": "human",
+                      "value": ...}, {"from": "gpt", ...}, ...]}`: the first human turn is
+                      the prompt, the answer after it sets the output length
 
 The index pass (`scan`) reads the file once, in binary pieces: it hashes it (sha256), checks
 every row, and keeps each row's byte span and sizes; nothing else stays in memory, so a
@@ -32,7 +32,6 @@ import numpy as np
 
 from zqbench.errors import UsageError
 
-FORMATS = ("auto", "jsonl", "openai", "sharegpt")
 _PIECE = 1 << 20  # bytes read at a time
 _MAX_ELEMENT = 64 << 20  # an array element longer than this is a broken file, not a row
 _ROLES = ("user", "assistant")
@@ -139,7 +138,7 @@ def _first_byte(f: Any) -> bytes:
 
 
 def _sniff_jsonl(path: Path, f: Any) -> str:
-    """jsonl, sharegpt or openai, from the first row's keys."""
+    """jsonl, sharegpt or chat-completions, from the first row's keys."""
     for line in f:
         if line.strip():
             break
@@ -156,7 +155,7 @@ def _sniff_jsonl(path: Path, f: Any) -> str:
         if "conversations" in obj:
             return "sharegpt"
         if "body" in obj or "model" in obj:
-            return "openai"
+            return "chat-completions"
     return "jsonl"
 
 
@@ -214,7 +213,7 @@ def parse_row(raw: bytes, fmt: str, *, where: str) -> Row:
         raise DatasetError(f"{where}: not a JSON object; give one object a row")
     if fmt == "sharegpt":
         return _sharegpt(obj, where)
-    if fmt == "openai" and isinstance(obj.get("body"), dict):
+    if fmt == "chat-completions" and isinstance(obj.get("body"), dict):
         obj, where = obj["body"], f"{where} body"
     system = _optional_text(obj, "system", where)
     if "messages" in obj:
@@ -224,7 +223,7 @@ def parse_row(raw: bytes, fmt: str, *, where: str) -> Row:
     elif "prompt" in obj and fmt == "jsonl":
         prompt, history = _text(obj["prompt"], "prompt", where), ()
     else:
-        need = '"messages"' if fmt == "openai" else '"prompt" or "messages"'
+        need = '"messages"' if fmt == "chat-completions" else '"prompt" or "messages"'
         raise DatasetError(f"{where}: no {need}; give the request's text there")
     keys = ("max_tokens", "output_tokens", "max_completion_tokens")
     given = [k for k in keys if obj.get(k) is not None]
