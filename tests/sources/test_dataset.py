@@ -58,8 +58,8 @@ def test_jsonl_rows_keep_their_spans_and_the_file_hash(tmp_path: Path) -> None:
     path = _jsonl(tmp_path / "d.jsonl", rows)
     path.write_text(path.read_text().replace("\n", "\n\n", 1))  # a blank line is skipped
     index = scan(path, "auto")
-    assert index.format == "jsonl" and index.rows == 3
-    assert index.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert index.file.format == "jsonl" and index.file.rows == 3
+    assert index.file.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert index.output_tokens.tolist() == [7, -1, 3]
     assert index.prompt_bytes.tolist() == [len("héllo wörld".encode()), 8 + 3, 1]
     read = [
@@ -77,7 +77,7 @@ def test_openai_request_lines_and_batch_lines(tmp_path: Path) -> None:
     batch = {"custom_id": "1", "method": "POST", "url": "/v1/chat/completions", "body": body}
     path = _jsonl(tmp_path / "req.jsonl", [body, batch])
     index = scan(path, "auto")
-    assert index.format == "chat-completions" and index.output_tokens.tolist() == [5, 5]
+    assert index.file.format == "chat-completions" and index.output_tokens.tolist() == [5, 5]
     row = read_row(str(path), int(index.offsets[1]), int(index.lengths[1]), "chat-completions")
     assert row == Row("s", (), "hi", 5)
 
@@ -96,7 +96,7 @@ def test_sharegpt_array_with_non_ascii_text_is_cut_at_byte_offsets(tmp_path: Pat
         "\ufeff[\n " + ",\n ".join(json.dumps(c, ensure_ascii=False) for c in convs) + "\n]\n"
     )
     index = scan(path, "auto")
-    assert index.format == "sharegpt" and index.rows == 2
+    assert index.file.format == "sharegpt" and index.file.rows == 2
     assert index.answer_bytes.tolist() == [800, 2] and index.output_tokens.tolist() == [-1, -1]
     rows = [
         read_row(str(path), int(o), int(n), "sharegpt")
@@ -110,7 +110,7 @@ def test_sharegpt_jsonl_is_read_as_sharegpt(tmp_path: Path) -> None:
         "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "abcdefgh"}]
     }
     index = scan(_jsonl(tmp_path / "sg.jsonl", [conv]), "auto")
-    assert index.format == "sharegpt" and index.answer_bytes.tolist() == [8]
+    assert index.file.format == "sharegpt" and index.answer_bytes.tolist() == [8]
 
 
 # --------------------------------------------------------------------------- bad input
@@ -322,6 +322,6 @@ def test_a_worker_without_the_masters_file_says_so(tmp_path: Path) -> None:
         source.open()
     size = path.stat().st_size
     assert info.value.message == (
-        f"dataset {path} on this worker: {size} bytes, not {source.file_size}; give every "
+        f"dataset {path} on this worker: {size} bytes, not {source.file.size}; give every "
         "worker the master's file at the same path"
     )

@@ -134,13 +134,7 @@ InconclusiveOkOpt = Annotated[
 RateScaleOpt = Annotated[float, typer.Option(help="Multiply every rate or VU count.")]
 DurationScaleOpt = Annotated[float, typer.Option(help="Multiply every duration.")]
 MaxTokensOpt = Annotated[int | None, typer.Option(help="Override max_tokens.")]
-DatasetOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="Send the rows of this dataset file (JSONL, OpenAI requests or ShareGPT) "
-        "instead of synthetic prompts (docs/workloads.md)."
-    ),
-]
+DatasetOpt = Annotated[str | None, typer.Option(help="Send a dataset file's rows as the requests.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")]
 ServerArgsOpt = Annotated[
     list[str] | None,

@@ -31,7 +31,7 @@ from zqbench.dialects import DIALECTS
 from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.load import Slot
 from zqbench.scenario import DatasetConfig, Scenario, shown_path
-from zqbench.sources.dataset_rows import DatasetError, Index, read_row, scan
+from zqbench.sources.dataset_rows import DatasetError, DatasetFile, Index, read_row, scan
 
 if TYPE_CHECKING:
     from zqbench.target.calibrate import Calibration
@@ -45,10 +45,7 @@ class DatasetSource:
     wire_name: ClassVar[str] = "dataset"
 
     config: DatasetConfig
-    sha256: str
-    format: str  # the file's, as read ("auto" resolved)
-    rows_in_file: int
-    file_size: int  # bytes: a worker checks that its copy of the file is this one
+    file: DatasetFile  # a worker checks that its copy of the file is this one (its size)
     request_class: str
     max_tokens: int  # for a row that gives no output length
     stream: bool
@@ -73,9 +70,9 @@ class DatasetSource:
         return {
             "source": self.wire_name,
             "path": shown_path(self.config.path),
-            "format": self.format,
-            "sha256": self.sha256,
-            "rows_in_file": self.rows_in_file,
+            "format": self.file.format,
+            "sha256": self.file.sha256,
+            "rows_in_file": self.file.rows,
             "rows_kept": len(self.rows),
             "order": self.config.order,
             "prompt_tokens_filter": _span(self.config.prompt_tokens),
@@ -87,7 +84,8 @@ class DatasetSource:
     def to_wire(self) -> dict[str, Any]:
         scalars = {name: getattr(self, name) for name in _SCALARS}
         arrays = {name: getattr(self, name).astype("<i8").tobytes() for name in _ARRAYS}
-        return {"config": dataclasses.asdict(self.config), **scalars, **arrays}
+        files = {"config": dataclasses.asdict(self.config), "file": dataclasses.asdict(self.file)}
+        return {**files, **scalars, **arrays}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> DatasetSource:
@@ -102,14 +100,10 @@ class DatasetSource:
         )
         fields: dict[str, Any] = {name: data[name] for name in _SCALARS}
         fields.update((name, np.frombuffer(data[name], dtype="<i8")) for name in _ARRAYS)
-        return cls(config=config, **fields)
+        return cls(config=config, file=DatasetFile(**data["file"]), **fields)
 
 
 _SCALARS = (
-    "sha256",
-    "format",
-    "rows_in_file",
-    "file_size",
     "request_class",
     "max_tokens",
     "stream",
@@ -165,14 +159,14 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Datas
     )
     cap = scenario.request.max_tokens
     asked = np.where(output_tokens >= 1, output_tokens, cap)
-    keep = np.ones(index.rows, dtype=bool)
+    keep = np.ones(index.file.rows, dtype=bool)
     for span, values in ((config.prompt_tokens, prompt_tokens), (config.output_tokens, asked)):
         if span is not None:
             keep &= (values >= span[0]) & (values <= span[1])
     kept = np.flatnonzero(keep)
     if len(kept) == 0:
         raise DatasetError(
-            f"dataset {config.path}: none of its {index.rows} rows pass the filters "
+            f"dataset {config.path}: none of its {index.file.rows} rows pass the filters "
             f"(prompt_tokens {_span(config.prompt_tokens)}, output_tokens "
             f"{_span(config.output_tokens)}); widen them"
         )
@@ -185,10 +179,7 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Datas
         statement = "not asked (force_output = false)"
     return DatasetSource(
         config=config,
-        sha256=index.sha256,
-        format=index.format,
-        rows_in_file=index.rows,
-        file_size=index.size,
+        file=index.file,
         request_class=scenario.request.mix[0].name,
         max_tokens=cap,
         stream=scenario.request.stream,
@@ -219,8 +210,8 @@ class DatasetRequests:
         # A distributed worker reads its own copy, at the master's path.
         path = source.config.path
         size = os.stat(path).st_size if os.path.isfile(path) else None
-        if size != source.file_size:
-            found = "no such file" if size is None else f"{size} bytes, not {source.file_size}"
+        if size != source.file.size:
+            found = "no such file" if size is None else f"{size} bytes, not {source.file.size}"
             raise DatasetError(
                 f"dataset {path} on this worker: {found}; give every worker the master's file "
                 "at the same path"
@@ -241,7 +232,7 @@ class DatasetRequests:
     def request(self, slot: Slot) -> RequestSpec:
         s = self.source
         i = self._position(slot) % len(s.rows)
-        row = read_row(s.config.path, int(s.offsets[i]), int(s.lengths[i]), s.format)
+        row = read_row(s.config.path, int(s.offsets[i]), int(s.lengths[i]), s.file.format)
         out = int(s.output_tokens[i])
         return RequestSpec(
             request_class=s.request_class,

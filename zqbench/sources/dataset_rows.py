@@ -53,13 +53,20 @@ class Row:
 
 
 @dataclass(frozen=True)
-class Index:
-    """What the index pass kept: the file's hash, its format and each row's span and sizes."""
+class DatasetFile:
+    """Which file it was: what shows two runs read the same one."""
 
     sha256: str
     size: int  # bytes
-    format: str
+    format: str  # as read ("auto" resolved)
     rows: int  # rows in the file
+
+
+@dataclass(frozen=True)
+class Index:
+    """What the index pass kept: the file, and each row's span and sizes."""
+
+    file: DatasetFile
     offsets: np.ndarray  # int64 byte offset of each row
     lengths: np.ndarray  # int64 byte length of each row
     prompt_bytes: np.ndarray  # int64 UTF-8 bytes of each row's whole prompt (system + turns)
@@ -103,10 +110,7 @@ def scan(path: Path, fmt: str) -> Index:
     if not offsets:
         raise DatasetError(f"dataset {path}: no rows in it; give a file with rows")
     return Index(
-        sha256=digest.hexdigest(),
-        size=size,
-        format=fmt,
-        rows=len(offsets),
+        file=DatasetFile(sha256=digest.hexdigest(), size=size, format=fmt, rows=len(offsets)),
         offsets=np.frombuffer(offsets, dtype=np.int64),
         lengths=np.frombuffer(lengths, dtype=np.int64),
         prompt_bytes=np.frombuffer(prompt_bytes, dtype=np.int64),
