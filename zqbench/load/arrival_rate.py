@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from zqbench.errors import OptionError
+from zqbench.errors import OptionError, UsageError
 from zqbench.load.arrival_schedule import arrival_times
 from zqbench.load.executor import (
     Driver,
@@ -36,6 +36,9 @@ from zqbench.strict_toml import Table
 ARRIVALS = ("uniform", "poisson", "gamma")
 KEYS = ("arrivals", "burstiness", "graceful_stop")  # besides each executor's own
 YIELD_EVERY = 32  # when behind schedule, still let responses be read between sends
+# The schedule holds 18 bytes a request (time, id, stage) before any is sent: bounded so
+# that a typo (rate = 5e8) is a clear error, not an allocation of tens of GiB.
+MAX_PLANNED_REQUESTS = 20_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,7 @@ class ArrivalRateLoad:
     graceful_stop_s: float
 
     def plan(self, n_workers: int, seed: int) -> LoadPlan:
+        self._check_size()
         schedule = arrival_times(self, seed)
         works: list[Any] = [
             ArrivalWork(request_ids=part.request_ids, times_ns=part.times_ns, stages=part.stage)
@@ -62,6 +66,19 @@ class ArrivalRateLoad:
             stages=stage_spans(self.stages, schedule.stage_bounds_ns, rates=True),
             loop="open",
         )
+
+    def _check_size(self) -> None:
+        """The requests the rate curve asks for, bounded before anything is allocated."""
+        rate, asked = self.start_rate, 0.0
+        for stage in self.stages:  # Python floats: an overflow is inf, not an exception
+            asked += 0.5 * (rate + stage.target) * stage.duration_s
+            rate = stage.target
+        if not math.isfinite(asked) or asked > MAX_PLANNED_REQUESTS:
+            raise UsageError(
+                f"the load asks for {asked:.3g} requests (rate x duration); a run plans at "
+                f"most {MAX_PLANNED_REQUESTS:,}: lower the rate or the duration "
+                "(or --rate-scale, --duration-scale)"
+            )
 
     def scaled(self, rate_scale: float, duration_scale: float, label: str) -> ArrivalRateLoad:
         stages = scaled_stages(self.stages, lambda x: x * rate_scale, duration_scale)

@@ -10,13 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from zqbench.errors import OptionError
+from zqbench.errors import OptionError, UsageError
 from zqbench.load import LoadPlan, Work
 from zqbench.load.spans import StageInfo
 from zqbench.metrics.slo import Slo, parse_slos
 from zqbench.pipeline.options import PlanOptions
 from zqbench.scenario import Scenario, load_scenario
 from zqbench.sources import check_source
+
+MAX_RUN_S = 30 * 86_400  # nanosecond clocks and schedules stay far inside int64
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,11 @@ def prepare_scenario(options: PlanOptions) -> tuple[Scenario, tuple[Slo, ...]]:
     if not isinstance(loaded, Scenario):
         loaded = load_scenario(loaded)
     scenario = loaded.scaled(rate_scale=options.rate_scale, duration_scale=options.duration_scale)
+    if not scenario.load.duration_s <= MAX_RUN_S:  # NaN and inf fail too
+        raise UsageError(
+            f"the load lasts {scenario.load.duration_s:.3g} s; a run lasts at most "
+            f"{MAX_RUN_S:,} s (30 days): shorten its stages (or --duration-scale)"
+        )
     named = None if options.api is None else options.api.api()  # None: the scenario's, or auto
     scenario = scenario.with_overrides(
         api=None if named is None else named.value,
