@@ -3,6 +3,7 @@ Arrow flush: exit 5 and 0 rows for 20 sent. Every request is a row now, marked o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -68,3 +69,48 @@ def test_a_usage_count_past_int64_keeps_every_row(huge_url: str, tmp_path: Path)
     assert set(rows["error"]) == {"out_of_range"}
     assert rows["output_tokens"].isna().all() and (rows["prompt_tokens"] == 5).all()
     assert result.summary.status_codes == {"200:out_of_range": 20}
+
+
+class _FarClock(BaseHTTPRequestHandler):
+    """Timing headers of 1e308 epoch seconds: finite, but no server's clock (#25 item 8)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self) -> None:
+        read_body(self)
+        usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+        body = json.dumps(
+            {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "usage": usage,
+             "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                          "finish_reason": "stop"}]}
+        ).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        for name in ("Received", "Dispatch", "Start"):
+            self.send_header(f"X-Request-{name}-Time", "1e308")
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_timing_headers_past_any_clock_read_as_absent_and_the_report_renders(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tiny.toml"
+    path.write_text(SCENARIO)
+    with serve(_FarClock) as url:
+        options = RunOptions(
+            scenario=load_scenario(str(path)), target=url, api="openai", model="m",
+            calibration="off", out=tmp_path / "run", server_metrics=False,
+        )  # type: ignore[arg-type]  # fmt: skip
+        result = run_scenario(options)
+    rows = pq.read_table(result.out_dir / "samples.parquet").to_pandas()
+    assert len(rows) == 20 and rows["error"].isna().all()
+    assert rows[["srv_received", "srv_dispatch", "srv_start"]].isna().all().all()
+    assert (result.out_dir / "report.html").stat().st_size > 0
+    assert result.summary.metrics["dispatch_delay"].unavailable is not None

@@ -101,6 +101,9 @@ def test_every_sensitive_user_header_is_a_secret(header):
         ("inf", None),
         ("-5", None),
         ("1,5", None),
+        ("1e308", None),  # finite, but no clock: every duration from it would be infinite
+        ("1e11", None),
+        ("99999999999", 99999999999.0),
     ],
 )
 def test_parse_epoch(value, want):

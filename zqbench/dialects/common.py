@@ -30,9 +30,19 @@ def header_tuple(
 
 
 # ---------------------------------------------------------------------- header values
+# A server's epoch stamp past this (the year 5138) is not a clock: `1e308` would make every
+# derived duration infinite. Such a stamp reads as absent.
+MAX_EPOCH_S = 1e11
+
+
+def _epoch(x: float | None) -> float | None:
+    return x if x is not None and x < MAX_EPOCH_S else None
+
+
 def parse_epoch(value: str | None) -> float | None:
-    """An epoch-seconds header (`1764400000.123456`); None if absent or not a finite number."""
-    return None if value is None else _nonneg_float(value)
+    """An epoch-seconds header (`1764400000.123456`); None if absent, not a finite number
+    >= 0, or past MAX_EPOCH_S."""
+    return None if value is None else _epoch(_nonneg_float(value))
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -125,11 +135,11 @@ def apply_zq_timing(summary: ResponseSummary, obj: Any) -> None:
     if gpu is not None:
         summary.srv_gpu_ms = gpu
     if summary.srv_received is None:
-        summary.srv_received = _number(obj.get("received"))
+        summary.srv_received = _epoch(_number(obj.get("received")))
     if summary.srv_dispatch is None:
-        summary.srv_dispatch = _number(obj.get("dispatch"))
+        summary.srv_dispatch = _epoch(_number(obj.get("dispatch")))
     if summary.srv_start is None:
-        summary.srv_start = _number(obj.get("start"))
+        summary.srv_start = _epoch(_number(obj.get("start")))
 
 
 _PLAIN_TYPE = re.compile(r"[a-z0-9_]{1,40}")
