@@ -25,3 +25,10 @@ def test_no_function_is_longer_than_80_lines() -> None:
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(PACKAGE)}:{node.name} ({lines} lines)")
     assert long == []
+
+
+def test_the_files_collected_first_exist() -> None:
+    from tests.conftest import LONGEST_FIRST
+
+    root = Path(__file__).resolve().parents[1]
+    assert [p for p in LONGEST_FIRST if not (root / p).is_file()] == []
