@@ -197,13 +197,19 @@ class _Connection(SlicedProtocol):
             st = self.streams.get(ev.stream_id)
             if st is None:
                 return
-            status = 0
+            status = -1
             headers: dict[str, str] = {}
             for k, v in ev.headers:
                 if k == b":status":
-                    status = int(v)
+                    status = _status(v)
                 elif not k.startswith(b":"):
                     headers[k.decode("latin-1").lower()] = v.decode("latin-1")
+            if status < 0:  # h2 leaves :status unchecked; one that is no code ends the stream
+                self.cancel_stream(ev.stream_id)
+                raw = dict(ev.headers).get(b":status", b"")[:20]
+                bad = base.ProtocolViolation(f"invalid HTTP/2 :status {raw.decode('latin-1')!r}")
+                self.finish(ev.stream_id, bad, t)
+                return
             self._call(ev.stream_id, st, st.sink.on_headers, status, headers, t)
         elif isinstance(ev, h2.events.StreamEnded):
             st = self.streams.get(ev.stream_id)
@@ -270,6 +276,13 @@ def _check_partial_frame(conn: h2.connection.H2Connection) -> None:
         limit = conn.max_inbound_frame_size
         if length > limit:
             raise h2.exceptions.FrameTooLargeError(f"frame header announces {length} bytes")
+
+
+def _status(value: bytes) -> int:
+    """A `:status` value as its code (100-599); -1 for anything else."""
+    if len(value) == 3 and value.isdigit() and 100 <= int(value) <= 599:
+        return int(value)
+    return -1
 
 
 def _code_name(code: object) -> str:
