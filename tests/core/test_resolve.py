@@ -76,6 +76,13 @@ def test_several_models_take_the_first_with_a_note_or_fail_when_strict() -> None
         )
 
 
+def test_a_model_list_past_64_kib_is_read_whole() -> None:
+    names = tuple(f"org/model-{i:05d}-instruct" for i in range(3000))  # about 150 KiB
+    with FakeServer(models=names) as server:
+        res = resolve_target(Access(server.base_url), Wanted())
+    assert res.model == names[0] and len(res.record.models) == 3000
+
+
 @pytest.mark.parametrize(
     ("server_args", "message"),
     [

@@ -113,14 +113,19 @@ class _Probe:
         return ApiProbe(api=self.api, path=self.path, status=self.status, ms=self.ms, error=error)
 
 
+# A model list is parsed whole: 1,400 models already pass 64 KiB (ERROR_BODY_CAP).
+MODEL_LIST_CAP = 8 * 1024 * 1024
+
+
 class _Answer:
     """A sink keeping the status and the first bytes of the body (an error's words), and
     passing everything on to the dialect's parser, if any."""
 
-    def __init__(self, parser: StreamParser | None = None) -> None:
+    def __init__(self, parser: StreamParser | None = None, *, keep: int = ERROR_BODY_CAP) -> None:
         self.parser = parser
         self.status = 0
         self.body = bytearray()
+        self.keep = keep  # bytes of the body kept
 
     def on_headers(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
         self.status = status
@@ -128,7 +133,7 @@ class _Answer:
             self.parser.on_headers(status, headers, t_ns)
 
     def on_data(self, data: bytes, t_ns: int) -> None:
-        room = ERROR_BODY_CAP - len(self.body)
+        room = self.keep - len(self.body)
         if room > 0:
             self.body += data[:room]
         if self.parser is not None:
@@ -238,7 +243,7 @@ def _models(
 
 
 def _list_models(client: ControlClient, access: Access, config: DialectConfig) -> tuple[str, ...]:
-    answer = _Answer()
+    answer = _Answer(keep=MODEL_LIST_CAP)
     request = HttpRequest("GET", MODELS_PATH, _listing_headers(config))
     ex = client.send(access.base_url, request, answer)
     where = f"GET {MODELS_PATH}"
