@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.core.conftest import zqbench_here
 from tests.servers.in_thread import read_body, send_json, serve
 from zqbench.pipeline.run import RunOptions, run_scenario
 from zqbench.scenario import load_scenario
@@ -114,3 +115,19 @@ def test_timing_headers_past_any_clock_read_as_absent_and_the_report_renders(
     assert rows[["srv_received", "srv_dispatch", "srv_start"]].isna().all().all()
     assert (result.out_dir / "report.html").stat().st_size > 0
     assert result.summary.metrics["dispatch_delay"].unavailable is not None
+
+
+def test_a_pass_without_slos_says_the_failures_went_unjudged(huge_url: str, tmp_path: Path) -> None:
+    """#25 item 18: every request failed, no SLO set, exit 0: the verdict line says why."""
+    path = tmp_path / "tiny.toml"
+    path.write_text(SCENARIO)
+    args = ["run", str(path), "--target", huge_url, "--api", "openai", "--model", "m"]
+    args += ["--calibration", "off", "--no-server-metrics", "--quiet", "--out", str(tmp_path / "r")]
+    args += ["--max-schedule-lag", "1s"]  # about the verdict line, not the generator's timing
+    result = zqbench_here(*args)
+    assert result.returncode == 0, result.stderr
+    assert "verdict: PASS   requests: sent 20, ok 0, failed 20" in result.stdout
+    assert (
+        "  no SLO was set: the verdict checks none of the 20 failed requests (add e.g. "
+        "--slo 'errors:rate<0.01')" in result.stdout
+    )

@@ -127,6 +127,14 @@ class LiveView:
         )
         for slo in summary.slos:
             console.print(f"  {slo.verdict:<12} {slo.expr}  {slo.message}")
+        if not summary.slos and requests.sent:
+            # A pass with no SLO judges nothing: say what it did not check.
+            console.print(
+                f"  no SLO was set: the verdict checks none of the {requests.failed} failed "
+                "requests (add e.g. --slo 'errors:rate<0.01')"
+                if requests.failed
+                else "  no SLO was set: the verdict checks only that the run was valid"
+            )
         validity = summary.validity
         for reason in validity.reasons if not validity.ok else []:
             console.print(f"  [magenta]invalid[/magenta]: {reason}")
