@@ -112,3 +112,22 @@ def test_cli_not_a_run_exits_2_with_one_line(tmp_path: Path, command: str) -> No
 def test_bad_slo_exits_2(uniform: Path) -> None:
     result = runner.invoke(app, ["gate", str(uniform), "--slo", "latency<5"])
     assert result.exit_code == 2
+
+
+def test_gate_refuses_samples_with_a_repeated_request_id(uniform: Path, tmp_path: Path) -> None:
+    """#25 item 18: rows of two runs in one samples.parquet are not one run to judge."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run = tmp_path / "doubled"
+    shutil.copytree(uniform, run)
+    table = pq.read_table(run / "samples.parquet")
+    pq.write_table(pa.concat_tables([table, table.slice(0, 3)]), run / "samples.parquet")
+    result = runner.invoke(app, ["gate", str(run), "--slo", "latency:p99<50ms"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"zqbench: error: {run}: request id 0 is in the samples more than once (3 repeated "
+        "rows): not one run's samples"
+    ]

@@ -40,7 +40,15 @@ class SavedRun:
     def samples(self) -> pd.DataFrame:
         """The samples, read once (Parquet, or the worker streams of an unfinished run)."""
         if self._samples is None:
-            self._samples = writer.load_samples(self.path).to_pandas()
+            samples = writer.load_samples(self.path).to_pandas()
+            repeated = samples["request_id"][samples["request_id"].duplicated()]
+            if len(repeated):
+                # One run sends each request id once: repeats are rows of another run.
+                raise UsageError(
+                    f"{self.path}: request id {int(repeated.iloc[0])} is in the samples more "
+                    f"than once ({len(repeated)} repeated rows): not one run's samples"
+                )
+            self._samples = samples
         return self._samples
 
 
