@@ -58,6 +58,8 @@ def test_burst_with_target_alone_is_a_valid_fail_that_shows_the_queue(
     assert queue["waiting"]["metric"] == "vllm:num_requests_waiting"
     assert queue["waiting"]["max"] > 0  # requests waited in vLLM's queue
     assert queue["running"]["max"] <= 8  # --max-num-seqs 8
+    # Synthetic prompts stay cold: each starts with its own request id (#26).
+    assert summary["prefix_cache"]["server"]["hit_rate"] < 0.05, summary["prefix_cache"]
     assert queue["queue_time"]["count"] > 0 and queue["queue_time"]["p99"] > 0
     waiting_peak = f"{queue['waiting']['max']:g}"
     markdown = (out / "summary.md").read_text()
