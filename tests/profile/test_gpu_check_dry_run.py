@@ -24,6 +24,7 @@ def test_gpu_check_dry_run(tmp_path: Path) -> None:
     )  # fmt: skip
     doc = json.loads((tmp_path / "gpu_check.json").read_text())
     failed = {n: p.get("error") for n, p in doc["phases"].items() if p["status"] != "ok"}
+    assert failed.pop("gpu tests") == "dry run: the GPU tests need CUDA"
     assert done.returncode == 0 and not failed, (failed, done.stdout[-2000:])
     schedulers = doc["phases"]["schedulers"]["result"]
     assert set(schedulers) == {"zero-queue", "fifo"}
