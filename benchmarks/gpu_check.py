@@ -24,7 +24,8 @@ Writes gpu_check.json and gpu_check.md (and the zqbench outputs) under `--out`, 
 2 when there is no CUDA (one line says so).
 
 `--dry-run` runs everything on CPU with the tiny preset and fewer steps, to check the
-script itself on a machine without a GPU (output in a temporary folder unless --out).
+script itself on a machine without a GPU (output in a temporary folder unless --out); its
+GPU-tests phase is marked skipped, as every test in it needs CUDA.
 
     python benchmarks/gpu_check.py                  # on the GPU machine
     .venv/bin/python benchmarks/gpu_check.py --dry-run
