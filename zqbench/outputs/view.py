@@ -17,7 +17,7 @@ import base64
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from zqbench import summary as model
 from zqbench.errors import UsageError
@@ -846,26 +846,30 @@ def _facts(s: Summary) -> tuple[Fact, ...]:
 
 def prefix_cache_rows(pc: model.PrefixCache) -> list[tuple[str, str]]:
     """The prefix cache in two lines: the server's counters, the responses' usage."""
-    server, usage = pc.server, pc.usage
-    if isinstance(server, model.Unavailable):
-        server_text = f"{NO_VALUE} ({server.unavailable})"
-    else:
-        rate = NO_VALUE if server.hit_rate is None else f"{server.hit_rate:.1%}"
-        server_text = (
-            f"hit rate {rate}: {server.hits:.0f} of {server.queries:.0f} prompt tokens "
-            f"({', '.join(server.metrics)})"
-        )
-    if isinstance(usage, model.Unavailable):
-        usage_text = f"{NO_VALUE} ({usage.unavailable})"
-    else:
-        share = NO_VALUE if usage.cached_share is None else f"{usage.cached_share:.1%}"
-        usage_text = (
-            f"{share} of prompt tokens cached in {usage.reporting} of {usage.requests} "
-            f"responses ({usage.cached_requests} with a hit); TTFT p50 "
-            f"{_seconds_or_none(usage.ttft_p50_cached)} with a hit, "
-            f"{_seconds_or_none(usage.ttft_p50_uncached)} without"
-        )
-    return [("server's counters", server_text), ("responses' usage", usage_text)]
+    server = _or_reason(pc.server, _cache_counters_text)
+    return [("server's counters", server), ("responses' usage", _or_reason(pc.usage, _usage_text))]
+
+
+def _or_reason(value: Any, text: Callable[[Any], str]) -> str:
+    """`text(value)`, or why there is no value."""
+    if isinstance(value, model.Unavailable):
+        return f"{NO_VALUE} ({value.unavailable})"
+    return text(value)
+
+
+def _cache_counters_text(c: model.CacheCounters) -> str:
+    rate = NO_VALUE if c.hit_rate is None else f"{c.hit_rate:.1%}"
+    names = ", ".join(c.metrics)
+    return f"hit rate {rate}: {c.hits:.0f} of {c.queries:.0f} prompt tokens ({names})"
+
+
+def _usage_text(u: model.CachedUsage) -> str:
+    share = NO_VALUE if u.cached_share is None else f"{u.cached_share:.1%}"
+    return (
+        f"{share} of prompt tokens cached in {u.reporting} of {u.requests} responses "
+        f"({u.cached_requests} with a hit); TTFT p50 {_seconds_or_none(u.ttft_p50_cached)} "
+        f"with a hit, {_seconds_or_none(u.ttft_p50_uncached)} without"
+    )
 
 
 def _seconds_or_none(value: float | str | None) -> str:
