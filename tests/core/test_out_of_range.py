@@ -13,7 +13,7 @@ import pytest
 
 from tests.core.conftest import zqbench_here
 from tests.servers.in_thread import read_body, send_json, serve
-from zqbench.pipeline.run import RunOptions, run_scenario
+from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
 from zqbench.scenario import load_scenario
 
 SCENARIO = """
@@ -29,6 +29,26 @@ min_samples = 5
 """
 
 
+def _completion(*, completion_tokens: int) -> dict[str, object]:
+    """A chat completion of "hi" from 5 prompt tokens."""
+    usage = {"prompt_tokens": 5, "completion_tokens": completion_tokens,
+             "total_tokens": 5 + completion_tokens}  # fmt: skip
+    message = {"role": "assistant", "content": "hi"}
+    return {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "usage": usage,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+
+
+def _run(tmp_path: Path, url: str) -> RunResult:
+    """SCENARIO against `url`, the OpenAI API, no calibration and no server metrics."""
+    path = tmp_path / "tiny.toml"
+    path.write_text(SCENARIO)
+    options = RunOptions(
+        scenario=load_scenario(str(path)), target=url, api="openai", model="m",
+        calibration="off", out=tmp_path / "run", server_metrics=False,
+    )  # type: ignore[arg-type]  # fmt: skip
+    return run_scenario(options)
+
+
 class _Huge(BaseHTTPRequestHandler):
     """A chat completion whose usage says 10^30 output tokens."""
 
@@ -36,14 +56,7 @@ class _Huge(BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         read_body(self)
-        usage = {"prompt_tokens": 5, "completion_tokens": 10**30, "total_tokens": 10**30}
-        message = {"role": "assistant", "content": "hi"}
-        send_json(
-            self,
-            200,
-            {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "usage": usage,
-             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]},
-        )  # fmt: skip
+        send_json(self, 200, _completion(completion_tokens=10**30))
 
     do_GET = do_POST = _answer
 
@@ -58,13 +71,7 @@ def huge_url() -> Iterator[str]:
 
 
 def test_a_usage_count_past_int64_keeps_every_row(huge_url: str, tmp_path: Path) -> None:
-    path = tmp_path / "tiny.toml"
-    path.write_text(SCENARIO)
-    options = RunOptions(
-        scenario=load_scenario(str(path)), target=huge_url, api="openai", model="m",
-        calibration="off", out=tmp_path / "run", server_metrics=False,
-    )  # type: ignore[arg-type]  # fmt: skip
-    result = run_scenario(options)
+    result = _run(tmp_path, huge_url)
     rows = pq.read_table(result.out_dir / "samples.parquet").to_pandas()
     assert len(rows) == result.summary.requests.sent == 20
     assert set(rows["error"]) == {"out_of_range"}
@@ -79,12 +86,7 @@ class _FarClock(BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         read_body(self)
-        usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
-        body = json.dumps(
-            {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "usage": usage,
-             "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
-                          "finish_reason": "stop"}]}
-        ).encode()  # fmt: skip
+        body = json.dumps(_completion(completion_tokens=1)).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -102,14 +104,8 @@ class _FarClock(BaseHTTPRequestHandler):
 def test_timing_headers_past_any_clock_read_as_absent_and_the_report_renders(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "tiny.toml"
-    path.write_text(SCENARIO)
     with serve(_FarClock) as url:
-        options = RunOptions(
-            scenario=load_scenario(str(path)), target=url, api="openai", model="m",
-            calibration="off", out=tmp_path / "run", server_metrics=False,
-        )  # type: ignore[arg-type]  # fmt: skip
-        result = run_scenario(options)
+        result = _run(tmp_path, url)
     rows = pq.read_table(result.out_dir / "samples.parquet").to_pandas()
     assert len(rows) == 20 and rows["error"].isna().all()
     assert rows[["srv_received", "srv_dispatch", "srv_start"]].isna().all().all()

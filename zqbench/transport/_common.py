@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import os
 import ssl
@@ -17,7 +18,7 @@ from zqbench.transport.origin import Origin, parse_base_url
 P = TypeVar("P", bound=asyncio.Protocol)
 
 
-class PoolBase:
+class PoolBase(abc.ABC):
     """What every transport is built from: the origin, the pool's limits, and whether TLS
     certificates go unverified. Each transport sets up its own state in `_setup`."""
 
@@ -29,8 +30,9 @@ class PoolBase:
         self.insecure = insecure
         self._setup()
 
+    @abc.abstractmethod
     def _setup(self) -> None:
-        raise NotImplementedError
+        """The transport's own state (its connections, its permits)."""
 
     async def open(self) -> None:
         """Open the pool (`_open`); on any failure, close what it opened, then raise."""
@@ -40,11 +42,13 @@ class PoolBase:
             await self.close()
             raise
 
+    @abc.abstractmethod
     async def _open(self) -> None:
-        raise NotImplementedError
+        """Resolve the target and open the pool's first connections."""
 
+    @abc.abstractmethod
     async def close(self) -> None:
-        raise NotImplementedError
+        """Close every connection."""
 
 
 def reason(e: BaseException) -> str:
