@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from zqbench.dialects import DEFAULT_API, DIALECTS
 from zqbench.errors import OptionError, ScenarioError
-from zqbench.load import LOAD_KEYS, LoadSpec, parse_load
+from zqbench.load import LOAD_KEYS, LoadSpec, TraceLoad, parse_load
 from zqbench.strict_toml import Table, parse_duration, show
 
 T = TypeVar("T")
@@ -221,6 +221,12 @@ class Scenario:
             # --dataset PATH: from the working directory; the file's other keys stay.
             if not Path(dataset).is_file():
                 raise OptionError("dataset", "no such file; give the dataset's path", value=dataset)
+            if isinstance(out.load, TraceLoad):
+                raise OptionError(
+                    "dataset",
+                    "the scenario replays a trace, whose rows are its requests: drop it",
+                    value=dataset,
+                )
             config = req.dataset or DatasetConfig(path="")
             req = dataclasses.replace(
                 req,
@@ -240,6 +246,8 @@ class Scenario:
         d["source"] = _shown_source(self.source)
         if self.request.dataset is not None:
             d["request"]["dataset"]["path"] = shown_path(self.request.dataset.path)
+        if isinstance(self.load, TraceLoad):
+            d["load"]["path"] = shown_path(self.load.path)
         # Tuples become lists so the dict equals its own JSON round trip.
         result: dict[str, Any] = json.loads(json.dumps(d))
         return result
@@ -341,10 +349,11 @@ def parse_scenario(
     api = top.choice("api", APIS, DEFAULT_API) or DEFAULT_API
     if not top.has("load"):
         raise ScenarioError(f"{label}: the [load] table is missing")
-    load = parse_load(Table(label, "load", data["load"], LOAD_KEYS))
+    load = parse_load(Table(label, "load", data["load"], LOAD_KEYS), Path(source).parent)
     request = _parse_request(
         Table(label, "request", data.get("request", {}), _REQUEST_KEYS), Path(source).parent
     )
+    _check_trace_request(label, load, data.get("request", {}))
     slo: tuple[str, ...] = ()
     if top.has("slo"):
         slo = _parse_slo(Table(label, "slo", data["slo"], _SLO_KEYS))
@@ -359,6 +368,18 @@ def parse_scenario(
     if top.has("validity"):
         validity = _parse_validity(Table(label, "validity", data["validity"], _VALIDITY_KEYS))
     return Scenario(name, description, api, load, request, slo, network, source, sweep, validity)
+
+
+def _check_trace_request(label: str, load: LoadSpec, request: Mapping[str, Any]) -> None:
+    """A trace's rows are its requests: no [request] key may say what the prompts are."""
+    if not isinstance(load, TraceLoad):
+        return
+    for key in ("dataset", "shared_prefix", "mix", "prompt_tokens"):
+        if key in request:
+            raise ScenarioError(
+                f'{label}: request.{key} and load.executor = "trace" are exclusive; the '
+                "trace's rows make the prompts"
+            )
 
 
 def _check_stage_mixes(label: str, load: LoadSpec, request: RequestConfig) -> None:

@@ -210,19 +210,19 @@ ERRORS = [
     (
         '[load]\nexecutor = "rampin-arrival-rate"\n',
         'load.executor = "rampin-arrival-rate" is not one of constant-arrival-rate, '
-        "ramping-arrival-rate, constant-vus, ramping-vus",
+        "ramping-arrival-rate, constant-vus, ramping-vus, trace",
     ),
     (
         "[load]\nrate = 1\n",
         "load.executor is missing (one of constant-arrival-rate, ramping-arrival-rate, "
-        "constant-vus, ramping-vus)",
+        "constant-vus, ramping-vus, trace)",
     ),
     ('name = "x"\n', "the [load] table is missing"),
     (
         MINIMAL + "rtae = 5\n",
         'unknown key "load.rtae"; did you mean "load.rate"? (allowed in [load]: executor, '
-        "arrivals, burstiness, duration, graceful_stop, rate, stages, start_rate, start_vus, "
-        "think_time, vus)",
+        "arrivals, block_tokens, burstiness, duration, format, graceful_stop, rate, stages, "
+        "start_rate, start_vus, think_time, time_scale, trace, vus)",
     ),
     (
         'nmae = "x"\n' + MINIMAL,

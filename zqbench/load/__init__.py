@@ -3,8 +3,9 @@
 
     constant_arrival_rate, ramping_arrival_rate   open loop (arrival_rate.py, arrival_schedule.py)
     constant_vus, ramping_vus                     closed loop (vus.py, vu_schedule.py)
+    trace                                         a trace file's rows at its times (trace_file.py)
 
-    parse_load(table) -> LoadSpec        the [load] table, checked key by key
+    parse_load(table, folder) -> LoadSpec       the [load] table, checked key by key
     LoadSpec.plan(workers, seed)         -> LoadPlan: one Work per worker, the stage spans
     work_from_wire(data)                 a distributed worker's Work from its wire form
 
@@ -14,12 +15,20 @@ the request source (`zqbench.sources`) fills each slot.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from zqbench.errors import ScenarioError
-from zqbench.load import constant_arrival_rate, constant_vus, ramping_arrival_rate, ramping_vus
+from zqbench.load import (
+    constant_arrival_rate,
+    constant_vus,
+    ramping_arrival_rate,
+    ramping_vus,
+    trace,
+)
 from zqbench.load.arrival_rate import ArrivalWork
 from zqbench.load.executor import Executor, LoadPlan, LoadSpec, Slot, Stage, Work
+from zqbench.load.trace import TraceLoad, TraceWork
 from zqbench.load.vus import VuWork
 from zqbench.strict_toml import Table
 
@@ -30,15 +39,17 @@ EXECUTORS: dict[str, Executor] = {
         ramping_arrival_rate.EXECUTOR,
         constant_vus.EXECUTOR,
         ramping_vus.EXECUTOR,
+        trace.EXECUTOR,
     )
 }
-WORK_TYPES: dict[str, Any] = {w.wire_name: w for w in (ArrivalWork, VuWork)}
+WORK_TYPES: dict[str, Any] = {w.wire_name: w for w in (ArrivalWork, VuWork, TraceWork)}
 # Every key some executor takes: a typo among them gets a "did you mean" hint.
 LOAD_KEYS = ("executor", *sorted({k for e in EXECUTORS.values() for k in e.keys}))
 
 
-def parse_load(t: Table) -> LoadSpec:
-    """The `[load]` table as its executor's LoadSpec; ScenarioError naming the key."""
+def parse_load(t: Table, folder: Path) -> LoadSpec:
+    """The `[load]` table as its executor's LoadSpec; ScenarioError naming the key. Paths in
+    it are read from `folder`, the scenario file's."""
     names = tuple(EXECUTORS)
     if not t.has("executor"):
         raise t.missing("executor", f" (one of {', '.join(names)})")
@@ -55,7 +66,7 @@ def parse_load(t: Table) -> LoadSpec:
             raise t.missing(
                 key, f" (executor {executor.name} needs {', '.join(executor.required)})"
             )
-    return executor.parse(t)
+    return executor.parse(t, folder)
 
 
 def work_to_wire(work: Work) -> dict[str, Any]:
@@ -78,6 +89,7 @@ __all__ = [
     "LoadSpec",
     "Slot",
     "Stage",
+    "TraceLoad",
     "Work",
     "parse_load",
     "work_from_wire",

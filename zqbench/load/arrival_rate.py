@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -160,22 +161,15 @@ def parse_arrivals(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ArrivalWork:
-    """One worker's arrivals: global request ids, intended times (ns from t = 0), stages."""
+Chunk = tuple[list[int], list[int], list[int]]  # intended times (ns from t = 0), ids, stages
+_CHUNK = 65_536  # arrivals turned into Python ints at a time: a long schedule stays arrays
 
-    wire_name: ClassVar[str] = "arrival-rate"
 
-    request_ids: np.ndarray  # int64
-    times_ns: np.ndarray  # int64, non-decreasing
-    stages: np.ndarray  # int32
-
-    async def run(self, driver: Driver) -> None:
-        start = driver.start_ns
-        times = self.times_ns.tolist()
-        ids = self.request_ids.tolist()
-        stages = self.stages.tolist()
-        burst = 0
+async def send_open_loop(driver: Driver, chunks: Iterator[Chunk]) -> None:
+    """Send each arrival at its intended time, whatever the server does."""
+    start = driver.start_ns
+    burst = 0
+    for times, ids, stages in chunks:
         for i, t in enumerate(times):
             due = start + t
             if due > time.perf_counter_ns():
@@ -191,6 +185,26 @@ class ArrivalWork:
                     driver.stop_early()
                     return
             driver.spawn(driver.send(Slot(ids[i], stages[i]), due))
+
+
+def _chunks(times_ns: np.ndarray, ids: np.ndarray, stages: np.ndarray) -> Iterator[Chunk]:
+    for a in range(0, len(times_ns), _CHUNK):
+        b = a + _CHUNK
+        yield times_ns[a:b].tolist(), ids[a:b].tolist(), stages[a:b].tolist()
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalWork:
+    """One worker's arrivals: global request ids, intended times (ns from t = 0), stages."""
+
+    wire_name: ClassVar[str] = "arrival-rate"
+
+    request_ids: np.ndarray  # int64
+    times_ns: np.ndarray  # int64, non-decreasing
+    stages: np.ndarray  # int32
+
+    async def run(self, driver: Driver) -> None:
+        await send_open_loop(driver, _chunks(self.times_ns, self.request_ids, self.stages))
 
     def end_ns(self) -> int:
         return int(self.times_ns.max()) if len(self.times_ns) else 0

@@ -3,13 +3,15 @@ constant-arrival-rate), open loop."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from zqbench.load import arrival_rate
 from zqbench.load.arrival_rate import ArrivalRateLoad, parse_arrivals
 from zqbench.load.executor import Executor, Stage
 from zqbench.strict_toml import Table
 
 
-def parse(t: Table) -> ArrivalRateLoad:
+def parse(t: Table, folder: Path) -> ArrivalRateLoad:
     duration = t.duration("duration", positive=True)
     rate = t.number("rate", strict=True)
     return parse_arrivals(t, EXECUTOR.name, rate, (Stage(duration, rate, None),))

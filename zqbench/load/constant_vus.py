@@ -3,13 +3,15 @@ closed loop."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from zqbench.load import vus
 from zqbench.load.executor import Executor, Stage, graceful_stop
 from zqbench.load.vus import VuLoad
 from zqbench.strict_toml import Table
 
 
-def parse(t: Table) -> VuLoad:
+def parse(t: Table, folder: Path) -> VuLoad:
     duration = t.duration("duration", positive=True)
     users = t.integer("vus", minimum=1)
     return VuLoad(

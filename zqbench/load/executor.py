@@ -3,7 +3,7 @@
 An executor is one module of this package, registered under its `[load] executor` name in
 `zqbench.load.EXECUTORS`. It owns everything about itself:
 
-    Executor.parse(table)            [load] table -> LoadSpec   (one-line ScenarioErrors)
+    Executor.parse(table, folder)    [load] table -> LoadSpec   (one-line ScenarioErrors)
     LoadSpec.plan(n_workers, seed)   -> LoadPlan: one Work per worker, the stage spans
     Work.run(driver)                 its loop on the engine: driver.dispatch(slot, due)
     Work.to_wire() / WORK_TYPES      its form for distributed workers
@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -156,7 +157,8 @@ class Executor:
     name: str
     keys: tuple[str, ...]  # the [load] keys it takes besides `executor`
     required: tuple[str, ...]
-    parse: Callable[[Table], LoadSpec]  # the table's keys were checked against `keys`
+    # (table, the scenario file's folder): the table's keys were checked against `keys`
+    parse: Callable[[Table, Path], LoadSpec]
 
 
 def stage_spans(

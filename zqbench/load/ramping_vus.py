@@ -3,13 +3,15 @@ each stage's `target`, one whole user at a time (k6's ramping-vus), closed loop.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from zqbench.load import vus
 from zqbench.load.executor import Executor, graceful_stop, parse_stages
 from zqbench.load.vus import VuLoad
 from zqbench.strict_toml import Table
 
 
-def parse(t: Table) -> VuLoad:
+def parse(t: Table, folder: Path) -> VuLoad:
     stages = parse_stages(t, vus=True)
     return VuLoad(
         executor=EXECUTOR.name,

@@ -4,6 +4,7 @@ name; `base.py` is the protocol every one of them follows.
     synthetic    the scenario's class mix, prompts of a chosen length (prompts.py, mix.py)
     dataset      rows of a file: [request.dataset] or --dataset (dataset_rows.py reads them)
     shared-prefix  groups of prompts sharing a prefix: [request.shared_prefix]
+    trace        a trace's rows, prompts built from their blocks: [load] executor = "trace"
 
 An executor (`zqbench.load`) decides when each request goes; a source decides what it is.
 """
@@ -12,32 +13,38 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zqbench.sources import dataset, shared_prefix, synthetic
+from zqbench.load import TraceLoad
+from zqbench.sources import dataset, shared_prefix, synthetic, trace
 from zqbench.sources.base import Requests, RequestSource
 from zqbench.sources.dataset import DatasetSource
 from zqbench.sources.shared_prefix import SharedPrefixSource
 from zqbench.sources.synthetic import SyntheticSource
+from zqbench.sources.trace import TraceSource
 
 if TYPE_CHECKING:
     from zqbench.scenario import Scenario
     from zqbench.target.calibrate import Calibration
 
 SOURCES: dict[str, Any] = {
-    s.wire_name: s for s in (SyntheticSource, DatasetSource, SharedPrefixSource)
+    s.wire_name: s for s in (SyntheticSource, DatasetSource, SharedPrefixSource, TraceSource)
 }
 
 
 def check_source(scenario: Scenario) -> None:
-    """Check what the source reads (a dataset file) before any traffic: exit 2 for bad
-    input, before the target is even contacted."""
+    """Check what the source reads (a dataset or trace file) before any traffic: exit 2 for
+    bad input, before the target is even contacted."""
     if scenario.request.dataset is not None:
         dataset.check(scenario.request.dataset)
+    if isinstance(scenario.load, TraceLoad):
+        scenario.load.index()
 
 
 def fit_source(scenario: Scenario, seed: int, calibration: Calibration | None) -> RequestSource:
     """The request source the scenario's [request] table asks for, fitted to the target
     (prompts sized by the calibration): a source with [request] keys of its own is chosen
-    by those keys, synthetic requests otherwise."""
+    by those keys (a trace's rows by its executor), synthetic requests otherwise."""
+    if isinstance(scenario.load, TraceLoad):
+        return trace.fit(scenario, seed, calibration)
     if scenario.request.dataset is not None:
         return dataset.fit(scenario, seed, calibration)
     if scenario.request.shared_prefix is not None:

@@ -1,0 +1,226 @@
+"""`executor = "trace"`: replay a trace file's requests at its own times, open loop.
+
+    [load]
+    executor = "trace"
+    trace = "data/trace.jsonl"    # from the scenario's folder
+    format = "auto"               # mooncake | tokens (trace_file.py), found from the file
+    time_scale = 1.0              # times the trace's gaps: 2 replays at half speed
+    block_tokens = 512            # prompt tokens per hash id (mooncake's)
+    duration = "60s"              # optional: only the replay's first minute
+
+Request i is the file's row i, sent at its timestamp (less the first row's) times
+`time_scale`; `--rate-scale R` divides `time_scale` by R and `--duration-scale` cuts the
+replay. The rows' contents are the trace request source's (`zqbench.sources.trace`): this
+module decides only when each row goes. Workers take the rows round-robin, as the
+arrival-rate executors deal their arrivals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from zqbench.errors import OptionError, ScenarioError
+from zqbench.load.arrival_rate import Chunk, send_open_loop
+from zqbench.load.executor import Driver, Executor, LoadPlan, Stage, graceful_stop, stage_spans
+from zqbench.load.trace_file import (
+    DEFAULT_BLOCK_TOKENS,
+    TRACE_FORMATS,
+    TraceError,
+    TraceIndex,
+    scan,
+)
+from zqbench.strict_toml import Table
+
+_CHUNK = 65_536  # rows turned into Python ints at a time
+_NS_PER_MS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class TraceLoad:
+    path: str  # absolute
+    format: str  # as the scenario says: auto, mooncake or tokens
+    time_scale: float
+    block_tokens: int
+    cut_s: float | None  # replay only this long (the scenario's duration); None: all of it
+    graceful_stop_s: float
+    executor: str = "trace"
+
+    def index(self) -> TraceIndex:
+        """The file's index, read once per process while the file stays as it was."""
+        return trace_index(self.path, self.format, self.block_tokens)
+
+    def times_ns(self) -> np.ndarray:
+        """Each row's intended time (ns from t = 0) within the cut: int64, non-decreasing."""
+        times = np.rint(self.index().times_ms * (_NS_PER_MS * self.time_scale)).astype(np.int64)
+        if self.cut_s is not None:
+            times = times[: int(np.searchsorted(times, round(self.cut_s * 1e9), "right"))]
+        return times
+
+    @property
+    def duration_s(self) -> float:
+        last = float(self.index().times_ms[-1]) * self.time_scale / 1e3
+        return last if self.cut_s is None else min(last, self.cut_s)
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return (Stage(self.duration_s, self._mean_rate(len(self.times_ns())), "trace"),)
+
+    def _mean_rate(self, rows: int) -> float:
+        return rows / self.duration_s if self.duration_s > 0 else 0.0
+
+    def plan(self, n_workers: int, seed: int) -> LoadPlan:
+        times = self.times_ns()
+        works: list[Any] = [
+            TraceWork(times_ns=times[w::n_workers].copy(), first_id=w, step=n_workers)
+            for w in range(n_workers)
+        ]
+        end = round(self.duration_s * 1e9)
+        return LoadPlan(
+            works=works,
+            offered=len(times),
+            offered_rate=self._mean_rate(len(times)),
+            stages=stage_spans(self.stages, [(0, end)], rates=True),
+            loop="open",
+        )
+
+    def scaled(self, rate_scale: float, duration_scale: float, label: str) -> TraceLoad:
+        cut = self.duration_s * duration_scale if duration_scale != 1.0 else self.cut_s
+        return dataclasses.replace(self, time_scale=self.time_scale / rate_scale, cut_s=cut)
+
+    def with_arrivals(self, arrivals: str | None, burstiness: float | None) -> TraceLoad:
+        if arrivals is not None or burstiness is not None:
+            name = "arrivals" if arrivals is not None else "burstiness"
+            raise OptionError(
+                name, "does not apply to a trace: its rows' timestamps are its arrivals"
+            )
+        return self
+
+    def at_constant_rate(self, rate: float, duration_s: float, name: str) -> TraceLoad:
+        raise OptionError(
+            "scenario",
+            "replays a trace at its own times; a sweep needs an arrival-rate or vus executor "
+            "(use --rate-scale to replay the trace faster)",
+        )
+
+    def concurrency_guess(self) -> int:
+        times = self.times_ns()
+        if len(times) == 0:
+            return 4
+        # The busiest second's rows, times a guessed 100 ms latency (Little's law).
+        ends = np.searchsorted(times, times + 1_000_000_000, "left")
+        return int(np.max(ends - np.arange(len(times))) * 0.1) + 4
+
+
+@functools.lru_cache(maxsize=2)
+def _cached_index(path: str, fmt: str, block_tokens: int, size: int, mtime_ns: int) -> TraceIndex:
+    return scan(Path(path), fmt, block_tokens)
+
+
+def trace_index(path: str, fmt: str, block_tokens: int) -> TraceIndex:
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise TraceError(f"trace {path}: cannot read it ({e.strerror}); check the path") from None
+    return _cached_index(path, fmt, block_tokens, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceWork:
+    """One worker's rows: request ids first_id, first_id + step, ...; their times (ns)."""
+
+    wire_name: ClassVar[str] = "trace"
+
+    times_ns: np.ndarray  # int64, non-decreasing
+    first_id: int
+    step: int
+
+    async def run(self, driver: Driver) -> None:
+        await send_open_loop(driver, self._chunks())
+
+    def _chunks(self) -> Iterator[Chunk]:
+        for a in range(0, len(self.times_ns), _CHUNK):
+            times = self.times_ns[a : a + _CHUNK].tolist()
+            first = self.first_id + a * self.step
+            yield (
+                times,
+                list(range(first, first + len(times) * self.step, self.step)),
+                [0] * len(times),
+            )
+
+    def request_ids(self) -> np.ndarray:
+        return self.first_id + self.step * np.arange(len(self.times_ns), dtype=np.int64)
+
+    def end_ns(self) -> int:
+        return int(self.times_ns[-1]) if len(self.times_ns) else 0
+
+    def assigned(self) -> int | None:
+        return len(self.times_ns)
+
+    def due(self, elapsed_ns: int) -> int | None:
+        return int(np.searchsorted(self.times_ns, elapsed_ns, "right"))
+
+    def missing(self, received_ids: np.ndarray) -> tuple[int, float | None, float | None]:
+        lost = ~np.isin(self.request_ids(), received_ids)
+        if not lost.any():
+            return 0, None, None
+        times = self.times_ns[lost]
+        return int(lost.sum()), float(times.min()) / 1e9, float(times.max()) / 1e9
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "times_ns": self.times_ns.astype(np.int64).tobytes(),
+            "first_id": self.first_id,
+            "step": self.step,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> TraceWork:
+        return cls(
+            times_ns=np.frombuffer(data["times_ns"], dtype=np.int64).copy(),
+            first_id=int(data["first_id"]),
+            step=int(data["step"]),
+        )
+
+
+def parse(t: Table, folder: Path) -> TraceLoad:
+    name = t.string("trace") or ""
+    if not name:
+        raise t.fail("trace", "must name the trace file")
+    path = folder / name
+    if not path.is_file():
+        raise t.fail("trace", f"names no file (from {folder}); give the trace's path")
+    time_scale = t.number("time_scale", strict=True) if t.has("time_scale") else 1.0
+    if not (math.isfinite(time_scale) and time_scale > 0):
+        raise t.fail("time_scale", "must be > 0 (2 replays at half speed)")
+    blocks = t.integer("block_tokens", minimum=1) if t.has("block_tokens") else None
+    fmt = t.choice("format", TRACE_FORMATS, "auto") or "auto"
+    if blocks is not None and fmt == "tokens":
+        raise ScenarioError(
+            f"{t.label}: {t.key('block_tokens')} applies to a mooncake trace (hash_ids); "
+            'format = "tokens" has none'
+        )
+    return TraceLoad(
+        path=str(path.resolve()),
+        format=fmt,
+        time_scale=time_scale,
+        block_tokens=blocks or DEFAULT_BLOCK_TOKENS,
+        cut_s=t.duration("duration", positive=True) if t.has("duration") else None,
+        graceful_stop_s=graceful_stop(t),
+    )
+
+
+EXECUTOR = Executor(
+    name="trace",
+    keys=("trace", "format", "time_scale", "block_tokens", "duration", "graceful_stop"),
+    required=("trace",),
+    parse=parse,
+)

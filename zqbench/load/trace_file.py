@@ -1,0 +1,361 @@
+"""Reading a trace file without holding it: the index pass, then the rows in order.
+
+    mooncake   JSONL, one request a line: `timestamp` (ms), `input_length` and
+               `output_length` (tokens), `hash_ids` (one id per block of `block_tokens`
+               prompt tokens; requests whose leading ids agree share that prefix)
+    tokens     JSONL with `timestamp` (ms), `input_tokens`, `output_tokens`, or a CSV file
+               with a header naming those three columns: no shared prefixes
+
+The index pass (`scan`) reads the file once: it hashes it (sha256), checks every row (a bad
+one is exit 2 naming its line and field), and keeps only each row's timestamp (8 bytes a
+row) and a few totals, among them the trace's ideal reuse: the share of prompt tokens an
+unbounded prefix cache would find, from the hash ids. A worker then reads the rows it sends
+in order (`TraceReader`), one line at a time.
+
+Timestamps are milliseconds and must never decrease down the file; the replay keeps their
+gaps, counted from the first row's.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from zqbench.errors import UsageError
+
+TRACE_FORMATS = ("auto", "mooncake", "tokens")
+DEFAULT_BLOCK_TOKENS = 512  # mooncake's block size
+_TOKENS_FIELDS = ("timestamp", "input_tokens", "output_tokens")
+_MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+_MAX_LINE = 16 << 20  # a line longer than this is a broken file, not a row
+_BITMAP_IDS = 1 << 32  # hash ids below this are marked in a bitmap, larger ones in a set
+
+
+class TraceError(UsageError):
+    """A trace that cannot be read or has a bad row: exit 2, before any load."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    number: int  # the row's index among the file's rows, from 0 (its request id)
+    timestamp_ms: float
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...]  # empty for a tokens row
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """Which file it was: what shows two runs replayed the same one."""
+
+    sha256: str
+    size: int  # bytes
+    format: str  # as read ("auto" resolved)
+    rows: int
+
+
+@dataclass(frozen=True)
+class TraceIndex:
+    file: TraceFile
+    times_ms: np.ndarray  # float64 per row: its timestamp less the first row's
+    input_tokens: int  # the rows' total
+    output_tokens: int
+    blocks: int  # hash ids over all rows (0 for a tokens trace)
+    unique_blocks: int
+    # Prompt tokens an unbounded prefix cache would serve: per row, the leading blocks
+    # seen in an earlier row (the last, partial block counted at its length).
+    ideal_hit_tokens: int
+
+    @property
+    def ideal_reuse(self) -> float | None:
+        """The hit rate an unbounded cache would give; None without hash ids."""
+        if self.file.format != "mooncake" or self.input_tokens == 0:
+            return None
+        return self.ideal_hit_tokens / self.input_tokens
+
+
+def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
+    """Read `path` once: hash it, check every row, keep the timestamps and the totals."""
+    try:
+        size = path.stat().st_size
+        f = path.open("rb")
+    except OSError as e:
+        raise TraceError(f"trace {path}: cannot read it ({e.strerror}); check the path") from None
+    with f:
+        if size == 0:
+            raise TraceError(f"trace {path}: the file is empty; give a file with rows")
+        digest = hashlib.sha256()
+        rows = _Rows(path, f, fmt, block_tokens, digest)
+        times = array("d")
+        seen = _Seen()
+        inputs = outputs = blocks = hits = 0
+        last = -math.inf
+        for row in rows:
+            if row.timestamp_ms < last:
+                raise TraceError(
+                    f"trace {path} line {rows.line}: timestamp {row.timestamp_ms:g} is before "
+                    f"the row above's {last:g}; sort the trace by timestamp"
+                )
+            last = row.timestamp_ms
+            times.append(row.timestamp_ms)
+            inputs += row.input_tokens
+            outputs += row.output_tokens
+            blocks += len(row.hash_ids)
+            hits += min(row.input_tokens, seen.leading(row.hash_ids) * block_tokens)
+    if not times:
+        raise TraceError(f"trace {path}: no rows in it; give a file with rows")
+    stamps = np.frombuffer(times, dtype=np.float64)
+    return TraceIndex(
+        file=TraceFile(digest.hexdigest(), size, rows.format, len(stamps)),
+        times_ms=stamps - stamps[0],
+        input_tokens=inputs,
+        output_tokens=outputs,
+        blocks=blocks,
+        unique_blocks=seen.count,
+        ideal_hit_tokens=hits,
+    )
+
+
+class TraceReader:
+    """A worker's cursor over the rows (checked by `scan`): `row(n)` for rising n."""
+
+    def __init__(self, path: str, fmt: str, block_tokens: int) -> None:
+        self._args = (Path(path), fmt, block_tokens)
+        self._open()
+
+    def _open(self) -> None:
+        path, fmt, block_tokens = self._args
+        self._file = path.open("rb")
+        self._rows = iter(_Rows(path, self._file, fmt, block_tokens, None))
+        self._next = 0  # the number of the row the cursor reaches next
+
+    def row(self, number: int) -> TraceRow:
+        if number < self._next:  # asked out of order: read again from the top
+            self.close()
+            self._open()
+        for row in self._rows:
+            self._next = row.number + 1
+            if row.number == number:
+                return row
+        raise TraceError(f"trace {self._args[0]}: no row {number}; it changed since it was read")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _Seen:
+    """Hash ids seen so far: a bitmap for the small ids traces use, a set beyond it."""
+
+    def __init__(self) -> None:
+        self._bits = bytearray()
+        self._big: set[int] = set()
+        self.count = 0
+
+    def leading(self, ids: tuple[int, ...]) -> int:
+        """How many of `ids`' leading ids were seen before; marks them all seen."""
+        lead, prefix = 0, True
+        for h in ids:
+            was = self._mark(h)
+            if prefix and was:
+                lead += 1
+            else:
+                prefix = False
+        return lead
+
+    def _mark(self, h: int) -> bool:
+        if h >= _BITMAP_IDS:
+            was = h in self._big
+            self._big.add(h)
+        else:
+            byte, bit = h >> 3, 1 << (h & 7)
+            if byte >= len(self._bits):
+                self._bits.extend(bytes(max(byte + 1 - len(self._bits), len(self._bits))))
+            was = bool(self._bits[byte] & bit)
+            self._bits[byte] |= bit
+        self.count += not was
+        return was
+
+
+class _Rows:
+    """The rows of an open trace, parsed and checked; `line` is the current line's number."""
+
+    def __init__(
+        self, path: Path, f: BinaryIO, fmt: str, block_tokens: int, digest: Any | None
+    ) -> None:
+        self.path, self.f, self.block_tokens, self.digest = path, f, block_tokens, digest
+        self.line = 0
+        self.format = fmt
+        self._csv_columns: dict[str, int] | None = None
+
+    def __iter__(self) -> Iterator[TraceRow]:
+        number = 0
+        for raw in self._lines():
+            text = raw.strip()
+            if not text:
+                continue
+            if self.format == "auto":
+                self.format = self._sniff(text)
+            if self.format == "tokens" and not text.startswith(b"{"):
+                row = self._csv_row(text, number)
+            else:
+                row = self._json_row(text, number)
+            if row is None:  # the CSV header
+                continue
+            yield row
+            number += 1
+
+    def _lines(self) -> Iterator[bytes]:
+        for raw in self.f:
+            self.line += 1
+            if self.digest is not None:
+                self.digest.update(raw)
+            if len(raw) > _MAX_LINE:
+                raise TraceError(
+                    f"trace {self.path} line {self.line}: longer than {_MAX_LINE >> 20} MiB; "
+                    "give one request a line"
+                )
+            yield raw.removeprefix(b"\xef\xbb\xbf") if self.line == 1 else raw
+
+    def _where(self) -> str:
+        return f"trace {self.path} line {self.line}"
+
+    def _sniff(self, text: bytes) -> str:
+        if not text.startswith(b"{"):
+            return "tokens"  # a CSV header
+        obj = self._object(text)
+        if "hash_ids" in obj or "input_length" in obj:
+            return "mooncake"
+        if "input_tokens" in obj:
+            return "tokens"
+        raise TraceError(
+            f"{self._where()}: neither a mooncake row ({', '.join(_MOONCAKE_FIELDS)}) nor a "
+            f"tokens row ({', '.join(_TOKENS_FIELDS)}); give one, or set the trace's format"
+        )
+
+    def _object(self, text: bytes) -> dict[str, Any]:
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            problem = e.msg if isinstance(e, json.JSONDecodeError) else "not valid UTF-8 JSON"
+            raise TraceError(
+                f"{self._where()}: not JSON ({problem}); give one JSON object a line"
+            ) from None
+        if not isinstance(obj, dict):
+            raise TraceError(f"{self._where()}: not a JSON object; give one object a line")
+        return obj
+
+    def _json_row(self, text: bytes, number: int) -> TraceRow:
+        obj = self._object(text)
+        names = _MOONCAKE_FIELDS if self.format == "mooncake" else _TOKENS_FIELDS
+        for name in names:
+            if name not in obj:
+                raise TraceError(
+                    f"{self._where()}: no {name} (a {self.format} row has "
+                    f"{', '.join(names)}); add it"
+                )
+        stamp = self._timestamp(obj["timestamp"])
+        inputs = self._count(names[1], obj[names[1]])
+        outputs = self._count(names[2], obj[names[2]])
+        ids: tuple[int, ...] = ()
+        if self.format == "mooncake":
+            ids = self._hash_ids(obj["hash_ids"], inputs)
+        return TraceRow(number, stamp, inputs, outputs, ids)
+
+    def _csv_row(self, text: bytes, number: int) -> TraceRow | None:
+        try:
+            cells = next(csv.reader(io.StringIO(text.decode("utf-8"))))
+        except (UnicodeDecodeError, csv.Error, StopIteration):
+            raise TraceError(
+                f"{self._where()}: not a CSV row; give comma-separated values"
+            ) from None
+        if self._csv_columns is None:
+            columns = {name.strip(): i for i, name in enumerate(cells)}
+            lacking = [name for name in _TOKENS_FIELDS if name not in columns]
+            if lacking:
+                raise TraceError(
+                    f"{self._where()}: the CSV header lacks {', '.join(lacking)} (a tokens "
+                    f"trace names {', '.join(_TOKENS_FIELDS)} in its first line)"
+                )
+            self._csv_columns = {name: columns[name] for name in _TOKENS_FIELDS}
+            return None
+        values: dict[str, Any] = {}
+        for name, i in self._csv_columns.items():
+            cell = cells[i].strip() if i < len(cells) else ""
+            values[name] = _number(cell)
+            if values[name] is None:
+                raise TraceError(f"{self._where()}: {name} = {cell!r} is not a number; fix it")
+        return TraceRow(
+            number,
+            self._timestamp(values["timestamp"]),
+            self._count("input_tokens", values["input_tokens"]),
+            self._count("output_tokens", values["output_tokens"]),
+            (),
+        )
+
+    def _timestamp(self, value: Any) -> float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value) or value < 0 or value > 1e15:
+            raise TraceError(
+                f"{self._where()}: timestamp = {_shown(value)} must be a number of "
+                "milliseconds >= 0; fix it"
+            )
+        return float(value)
+
+    def _count(self, name: str, value: Any) -> int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10**9:
+            raise TraceError(
+                f"{self._where()}: {name} = {_shown(value)} must be a whole number of tokens "
+                ">= 1; fix it"
+            )
+        return value
+
+    def _hash_ids(self, value: Any, input_tokens: int) -> tuple[int, ...]:
+        if not isinstance(value, list) or not all(
+            isinstance(h, int) and not isinstance(h, bool) and 0 <= h < 1 << 63 for h in value
+        ):
+            raise TraceError(
+                f"{self._where()}: hash_ids = {_shown(value)} must be a list of whole numbers "
+                ">= 0; fix it"
+            )
+        need = -(-input_tokens // self.block_tokens)
+        if len(value) != need:
+            raise TraceError(
+                f"{self._where()}: hash_ids has {len(value)} ids, but input_length "
+                f"{input_tokens} makes {need} blocks of {self.block_tokens} tokens; set the "
+                "trace's block_tokens to the size it was made with"
+            )
+        return tuple(value)
+
+
+def _number(cell: str) -> float | int | None:
+    try:
+        return int(cell)
+    except ValueError:
+        pass
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def file_size(path: str) -> int | None:
+    """The file's size in bytes, None when it is not a file (a worker's check of its copy)."""
+    return os.stat(path).st_size if os.path.isfile(path) else None
