@@ -93,7 +93,9 @@ class TraceLoad:
         )
 
     def scaled(self, rate_scale: float, duration_scale: float, label: str) -> TraceLoad:
-        cut = self.duration_s * duration_scale if duration_scale != 1.0 else self.cut_s
+        cut = self.cut_s / rate_scale if self.cut_s is not None else None
+        if duration_scale != 1.0:
+            cut = self.duration_s / rate_scale * duration_scale
         return dataclasses.replace(self, time_scale=self.time_scale / rate_scale, cut_s=cut)
 
     def with_arrivals(self, arrivals: str | None, burstiness: float | None) -> TraceLoad:

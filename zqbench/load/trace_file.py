@@ -96,12 +96,12 @@ def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
         if size == 0:
             raise TraceError(f"trace {path}: the file is empty; give a file with rows")
         digest = hashlib.sha256()
-        rows = _Rows(path, f, fmt, block_tokens, digest)
+        rows = _Rows(path, fmt, block_tokens, digest)
         times = array("d")
         seen = _Seen()
         inputs = outputs = blocks = hits = 0
         last = -math.inf
-        for row in rows:
+        for row in rows.all(f):
             if row.timestamp_ms < last:
                 raise TraceError(
                     f"trace {path} line {rows.line}: timestamp {row.timestamp_ms:g} is before "
@@ -128,30 +128,30 @@ def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
 
 
 class TraceReader:
-    """A worker's cursor over the rows (checked by `scan`): `row(n)` for rising n."""
+    """A worker's cursor over the rows (checked by `scan`): `row(n)` for rising n. The file
+    is opened for each read, at the byte where the last one stopped, so no worker holds it
+    open between requests."""
 
     def __init__(self, path: str, fmt: str, block_tokens: int) -> None:
         self._args = (Path(path), fmt, block_tokens)
-        self._open()
+        self._rewind()
 
-    def _open(self) -> None:
+    def _rewind(self) -> None:
         path, fmt, block_tokens = self._args
-        self._file = path.open("rb")
-        self._rows = iter(_Rows(path, self._file, fmt, block_tokens, None))
-        self._next = 0  # the number of the row the cursor reaches next
+        self._rows = _Rows(path, fmt, block_tokens, None)
+        self._offset = 0  # where the row after the last one read starts
 
     def row(self, number: int) -> TraceRow:
-        if number < self._next:  # asked out of order: read again from the top
-            self.close()
-            self._open()
-        for row in self._rows:
-            self._next = row.number + 1
-            if row.number == number:
-                return row
+        if number < self._rows.number:  # asked out of order: read again from the top
+            self._rewind()
+        with self._args[0].open("rb") as f:
+            f.seek(self._offset)
+            for raw in iter(f.readline, b""):
+                self._offset += len(raw)
+                row = self._rows.parse(raw)
+                if row is not None and row.number == number:
+                    return row
         raise TraceError(f"trace {self._args[0]}: no row {number}; it changed since it was read")
-
-    def close(self) -> None:
-        self._file.close()
 
 
 class _Seen:
@@ -188,50 +188,49 @@ class _Seen:
 
 
 class _Rows:
-    """The rows of an open trace, parsed and checked; `line` is the current line's number."""
+    """A trace's lines parsed and checked, one at a time; `line` is the last line's number,
+    `number` the rows so far."""
 
-    def __init__(
-        self, path: Path, f: BinaryIO, fmt: str, block_tokens: int, digest: Any | None
-    ) -> None:
-        self.path, self.f, self.block_tokens, self.digest = path, f, block_tokens, digest
+    def __init__(self, path: Path, fmt: str, block_tokens: int, digest: Any | None) -> None:
+        self.path, self.block_tokens, self.digest = path, block_tokens, digest
         self.line = 0
+        self.number = 0
         self.format = fmt
         self._csv_columns: dict[str, int] | None = None
 
-    def __iter__(self) -> Iterator[TraceRow]:
-        number = 0
-        for raw in self._lines():
-            text = raw.strip()
-            if not text:
-                continue
-            if self.format == "auto":
-                self.format = self._sniff(text)
-            if self.format == "tokens" and not text.startswith(b"{"):
-                row = self._csv_row(text, number)
-            else:
-                row = self._json_row(text, number)
-            if row is None:  # the CSV header
-                continue
-            yield row
-            number += 1
+    def all(self, f: BinaryIO) -> Iterator[TraceRow]:
+        for raw in f:
+            row = self.parse(raw)
+            if row is not None:
+                yield row
 
-    def _lines(self) -> Iterator[bytes]:
-        for raw in self.f:
-            self.line += 1
-            if self.digest is not None:
-                self.digest.update(raw)
-            if len(raw) > _MAX_LINE:
-                raise TraceError(
-                    f"trace {self.path} line {self.line}: longer than {_MAX_LINE >> 20} MiB; "
-                    "give one request a line"
-                )
-            yield raw.removeprefix(b"\xef\xbb\xbf") if self.line == 1 else raw
+    def parse(self, raw: bytes) -> TraceRow | None:
+        """The line's row; None for a blank line or the CSV header."""
+        self.line += 1
+        if self.digest is not None:
+            self.digest.update(raw)
+        if len(raw) > _MAX_LINE:
+            raise TraceError(
+                f"{self._where()}: longer than {_MAX_LINE >> 20} MiB; give one request a line"
+            )
+        text = (raw.removeprefix(b"\xef\xbb\xbf") if self.line == 1 else raw).strip()
+        if not text:
+            return None
+        if self.format == "auto":
+            self.format = self._sniff(text)
+        if self.format == "tokens" and not text.startswith((b"{", b"[")):
+            row = self._csv_row(text, self.number)
+        else:
+            row = self._json_row(text, self.number)
+        if row is not None:
+            self.number += 1
+        return row
 
     def _where(self) -> str:
         return f"trace {self.path} line {self.line}"
 
     def _sniff(self, text: bytes) -> str:
-        if not text.startswith(b"{"):
+        if not text.startswith((b"{", b"[")):
             return "tokens"  # a CSV header
         obj = self._object(text)
         if "hash_ids" in obj or "input_length" in obj:
