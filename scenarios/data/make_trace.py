@@ -23,9 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def write(
-    out: Path, rows: int, rate: float, block_tokens: int, max_blocks: int, seed: int
-) -> None:
+def write(out: Path, rows: int, rate: float, block_tokens: int, max_blocks: int, seed: int) -> None:
     rng = random.Random(seed)
     chains: list[list[int]] = []  # each earlier request's full blocks, for reuse
     next_id = 0

@@ -12,7 +12,7 @@ from zqbench.load import Slot
 from zqbench.load.trace_file import TraceError
 from zqbench.scenario import Scenario, load_scenario
 from zqbench.sources import fit_source, source_from_wire, source_to_wire
-from zqbench.sources.trace import TraceSource
+from zqbench.sources.trace import TraceSource, _id_words
 from zqbench.target.calibrate import Calibration
 
 ROWS = [
@@ -52,12 +52,15 @@ def test_shared_leading_ids_send_the_same_leading_text(tmp_path: Path) -> None:
     # Each prompt is its length's bytes: (tokens - 5 template tokens) x 4 bytes a token.
     assert [len(p) for p in (a, b, c)] == [140, 108, 172]
     assert b == a[: len(b)]  # blocks 7 and 8, whole: b is a's first 108 bytes
-    assert 64 <= _common(a, c) < 70  # block 7 (64 bytes), then "3: " against "8: "
-    assert a.startswith("7: ") and a[64:67] == "8: "
+    # Block 7 (64 bytes), then block 3's id in words against block 8's.
+    assert 64 <= _common(a, c) < 64 + len(_id_words(8))
+    assert a.startswith(_id_words(7)) and a[64:].startswith(_id_words(8))
+    assert _id_words(8) == "on the the " and _id_words(286**3 + 1) == "of the the of "
     again = requests = source.open()
     assert requests.request(Slot(2, 0)).prompt == c  # a fresh cursor reads the same row
     other = fit_source(_scenario(tmp_path, ROWS), seed=4, calibration=CALIBRATION)
-    assert _common(_prompts(other)[0], a) < 5  # another seed: other text, same shape
+    # Another seed: the same ids' words, then other text.
+    assert _common(_prompts(other)[0], a) < len(_id_words(7)) + 8
     spec = again.request(Slot(2, 0))
     assert (spec.max_tokens, spec.exact_output, spec.source_row) == (7, True, 2)
     assert spec.prompt_tokens_estimate == 48

@@ -202,3 +202,36 @@ def test_shared_prefixes_hit_vllms_prefix_cache_and_cold_prompts_do_not(
     assert cold["prefix_cache"]["server"]["hit_rate"] < 0.05  # cold prompts stay cold
     assert cold["prefix_cache"]["usage"]["cached_requests"] == 0
     assert warm["metrics"]["ttft"]["p50"] < cold["metrics"]["ttft"]["p50"]
+
+
+def test_a_trace_replay_gives_vllm_the_traces_own_prefix_reuse(
+    vllm: VllmServer, tmp_path: Path
+) -> None:
+    # The bundled trace's first half, 3x faster: about 90 requests in 6 s. Its own seed, so
+    # no earlier run against this vLLM sent the same text.
+    out = tmp_path / "trace"
+    args = ["run", "trace", "--target", vllm.base_url, "--api", "openai", *LAG_OK]
+    args += ["--rate-scale", "3", "--duration-scale", "0.5", "--min-samples", "40"]
+    result = zqbench_pinned(*args, "--seed", "11", "-q", "--out", str(out))
+    assert result.returncode in (0, 1), result.stderr
+    summary = _json(out / "summary.json")
+    assert summary["validity"]["ok"], summary["validity"]
+    source = summary["environment"]["request_source"]
+    assert source["source"] == "trace" and source["format"] == "mooncake"
+    assert summary["requests"]["sent"] == source["rows_scheduled"] >= 80
+    ideal = source["ideal_reuse"]  # from the replayed rows' hash ids: about 42%
+    server = summary["prefix_cache"]["server"]
+    assert abs(server["hit_rate"] - ideal) <= 0.10, (server, ideal)
+    # Each row's output reached vLLM at the trace's length, its prompt at about its length:
+    # this tokenizer's 2.2 bytes a token vary from text to text, most on short prompts.
+    trace = Path(__file__).resolve().parents[2] / "scenarios/data/trace.jsonl"
+    rows = [json.loads(line) for line in trace.open()]
+    samples = [r for r in pq.read_table(out / "samples.parquet").to_pylist() if r["error"] is None]
+    for r in samples:
+        row = rows[r["source_row"]]
+        assert r["source_row"] == r["request_id"]
+        assert r["output_tokens"] == row["output_length"], r  # forced: min_tokens, ignore_eos
+        assert abs(r["prompt_tokens"] - row["input_length"]) <= 0.25 * row["input_length"]
+    sent = sum(r["prompt_tokens"] for r in samples)
+    asked = sum(rows[r["source_row"]]["input_length"] for r in samples)
+    assert abs(sent - asked) <= 0.05 * asked

@@ -127,6 +127,19 @@ def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
     )
 
 
+def ideal_reuse(path: str, fmt: str, block_tokens: int, rows: int) -> float | None:
+    """The ideal reuse of the trace's first `rows` rows (a replay cut short), read again."""
+    parser, seen = _Rows(Path(path), fmt, block_tokens, None), _Seen()
+    hits = inputs = 0
+    with Path(path).open("rb") as f:
+        for row in parser.all(f):
+            if row.number >= rows:
+                break
+            inputs += row.input_tokens
+            hits += min(row.input_tokens, seen.leading(row.hash_ids) * block_tokens)
+    return hits / inputs if parser.format == "mooncake" and inputs else None
+
+
 class TraceReader:
     """A worker's cursor over the rows (checked by `scan`): `row(n)` for rising n. The file
     is opened for each read, at the byte where the last one stopped, so no worker holds it

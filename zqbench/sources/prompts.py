@@ -40,8 +40,8 @@ _WORD_TEXT = (
     "idea enough eat face watch far real almost let above girl sometimes mountain cut young "
     "talk soon list song being leave family"
 )
-_WORDS = tuple(_WORD_TEXT.split())
-_WORD_BYTES = np.array([len(w) + 1 for w in _WORDS], dtype=np.int64)  # with a space
+WORDS = tuple(_WORD_TEXT.split())
+_WORD_BYTES = np.array([len(w) + 1 for w in WORDS], dtype=np.int64)  # with a space
 
 
 def synth_prompt(target_tokens: int, seed: int) -> str:
@@ -69,8 +69,8 @@ def synth_text(n_bytes: int, seed: int) -> str:
     parts = [head]
     have = len(head)
     while have < n:
-        idx = rng.integers(0, len(_WORDS), size=count)
-        parts.extend(_WORDS[i] for i in idx.tolist())
+        idx = rng.integers(0, len(WORDS), size=count)
+        parts.extend(WORDS[i] for i in idx.tolist())
         have += int(_WORD_BYTES[idx].sum())
         count = n // 2 + 1
     text = " ".join(parts)[:n]

@@ -7,9 +7,9 @@ leading text, so the server's prefix cache sees the trace's own reuse. A tokens 
 hash ids) gets text of its own. Each row asks for its `output_length`, forced where the
 dialect can (as a dataset's rows are).
 
-A block's text is a slice of one pool of synthetic words (1 MiB, from the run's seed),
-at an offset drawn from the block's id, behind the id itself: building a prompt costs a
-few slices, never a synthesis, so a worker keeps up with a fast trace. Blocks are sized by
+A block's text is its id spelled in words, then a slice of one pool of synthetic words
+(1 MiB, from the run's seed) at a word drawn from the id: building a prompt costs a few
+slices, never a synthesis, so a worker keeps up with a fast trace. Blocks are sized by
 the calibration: `block_tokens` of the target's tokens each.
 """
 
@@ -22,15 +22,25 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from zqbench.dialects import DIALECTS
 from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.load import Slot, TraceLoad
-from zqbench.load.trace_file import TraceError, TraceReader, TraceRow, file_size
+from zqbench.load.trace_file import TraceError, TraceReader, TraceRow, file_size, ideal_reuse
 from zqbench.scenario import Scenario, shown_path
-from zqbench.sources.prompts import synth_text
+from zqbench.sources.prompts import WORDS, synth_text
 
 if TYPE_CHECKING:
     from zqbench.target.calibrate import Calibration
 
 _POOL_BYTES = 1 << 20
 _POOL_SEED = 9_000_000  # apart from the other sources' seeds
+_OWN_BLOCKS = 1 << 63  # a tokens row's blocks' keys, above every hash id
+
+
+def _id_words(key: int) -> str:
+    """`key` in base len(WORDS), three words at least: a short head no other key has."""
+    words: list[str] = []
+    while key or len(words) < 3:
+        key, digit = divmod(key, len(WORDS))
+        words.append(WORDS[digit])
+    return " ".join(words) + " "
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +63,7 @@ class TraceSource:
     seed: int
     ideal_reuse: float | None  # an unbounded prefix cache's hit rate, from the hash ids
     time_scale: float
+    rows_scheduled: int  # the first rows, within the replay's cut
 
     def open(self) -> TraceRequests:
         return TraceRequests(self)
@@ -67,6 +78,7 @@ class TraceSource:
             "format": self.format,
             "sha256": self.sha256,
             "rows_in_file": self.rows,
+            "rows_scheduled": self.rows_scheduled,
             "block_tokens": self.block_tokens if self.format == "mooncake" else None,
             "block_bytes": self.block_bytes if self.format == "mooncake" else None,
             "time_scale": self.time_scale,
@@ -92,6 +104,10 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Trace
     load = scenario.load
     assert isinstance(load, TraceLoad)
     index = load.index()
+    replayed = len(load.times_ns())
+    reuse = index.ideal_reuse
+    if replayed < index.file.rows:  # cut short: the ideal of the rows sent
+        reuse = ideal_reuse(load.path, index.file.format, load.block_tokens, replayed)
     statement = DIALECTS[scenario.api].exact_output_statement
     tpb, base = (
         (1.0, 1.0)
@@ -116,8 +132,9 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Trace
         exact_output=statement is None,
         output_statement=statement or "forced (min_tokens = max_tokens, ignore_eos)",
         seed=seed,
-        ideal_reuse=index.ideal_reuse,
+        ideal_reuse=reuse,
         time_scale=load.time_scale,
+        rows_scheduled=replayed,
     )
 
 
@@ -136,24 +153,26 @@ class TraceRequests:
         self._pool = synth_text(_POOL_BYTES, seed=_POOL_SEED + source.seed)
         self._reader = TraceReader(source.path, source.format, source.block_tokens)
 
-    def _block(self, tag: str) -> str:
-        """The text of block `tag` (a hash id, or a tokens row's own): the tag, then a slice
-        of the pool at an offset drawn from the tag and the seed."""
+    def _block(self, key: int) -> str:
+        """Block `key`'s text: its id spelled in words, then a slice of the pool from a word
+        start drawn from the key and the seed. The id makes two blocks' texts differ from
+        their first word; the slice makes them read like the calibrated prompts."""
         s = self.source
-        key = hashlib.blake2b(f"{s.seed}/{tag}".encode(), digest_size=8).digest()
-        head = f"{tag}: "
-        n = max(0, s.block_bytes - len(head) - 1)
-        offset = int.from_bytes(key, "little") % (len(self._pool) - n)
-        return head + self._pool[offset : offset + n] + " "
+        head = _id_words(key)
+        n = max(1, s.block_bytes - len(head))
+        digest = hashlib.blake2b(f"{s.seed}/{key}".encode(), digest_size=8).digest()
+        start = int.from_bytes(digest, "little") % (len(self._pool) - n - 64)
+        start = self._pool.index(" ", start) + 1
+        return head + self._pool[start : start + n - 1] + " "
 
     def _prompt(self, row: TraceRow) -> str:
         s = self.source
         if row.hash_ids:
-            tags = [str(h) for h in row.hash_ids]
-        else:  # a tokens row: blocks of its own
+            keys: list[int] = list(row.hash_ids)
+        else:  # a tokens row: blocks of its own, apart from any hash id
             blocks = -(-row.input_tokens // s.block_tokens)
-            tags = [f"r{row.number}.{k}" for k in range(blocks)]
-        text = "".join(self._block(tag) for tag in tags)[: s.bytes_for(row.input_tokens)]
+            keys = [_OWN_BLOCKS + (row.number << 20) + k for k in range(blocks)]
+        text = "".join(self._block(key) for key in keys)[: s.bytes_for(row.input_tokens)]
         # A trailing space may be stripped on the way to the tokenizer; keep the length.
         return text[:-1] + "s" if text.endswith(" ") else text
 
