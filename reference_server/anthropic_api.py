@@ -2,6 +2,11 @@
 
 Stream: message_start, content_block_start, ping, content_block_delta..., content_block_stop,
 message_delta (stop_reason, cumulative usage, and our `zq_timing`), message_stop.
+
+Usage as the Messages API defines it: `input_tokens` excludes the prompt tokens read from
+the prefix cache (`cache_read_input_tokens`); the two add up to the prompt. message_start
+goes out when compute starts, before the prefill has looked in the cache, so its usage
+counts the whole prompt as input; message_delta carries the final usage, every field.
 """
 
 from __future__ import annotations
@@ -40,10 +45,10 @@ def _frame(event: str, data: dict[str, Any]) -> bytes:
 
 def _usage(seq: Sequence) -> dict[str, int]:
     return {
-        "input_tokens": len(seq.prompt),
+        "input_tokens": len(seq.prompt) - seq.cached_tokens,
         "output_tokens": seq.output_tokens,
         "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_read_input_tokens": seq.cached_tokens,
     }
 
 
@@ -56,7 +61,13 @@ def stream_head(seq: Sequence, msg_id: str, model: str) -> bytes:
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {**_usage(seq), "output_tokens": 0},
+        # Not read from `seq`: the prefill may be under way, its cached count not yet set.
+        "usage": {
+            "input_tokens": len(seq.prompt),
+            "output_tokens": 0,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
     }
     return (
         _frame("message_start", {"type": "message_start", "message": message})
@@ -87,7 +98,7 @@ def stream_tail(seq: Sequence, timing: dict[str, Any]) -> bytes:
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": seq.stop_reason, "stop_sequence": seq.stop_sequence},
-                "usage": {"output_tokens": seq.output_tokens},
+                "usage": _usage(seq),
                 "zq_timing": timing,
             },
         )

@@ -57,6 +57,10 @@ class ComputeBackend(Protocol):
     def decode(self, slots: list[int], last_tokens: list[int]) -> tuple[list[int], StepTiming]:
         """One decode step for every listed slot at its own position; return the next tokens."""
 
+    def cached_tokens(self, slot: int) -> int | None:
+        """Prompt tokens the slot's last prefill took from the prefix cache instead of
+        computing them (whole blocks); None when the backend has no prefix cache."""
+
     def release(self, slot: int) -> None:
         """Forget a finished sequence; its slot may be reused by the next prefill."""
 

@@ -45,6 +45,8 @@ _FIELDS = {
     "max_concurrent_kernels": "max_concurrent_kernels",
     "dispatch_latency_target_us": "dispatch_latency_target_us",
     "kv_cache_dtype": "kv_cache_dtype",
+    "prefix_cache_blocks": "prefix_cache_blocks",
+    "prefix_cache_block_size": "prefix_cache_block_size",
     "http": "http",
     "ssl_cert": "ssl_cert",
     "ssl_key": "ssl_key",
@@ -88,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-concurrent-kernels", type=int, help="CPU: torch intra-op threads")
     a("--dispatch-latency-target-us", type=float, help="zero-queue: refuse if the step ends later")
     a("--kv-cache-dtype", choices=KV_DTYPES, help="torch KV cache dtype (default auto)")
+    a(
+        "--prefix-cache-blocks",
+        type=int,
+        help="prefix cache size in blocks, LRU-evicted; 0 = off (default 1024)",
+    )
+    a("--prefix-cache-block-size", type=int, help="tokens a prefix-cache block holds (default 16)")
     a("--http", choices=HTTP_MODES, help="auto = HTTP/1.1 and h2c on one port (default)")
     a("--ssl-cert", help="TLS certificate (PEM); with --ssl-key enables https + ALPN h2")
     a("--ssl-key", help="TLS private key (PEM)")

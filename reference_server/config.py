@@ -14,6 +14,8 @@ here (docs/reference-server.md has the table):
                                step boundary would exceed this (expected end of the running
                                step); unset = refuse only when no slot is free
     kv_cache_dtype             dtype of the torch KV cache (auto, float32, float16, bfloat16)
+    prefix_cache_blocks        blocks the prefix cache holds (LRU); 0 = no prefix cache
+    prefix_cache_block_size    prompt tokens a prefix-cache block holds (vLLM's 16)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reference_server.model.prefix_cache import DEFAULT_BLOCK_SIZE, DEFAULT_BLOCKS
 from reference_server.model.sim import SimCost
 
 ENGINES = ("auto", "torch", "sim")
@@ -60,6 +63,8 @@ class ServerConfig:
     max_concurrent_kernels: int | None = None
     dispatch_latency_target_us: float | None = None
     kv_cache_dtype: str = "auto"
+    prefix_cache_blocks: int = DEFAULT_BLOCKS  # 0 turns the prefix cache off
+    prefix_cache_block_size: int = DEFAULT_BLOCK_SIZE
     use_cuda_graphs: bool = True
     http: str = "auto"
     ssl_cert: str | None = None
@@ -108,6 +113,10 @@ class ServerConfig:
             raise ValueError("body_timeout must be > 0")
         if self.idle_timeout_s < 0.001:
             raise ValueError("idle_timeout must be >= 0.001 (granian counts milliseconds)")
+        if self.prefix_cache_blocks < 0:
+            raise ValueError("prefix_cache_blocks must be >= 0 (0 turns the cache off)")
+        if self.prefix_cache_block_size < 1:
+            raise ValueError("prefix_cache_block_size must be >= 1")
         if self.max_connections < 1:
             raise ValueError("max_connections must be >= 1")
         if self.api_key is not None and not self.api_key:

@@ -212,16 +212,28 @@ class Engine:
             return
         done_perf = time.perf_counter()
         self._observe_step("prefill", timing.wall_ms / 1e3, len(group))
-        total = sum(len(s.prompt) for s in group)
+        for s in group:
+            self._count_cached(s)
+        total = sum(len(s.prompt) - s.cached_tokens for s in group)
         events: Events = []
         for s, tok in zip(group, firsts, strict=True):
             s.first_token_perf = done_perf
             self.metrics.ttft.observe(done_perf - s.received_perf)
-            if timing.gpu_ms is not None:  # share of the step, by prompt tokens
-                s.gpu_ms = (s.gpu_ms or 0.0) + timing.gpu_ms * len(s.prompt) / total
+            if timing.gpu_ms is not None:  # share of the step, by prompt tokens computed
+                share = (len(s.prompt) - s.cached_tokens) / total
+                s.gpu_ms = (s.gpu_ms or 0.0) + timing.gpu_ms * share
             self.running.append(s)
             self._advance(s, tok, events)
         self._post(events)
+
+    def _count_cached(self, s: Sequence) -> None:
+        """Record what the prefix cache gave `s`'s prefill, on `s` and in the counters."""
+        cached = self.backend.cached_tokens(s.slot)  # type: ignore[arg-type]  # prefilled
+        if cached is None:  # no prefix cache: nothing was looked up
+            return
+        s.cached_tokens = cached
+        self.metrics.prefix_cache_queries.inc(len(s.prompt))
+        self.metrics.prefix_cache_hits.inc(cached)
 
     def _decode(self, batch: list[Sequence]) -> None:
         """One decode step for every sequence of `batch`."""

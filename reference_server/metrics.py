@@ -45,6 +45,14 @@ class Metrics:
         )
         self.prompt_tokens = self._counter("prompt_tokens", "Prompt tokens of admitted requests")
         self.generation_tokens = self._counter("generation_tokens", "Generated tokens")
+        # vLLM's prefix_cache_queries / _hits: prompt tokens of every prefill looked up in
+        # the cache, and those it supplied (nothing is looked up without a cache).
+        self.prefix_cache_queries = self._counter(
+            "prefix_cache_queries", "Prompt tokens of prefills looked up in the prefix cache"
+        )
+        self.prefix_cache_hits = self._counter(
+            "prefix_cache_hits", "Prompt tokens the prefix cache supplied"
+        )
         self.in_flight = self._gauge("num_requests_in_flight", "HTTP requests being handled")
         self.running = self._gauge("num_requests_running", "Requests holding a sequence slot")
         self.waiting = self._gauge("num_requests_waiting", "Requests queued for a slot (fifo only)")

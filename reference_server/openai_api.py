@@ -57,12 +57,15 @@ def _chunk(cid: str, model: str, created: int, choices: list[Any], **extra: Any)
     return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _usage(seq: Sequence) -> dict[str, int]:
+def _usage(seq: Sequence) -> dict[str, Any]:
     n_in = len(seq.prompt)
     return {
         "prompt_tokens": n_in,
         "completion_tokens": seq.output_tokens,
         "total_tokens": n_in + seq.output_tokens,
+        # As vLLM sends it with --enable-prompt-tokens-details: the prompt tokens (of
+        # prompt_tokens) that the prefix cache supplied.
+        "prompt_tokens_details": {"cached_tokens": seq.cached_tokens},
     }
 
 

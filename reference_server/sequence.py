@@ -73,6 +73,7 @@ class Sequence:
         self.text = ""  # all generated text (one char per token)
         self.emitted = 0  # chars of `text` already posted
         self.output_tokens = 0
+        self.cached_tokens = 0  # prompt tokens its prefill took from the prefix cache
         self.stop_reason: str | None = None
         self.stop_sequence: str | None = None
         self.gpu_ms: float | None = None

@@ -50,7 +50,14 @@ def resolve_engine(config: ServerConfig) -> str:
 def build_backend(config: ServerConfig) -> ComputeBackend:
     engine = resolve_engine(config)
     if engine == "sim":
-        return SimBackend(config.max_batch_size, config.max_context, config.seed, config.sim)
+        return SimBackend(
+            config.max_batch_size,
+            config.max_context,
+            config.seed,
+            config.sim,
+            prefix_cache_blocks=config.prefix_cache_blocks,
+            prefix_cache_block_size=config.prefix_cache_block_size,
+        )
     import torch  # the torch engine is an optional extra
 
     from reference_server.model.torch_runner import TorchBackend
@@ -73,6 +80,8 @@ def build_backend(config: ServerConfig) -> ComputeBackend:
         seed=config.seed,
         use_cuda_graphs=config.use_cuda_graphs,
         kv_cache_dtype=config.kv_cache_dtype,
+        prefix_cache_blocks=config.prefix_cache_blocks,
+        prefix_cache_block_size=config.prefix_cache_block_size,
     )
 
 

@@ -3,7 +3,7 @@
 It implements `ComputeBackend` exactly as the torch engine does, but instead of
 running a network it occupies the step loop for the time the cost model gives:
 
-    prefill step = prefill_base_ms + prefill_per_token_ms * (prompt tokens in the step)
+    prefill step = prefill_base_ms + prefill_per_token_ms * (prompt tokens computed in the step)
     decode step  = decode_base_ms  + decode_per_seq_ms    * (sequences in the step)
 
 The defaults approximate the `tiny` torch preset on a small CPU (research notes:
@@ -14,6 +14,10 @@ printable-ASCII text. Greedy decoding (`SamplingParams.greedy`): the text depend
 the prompt alone; sampling also on the request's sampling seed (top_p and top_k are
 accepted and have no effect here). Every response says `engine: sim`, so its numbers are
 never mistaken for a measurement of a model.
+
+Its prefix cache is the torch engine's index (`prefix_cache.PrefixCache`) without the
+tensors: a prompt's cached leading blocks are not computed, so they cost nothing, and they
+are reported as the torch engine reports them (`cached_tokens`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 
 from reference_server.backend import SamplingParams, StepTiming
 from reference_server.model import tokenizer
+from reference_server.model.prefix_cache import DEFAULT_BLOCK_SIZE, DEFAULT_BLOCKS, PrefixCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +67,25 @@ class SimBackend:
         max_seq_len: int = 2048,
         seed: int = 0,
         cost: SimCost | None = None,
+        prefix_cache_blocks: int = DEFAULT_BLOCKS,
+        prefix_cache_block_size: int = DEFAULT_BLOCK_SIZE,
     ) -> None:
         if max_slots < 1 or max_seq_len < 2:
             raise ValueError("sim backend needs max_slots >= 1 and max_seq_len >= 2")
+        if prefix_cache_blocks < 0:
+            raise ValueError("sim backend needs prefix_cache_blocks >= 0 (0 = no cache)")
         self.max_slots = max_slots
         self.max_seq_len = max_seq_len
         self.vocab_size = tokenizer.VOCAB_SIZE
         self.seed = seed
         self.cost = cost or SimCost()
         self._rngs: dict[int, random.Random] = {}
+        self._prefix = (
+            PrefixCache(prefix_cache_blocks, prefix_cache_block_size)
+            if prefix_cache_blocks > 0
+            else None
+        )
+        self._cached: dict[int, int] = {}  # slot -> prompt tokens its prefill took from the cache
 
     def _next(self, slot: int) -> int:
         return self._rngs[slot].randint(tokenizer.GENERATABLE_LOW, tokenizer.GENERATABLE_HIGH)
@@ -79,8 +94,12 @@ class SimBackend:
         self, slots: list[int], prompts: list[list[int]], params: list[SamplingParams]
     ) -> tuple[list[int], StepTiming]:
         t0 = time.perf_counter()
-        n_tokens = sum(len(p) for p in prompts)
+        for slot, prompt in zip(slots, prompts, strict=True):  # every lookup before any store
+            self._cached[slot] = self._cached_prefix(prompt)
+        n_tokens = sum(len(p) - self._cached[s] for s, p in zip(slots, prompts, strict=True))
         for slot, prompt, p in zip(slots, prompts, params, strict=True):
+            if self._prefix is not None:
+                self._prefix.store(prompt)
             # Greedy (temperature 0) text depends on the prompt alone, as a model's would;
             # sampled text also on the request's seed. hash() of a tuple of ints does not
             # depend on PYTHONHASHSEED, so both are reproducible across runs.
@@ -96,8 +115,17 @@ class SimBackend:
         nxt = [self._next(s) for s in slots]
         return nxt, StepTiming(wall_ms=(time.perf_counter() - t0) * 1e3, gpu_ms=None)
 
+    def _cached_prefix(self, prompt: list[int]) -> int:
+        if self._prefix is None:
+            return 0
+        return len(self._prefix.lookup(prompt)) * self._prefix.block_size
+
+    def cached_tokens(self, slot: int) -> int | None:
+        return None if self._prefix is None else self._cached.get(slot, 0)
+
     def release(self, slot: int) -> None:
         self._rngs.pop(slot, None)
+        self._cached.pop(slot, None)
 
     def start_profile(self) -> None:
         raise ValueError("profiling needs the torch engine on CUDA; this server runs engine sim")

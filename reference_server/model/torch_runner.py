@@ -13,6 +13,13 @@ live slot's cache. The graph attends over all `max_seq_len` cache positions (sha
 static); the eager path attends only up to the batch's furthest position. Prefill and
 sampling always run eagerly. bf16 on CUDA, fp32 on CPU.
 
+Prefix cache (`prefix_cache_blocks` > 0): a prefill first copies the longest cached run of
+the prompt's leading full blocks into the slot's KV cache (`kv_blocks.KVBlockPool.load`)
+and runs the model on the remaining tokens only, at their true positions: they attend to
+the copied positions as to any cached ones. Afterwards the prompt's full blocks not yet
+cached are copied out of the slot into the pool. `cached_tokens(slot)` tells how many
+prompt tokens the slot's prefill took from the cache.
+
 NVTX ranges (domain "refserver"): "prefill", "decode_step", "sample". They are no-ops unless
 a profiler such as Nsight Systems is attached, and absent if the `nvtx` package is missing.
 """
@@ -29,6 +36,8 @@ import torch
 from torch import Tensor
 
 from reference_server.backend import SamplingParams, StepTiming
+from reference_server.model.kv_blocks import KVBlockPool
+from reference_server.model.prefix_cache import DEFAULT_BLOCK_SIZE, DEFAULT_BLOCKS, PrefixCache
 from reference_server.model.tokenizer import BOS, GENERATABLE_HIGH, GENERATABLE_LOW, PAD
 from reference_server.model.transformer import PRESETS, Transformer, build_model
 
@@ -112,6 +121,8 @@ class TorchBackend:
         use_cuda_graphs: bool = True,
         kv_cache_dtype: str = "auto",
         checkpoint: str | None = None,
+        prefix_cache_blocks: int = DEFAULT_BLOCKS,
+        prefix_cache_block_size: int = DEFAULT_BLOCK_SIZE,
     ) -> None:
         if preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
@@ -120,6 +131,11 @@ class TorchBackend:
         if max_seq_len < 2:
             raise ValueError(
                 f"max_seq_len must be >= 2 (a prompt token and one more), got {max_seq_len}"
+            )
+        if prefix_cache_blocks < 0 or prefix_cache_block_size < 1:
+            raise ValueError(
+                f"need prefix_cache_blocks >= 0 (0 = no cache) and prefix_cache_block_size "
+                f">= 1, got {prefix_cache_blocks} and {prefix_cache_block_size}"
             )
         if kv_cache_dtype != "auto" and kv_cache_dtype not in KV_CACHE_DTYPES:
             raise ValueError(
@@ -162,6 +178,11 @@ class TorchBackend:
         self._scratch_slot = max_slots
         self.model.setup_caches(max_slots + 1, self.kv_dtype)
         self.param_count = sum(p.numel() for p in self.model.parameters())
+        self._prefix: PrefixCache | None = None
+        self._pool: KVBlockPool | None = None
+        if prefix_cache_blocks > 0:
+            self._prefix = PrefixCache(prefix_cache_blocks, prefix_cache_block_size)
+            self._pool = KVBlockPool(self.model, prefix_cache_blocks, prefix_cache_block_size)
 
         # Added to logits before sampling: only printable ASCII may be generated.
         allowed = torch.full((self.vocab_size,), float("-inf"), device=torch_device)
@@ -174,10 +195,25 @@ class TorchBackend:
         self._length = [0] * max_slots
         self._params = [SamplingParams()] * max_slots
         self._generators: list[torch.Generator | None] = [None] * max_slots
+        self._cached = [0] * max_slots  # prompt tokens the slot's prefill took from the cache
 
         self._graphs: _DecodeGraphs | None = None  # captured on first CUDA decode or warmup
 
     # -- public API ---------------------------------------------------------------------
+
+    @property
+    def prefix_cache_block_size(self) -> int | None:
+        """Tokens a prefix-cache block holds; None without a prefix cache."""
+        return None if self._prefix is None else self._prefix.block_size
+
+    def prefix_cache_bytes(self) -> int:
+        """Bytes of the prefix cache's block pool (0 without one)."""
+        return 0 if self._pool is None else self._pool.nbytes()
+
+    def cached_tokens(self, slot: int) -> int | None:
+        """Prompt tokens the slot's prefill took from the prefix cache; None without one."""
+        self._check_slot_index(slot)
+        return None if self._prefix is None else self._cached[slot]
 
     def kv_cache_bytes(self) -> int:
         """Bytes of all KV cache buffers, including the scratch slot."""
@@ -195,6 +231,8 @@ class TorchBackend:
         if self._length[0] < self.max_seq_len:  # room for one decode step
             self.decode([0], [ord("a")])
         self.release(0)
+        if self._prefix is not None:  # the warm-up prompt is no request's prefix
+            self._prefix.clear()
 
     def prefill(
         self, slots: list[int], prompts: list[list[int]], params: list[SamplingParams]
@@ -214,19 +252,28 @@ class TorchBackend:
                 )
 
         def run_prompts() -> Tensor:
-            lengths = [len(p) for p in prompts]
-            seqlen = max(lengths)
-            padded = [p + [PAD] * (seqlen - len(p)) for p in prompts]
+            # Every lookup (and its copy into the slot) before any store: a block one row
+            # stores may evict a block another row of the batch reads.
+            starts = [self._load_prefix(s, p) for s, p in zip(slots, prompts, strict=True)]
+            rest = [p[start:] for p, start in zip(prompts, starts, strict=True)]
+            seqlen = max(len(r) for r in rest)
+            padded = [r + [PAD] * (seqlen - len(r)) for r in rest]
             tokens = torch.tensor(padded, dtype=torch.long, device=self._torch_device)  # [B, S]
             slot_ids = torch.tensor(slots, dtype=torch.long, device=self._torch_device)  # [B]
-            positions = torch.arange(seqlen, device=self._torch_device).expand(len(slots), -1)
-            last = torch.tensor(lengths, device=self._torch_device) - 1  # [B]
-            # Pad rows write junk at positions >= their prompt length; the slot's own
-            # decode steps overwrite each position before any query can attend to it.
-            logits = self.model(tokens, slot_ids, positions, kv_len=seqlen, last_index=last)
-            for slot, length, p in zip(slots, lengths, params, strict=True):
+            offsets = torch.tensor(starts, device=self._torch_device)[:, None]  # [B, 1]
+            # A row's tokens sit at their true positions, after its cached prefix. Pad rows
+            # write junk at positions >= their prompt length (clamped into the cache); the
+            # slot's own decode steps overwrite each position before any query attends to it.
+            positions = offsets + torch.arange(seqlen, device=self._torch_device)  # [B, S]
+            positions = positions.clamp(max=self.max_seq_len - 1)
+            kv_len = min(self.max_seq_len, max(starts) + seqlen)
+            last = torch.tensor([len(r) for r in rest], device=self._torch_device) - 1  # [B]
+            logits = self.model(tokens, slot_ids, positions, kv_len=kv_len, last_index=last)
+            for slot, prompt, start, p in zip(slots, prompts, starts, params, strict=True):
+                self._store_prefix(slot, prompt)
                 self._active[slot] = True
-                self._length[slot] = length
+                self._length[slot] = len(prompt)
+                self._cached[slot] = start
                 self._params[slot] = p
                 self._generators[slot] = None if p.greedy else self._make_generator(p)
             return logits
@@ -281,6 +328,7 @@ class TorchBackend:
         self._length[slot] = 0
         self._params[slot] = SamplingParams()
         self._generators[slot] = None
+        self._cached[slot] = 0
 
     def start_profile(self) -> None:
         """cudaProfilerStart: nsys with --capture-range=cudaProfilerApi records from here."""
@@ -299,6 +347,21 @@ class TorchBackend:
                 f"{self.device} (start it with --device cuda on a GPU machine, or set "
                 "REFSERVER_TORCH_PROFILER_DIR=DIR for a torch.profiler trace)"
             )
+
+    # -- prefix cache -------------------------------------------------------------------
+
+    def _load_prefix(self, slot: int, prompt: list[int]) -> int:
+        """Copy the prompt's cached leading blocks into the slot; return the tokens they hold."""
+        if self._prefix is None or self._pool is None:
+            return 0
+        block_ids = self._prefix.lookup(prompt)
+        self._pool.load(slot, block_ids)
+        return len(block_ids) * self._prefix.block_size
+
+    def _store_prefix(self, slot: int, prompt: list[int]) -> None:
+        """Copy the prompt's full blocks that are not cached yet out of the slot."""
+        if self._prefix is not None and self._pool is not None:
+            self._pool.save(slot, self._prefix.store(prompt))
 
     # -- decode paths -------------------------------------------------------------------
 

@@ -13,7 +13,8 @@ Weights are "dummy weights" (as vLLM's `load_format=dummy`): seeded random value
 `init_dummy_weights` for the scales and why. A saved `state_dict`
 (`Transformer.save`) can be loaded instead with `build_model(..., checkpoint=path)`.
 
-This module and `torch_runner` are the only ones in reference_server that import torch.
+This module, `kv_blocks` and `torch_runner` are the only ones in reference_server that
+import torch.
 """
 
 from __future__ import annotations

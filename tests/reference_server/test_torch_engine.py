@@ -63,3 +63,41 @@ def test_torch_both_sdks(torch_server: Server) -> None:
         assert timing["received"] <= timing["dispatch"] <= timing["start"]
     health = httpx.get(torch_server.url + "/health").json()
     assert health["engine"] == "torch" and health["device"] == "cpu"
+
+
+def _counter(url: str, name: str) -> float:
+    lines = httpx.get(url + "/metrics").text.splitlines()
+    return float(next(line.split()[1] for line in lines if line.startswith(name + " ")))
+
+
+def test_cached_prompt_tokens_in_usage_and_metrics(torch_server: Server) -> None:
+    """A prompt sharing a 70-token prefix with an earlier one reads its 4 full blocks (64
+    tokens) from the prefix cache: OpenAI's prompt_tokens_details.cached_tokens, Anthropic's
+    cache_read_input_tokens (input_tokens the rest), and the /metrics counters say so."""
+    url = torch_server.url
+    shared = "You are a careful assistant. Answer in one line. Context: 0123456789a"  # 70 tokens
+    queries = _counter(url, "refserver_prefix_cache_queries_total")
+    hits = _counter(url, "refserver_prefix_cache_hits_total")
+    usages = []
+    for suffix in ("? first", "! second"):
+        body = {
+            "model": MODEL,
+            "max_tokens": 2,
+            "messages": [{"role": "user", "content": shared + suffix}],
+        }
+        usages.append(httpx.post(url + "/v1/chat/completions", json=body).json()["usage"])
+    assert [u["prompt_tokens_details"]["cached_tokens"] for u in usages] == [0, 64]
+    assert _counter(url, "refserver_prefix_cache_queries_total") - queries == 77 + 78
+    assert _counter(url, "refserver_prefix_cache_hits_total") - hits == 64
+
+    with anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as a:
+        msg = a.messages.create(
+            model=MODEL, max_tokens=2, messages=[{"role": "user", "content": shared + ": third"}]
+        )
+        with a.messages.stream(
+            model=MODEL, max_tokens=2, messages=[{"role": "user", "content": shared + "; fourth"}]
+        ) as stream:
+            final = stream.get_final_message()
+    for usage, prompt_tokens in ((msg.usage, 77), (final.usage, 78)):
+        assert usage.cache_read_input_tokens == 64
+        assert usage.input_tokens == prompt_tokens - 64  # the Messages API's: the rest
