@@ -225,7 +225,7 @@ def test_a_trace_replay_gives_vllm_the_traces_own_prefix_reuse(
     # Each row's output reached vLLM at the trace's length, its prompt at about its length:
     # this tokenizer's 2.2 bytes a token vary from text to text, most on short prompts.
     trace = Path(__file__).resolve().parents[2] / "scenarios/data/trace.jsonl"
-    rows = [json.loads(line) for line in trace.open()]
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
     samples = [r for r in pq.read_table(out / "samples.parquet").to_pylist() if r["error"] is None]
     for r in samples:
         row = rows[r["source_row"]]
