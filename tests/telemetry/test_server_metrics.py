@@ -454,6 +454,15 @@ def test_embedded_reference_server_run_shows_its_queue(tmp_path: Path) -> None:
     assert not isinstance(queue.waiting, Unavailable) and queue.waiting.max == 0  # zero-queue
     t = queue.queue_time
     assert isinstance(t, QueueTime) and t.count == result.summary.requests.ok
+    # The server's prefix-cache counters over the same window: every prompt token looked up,
+    # none found (a 16-token prompt's one full block holds its last token: computed).
+    ok = result.summary.requests.ok
+    assert queue.prefix_cache == CacheCounters(
+        metrics=["refserver_prefix_cache_hits_total", "refserver_prefix_cache_queries_total"],
+        queries=16.0 * ok,
+        hits=0.0,
+        hit_rate=0.0,
+    )
     md = (result.out_dir / "summary.md").read_text()
     assert "### Server queue" in md and "From the reference server's /metrics" in md
     html = (result.out_dir / "report.html").read_text()

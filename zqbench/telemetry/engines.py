@@ -10,6 +10,7 @@
                tgi_batch_current_size
     refserver  refserver_num_requests_waiting            refserver_request_queue_time_seconds
                refserver_num_requests_running
+               prefix cache (counters, prompt tokens):   refserver_prefix_cache_queries, _hits
 
 An engine is recognised from the sample names of one scrape (`recognise`): the first whose
 waiting or running gauge is there. Names change between releases: a histogram the engine
@@ -87,6 +88,8 @@ ENGINES: tuple[Engine, ...] = (
         "refserver_num_requests_waiting",
         "refserver_num_requests_running",
         "refserver_request_queue_time_seconds",
+        cache_queries="refserver_prefix_cache_queries",
+        cache_hits="refserver_prefix_cache_hits",
     ),
 )
 
