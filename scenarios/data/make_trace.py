@@ -5,11 +5,13 @@
 
 Rows in mooncake's format (docs/workloads.md): `timestamp` (ms), `input_length`,
 `output_length`, `hash_ids`, one id per block of `--block-tokens` prompt tokens. Arrivals
-are Poisson at `--rate`. Reuse follows a simple model of chat and agent traffic: a new
-request either continues an earlier one (its first k full blocks, k drawn uniformly, then
-blocks of its own) or starts afresh, and earlier requests are picked with a bias towards
-recent ones. Ids are numbered in order of first use, as mooncake's are; a request's last,
-partial block gets an id no other request uses, since its text ends inside the block.
+are Poisson at `--rate`, stamped in whole milliseconds as mooncake's are (`--decimals 3`
+keeps microseconds: at 1000 req/s whole milliseconds bunch arrivals into one instant).
+Reuse follows a simple model of chat and agent traffic: a new request either continues an
+earlier one (its first k full blocks, k drawn uniformly, then blocks of its own) or starts
+afresh, and earlier requests are picked with a bias towards recent ones. Ids are numbered
+in order of first use, as mooncake's are; a request's last, partial block gets an id no
+other request uses, since its text ends inside the block.
 The same arguments write the same bytes.
 """
 
@@ -23,7 +25,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def write(out: Path, rows: int, rate: float, block_tokens: int, max_blocks: int, seed: int) -> None:
+def write(
+    out: Path, rows: int, rate: float, block_tokens: int, max_blocks: int, seed: int, decimals: int
+) -> None:
     rng = random.Random(seed)
     chains: list[list[int]] = []  # each earlier request's full blocks, for reuse
     next_id = 0
@@ -48,7 +52,7 @@ def write(out: Path, rows: int, rate: float, block_tokens: int, max_blocks: int,
             if len(chains) > 4096:
                 chains = chains[-2048:]
             row = {
-                "timestamp": round(t_ms),
+                "timestamp": round(t_ms, decimals) if decimals else round(t_ms),
                 "input_length": len(ids) * block_tokens - partial,
                 "output_length": rng.randint(8, 64),
                 "hash_ids": ids,
@@ -64,8 +68,9 @@ def main() -> None:
     p.add_argument("--max-blocks", type=int, default=6, help="blocks of the longest prompt")
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--out", type=Path, default=HERE / "trace.jsonl")
+    p.add_argument("--decimals", type=int, default=0, help="of the timestamps, in ms")
     a = p.parse_args()
-    write(a.out, a.rows, a.rate, a.block_tokens, a.max_blocks, a.seed)
+    write(a.out, a.rows, a.rate, a.block_tokens, a.max_blocks, a.seed, a.decimals)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ DEFAULT_BLOCK_TOKENS = 512  # mooncake's block size
 _TOKENS_FIELDS = ("timestamp", "input_tokens", "output_tokens")
 _MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 _MAX_LINE = 16 << 20  # a line longer than this is a broken file, not a row
+_MAX_ID = 1 << 63
 _BITMAP_IDS = 1 << 32  # hash ids below this are marked in a bitmap, larger ones in a set
 
 
@@ -142,8 +143,10 @@ def ideal_reuse(path: str, fmt: str, block_tokens: int, rows: int) -> float | No
 
 class TraceReader:
     """A worker's cursor over the rows (checked by `scan`): `row(n)` for rising n. The file
-    is opened for each read, at the byte where the last one stopped, so no worker holds it
-    open between requests."""
+    is read 64 KiB at a time, opened for each read, so no worker holds it open between
+    requests and a row costs a line's split, not a file's open."""
+
+    _READ = 1 << 16
 
     def __init__(self, path: str, fmt: str, block_tokens: int) -> None:
         self._args = (Path(path), fmt, block_tokens)
@@ -152,18 +155,36 @@ class TraceReader:
     def _rewind(self) -> None:
         path, fmt, block_tokens = self._args
         self._rows = _Rows(path, fmt, block_tokens, None)
-        self._offset = 0  # where the row after the last one read starts
+        self._buffer = b""  # the last piece read; the next line starts at `_at`
+        self._at = 0
+        self._offset = 0  # bytes read from the file
+
+    def _line(self) -> bytes:
+        """The next line (with its newline), b"" at the end of the file."""
+        while True:
+            end = self._buffer.find(b"\n", self._at) + 1
+            if end:
+                line, self._at = self._buffer[self._at : end], end
+                return line
+            rest = self._buffer[self._at :]
+            fd = os.open(self._args[0], os.O_RDONLY)
+            try:
+                more = os.pread(fd, max(self._READ, len(rest)), self._offset)
+            finally:
+                os.close(fd)
+            self._buffer, self._at = rest + more, 0
+            if not more:
+                self._buffer = b""
+                return rest
+            self._offset += len(more)
 
     def row(self, number: int) -> TraceRow:
         if number < self._rows.number:  # asked out of order: read again from the top
             self._rewind()
-        with self._args[0].open("rb") as f:
-            f.seek(self._offset)
-            for raw in iter(f.readline, b""):
-                self._offset += len(raw)
-                row = self._rows.parse(raw)
-                if row is not None and row.number == number:
-                    return row
+        while raw := self._line():
+            row = self._rows.parse(raw)
+            if row is not None and row.number == number:
+                return row
         raise TraceError(f"trace {self._args[0]}: no row {number}; it changed since it was read")
 
 
@@ -336,7 +357,7 @@ class _Rows:
 
     def _hash_ids(self, value: Any, input_tokens: int) -> tuple[int, ...]:
         if not isinstance(value, list) or not all(
-            isinstance(h, int) and not isinstance(h, bool) and 0 <= h < 1 << 63 for h in value
+            type(h) is int and 0 <= h < _MAX_ID for h in value
         ):
             raise TraceError(
                 f"{self._where()}: hash_ids = {_shown(value)} must be a list of whole numbers "

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 _POOL_BYTES = 1 << 20
 _POOL_SEED = 9_000_000  # apart from the other sources' seeds
+_CACHED_BLOCKS = 4096  # at most a few MiB of text
 _OWN_BLOCKS = 1 << 63  # a tokens row's blocks' keys, above every hash id
 
 
@@ -152,18 +153,25 @@ class TraceRequests:
             )
         self._pool = synth_text(_POOL_BYTES, seed=_POOL_SEED + source.seed)
         self._reader = TraceReader(source.path, source.format, source.block_tokens)
+        self._blocks: dict[int, str] = {}  # recent blocks' texts: a shared prefix recurs
 
     def _block(self, key: int) -> str:
         """Block `key`'s text: its id spelled in words, then a slice of the pool from a word
         start drawn from the key and the seed. The id makes two blocks' texts differ from
         their first word; the slice makes them read like the calibrated prompts."""
+        text = self._blocks.get(key)
+        if text is not None:
+            return text
+        if len(self._blocks) >= _CACHED_BLOCKS:
+            self._blocks.clear()
         s = self.source
         head = _id_words(key)
         n = max(1, s.block_bytes - len(head))
         digest = hashlib.blake2b(f"{s.seed}/{key}".encode(), digest_size=8).digest()
         start = int.from_bytes(digest, "little") % (len(self._pool) - n - 64)
         start = self._pool.index(" ", start) + 1
-        return head + self._pool[start : start + n - 1] + " "
+        text = self._blocks[key] = head + self._pool[start : start + n - 1] + " "
+        return text
 
     def _prompt(self, row: TraceRow) -> str:
         s = self.source
