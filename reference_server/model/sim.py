@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from reference_server.backend import SamplingParams, StepTiming
 from reference_server.model import tokenizer
-from reference_server.model.prefix_cache import DEFAULT_BLOCK_SIZE, DEFAULT_BLOCKS, PrefixCache
+from reference_server.model.prefix_cache import DEFAULT_BLOCK_SIZE, PrefixCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,9 @@ class SimBackend:
         max_seq_len: int = 2048,
         seed: int = 0,
         cost: SimCost | None = None,
-        prefix_cache_blocks: int = DEFAULT_BLOCKS,
+        # Off unless asked, so that a benchmark prefilling one prompt again and again computes
+        # it every time; the server asks (ServerConfig.prefix_cache_blocks).
+        prefix_cache_blocks: int = 0,
         prefix_cache_block_size: int = DEFAULT_BLOCK_SIZE,
     ) -> None:
         if max_slots < 1 or max_seq_len < 2:

@@ -37,7 +37,7 @@ from torch import Tensor
 
 from reference_server.backend import SamplingParams, StepTiming
 from reference_server.model.kv_blocks import KVBlockPool
-from reference_server.model.prefix_cache import DEFAULT_BLOCK_SIZE, DEFAULT_BLOCKS, PrefixCache
+from reference_server.model.prefix_cache import DEFAULT_BLOCK_SIZE, PrefixCache
 from reference_server.model.tokenizer import BOS, GENERATABLE_HIGH, GENERATABLE_LOW, PAD
 from reference_server.model.transformer import PRESETS, Transformer, build_model
 
@@ -121,7 +121,9 @@ class TorchBackend:
         use_cuda_graphs: bool = True,
         kv_cache_dtype: str = "auto",
         checkpoint: str | None = None,
-        prefix_cache_blocks: int = DEFAULT_BLOCKS,
+        # Off unless asked, so that a benchmark prefilling one prompt again and again computes
+        # it every time; the server asks (ServerConfig.prefix_cache_blocks).
+        prefix_cache_blocks: int = 0,
         prefix_cache_block_size: int = DEFAULT_BLOCK_SIZE,
     ) -> None:
         if preset not in PRESETS:
