@@ -408,6 +408,32 @@ class PrefixCache(_Record):
     usage: CachedUsage | Unavailable
 
 
+class TurnStats(_Record):
+    """One turn index of the sessions: its requests, and their TTFT and latency (seconds)."""
+
+    turn: int  # from 0
+    requests: int
+    ok: int
+    ttft_p50: JsonFloat
+    ttft_p99: JsonFloat
+    latency_p50: JsonFloat
+    latency_p99: JsonFloat
+    prompt_tokens_mean: JsonFloat  # of its successful requests: the context so far
+
+
+class Sessions(_Record):
+    """A sessions run's conversations: by turn as the context grows, and each whole."""
+
+    turns: int  # the most turns a session sent
+    sessions: int  # with at least one turn sent
+    completed: int  # with every turn sent and answered
+    by_turn: list[TurnStats]
+    # First turn sent to last answer ended, of the completed sessions (seconds).
+    session_time_p50: JsonFloat
+    session_time_p99: JsonFloat
+    session_time_mean: JsonFloat
+
+
 class ServerQueue(_SparseRecord):
     """The server's own account of its queue, scraped from its /metrics during the run."""
 
@@ -630,6 +656,8 @@ class Summary(_Document, _SparseRecord):
     # The prefix cache, from the server's counters and the responses' usage; absent from
     # runs that looked at neither (no server metrics, no cached-token counts) and older files.
     prefix_cache: PrefixCache | None = None
+    # A sessions run's conversations; absent from other runs and older files.
+    sessions: Sessions | None = None
 
     def _absent(self) -> Collection[str]:
         optional = (
@@ -639,6 +667,7 @@ class Summary(_Document, _SparseRecord):
             "distributed",
             "profile",
             "prefix_cache",
+            "sessions",
         )
         return [k for k in optional if getattr(self, k) is None]
 

@@ -60,6 +60,8 @@ def build_samples(
         "retry_after_s": None,
         "source_row": None,
         "cached_tokens": None,
+        "session": None,
+        "turn": None,
     }
     data.update(columns)
     data.setdefault("t_last_token", data["t_end"])  # the last token ends the stream

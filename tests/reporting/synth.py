@@ -89,6 +89,8 @@ def write_synthetic_run(
         "retry_after_s": None,
         "source_row": None,
         "cached_tokens": None,
+        "session": None,
+        "turn": None,
     }
     arrays = []
     for field in ARROW_SCHEMA:

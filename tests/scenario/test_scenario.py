@@ -210,19 +210,19 @@ ERRORS = [
     (
         '[load]\nexecutor = "rampin-arrival-rate"\n',
         'load.executor = "rampin-arrival-rate" is not one of constant-arrival-rate, '
-        "ramping-arrival-rate, constant-vus, ramping-vus, trace",
+        "ramping-arrival-rate, constant-vus, ramping-vus, trace, sessions",
     ),
     (
         "[load]\nrate = 1\n",
         "load.executor is missing (one of constant-arrival-rate, ramping-arrival-rate, "
-        "constant-vus, ramping-vus, trace)",
+        "constant-vus, ramping-vus, trace, sessions)",
     ),
     ('name = "x"\n', "the [load] table is missing"),
     (
         MINIMAL + "rtae = 5\n",
         'unknown key "load.rtae"; did you mean "load.rate"? (allowed in [load]: executor, '
         "arrivals, block_tokens, burstiness, duration, format, graceful_stop, rate, stages, "
-        "start_rate, start_vus, think_time, time_scale, trace, vus)",
+        "start_rate, start_vus, think, think_time, time_scale, trace, turns, users, vus)",
     ),
     (
         'nmae = "x"\n' + MINIMAL,

@@ -41,6 +41,7 @@ class RequestSpec:
     history: tuple[tuple[str, str], ...] = ()  # (role, text) turns before the prompt
     exact_output: bool = False  # ask for exactly max_tokens, where the API has a way
     source_row: int | None = None  # the request source's row it came from (a dataset's)
+    keep_answer: bool = False  # keep the answer's text (a conversation's next turn needs it)
 
     @property
     def plain(self) -> bool:
@@ -84,6 +85,9 @@ class ResponseSummary:
     srv_gpu_ms: float | None = None
     retry_after_s: float | None = None
     text_chars: int = 0  # characters of generated text (for the client-side token estimate)
+    # The generated text's pieces, kept when the request asked (`RequestSpec.keep_answer`);
+    # None otherwise, or when a piece was too large to keep (skimmed, never held).
+    answer: list[str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def token_events(self) -> int:

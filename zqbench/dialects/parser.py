@@ -109,8 +109,9 @@ class ResponseParser(abc.ABC):
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         on_event: EventHook | None = None,
+        keep_answer: bool = False,
     ) -> None:
-        self.summary = ResponseSummary()
+        self.summary = ResponseSummary(answer=[] if keep_answer else None)
         self.stream = stream
         self.error_detail: str | None = None  # the server's own words for an error, shortened
         self.stop_reason: str | None = None  # stop_reason / finish_reason, when given
@@ -255,6 +256,8 @@ class ResponseParser(abc.ABC):
             s.t_first_token = t_ns
         s.add_token(t_ns)
         s.text_chars += len(text) if self._skimmed is NO_SKIMMED else self._skimmed.chars(text)
+        if s.answer is not None:
+            self._keep_text(text)
 
     def _provisional_token(self, t_ns: int) -> None:
         """An empty event that is a token unless usage says otherwise (settled at the end)."""
@@ -282,6 +285,17 @@ class ResponseParser(abc.ABC):
         if chars and s.t_first_token is not None:
             s.add_token(s.t_first_token)
         s.text_chars += chars
+        if s.answer is not None:
+            for part in parts:
+                self._keep_text(part)
+
+    def _keep_text(self, text: str) -> None:
+        """Keep a piece of the answer; a skimmed one was never held, so none is kept."""
+        if self._skimmed is NO_SKIMMED:
+            assert self.summary.answer is not None
+            self.summary.answer.append(text)
+        else:
+            self.summary.answer = None
 
     # -------------------------------------------------------------- internals
     def _feed_watched(self, hook: EventHook, sse: SSEDecoder, data: bytes, t_ns: int) -> None:
@@ -408,7 +422,12 @@ class DialectBase(abc.ABC):
     def build(self, spec: RequestSpec) -> HttpRequest: ...
 
     def parser(self, spec: RequestSpec, *, on_event: EventHook | None = None) -> ResponseParser:
-        return self.parser_class(spec.stream, max_body_bytes=self.max_body_bytes, on_event=on_event)
+        return self.parser_class(
+            spec.stream,
+            max_body_bytes=self.max_body_bytes,
+            on_event=on_event,
+            keep_answer=spec.keep_answer,
+        )
 
     def error_problem(self, obj: Any) -> str | None:
         """Why `obj`, a non-2xx body's JSON, is not this API's error object; None if it is."""

@@ -137,14 +137,13 @@ class NativeWorker:
             stats.inflight -= 1
         if t_intended_abs is not None and exchange.t_send:
             stats.record_lag((exchange.t_send - t_intended_abs) / 1e6)
-        self._record(request_id, t_intended_abs, slot.stage, rspec, exchange, parser.summary)
+        self._record(slot, t_intended_abs, rspec, exchange, parser.summary)
         self._requests.answered(slot, rspec, parser.summary)
 
     def _record(
         self,
-        request_id: int,
+        slot: Slot,
         t_intended_abs: int | None,
-        stage: int,
         rspec: RequestSpec,
         exchange: Exchange,
         summary: ResponseSummary,
@@ -168,9 +167,9 @@ class NativeWorker:
             output_tokens = output_tokens if _fits(output_tokens) else None
             error = error or OUT_OF_RANGE
         sample = Sample(
-            request_id=request_id,
+            request_id=slot.request_id,
             worker=self.spec.worker,
-            stage=stage,
+            stage=slot.stage,
             request_class=rspec.request_class,
             t_intended=None if t_intended_abs is None else t_intended_abs - start,
             t_send=t_send - start,
@@ -198,6 +197,8 @@ class NativeWorker:
             retry_after_s=summary.retry_after_s,
             source_row=rspec.source_row,
             cached_tokens=summary.cached_tokens,
+            session=slot.session,
+            turn=slot.turn,
         )
         self.recorder.add(sample)
         key = str(status) if error is None or status else f"transport:{error}"

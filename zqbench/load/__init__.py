@@ -4,6 +4,7 @@
     constant_arrival_rate, ramping_arrival_rate   open loop (arrival_rate.py, arrival_schedule.py)
     constant_vus, ramping_vus                     closed loop (vus.py, vu_schedule.py)
     trace                                         a trace file's rows at its times (trace_file.py)
+    sessions                                      conversations: turns after answers
 
     parse_load(table, folder) -> LoadSpec       the [load] table, checked key by key
     LoadSpec.plan(workers, seed)         -> LoadPlan: one Work per worker, the stage spans
@@ -24,10 +25,12 @@ from zqbench.load import (
     constant_vus,
     ramping_arrival_rate,
     ramping_vus,
+    sessions,
     trace,
 )
 from zqbench.load.arrival_rate import ArrivalWork
 from zqbench.load.executor import Executor, LoadPlan, LoadSpec, Slot, Stage, Work
+from zqbench.load.sessions import SessionsLoad, SessionWork
 from zqbench.load.trace import TraceLoad, TraceWork
 from zqbench.load.vus import VuWork
 from zqbench.strict_toml import Table
@@ -40,9 +43,10 @@ EXECUTORS: dict[str, Executor] = {
         constant_vus.EXECUTOR,
         ramping_vus.EXECUTOR,
         trace.EXECUTOR,
+        sessions.EXECUTOR,
     )
 }
-WORK_TYPES: dict[str, Any] = {w.wire_name: w for w in (ArrivalWork, VuWork, TraceWork)}
+WORK_TYPES: dict[str, Any] = {w.wire_name: w for w in (ArrivalWork, VuWork, TraceWork, SessionWork)}
 # Every key some executor takes: a typo among them gets a "did you mean" hint.
 LOAD_KEYS = ("executor", *sorted({k for e in EXECUTORS.values() for k in e.keys}))
 
@@ -87,6 +91,7 @@ __all__ = [
     "Executor",
     "LoadPlan",
     "LoadSpec",
+    "SessionsLoad",
     "Slot",
     "Stage",
     "TraceLoad",

@@ -60,6 +60,10 @@ class Slot:
     request_id: int  # unique in the run, across workers
     stage: int  # index into the load's stages
     user: int | None = None
+    # A conversation's turn (the sessions executor): its session, unique in the run, and
+    # the turn's index from 0. None otherwise.
+    session: int | None = None
+    turn: int | None = None
 
 
 class Driver(Protocol):

@@ -322,6 +322,9 @@ class MetricFrame:
     # float64 token counts from the responses' usage, NaN when not given (prefix_cache.py)
     prompt_tokens: np.ndarray = field(default_factory=lambda: np.empty(0))
     cached_tokens: np.ndarray = field(default_factory=lambda: np.empty(0))
+    # float64 a sessions run's conversation and turn per request, NaN outside one (sessions.py)
+    session: np.ndarray = field(default_factory=lambda: np.empty(0))
+    turn: np.ndarray = field(default_factory=lambda: np.empty(0))
 
     @property
     def n(self) -> int:
@@ -431,6 +434,8 @@ def build_frame(
         retry_after_s=float_column(samples, "retry_after_s"),
         prompt_tokens=float_column(samples, "prompt_tokens"),
         cached_tokens=float_column(samples, "cached_tokens"),
+        session=float_column(samples, "session"),
+        turn=float_column(samples, "turn"),
     )
 
 

@@ -31,6 +31,7 @@ from zqbench.metrics.frame import (
 from zqbench.metrics.head_of_line import head_of_line
 from zqbench.metrics.migration import migration, retry_after, status_over_time
 from zqbench.metrics.prefix_cache import prefix_cache
+from zqbench.metrics.sessions import sessions_summary
 from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import (
     Evidence,
@@ -358,6 +359,7 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
         validity=valid,
         server_queue=run.server_queue,
         prefix_cache=prefix_cache(frame, run.server_queue),
+        sessions=sessions_summary(frame),
         target_resolution=(
             None
             if run.target_resolution is None

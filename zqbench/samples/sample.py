@@ -47,6 +47,8 @@ class Sample:
     retry_after_s: float | None  # Retry-After on a refusal, when given
     source_row: int | None = None  # the request source's row (a dataset's); None: synthetic
     cached_tokens: int | None = None  # prompt tokens from the server's prefix cache (usage)
+    session: int | None = None  # the conversation it is a turn of (sessions executor)
+    turn: int | None = None  # its turn in that conversation, from 0
 
 
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sample))
@@ -81,6 +83,8 @@ ARROW_SCHEMA = pa.schema(
         pa.field("retry_after_s", pa.float64()),
         pa.field("source_row", pa.int64()),
         pa.field("cached_tokens", pa.int64()),
+        pa.field("session", pa.int64()),
+        pa.field("turn", pa.int32()),
     ]
 )
 

@@ -5,6 +5,7 @@ name; `base.py` is the protocol every one of them follows.
     dataset      rows of a file: [request.dataset] or --dataset (dataset_rows.py reads them)
     shared-prefix  groups of prompts sharing a prefix: [request.shared_prefix]
     trace        a trace's rows, prompts built from their blocks: [load] executor = "trace"
+    sessions     conversations, each turn with the answers so far: executor = "sessions"
 
 An executor (`zqbench.load`) decides when each request goes; a source decides what it is.
 """
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zqbench.load import TraceLoad
-from zqbench.sources import dataset, shared_prefix, synthetic, trace
+from zqbench.load import SessionsLoad, TraceLoad
+from zqbench.sources import dataset, sessions, shared_prefix, synthetic, trace
 from zqbench.sources.base import Requests, RequestSource
 from zqbench.sources.dataset import DatasetSource
+from zqbench.sources.sessions import SessionsSource
 from zqbench.sources.shared_prefix import SharedPrefixSource
 from zqbench.sources.synthetic import SyntheticSource
 from zqbench.sources.trace import TraceSource
@@ -26,7 +28,8 @@ if TYPE_CHECKING:
     from zqbench.target.calibrate import Calibration
 
 SOURCES: dict[str, Any] = {
-    s.wire_name: s for s in (SyntheticSource, DatasetSource, SharedPrefixSource, TraceSource)
+    s.wire_name: s
+    for s in (SyntheticSource, DatasetSource, SharedPrefixSource, TraceSource, SessionsSource)
 }
 
 
@@ -41,10 +44,13 @@ def check_source(scenario: Scenario) -> None:
 
 def fit_source(scenario: Scenario, seed: int, calibration: Calibration | None) -> RequestSource:
     """The request source the scenario's [request] table asks for, fitted to the target
-    (prompts sized by the calibration): a source with [request] keys of its own is chosen
-    by those keys (a trace's rows by its executor), synthetic requests otherwise."""
+    (prompts sized by the calibration): a trace's rows and a conversation's turns by
+    their executors, a source with [request] keys of its own by those keys, synthetic
+    requests otherwise."""
     if isinstance(scenario.load, TraceLoad):
         return trace.fit(scenario, seed, calibration)
+    if isinstance(scenario.load, SessionsLoad):
+        return sessions.fit(scenario, seed, calibration)
     if scenario.request.dataset is not None:
         return dataset.fit(scenario, seed, calibration)
     if scenario.request.shared_prefix is not None:

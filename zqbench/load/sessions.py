@@ -1,0 +1,289 @@
+"""`executor = "sessions"`: conversations of `turns` requests, each turn after the last
+one's answer and a think time.
+
+    [load]
+    executor = "sessions"
+    rate = 2                 # sessions started per second, open loop ...
+    # users = 8              # ... or this many users, each running sessions back to back
+    duration = "60s"         # sessions start within it; started ones may finish after
+    turns = 5                # requests per session
+    think_time = "2s"        # between an answer and the next turn
+    think = "exponential"    # fixed (default) | exponential: the think time's distribution
+    arrivals = "poisson"     # rate only: uniform (default) | poisson session starts
+
+A session's turn k goes when turn k-1's response has ended and its think time passed: the
+request source (`zqbench.sources.sessions`) sends the whole conversation so far, the
+server's own answers included. With `rate`, session starts are an open-loop schedule (the
+arrival-rate executors' process), and turn 0's intended time is its start; later turns
+wait for answers, so they have none (closed loop). With `users`, each user starts its next
+session when the last one ends. No session starts after `duration`; one still running
+may finish within `graceful_stop` (k6's), after which its unsent turns are never sent.
+
+Request ids are `session * turns + turn`, so ids stay unique across workers; workers take
+sessions (or users) round-robin. Think times are drawn from the run's seed per session,
+so they do not depend on timing or on the number of workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from zqbench.errors import OptionError, ScenarioError
+from zqbench.load.arrival_rate import ARRIVALS, constant
+from zqbench.load.arrival_schedule import arrival_times
+from zqbench.load.executor import (
+    Driver,
+    Executor,
+    LoadPlan,
+    Slot,
+    Stage,
+    graceful_stop,
+    stage_spans,
+)
+from zqbench.strict_toml import Table
+
+THINK = ("fixed", "exponential")
+_THINK_STREAM = 5  # SeedSequence spawn key: apart from the sources' streams (1-4)
+MAX_TURNS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsLoad:
+    rate: float | None  # sessions per second; None: `users`
+    users: int | None
+    duration_s: float
+    turns: int
+    think_time_s: float
+    think: str  # fixed | exponential
+    arrivals: str  # rate only
+    graceful_stop_s: float
+    executor: str = "sessions"
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        target = self.rate if self.rate is not None else float(self.users or 0)
+        return (Stage(self.duration_s, target, "sessions"),)
+
+    def _starts(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Session starts (ns) and ids: the arrival-rate executors' schedule at `rate`."""
+        assert self.rate is not None
+        schedule = arrival_times(constant(self.rate, self.duration_s, None, self.arrivals), seed)
+        return schedule.times_ns, schedule.request_ids
+
+    def plan(self, n_workers: int, seed: int) -> LoadPlan:
+        end = round(self.duration_s * 1e9)
+        common: dict[str, Any] = {"turns": self.turns, "think_ns": round(self.think_time_s * 1e9)}
+        common |= {"think": self.think, "seed": seed, "until_ns": end}
+        works: list[Any]
+        if self.rate is not None:
+            starts, ids = self._starts(seed)
+            works = [
+                SessionWork(starts_ns=starts[w::n_workers], sessions=ids[w::n_workers], **common)
+                for w in range(n_workers)
+            ]
+            offered = len(ids) * self.turns
+        else:
+            users = self.users or 0
+            works = [
+                SessionWork(users=np.arange(w, users, n_workers), n_users=users, **common)
+                for w in range(n_workers)
+            ]
+            offered = 0
+        return LoadPlan(
+            works=works,
+            offered=offered,
+            offered_rate=offered / self.duration_s if offered else 0.0,
+            stages=stage_spans(self.stages, [(0, end)], rates=self.rate is not None),
+            loop="open" if self.rate is not None else "closed",
+        )
+
+    def scaled(self, rate_scale: float, duration_scale: float, label: str) -> SessionsLoad:
+        users = None if self.users is None else round(self.users * rate_scale)
+        if users is not None and users < 1:
+            raise OptionError(
+                "rate_scale",
+                f"leaves {label} with {self.users} x {rate_scale} < 1 user",
+                value=str(rate_scale),
+            )
+        return dataclasses.replace(
+            self,
+            rate=None if self.rate is None else self.rate * rate_scale,
+            users=users,
+            duration_s=self.duration_s * duration_scale,
+        )
+
+    def with_arrivals(self, arrivals: str | None, burstiness: float | None) -> SessionsLoad:
+        if burstiness is not None:
+            raise OptionError("burstiness", "does not apply to sessions (uniform or poisson)")
+        if arrivals is None:
+            return self
+        if self.rate is None:
+            raise OptionError("arrivals", "applies to sessions started at a rate, not to users")
+        if arrivals not in ("uniform", "poisson"):
+            raise OptionError("arrivals", "is not one of uniform, poisson", value=arrivals)
+        return dataclasses.replace(self, arrivals=arrivals)
+
+    def at_constant_rate(self, rate: float, duration_s: float, name: str) -> SessionsLoad:
+        raise OptionError(
+            "scenario",
+            "runs sessions; a sweep needs an arrival-rate or vus executor "
+            "(use --rate-scale to start sessions faster)",
+        )
+
+    def concurrency_guess(self) -> int:
+        if self.users is not None:
+            return self.users
+        # Sessions alive at once: the rate times a guessed session length (turns x (think
+        # + 100 ms)), by Little's law.
+        length = self.turns * (self.think_time_s + 0.1)
+        return int((self.rate or 0) * length * 0.5) + 4
+
+
+@dataclass(frozen=True, slots=True)
+class SessionWork:
+    """One worker's sessions: scheduled starts (rate), or users running sessions."""
+
+    wire_name: ClassVar[str] = "sessions"
+
+    turns: int
+    think_ns: int
+    think: str
+    seed: int
+    until_ns: int  # no session starts after it (ns from t = 0)
+    starts_ns: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))
+    sessions: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))
+    users: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))
+    n_users: int = 0
+
+    def _thinks(self, session: int) -> list[int]:
+        """The think time (ns) after each turn of `session`, from the run's seed."""
+        if self.think == "fixed" or self.think_ns == 0:
+            return [self.think_ns] * self.turns
+        rng = np.random.default_rng(
+            np.random.SeedSequence(self.seed, spawn_key=(_THINK_STREAM, session))
+        )
+        draws = rng.exponential(self.think_ns, size=self.turns)
+        return [int(x) for x in draws.tolist()]
+
+    async def _session(self, driver: Driver, session: int, start_abs: int | None) -> None:
+        """Its turns one after the other: each waits for the last answer and the think."""
+        thinks = self._thinks(session)
+        for turn in range(self.turns):
+            if driver.should_stop():
+                return
+            slot = Slot(session * self.turns + turn, 0, session=session, turn=turn)
+            await driver.send(slot, start_abs if turn == 0 else None)
+            if turn + 1 < self.turns and thinks[turn]:
+                await asyncio.sleep(thinks[turn] / 1e9)
+
+    async def _user(self, driver: Driver, user: int) -> None:
+        k = 0
+        while not driver.should_stop():
+            if time.perf_counter_ns() - driver.start_ns >= self.until_ns:
+                return
+            await self._session(driver, user + self.n_users * k, None)
+            k += 1
+
+    async def run(self, driver: Driver) -> None:
+        if len(self.users):
+            for user in self.users.tolist():
+                driver.spawn(self._user(driver, user))
+            if not await driver.sleep_until(driver.start_ns + self.until_ns):
+                driver.stop_early()
+            return
+        for start, session in zip(self.starts_ns.tolist(), self.sessions.tolist(), strict=True):
+            due = driver.start_ns + start
+            if not await driver.sleep_until(due):
+                driver.stop_early()
+                return
+            driver.spawn(self._session(driver, session, due))
+
+    def end_ns(self) -> int:
+        return self.until_ns
+
+    def assigned(self) -> int | None:
+        return len(self.sessions) * self.turns if len(self.starts_ns) else None
+
+    def due(self, elapsed_ns: int) -> int | None:
+        return None  # later turns wait for answers: no schedule to be behind
+
+    def missing(self, received_ids: np.ndarray) -> tuple[int, float | None, float | None]:
+        if not len(self.starts_ns):
+            return 0, None, None
+        first = self.sessions * self.turns  # each session's turn 0 was scheduled
+        lost = ~np.isin(first, received_ids)
+        if not lost.any():
+            return 0, None, None
+        times = self.starts_ns[lost]
+        return int(lost.sum()), float(times.min()) / 1e9, float(times.max()) / 1e9
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "turns": self.turns,
+            "think_ns": self.think_ns,
+            "think": self.think,
+            "seed": self.seed,
+            "until_ns": self.until_ns,
+            "starts_ns": self.starts_ns.astype(np.int64).tobytes(),
+            "sessions": self.sessions.astype(np.int64).tobytes(),
+            "users": self.users.astype(np.int64).tobytes(),
+            "n_users": self.n_users,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> SessionWork:
+        arrays = {
+            k: np.frombuffer(data[k], dtype=np.int64).copy()
+            for k in ("starts_ns", "sessions", "users")
+        }
+        scalars = {
+            k: data[k] for k in ("turns", "think_ns", "think", "seed", "until_ns", "n_users")
+        }
+        return cls(**scalars, **arrays)
+
+
+def parse(t: Table, folder: Path) -> SessionsLoad:
+    has = [k for k in ("rate", "users") if t.has(k)]
+    if len(has) != 1:
+        problem = "both" if has else "neither"
+        raise ScenarioError(
+            f"{t.label}: [load] has {problem} of load.rate and load.users; give one (sessions "
+            "started per second, or users running sessions back to back)"
+        )
+    rate = t.number("rate", strict=True) if t.has("rate") else None
+    users = t.integer("users", minimum=1) if t.has("users") else None
+    turns = t.integer("turns", minimum=1)
+    if turns > MAX_TURNS:
+        raise t.fail("turns", f"is more than {MAX_TURNS:,} turns a session")
+    arrivals = t.choice("arrivals", ARRIVALS[:2], "uniform") or "uniform"
+    if users is not None and t.has("arrivals"):
+        raise t.fail("arrivals", "applies to sessions started at a rate, not to users")
+    think_time = t.duration("think_time") if t.has("think_time") else 0.0
+    if not math.isfinite(think_time):
+        raise t.fail("think_time", "must be a finite duration")
+    return SessionsLoad(
+        rate=rate,
+        users=users,
+        duration_s=t.duration("duration", positive=True),
+        turns=turns,
+        think_time_s=think_time,
+        think=t.choice("think", THINK, "fixed") or "fixed",
+        arrivals=arrivals,
+        graceful_stop_s=graceful_stop(t),
+    )
+
+
+EXECUTOR = Executor(
+    name="sessions",
+    keys=("rate", "users", "duration", "turns", "think_time", "think", "arrivals", "graceful_stop"),
+    required=("duration", "turns"),
+    parse=parse,
+)
