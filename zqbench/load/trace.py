@@ -36,12 +36,12 @@ from zqbench.load.trace_file import (
     TRACE_FORMATS,
     TraceError,
     TraceIndex,
+    scaled_ns,
     scan,
 )
 from zqbench.strict_toml import Table
 
 _CHUNK = 65_536  # rows turned into Python ints at a time
-_NS_PER_MS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,15 +59,16 @@ class TraceLoad:
         return trace_index(self.path, self.format, self.block_tokens)
 
     def times_ns(self) -> np.ndarray:
-        """Each row's intended time (ns from t = 0) within the cut: int64, non-decreasing."""
-        times = np.rint(self.index().times_ms * (_NS_PER_MS * self.time_scale)).astype(np.int64)
+        """Each row's intended time (ns from t = 0) within the cut: int64, non-decreasing,
+        read-only (computed once per process)."""
+        times = _scaled_times(self.path, self.format, self.block_tokens, self.time_scale)
         if self.cut_s is not None:
             times = times[: int(np.searchsorted(times, round(self.cut_s * 1e9), "right"))]
         return times
 
     @property
     def duration_s(self) -> float:
-        last = float(self.index().times_ms[-1]) * self.time_scale / 1e3
+        last = float(self.index().times_ns[-1]) * self.time_scale / 1e9
         return last if self.cut_s is None else min(last, self.cut_s)
 
     @property
@@ -80,7 +81,8 @@ class TraceLoad:
     def plan(self, n_workers: int, seed: int) -> LoadPlan:
         times = self.times_ns()
         works: list[Any] = [
-            TraceWork(times_ns=times[w::n_workers].copy(), first_id=w, step=n_workers)
+            # One worker replays the times as they are; more take copies of their rows.
+            TraceWork(times if n_workers == 1 else times[w::n_workers].copy(), w, n_workers)
             for w in range(n_workers)
         ]
         end = round(self.duration_s * 1e9)
@@ -115,16 +117,22 @@ class TraceLoad:
 
     def concurrency_guess(self) -> int:
         times = self.times_ns()
-        if len(times) == 0:
-            return 4
-        # The busiest second's rows, times a guessed 100 ms latency (Little's law).
-        ends = np.searchsorted(times, times + 1_000_000_000, "left")
-        return int(np.max(ends - np.arange(len(times))) * 0.1) + 4
+        busiest = 0  # the most rows in a second, a piece at a time (a trace may be long)
+        for a in range(0, len(times), _CHUNK):
+            ends = np.searchsorted(times, times[a : a + _CHUNK] + 1_000_000_000, "left")
+            busiest = max(busiest, int(np.max(ends - np.arange(a, a + len(ends)))))
+        return int(busiest * 0.1) + 4  # times a guessed 100 ms latency (Little's law)
 
 
 @functools.lru_cache(maxsize=2)
 def _cached_index(path: str, fmt: str, block_tokens: int, size: int, mtime_ns: int) -> TraceIndex:
     return scan(Path(path), fmt, block_tokens)
+
+
+@functools.lru_cache(maxsize=2)
+def _scaled_times(path: str, fmt: str, block_tokens: int, time_scale: float) -> np.ndarray:
+    times = trace_index(path, fmt, block_tokens).times_ns
+    return times if time_scale == 1.0 else scaled_ns(times, time_scale)
 
 
 def trace_index(path: str, fmt: str, block_tokens: int) -> TraceIndex:

@@ -39,6 +39,7 @@ DEFAULT_BLOCK_TOKENS = 512  # mooncake's block size
 _TOKENS_FIELDS = ("timestamp", "input_tokens", "output_tokens")
 _MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 _MAX_LINE = 16 << 20  # a line longer than this is a broken file, not a row
+_PIECE_ROWS = 1 << 20
 _MAX_ID = 1 << 63
 _BITMAP_IDS = 1 << 32  # hash ids below this are marked in a bitmap, larger ones in a set
 
@@ -69,7 +70,7 @@ class TraceFile:
 @dataclass(frozen=True)
 class TraceIndex:
     file: TraceFile
-    times_ms: np.ndarray  # float64 per row: its timestamp less the first row's
+    times_ns: np.ndarray  # int64 per row: its timestamp less the first row's, in ns
     input_tokens: int  # the rows' total
     output_tokens: int
     blocks: int  # hash ids over all rows (0 for a tokens trace)
@@ -116,16 +117,27 @@ def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
             hits += min(row.input_tokens, seen.leading(row.hash_ids) * block_tokens)
     if not times:
         raise TraceError(f"trace {path}: no rows in it; give a file with rows")
-    stamps = np.frombuffer(times, dtype=np.float64)
     return TraceIndex(
-        file=TraceFile(digest.hexdigest(), size, rows.format, len(stamps)),
-        times_ms=stamps - stamps[0],
+        file=TraceFile(digest.hexdigest(), size, rows.format, len(times)),
+        times_ns=scaled_ns(np.frombuffer(times, dtype=np.float64), 1e6),
         input_tokens=inputs,
         output_tokens=outputs,
         blocks=blocks,
         unique_blocks=seen.count,
         ideal_hit_tokens=hits,
     )
+
+
+def scaled_ns(stamps: np.ndarray, ns_per_unit: float) -> np.ndarray:
+    """`stamps` less the first, times `ns_per_unit`, as int64 ns: converted a piece at a
+    time, so a long trace's times cost their 8 bytes a row once, not three times over."""
+    out = np.empty(len(stamps), dtype=np.int64)
+    first = stamps[0] if len(stamps) else 0
+    for a in range(0, len(stamps), _PIECE_ROWS):
+        piece = (stamps[a : a + _PIECE_ROWS] - first) * ns_per_unit
+        out[a : a + _PIECE_ROWS] = np.rint(piece)
+    out.setflags(write=False)
+    return out
 
 
 def ideal_reuse(path: str, fmt: str, block_tokens: int, rows: int) -> float | None:
