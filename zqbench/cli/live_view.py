@@ -139,6 +139,7 @@ class LiveView:
         for reason in validity.reasons if not validity.ok else []:
             console.print(f"  [magenta]invalid[/magenta]: {reason}")
         lines = [*server_queue_lines(summary), *prefix_cache_lines(summary)]
+        lines += sessions_lines(summary)
         for line in [*lines, *packet_loss_lines(summary)]:
             console.print(line, markup=False, highlight=False)
         console.print(f"outputs: {out_dir}")
@@ -153,6 +154,18 @@ def prefix_cache_lines(summary: Summary) -> list[str]:
     if pc is None or all(isinstance(x, Unavailable) for x in (pc.server, pc.usage)):
         return []  # nothing measured: the report says why
     return ["prefix cache:", *(f"  {label}: {text}" for label, text in view.prefix_cache_rows(pc))]
+
+
+def sessions_lines(summary: Summary) -> list[str]:
+    """A sessions run: the conversations, then TTFT p50 and context by turn."""
+    from zqbench.outputs import view
+
+    sessions = view.sessions_view(summary.sessions)
+    if sessions is None:
+        return []
+    by_turn = ", ".join(f"{r.turn}: {r.ttft_p50} ms ({r.prompt_tokens} tok)" for r in sessions.rows)
+    facts = [f"  {fact.label}: {fact.value}" for fact in sessions.facts]
+    return ["sessions:", *facts, f"  TTFT p50 by turn (prompt tokens): {by_turn}"]
 
 
 def server_queue_lines(summary: Summary) -> list[str]:

@@ -190,6 +190,26 @@ class HeadOfLine:
 
 
 @dataclass(frozen=True)
+class TurnRow:
+    turn: str
+    requests: str
+    ok: str
+    ttft_p50: str  # ms
+    ttft_p99: str
+    latency_p50: str
+    latency_p99: str
+    prompt_tokens: str  # mean of the successful ones
+
+
+@dataclass(frozen=True)
+class SessionsView:
+    """A sessions run: how many conversations, how long, and each turn as context grows."""
+
+    facts: tuple[Fact, ...]
+    rows: tuple[TurnRow, ...]
+
+
+@dataclass(frozen=True)
 class Refusals:
     """Requests refused with 429/503/529: how fast, and how many carried Retry-After."""
 
@@ -301,6 +321,7 @@ class ReportView:
     telemetry: tuple[Fact, ...]
     server_queue: ServerQueue | None  # None: the run did not look (a summary from before)
     prefix_cache: tuple[Fact, ...]  # the server's counters, the usage; () when absent
+    sessions: SessionsView | None  # None: not a sessions run
     packet_loss: PacketLoss | None  # None: the run had no packet-loss impairment
     profile: model.Profile | None  # None: not a `zqbench profile` run
     workers: Workers | None  # None: not a --distributed run
@@ -343,6 +364,7 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
             if s.prefix_cache is None
             else tuple(Fact(label, text) for label, text in prefix_cache_rows(s.prefix_cache))
         ),
+        sessions=sessions_view(s.sessions),
         packet_loss=_packet_loss(s, _named(shown, PACKET_LOSS_FIGURE)),
         profile=s.profile,
         workers=_workers(s.distributed),
@@ -795,6 +817,38 @@ def _head_of_line(entry: model.HeadOfLine | model.Unavailable) -> HeadOfLine | N
         for metric, row in (("latency", by_metric.latency), ("ttft", by_metric.ttft))
     )
     return HeadOfLine(str(entry.mixed_stage), str(entry.baseline_stage), rows)
+
+
+def sessions_view(entry: model.Sessions | None) -> SessionsView | None:
+    if entry is None:
+        return None
+    facts = (
+        Fact(
+            "sessions",
+            f"{entry.sessions} started, {entry.completed} with all {entry.turns} turns answered",
+        ),
+        Fact(
+            "session time (completed)",
+            f"p50 {ms(entry.session_time_p50)} ms, p99 {ms(entry.session_time_p99)} ms, "
+            f"mean {ms(entry.session_time_mean)} ms",
+        ),
+    )
+    rows = tuple(
+        TurnRow(
+            turn=str(t.turn),
+            requests=str(t.requests),
+            ok=str(t.ok),
+            ttft_p50=ms(t.ttft_p50),
+            ttft_p99=ms(t.ttft_p99),
+            latency_p50=ms(t.latency_p50),
+            latency_p99=ms(t.latency_p99),
+            prompt_tokens=NO_VALUE
+            if t.prompt_tokens_mean is None
+            else f"{t.prompt_tokens_mean:.0f}",
+        )
+        for t in entry.by_turn
+    )
+    return SessionsView(facts, rows)
 
 
 def _refusals(s: Summary) -> Refusals | None:
