@@ -6,9 +6,9 @@
 Against the trivial loopback server of `benchmarks/loadgen.py` (pinned to CPU 1, zqbench
 to CPU 0):
 
-1. **lag**: a generated mooncake trace at `--rate` req/s (Poisson, timestamps to the
-   microsecond, 16-token blocks, 16-64 token prompts) against `constant-arrival-rate`
-   Poisson at the same rate with 16-token prompts, in alternating runs (trace,
+1. **lag**: a generated mooncake trace at `--rate` req/s (timestamps to the microsecond,
+   16-token blocks, 16-64 token prompts) against `constant-arrival-rate` at the same rate
+   with 16-token prompts, evenly spaced and Poisson, in alternating runs (trace,
    arrival-rate, trace, ...). Each run's schedule lag (t_send - t_intended) p50/p99 from
    its samples, achieved rate, and zqbench's CPU seconds per 1000 requests.
 2. **memory**: a `--big-rows`-line trace (`scenarios/data/make_trace.py`, 512-token blocks,
@@ -45,9 +45,12 @@ from benchmarks.loadgen import ZQBENCH, TrivialServer, pct, run_zqbench, taskset
 MAKE_TRACE = REPO / "scenarios/data/make_trace.py"
 
 
-def make_trace(out: Path, rows: int, rate: float, block_tokens: int, max_blocks: int) -> None:
+def make_trace(
+    out: Path, rows: int, rate: float, block_tokens: int, max_blocks: int, arrivals: str
+) -> None:
     args = ["--rows", str(rows), "--rate", str(rate), "--block-tokens", str(block_tokens)]
-    args += ["--max-blocks", str(max_blocks), "--decimals", "3", "--out", str(out)]
+    args += ["--max-blocks", str(max_blocks), "--decimals", "3", "--arrivals", arrivals]
+    args += ["--out", str(out)]
     subprocess.run([sys.executable, str(MAKE_TRACE), *args], check=True)
 
 
@@ -71,8 +74,8 @@ def trace_scenario(folder: Path, trace: Path, block_tokens: int) -> Path:
     return path
 
 
-def rate_scenario(folder: Path, rate: float, seconds: float) -> Path:
-    path = folder / "arrivals.toml"
+def rate_scenario(folder: Path, rate: float, seconds: float, arrivals: str) -> Path:
+    path = folder / f"arrivals-{arrivals}.toml"
     path.write_text(
         textwrap.dedent(
             f"""
@@ -82,7 +85,7 @@ def rate_scenario(folder: Path, rate: float, seconds: float) -> Path:
             executor = "constant-arrival-rate"
             rate = {rate}
             duration = "{seconds}s"
-            arrivals = "poisson"
+            arrivals = "{arrivals}"
             [request]
             max_tokens = 1
             stream = false
@@ -203,7 +206,7 @@ def main() -> None:
         if a.big_rows:
             big = tmp / "big.jsonl"
             t0 = time.monotonic()
-            make_trace(big, a.big_rows, a.rate, 512, 6)
+            make_trace(big, a.big_rows, a.rate, 512, 6, "poisson")
             results["big"] = {
                 "rows": a.big_rows,
                 "file_mib": round(big.stat().st_size / 2**20, 1),

@@ -5,8 +5,9 @@
 
 Rows in mooncake's format (docs/workloads.md): `timestamp` (ms), `input_length`,
 `output_length`, `hash_ids`, one id per block of `--block-tokens` prompt tokens. Arrivals
-are Poisson at `--rate`, stamped in whole milliseconds as mooncake's are (`--decimals 3`
-keeps microseconds: at 1000 req/s whole milliseconds bunch arrivals into one instant).
+are Poisson at `--rate` (or evenly spaced, `--arrivals uniform`), stamped in whole
+milliseconds as mooncake's are (`--decimals 3` keeps microseconds: at 1000 req/s whole
+milliseconds bunch arrivals into one instant).
 Reuse follows a simple model of chat and agent traffic: a new request either continues an
 earlier one (its first k full blocks, k drawn uniformly, then blocks of its own) or starts
 afresh, and earlier requests are picked with a bias towards recent ones. Ids are numbered
@@ -26,7 +27,14 @@ HERE = Path(__file__).resolve().parent
 
 
 def write(
-    out: Path, rows: int, rate: float, block_tokens: int, max_blocks: int, seed: int, decimals: int
+    out: Path,
+    rows: int,
+    rate: float,
+    block_tokens: int,
+    max_blocks: int,
+    seed: int,
+    decimals: int,
+    poisson: bool = True,
 ) -> None:
     rng = random.Random(seed)
     chains: list[list[int]] = []  # each earlier request's full blocks, for reuse
@@ -34,7 +42,7 @@ def write(
     t_ms = 0.0
     with out.open("w") as f:
         for _ in range(rows):
-            t_ms += rng.expovariate(rate) * 1000.0
+            t_ms += (rng.expovariate(rate) if poisson else 1 / rate) * 1000.0
             ids: list[int] = []
             if chains and rng.random() < 0.7:
                 # Recent requests are likelier to be continued (a conversation's next turn).
@@ -69,8 +77,10 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--out", type=Path, default=HERE / "trace.jsonl")
     p.add_argument("--decimals", type=int, default=0, help="of the timestamps, in ms")
+    p.add_argument("--arrivals", choices=("poisson", "uniform"), default="poisson")
     a = p.parse_args()
-    write(a.out, a.rows, a.rate, a.block_tokens, a.max_blocks, a.seed, a.decimals)
+    poisson = a.arrivals == "poisson"
+    write(a.out, a.rows, a.rate, a.block_tokens, a.max_blocks, a.seed, a.decimals, poisson)
 
 
 if __name__ == "__main__":

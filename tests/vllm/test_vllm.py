@@ -235,3 +235,27 @@ def test_a_trace_replay_gives_vllm_the_traces_own_prefix_reuse(
     sent = sum(r["prompt_tokens"] for r in samples)
     asked = sum(rows[r["source_row"]]["input_length"] for r in samples)
     assert abs(sent - asked) <= 0.05 * asked
+
+
+def test_each_sessions_turn_carries_the_last_one_and_its_answer_on_vllm(
+    vllm: VllmServer, tmp_path: Path
+) -> None:
+    # 2 sessions a second for 5 s, 4 turns each, on both APIs vLLM serves.
+    for api in ("openai", "anthropic"):
+        out = tmp_path / api
+        args = ["run", "sessions", "--target", vllm.base_url, "--api", api, *LAG_OK]
+        args += ["--rate-scale", "2", "--duration-scale", "0.25", "--min-samples", "20"]
+        result = zqbench_pinned(*args, "-q", "--out", str(out))
+        assert result.returncode in (0, 1), result.stderr
+        summary = _json(out / "summary.json")
+        assert summary["sessions"]["completed"] == summary["sessions"]["sessions"] >= 8
+        turns: dict[int, dict[int, dict]] = {}
+        for r in pq.read_table(out / "samples.parquet").to_pylist():
+            assert r["error"] is None and r["tokens_from_usage"], r
+            turns.setdefault(r["session"], {})[r["turn"]] = r
+        for session in turns.values():
+            message = session[0]["prompt_tokens"]  # the first turn: the template and a message
+            for k in range(1, 4):
+                last, now = session[k - 1], session[k]
+                expected = last["prompt_tokens"] + last["output_tokens"] + message
+                assert abs(now["prompt_tokens"] - expected) <= 0.02 * expected, (api, k, session)
