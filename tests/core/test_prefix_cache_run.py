@@ -1,0 +1,49 @@
+"""The shared-prefix scenario against the reference server's own prefix cache: zqbench reads
+the server's hit rate, and each response's cached tokens are exactly the shared blocks."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from tests.core.conftest import MODEL
+from zqbench.pipeline.run import RunOptions, run_scenario
+from zqbench.summary import CacheCounters, CachedUsage
+from zqbench.target.embedded import EmbeddedServer
+
+
+def _run(server: EmbeddedServer, scenario: str, out):  # type: ignore[no-untyped-def]
+    return run_scenario(
+        RunOptions(
+            scenario=scenario,
+            target=server.base_url,
+            model=MODEL,
+            duration_scale=0.15,  # 3 s at 10 req/s
+            out=out,
+            calibration="off",  # a byte a token: the shared prefix is 512 tokens exactly
+            min_samples=20,
+            api="openai",
+        )
+    )
+
+
+def test_shared_prefixes_hit_the_reference_servers_cache_and_cold_prompts_do_not(
+    ref_server: EmbeddedServer, tmp_path
+) -> None:
+    warm = _run(ref_server, "shared-prefix", tmp_path / "warm")
+    cold = _run(ref_server, "shared-prefix-cold", tmp_path / "cold")
+    samples = pq.read_table(warm.out_dir / "samples.parquet").to_pylist()
+    groups_seen = {s["source_row"] for s in samples}
+    hits = [s for s in samples if s["cached_tokens"]]
+    # Every request after its group's first finds the group's 512-token prefix: 32 blocks
+    # of 16 tokens (BOS and 511 bytes), never its own suffix.
+    assert all(s["cached_tokens"] == 512 and s["prompt_tokens"] == 544 for s in hits)
+    assert len(hits) >= len(samples) - len(groups_seen)
+    server = warm.summary.prefix_cache.server
+    assert isinstance(server, CacheCounters) and server.hit_rate is not None
+    assert server.hit_rate >= 0.5 and server.hits == 512 * len(hits)
+    cold_server = cold.summary.prefix_cache.server
+    assert isinstance(cold_server, CacheCounters) and cold_server.hits == 0
+    cold_usage = cold.summary.prefix_cache.usage
+    assert isinstance(cold_usage, CachedUsage) and cold_usage.cached_requests == 0
+    # The sim engine charges prefill time for the tokens it computes: a hit's TTFT is lower.
+    assert warm.summary.metrics["ttft"].p50 < cold.summary.metrics["ttft"].p50
