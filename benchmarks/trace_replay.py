@@ -188,19 +188,16 @@ def main() -> None:
     results: dict[str, Any] = {"rate": a.rate, "seconds": a.seconds, "lag": [], "big": None}
     with tempfile.TemporaryDirectory() as tmp_name, TrivialServer() as server:
         tmp = Path(tmp_name)
-        trace = tmp / "lag.jsonl"
-        make_trace(trace, round(a.rate * a.seconds), a.rate, 16, 4)
-        runs = {
-            "trace": trace_scenario(tmp, trace, 16),
-            "arrival-rate": rate_scenario(tmp, a.rate, a.seconds),
-        }
+        runs = {}
+        for arrivals in ("uniform", "poisson"):
+            trace = tmp / f"lag-{arrivals}.jsonl"
+            make_trace(trace, round(a.rate * a.seconds), a.rate, 16, 4, arrivals)
+            runs[("trace", arrivals)] = trace_scenario(tmp, trace, 16)
+            runs[("arrival-rate", arrivals)] = rate_scenario(tmp, a.rate, a.seconds, arrivals)
         for i in range(a.pairs):
-            for name, scenario in runs.items():
-                row = {
-                    "executor": name,
-                    "run": i,
-                    **measure(scenario, server.url, tmp / f"{name}{i}"),
-                }
+            for (name, arrivals), scenario in runs.items():
+                measured = measure(scenario, server.url, tmp / f"{name}-{arrivals}{i}")
+                row = {"executor": name, "arrivals": arrivals, "run": i, **measured}
                 results["lag"].append(row)
                 print(json.dumps(row), flush=True)
         if a.big_rows:
