@@ -388,6 +388,16 @@ class CacheCounters(_Record):
     hit_rate: JsonFloat  # hits / queries; null without queries
 
 
+class CacheHitRate(_Record):
+    """The server's prefix cache from its own hit-rate gauge (SGLang's
+    `sglang:cache_hit_rate`, a recent window's rate, not counters): sampled at each scrape."""
+
+    metric: str
+    mean: float  # over the run's scrapes
+    max: float
+    scrapes: int
+
+
 class CachedUsage(_Record):
     """What the responses' usage said of cached prompt tokens, and TTFT with and without."""
 
@@ -404,7 +414,7 @@ class CachedUsage(_Record):
 class PrefixCache(_Record):
     """The prefix cache: the server's counters, and what its responses' usage said."""
 
-    server: CacheCounters | Unavailable
+    server: CacheCounters | CacheHitRate | Unavailable
     usage: CachedUsage | Unavailable
 
 
@@ -447,7 +457,7 @@ class ServerQueue(_SparseRecord):
     queue_time: QueueTime | Unavailable
     over_time: QueueSeries
     # The prefix cache's counters; absent (None) in files written before them.
-    prefix_cache: CacheCounters | Unavailable | None = None
+    prefix_cache: CacheCounters | CacheHitRate | Unavailable | None = None
 
     def _absent(self) -> Collection[str]:
         return ["prefix_cache"] if self.prefix_cache is None else []

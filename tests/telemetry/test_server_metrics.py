@@ -18,12 +18,15 @@ from typer.testing import CliRunner
 from tests.polling import wait_for
 from tests.servers.in_thread import serve
 from zqbench.cli import app
+from zqbench.outputs import view
 from zqbench.pipeline.hooks import ServerMetrics
 from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
 from zqbench.saved.report import rerender_run
 from zqbench.summary import (
     CacheCounters,
     CachedUsage,
+    CacheHitRate,
+    PrefixCache,
     QueueSeries,
     QueueTime,
     ServerQueue,
@@ -104,6 +107,9 @@ sglang:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 1.0
 sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 2.0
 sglang:time_to_first_token_seconds_sum{model_name="m"} 0.3
 sglang:time_to_first_token_seconds_count{model_name="m"} 2.0
+# HELP sglang:cache_hit_rate The cache hit rate
+# TYPE sglang:cache_hit_rate gauge
+sglang:cache_hit_rate{model_name="m"} 0.375
 """
 
 TGI = """\
@@ -315,9 +321,24 @@ def test_sglang_and_tgi_series_become_the_server_queue(
     if kind == "tgi":  # unchanged between scrapes: nothing queued during the "run"
         assert isinstance(queue.queue_time, QueueTime) and queue.queue_time.count == 0
         assert queue.queue_time.metric == "tgi_request_queue_duration"
+        assert isinstance(queue.prefix_cache, Unavailable)
+        assert (
+            queue.prefix_cache.unavailable == "TGI exports no prefix-cache counters zqbench reads"
+        )
     else:
         assert isinstance(queue.queue_time, Unavailable)
         assert queue.queue_time.unavailable == "SGLang exports no queue-time histogram here"
+        # SGLang's prefix cache: its hit-rate gauge, read at every scrape.
+        cache = queue.prefix_cache
+        assert isinstance(cache, CacheHitRate) and cache.scrapes >= 2
+        assert (cache.metric, cache.mean, cache.max) == ("sglang:cache_hit_rate", 0.375, 0.375)
+        assert view.prefix_cache_rows(
+            PrefixCache(server=cache, usage=Unavailable(unavailable="x"))
+        )[0] == (
+            "server's counters",
+            f"hit rate 37.5% on average, 37.5% at most, over {cache.scrapes} scrapes of "
+            "sglang:cache_hit_rate (the server's recent rate, not counters)",
+        )
 
 
 # ------------------------------------------------------------------ whole runs

@@ -22,6 +22,7 @@ from zqbench.metrics.frame import MetricFrame
 from zqbench.summary import (
     CacheCounters,
     CachedUsage,
+    CacheHitRate,
     PrefixCache,
     ServerQueue,
     Unavailable,
@@ -38,7 +39,7 @@ def prefix_cache(
     frame: MetricFrame, server_queue: ServerQueue | Unavailable | None
 ) -> PrefixCache | None:
     usage = cached_usage(frame)
-    server: CacheCounters | Unavailable | None = None  # None: not looked for, or an older file
+    server: CacheCounters | CacheHitRate | Unavailable | None = None  # None: not looked for
     if isinstance(server_queue, ServerQueue):
         server = server_queue.prefix_cache
     if server is None and isinstance(usage, Unavailable):

@@ -911,7 +911,12 @@ def _or_reason(value: Any, text: Callable[[Any], str]) -> str:
     return text(value)
 
 
-def _cache_counters_text(c: model.CacheCounters) -> str:
+def _cache_counters_text(c: model.CacheCounters | model.CacheHitRate) -> str:
+    if isinstance(c, model.CacheHitRate):
+        return (
+            f"hit rate {c.mean:.1%} on average, {c.max:.1%} at most, over {c.scrapes} scrapes "
+            f"of {c.metric} (the server's recent rate, not counters)"
+        )
     rate = NO_VALUE if c.hit_rate is None else f"{c.hit_rate:.1%}"
     names = ", ".join(c.metrics)
     return f"hit rate {rate}: {c.hits:.0f} of {c.queries:.0f} prompt tokens ({names})"

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 CACHE_QUERIES = "prefix_cache_queries"  # canonical names of the cache counters
 CACHE_HITS = "prefix_cache_hits"
+CACHE_HIT_RATE = "prefix_cache_hit_rate"  # a gauge of the engine's own recent hit rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,8 @@ class Engine:
     # exposition adds `_total`); None: the engine exports none zqbench knows.
     cache_queries: str | None = None
     cache_hits: str | None = None
+    # A gauge of the recent hit rate, for an engine without the counters (SGLang's).
+    cache_hit_rate: str | None = None
 
     @property
     def series(self) -> dict[str, str]:
@@ -55,6 +58,8 @@ class Engine:
         ):
             if counter is not None:
                 out[counter] = out[counter + "_total"] = canonical
+        if self.cache_hit_rate is not None:
+            out[self.cache_hit_rate] = CACHE_HIT_RATE
         return out
 
 
@@ -74,6 +79,7 @@ ENGINES: tuple[Engine, ...] = (
         "sglang:num_queue_reqs",
         "sglang:num_running_reqs",
         "sglang:queue_time_seconds",
+        cache_hit_rate="sglang:cache_hit_rate",
     ),
     Engine(
         "tgi",

@@ -30,6 +30,7 @@ import pandas as pd
 
 from zqbench.summary import (
     CacheCounters,
+    CacheHitRate,
     GaugeSummary,
     QueueSeries,
     QueueTime,
@@ -37,7 +38,7 @@ from zqbench.summary import (
     Unavailable,
     json_number,
 )
-from zqbench.telemetry.engines import CACHE_HITS, CACHE_QUERIES, Engine
+from zqbench.telemetry.engines import CACHE_HIT_RATE, CACHE_HITS, CACHE_QUERIES, Engine
 
 WAITING = "num_requests_waiting"
 RUNNING = "num_requests_running"
@@ -127,8 +128,19 @@ def queue_time(
 
 def cache_counters(
     frame: pd.DataFrame, times: Sequence[int], engine: Engine
-) -> CacheCounters | Unavailable:
-    """The prefix cache's counters' growth over the run (tokens), and the hit rate."""
+) -> CacheCounters | CacheHitRate | Unavailable:
+    """The prefix cache's counters' growth over the run (tokens), and the hit rate; or, for
+    an engine with a hit-rate gauge instead (SGLang), the gauge over the run's scrapes."""
+    if engine.cache_hit_rate is not None:
+        values = _per_scrape(frame, CACHE_HIT_RATE, times).dropna()
+        if values.empty:
+            return Unavailable(unavailable=f"no {engine.cache_hit_rate} at the server's /metrics")
+        return CacheHitRate(
+            metric=engine.cache_hit_rate,
+            mean=float(values.mean()),
+            max=float(values.max()),
+            scrapes=len(values),
+        )
     if engine.cache_hits is None or engine.cache_queries is None:
         return Unavailable(
             unavailable=f"{engine.name} exports no prefix-cache counters zqbench reads"
