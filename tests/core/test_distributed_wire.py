@@ -72,12 +72,12 @@ def test_spec_and_work_cross_the_wire_without_the_api_key() -> None:
 
 
 def test_an_unknown_work_or_source_on_the_wire_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown work 'trace'"):
-        work_from_wire({"work": "trace"})
+    with pytest.raises(ValueError, match="unknown work 'replay-v9'"):
+        work_from_wire({"work": "replay-v9"})
     from zqbench.sources import source_from_wire
 
-    with pytest.raises(ValueError, match="unknown request source 'sessions'"):
-        source_from_wire({"source": "sessions"})
+    with pytest.raises(ValueError, match="unknown request source 'podcasts'"):
+        source_from_wire({"source": "podcasts"})
 
 
 def test_a_flushed_batch_is_shipped_as_written(tmp_path: Path) -> None:
