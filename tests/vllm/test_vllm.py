@@ -240,13 +240,13 @@ def test_a_trace_replay_gives_vllm_the_traces_own_prefix_reuse(
 def test_each_sessions_turn_carries_the_last_one_and_its_answer_on_vllm(
     vllm: VllmServer, tmp_path: Path
 ) -> None:
-    # 2 sessions a second for 4 s, 4 turns each, on both APIs vLLM serves. Messages of 384
+    # 2 sessions a second for 3 s, 4 turns each, on both APIs vLLM serves. Messages of 384
     # tokens and answers of 8: vLLM counts an answer again from its text, and this random
     # model's text re-encodes to more tokens than it was made of (32-token answers came back
     # as 32-51, 8-token ones as up to 17), noise that must stay small beside the prompt.
     scenario = tmp_path / "talk.toml"
     scenario.write_text(
-        'name = "talk"\n[load]\nexecutor = "sessions"\nrate = 2\nduration = "4s"\n'
+        'name = "talk"\n[load]\nexecutor = "sessions"\nrate = 2\nduration = "3s"\n'
         'turns = 4\nthink_time = "300ms"\n[request]\nprompt_tokens = 384\nmax_tokens = 8\n'
     )
     for api in ("openai", "anthropic"):
@@ -256,7 +256,7 @@ def test_each_sessions_turn_carries_the_last_one_and_its_answer_on_vllm(
         result = zqbench_pinned(*args, "-q", "--out", str(out))
         assert result.returncode in (0, 1), result.stderr
         summary = _json(out / "summary.json")
-        assert summary["sessions"]["completed"] == summary["sessions"]["sessions"] >= 8
+        assert summary["sessions"]["completed"] == summary["sessions"]["sessions"] >= 6
         turns: dict[int, dict[int, dict]] = {}
         for r in pq.read_table(out / "samples.parquet").to_pylist():
             assert r["error"] is None and r["tokens_from_usage"], r
