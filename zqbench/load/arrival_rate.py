@@ -30,6 +30,7 @@ from zqbench.load.executor import (
     Stage,
     graceful_stop,
     scaled_stages,
+    scheduled_missing,
     stage_spans,
 )
 from zqbench.strict_toml import Table
@@ -216,11 +217,7 @@ class ArrivalWork:
         return int(np.searchsorted(self.times_ns, elapsed_ns, "right"))
 
     def missing(self, received_ids: np.ndarray) -> tuple[int, float | None, float | None]:
-        lost = ~np.isin(self.request_ids, received_ids)
-        if not lost.any():
-            return 0, None, None
-        times = self.times_ns[lost]
-        return int(lost.sum()), float(times.min()) / 1e9, float(times.max()) / 1e9
+        return scheduled_missing(self.request_ids, self.times_ns, received_ids)
 
     def to_wire(self) -> dict[str, Any]:
         return {

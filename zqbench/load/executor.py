@@ -165,6 +165,18 @@ class Executor:
     parse: Callable[[Table, Path], LoadSpec]
 
 
+def scheduled_missing(
+    ids: np.ndarray, times_ns: np.ndarray, received_ids: np.ndarray
+) -> tuple[int, float | None, float | None]:
+    """`Work.missing` of a schedule: the ids not received, and their first and last
+    intended times in s."""
+    lost = ~np.isin(ids, received_ids)
+    if not lost.any():
+        return 0, None, None
+    times = times_ns[lost]
+    return int(lost.sum()), float(times.min()) / 1e9, float(times.max()) / 1e9
+
+
 def stage_spans(
     stages: Sequence[Stage], bounds_ns: Sequence[tuple[int, int]], *, rates: bool
 ) -> list[StageInfo]:

@@ -46,6 +46,7 @@ from zqbench.load.executor import (
     Slot,
     Stage,
     graceful_stop,
+    scheduled_missing,
     stage_spans,
 )
 from zqbench.strict_toml import Table
@@ -218,12 +219,8 @@ class SessionWork:
     def missing(self, received_ids: np.ndarray) -> tuple[int, float | None, float | None]:
         if not len(self.starts_ns):
             return 0, None, None
-        first = self.sessions * self.turns  # each session's turn 0 was scheduled
-        lost = ~np.isin(first, received_ids)
-        if not lost.any():
-            return 0, None, None
-        times = self.starts_ns[lost]
-        return int(lost.sum()), float(times.min()) / 1e9, float(times.max()) / 1e9
+        # Each session's turn 0 was scheduled; later turns wait for answers.
+        return scheduled_missing(self.sessions * self.turns, self.starts_ns, received_ids)
 
     def to_wire(self) -> dict[str, Any]:
         return {

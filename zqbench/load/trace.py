@@ -30,7 +30,15 @@ import numpy as np
 
 from zqbench.errors import OptionError, ScenarioError
 from zqbench.load.arrival_rate import Chunk, send_open_loop
-from zqbench.load.executor import Driver, Executor, LoadPlan, Stage, graceful_stop, stage_spans
+from zqbench.load.executor import (
+    Driver,
+    Executor,
+    LoadPlan,
+    Stage,
+    graceful_stop,
+    scheduled_missing,
+    stage_spans,
+)
 from zqbench.load.trace_file import (
     DEFAULT_BLOCK_TOKENS,
     TRACE_FORMATS,
@@ -179,11 +187,7 @@ class TraceWork:
         return int(np.searchsorted(self.times_ns, elapsed_ns, "right"))
 
     def missing(self, received_ids: np.ndarray) -> tuple[int, float | None, float | None]:
-        lost = ~np.isin(self.request_ids(), received_ids)
-        if not lost.any():
-            return 0, None, None
-        times = self.times_ns[lost]
-        return int(lost.sum()), float(times.min()) / 1e9, float(times.max()) / 1e9
+        return scheduled_missing(self.request_ids(), self.times_ns, received_ids)
 
     def to_wire(self) -> dict[str, Any]:
         return {
