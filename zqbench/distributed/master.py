@@ -35,7 +35,9 @@ END_MARGIN_S = 30.0  # past the schedule's end and its drain, before a silent wo
 
 @dataclass(frozen=True, slots=True)
 class MasterSettings:
-    bind: str = "*:5557"  # HOST:PORT for the workers' connections
+    # HOST:PORT for the workers' connections: loopback unless widened (#25: the master has
+    # no authentication yet, so every interface would let anyone join and read the share).
+    bind: str = p.LOOPBACK_BIND
     expect_workers: int = 1
     wait_s: float = 60.0  # for the expected workers to join
     max_lost_share: float = 0.0
@@ -49,7 +51,7 @@ class Master:
         self.slots: list[WorkerSlot] = []
         self.phase = "joining"
         self.start_ns = 0
-        host, port = p.parse_address(settings.bind, default_host="*")
+        host, port = p.parse_address(settings.bind, default_host=p.LOOPBACK)
         environment = p.import_locust()(user_classes=[])
         try:
             self.runner = environment.create_master_runner(host, port)

@@ -24,6 +24,8 @@ from zqbench.sources import source_from_wire, source_to_wire
 from zqbench.transport.base import PoolLimits
 
 DEFAULT_PORT = 5557  # Locust's
+LOOPBACK = "127.0.0.1"
+LOOPBACK_BIND = f"{LOOPBACK}:{DEFAULT_PORT}"  # the master's default: this machine only
 
 # zqbench's messages, on top of Locust's own (client_ready, ack, heartbeat, quit, ...).
 HELLO = "zq_hello"  # worker -> master: {host, pid, version}

@@ -189,7 +189,7 @@ class RunOptions:
     # Load from many machines (zqbench.distributed): the schedule split over Locust workers.
     distributed: bool = False
     expect_workers: int = 1  # the workers to wait for; the schedule is split that many ways
-    master_bind: str = "*:5557"  # HOST:PORT the workers connect to
+    master_bind: str = "127.0.0.1:5557"  # HOST:PORT the workers connect to: loopback
     worker_wait_s: float = 60.0  # for the expected workers to join
     max_lost_share: float = 0.0  # of the run, lost with dead workers, before it is invalid
 
