@@ -161,6 +161,14 @@ MinAchievedRatioOpt = Annotated[
     float | None,
     typer.Option(help="Lowest achieved/offered load of a valid run, 0..1 (default 0.97)."),
 ]
+MasterBindOpt = Annotated[
+    str,
+    typer.Option(
+        help="--distributed: HOST:PORT the workers connect to. Loopback by default; "
+        "0.0.0.0:5557 accepts workers from other machines, and anyone who can reach the "
+        "port can join as one (no authentication yet: keep it on a private network).",
+    ),
+]
 MinRatioSamplesOpt = Annotated[
     int | None,
     typer.Option(help="Fewest samples a request class needs for a p99/p50 ratio (default 100)."),

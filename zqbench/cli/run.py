@@ -65,14 +65,7 @@ def run(
     expect_workers: Annotated[
         int, typer.Option(help="--distributed: workers to wait for; each runs a share.")
     ] = 1,
-    master_bind: Annotated[
-        str,
-        typer.Option(
-            help="--distributed: HOST:PORT the workers connect to. Loopback by default; "
-            "0.0.0.0:5557 accepts workers from other machines, and anyone who can reach the "
-            "port can join as one (no authentication yet: keep it on a private network).",
-        ),
-    ] = "127.0.0.1:5557",
+    master_bind: opt.MasterBindOpt = "127.0.0.1:5557",
     worker_wait_s: Annotated[
         float, typer.Option("--worker-wait", help="--distributed: seconds to wait for them.")
     ] = 60.0,
