@@ -75,6 +75,7 @@ class TargetOptions:
     headers: tuple[str, ...]
     api_key_env: str | None
     insecure: bool
+    http2: bool  # the control plane speaks it too: a target may serve h2c only
     max_context: int | None
     calibration: CalibrationMode
     server_engine: ServerEngine

@@ -126,7 +126,7 @@ def embedded_server(options: TargetOptions, log_path: Path, *, pin_cpus: bool) -
 def _remote(base_url: str, options: TargetOptions, scenario: Scenario) -> Resolution:
     """The target checked reachable, its model and API resolved (zqbench.target.resolve)."""
     parse_base_url(base_url)  # one validation for every entry point (UsageError)
-    check_reachable(base_url, insecure=options.insecure)
+    check_reachable(base_url, insecure=options.insecure, http2=options.http2)
     named = None if options.api is None else options.api.api()
     access = Access(
         base_url,
@@ -134,6 +134,7 @@ def _remote(base_url: str, options: TargetOptions, scenario: Scenario) -> Resolu
         extra_headers=parse_headers(options.headers),
         insecure=options.insecure,
         timeout_s=min(scenario.request.timeout_s, RESOLVE_TIMEOUT_S),
+        http2=options.http2,
     )
     wanted = Wanted(
         model=options.model,
@@ -263,6 +264,7 @@ def _calibrate(
             dialect_config,
             max_context=max_context,
             insecure=options.insecure,
+            http2=options.http2,
             timeout_s=min(scenario.request.timeout_s, CALIBRATION_TIMEOUT_S),
             deadline_s=CALIBRATION_DEADLINE_S,
             # The embedded server lives on a new port each run: nothing to reuse.

@@ -227,6 +227,7 @@ def calibrate(
     timeout_s: float = 30.0,
     deadline_s: float = DEADLINE_S,
     insecure: bool = False,
+    http2: bool = False,
     use_cache: bool = True,
 ) -> Calibration:
     """The target's bytes-to-tokens line, from the cache or from probe requests.
@@ -241,7 +242,7 @@ def calibrate(
     texts = [synth_text(n, _PROBE_SEED + i) for i, n in enumerate(sizes)]
     dialect = get_dialect(api, config)
     with ControlClient(
-        insecure=insecure, timeout_s=timeout_s, max_body_bytes=MAX_ANSWER_BYTES
+        insecure=insecure, timeout_s=timeout_s, max_body_bytes=MAX_ANSWER_BYTES, http2=http2
     ) as client:
         prober = _Prober(base_url, dialect, client, timeout_s=timeout_s, deadline_s=deadline_s)
         cal = _measure(prober, texts)

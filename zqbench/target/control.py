@@ -324,15 +324,20 @@ def post_json(
         return client.post_json(url, body, headers=headers)
 
 
-def check_reachable(base_url: str, *, insecure: bool = False, timeout_s: float = 5.0) -> None:
+def check_reachable(
+    base_url: str, *, insecure: bool = False, timeout_s: float = 5.0, http2: bool = False
+) -> None:
     """TargetError `cannot reach HOST:PORT: <reason>` unless the target answers HTTP.
 
     Any answer to `GET /health` counts, a 404 too: the question is only whether an HTTP
     server is there (and, for https, whether its certificate verifies)."""
     origin = parse_base_url(base_url)
-    with ControlClient(insecure=insecure, timeout_s=timeout_s) as client:
+    with ControlClient(insecure=insecure, timeout_s=timeout_s, http2=http2) as client:
         ex = client.send(base_url, HttpRequest("GET", "/health", ()), _Body())
     if isinstance(ex.error, RequestTimeout):
         raise TargetError(f"cannot reach {origin.address}: no answer within {timeout_s:g} s")
     if ex.error is not None:
-        raise TargetError(f"cannot reach {origin.address}: {redact_text(str(ex.error))}")
+        hint = ""
+        if ex.error.error_class == "protocol" and not http2 and base_url.startswith("http:"):
+            hint = " (a server that speaks only HTTP/2? add --http2)"
+        raise TargetError(f"cannot reach {origin.address}: {redact_text(str(ex.error))}{hint}")

@@ -73,6 +73,7 @@ class Access:
     extra_headers: tuple[tuple[str, str], ...] = ()
     insecure: bool = False
     timeout_s: float = TIMEOUT_S
+    http2: bool = False  # HTTP/2 (prior knowledge on http://), as the load will speak
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +158,9 @@ class _Answer:
 def resolve_target(access: Access, wanted: Wanted) -> Resolution:
     """The model and API to use at `access.base_url`, checked by one request per API."""
     config = DialectConfig(model="", api_key=access.api_key, extra_headers=access.extra_headers)
-    with ControlClient(insecure=access.insecure, timeout_s=access.timeout_s) as client:
+    with ControlClient(
+        insecure=access.insecure, timeout_s=access.timeout_s, http2=access.http2
+    ) as client:
         models = _models(client, access, config, required=wanted.model is None)
         model, model_note = _pick_model(wanted, models)
         config = DialectConfig(
