@@ -163,7 +163,7 @@ def parse_arrivals(
 
 
 Chunk = tuple[list[int], list[int], list[int]]  # intended times (ns from t = 0), ids, stages
-_CHUNK = 65_536  # arrivals turned into Python ints at a time: a long schedule stays arrays
+CHUNK = 65_536  # arrivals turned into Python ints at a time: a long schedule stays arrays
 
 
 async def send_open_loop(driver: Driver, chunks: Iterator[Chunk]) -> None:
@@ -189,8 +189,8 @@ async def send_open_loop(driver: Driver, chunks: Iterator[Chunk]) -> None:
 
 
 def _chunks(times_ns: np.ndarray, ids: np.ndarray, stages: np.ndarray) -> Iterator[Chunk]:
-    for a in range(0, len(times_ns), _CHUNK):
-        b = a + _CHUNK
+    for a in range(0, len(times_ns), CHUNK):
+        b = a + CHUNK
         yield times_ns[a:b].tolist(), ids[a:b].tolist(), stages[a:b].tolist()
 
 

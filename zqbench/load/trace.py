@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from zqbench.errors import OptionError, ScenarioError
-from zqbench.load.arrival_rate import Chunk, send_open_loop
+from zqbench.load.arrival_rate import CHUNK, Chunk, send_open_loop
 from zqbench.load.executor import (
     Driver,
     Executor,
@@ -48,8 +48,6 @@ from zqbench.load.trace_file import (
     scan,
 )
 from zqbench.strict_toml import Table
-
-_CHUNK = 65_536  # rows turned into Python ints at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +124,8 @@ class TraceLoad:
     def concurrency_guess(self) -> int:
         times = self.times_ns()
         busiest = 0  # the most rows in a second, a piece at a time (a trace may be long)
-        for a in range(0, len(times), _CHUNK):
-            ends = np.searchsorted(times, times[a : a + _CHUNK] + 1_000_000_000, "left")
+        for a in range(0, len(times), CHUNK):
+            ends = np.searchsorted(times, times[a : a + CHUNK] + 1_000_000_000, "left")
             busiest = max(busiest, int(np.max(ends - np.arange(a, a + len(ends)))))
         return int(busiest * 0.1) + 4  # times a guessed 100 ms latency (Little's law)
 
@@ -165,8 +163,8 @@ class TraceWork:
         await send_open_loop(driver, self._chunks())
 
     def _chunks(self) -> Iterator[Chunk]:
-        for a in range(0, len(self.times_ns), _CHUNK):
-            times = self.times_ns[a : a + _CHUNK].tolist()
+        for a in range(0, len(self.times_ns), CHUNK):
+            times = self.times_ns[a : a + CHUNK].tolist()
             first = self.first_id + a * self.step
             yield (
                 times,
