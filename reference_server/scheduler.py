@@ -5,9 +5,11 @@ synchronously, under the lock, in the handler that read it. That reservation is
 the dispatch: the request joins the running batch at the next step boundary.
 With no slot or KV budget free it is refused at once; nothing ever waits.
 
-fifo: the classic design. Every request joins an unbounded FIFO queue; at each
-step boundary the engine moves requests from the head of the queue into free
-slots. An optional queue timeout turns long waits into a refusal (429).
+fifo: the classic design. A request that finds a free slot and nobody waiting
+takes it at once, as in zero-queue; any other joins an unbounded FIFO queue, and
+at each step boundary the engine moves requests from the head of the queue into
+free slots. The two differ only in what happens without a free slot. An optional
+queue timeout turns long waits into a refusal (429).
 
 Both share `take_new` and `release`, so the engine loop is identical for both.
 """
@@ -82,12 +84,27 @@ class Scheduler:
                     return "dispatch_target"
                 self._assign(seq)
                 self._admitted.append(seq)
+            elif self._can_take_now(seq):
+                self._assign(seq)
+                self._admitted.append(seq)
             elif seq.profile == "low-latency":
                 self._waiting_first.append(seq)
             else:
                 self._waiting.append(seq)
         self._work.set()
         return None
+
+    def _can_take_now(self, seq: Sequence) -> bool:
+        """fifo: nobody waits ahead and a slot and its KV positions are free. The request then
+        takes its slot in the handler, as zero-queue does: a wait in this design is only ever
+        a wait behind other requests, never a wake-up of the engine thread (which a busy core
+        delays by milliseconds, and which would show as server_queue at rest)."""
+        return (
+            not self._waiting
+            and not self._waiting_first
+            and bool(self._free)
+            and self._reserved_tokens + seq.reserved_tokens <= self.kv_budget_tokens
+        )
 
     def _assign(self, seq: Sequence) -> None:
         seq.slot = self._free.pop()

@@ -72,15 +72,23 @@ def test_kv_budget_and_fifo_order_and_timeout() -> None:
         assert zq.submit(_seq(loop, 4, 4)) is None
         assert zq.submit(_seq(loop, 4, 8)) == "kv_budget"  # 8 + 12 > 16
         fifo = Scheduler("fifo", max_slots=1, kv_budget_tokens=100, queue_timeout_s=0.05)
-        first, second, fast = _seq(loop), _seq(loop), _seq(loop, profile="low-latency")
-        for s in (first, second, fast):
+        first, second, third = _seq(loop), _seq(loop), _seq(loop)
+        fast = _seq(loop, profile="low-latency")
+        for s in (first, second, third, fast):
             assert fifo.submit(s) is None
+        # A free slot and nobody waiting: taken in the handler, as zero-queue does.
+        assert first.slot is not None and first.dispatch is not None
+        assert second.slot is None and fifo.num_waiting == 3
+        assert fifo.take_new().new == [first]
+        fifo.release(first)
         new, _, _ = fifo.take_new()
         assert new == [fast]  # low-latency requests go ahead of the queue
-        assert fifo.num_waiting == 2
+        fifo.release(fast)
+        late = _seq(loop)
+        assert fifo.submit(late) is None and late.slot is None  # a free slot, but two wait
         time.sleep(0.06)
         _, expired, _ = fifo.take_new()
-        assert expired == [first, second]
+        assert expired == [second, third, late]
     finally:
         loop.close()
 
