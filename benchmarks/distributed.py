@@ -106,7 +106,7 @@ def start(name: str, args: list[str]) -> Proc:
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), "ZQBENCH_SECRET": "benchmark-" + "0" * 32},
     )
     return Proc(name, popen)
 

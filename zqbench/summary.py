@@ -544,6 +544,9 @@ class Distributed(_Record):
     lost_requests: int
     lost_share: float  # of the offered requests (open loop) or VU-time (closed loop)
     max_lost_share: float  # above it the run is invalid
+    # Messages the master dropped, by reason ("wrong proof", "malformed frame", ...): a
+    # stranger's or a broken worker's, never merged (docs/distributed.md#trust).
+    rejected_messages: dict[str, int] = {}
 
 
 # --- the verdict ---------------------------------------------------------------------------

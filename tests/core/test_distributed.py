@@ -51,6 +51,10 @@ timeout = "10s"
 """
 
 
+# The master and its workers share it (zqbench.distributed.auth); the tests' own.
+SECRET_ENV = {"ZQBENCH_SECRET": "test-secret-0123456789abcdef"}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,7 +68,7 @@ def _start(*args: str, log: Path) -> subprocess.Popen[bytes]:
             cwd=REPO,
             stdout=sink,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={**os.environ, "PYTHONPATH": str(REPO), **SECRET_ENV},
         )
 
 
@@ -257,7 +261,7 @@ def test_too_few_workers_is_one_line_and_exit_3(tmp_path: Path, ref_server: Embe
     result = zqbench(
         "run", str(scenario), "--target", ref_server.base_url, "--calibration", "off",
         "--out", str(tmp_path / "run"), "-q", "--distributed", "--expect-workers", "2",
-        "--master-bind", f"127.0.0.1:{port}", "--worker-wait", "1",
+        "--master-bind", f"127.0.0.1:{port}", "--worker-wait", "1", env=SECRET_ENV,
     )  # fmt: skip
     assert result.returncode == EXIT_TARGET
     assert result.stderr.strip().splitlines()[-1] == (

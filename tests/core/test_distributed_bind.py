@@ -1,5 +1,5 @@
-"""The distributed master listens on loopback unless told otherwise (#25: it has no
-authentication yet, so every interface would let anyone on the network join as a worker)."""
+"""The distributed master listens on loopback unless told otherwise (#25: a master on every
+interface is reachable from the whole network, secret or not)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ PROBE = textwrap.dedent(
     from pathlib import Path
     from zqbench.distributed.master import Master, MasterSettings
 
-    master = Master(MasterSettings(bind=sys.argv[1]), Path("."))
+    master = Master(MasterSettings(secret=b"s" * 32, bind=sys.argv[1]), Path("."))
     port = int(master.address.rsplit(":", 1)[1])
     # The kernel's own table of listening sockets: the address the master bound.
     listening = set()
@@ -58,4 +58,5 @@ def test_the_flags_help_says_what_widening_it_means() -> None:
 
     result = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"})
     text = " ".join(result.stdout.split())
-    assert "Loopback by default" in text and "no authentication yet" in text
+    assert "Loopback by default" in text and "Only workers that prove the shared secret" in text
+    assert "not encrypted" in text

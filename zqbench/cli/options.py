@@ -165,8 +165,16 @@ MasterBindOpt = Annotated[
     str,
     typer.Option(
         help="--distributed: HOST:PORT the workers connect to. Loopback by default; "
-        "0.0.0.0:5557 accepts workers from other machines, and anyone who can reach the "
-        "port can join as one (no authentication yet: keep it on a private network).",
+        "0.0.0.0:5557 accepts workers from other machines. Only workers that prove the "
+        "shared secret join; the channel is not encrypted (--header values cross it).",
+    ),
+]
+SecretEnvOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="Environment variable holding the secret the master and its workers share and "
+        "prove (never sent); default ZQBENCH_SECRET, at least 16 characters.",
     ),
 ]
 MinRatioSamplesOpt = Annotated[

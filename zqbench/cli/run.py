@@ -66,6 +66,7 @@ def run(
         int, typer.Option(help="--distributed: workers to wait for; each runs a share.")
     ] = 1,
     master_bind: opt.MasterBindOpt = "127.0.0.1:5557",
+    secret_env: opt.SecretEnvOpt = None,
     worker_wait_s: Annotated[
         float, typer.Option("--worker-wait", help="--distributed: seconds to wait for them.")
     ] = 60.0,

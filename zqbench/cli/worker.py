@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from zqbench.cli.options import SecretEnvOpt
+
 
 def worker(
     master: Annotated[str, typer.Option(help="The master's HOST[:PORT] (port 5557 if none).")],
@@ -14,14 +16,17 @@ def worker(
         Path, typer.Option(help="Each run's own sample file goes under OUT/<run>/.")
     ] = Path("reports/workers"),
     once: Annotated[bool, typer.Option(help="Serve one run, then exit.")] = False,
+    secret_env: SecretEnvOpt = None,
 ) -> None:
     """Run shares of `zqbench run --distributed` runs on this machine (a Locust worker)."""
+    from zqbench.distributed.auth import read_secret
     from zqbench.distributed.worker import WorkerOptions, serve
 
     def note(line: str) -> None:
         typer.echo(line, err=True)
 
-    raise typer.Exit(serve(WorkerOptions(master=master, out=out, once=once), on_note=note))
+    options = WorkerOptions(master=master, secret=read_secret(secret_env), out=out, once=once)
+    raise typer.Exit(serve(options, on_note=note))
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ at the ledger between sleeps.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from zqbench import __version__
+from zqbench.distributed import auth
 from zqbench.distributed import protocol as p
 from zqbench.distributed.clock import ClockOffset
+from zqbench.distributed.guard import MAX_PENDING, Door
 from zqbench.distributed.ledger import FINISHED, WorkerSlot
 from zqbench.distributed.outcome import DistributedOutcome, outcome
 from zqbench.engines.live import ProgressCallback, merge_snapshots
@@ -35,8 +38,8 @@ END_MARGIN_S = 30.0  # past the schedule's end and its drain, before a silent wo
 
 @dataclass(frozen=True, slots=True)
 class MasterSettings:
-    # HOST:PORT for the workers' connections: loopback unless widened (#25: the master has
-    # no authentication yet, so every interface would let anyone join and read the share).
+    secret: bytes  # shared with the workers, which prove it (auth.py); never sent
+    # HOST:PORT for the workers' connections: loopback unless widened.
     bind: str = p.LOOPBACK_BIND
     expect_workers: int = 1
     wait_s: float = 60.0  # for the expected workers to join
@@ -44,11 +47,20 @@ class MasterSettings:
     api_key_env: str | None = None  # its name goes to the workers, never its value
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 class Master:
-    def __init__(self, settings: MasterSettings, out_dir: Path) -> None:
+    def __init__(
+        self, settings: MasterSettings, out_dir: Path, *, on_note: Callable[[str], None] = _stderr
+    ) -> None:
         self.settings = settings
         self.out_dir = out_dir
+        self.on_note = on_note
         self.slots: list[WorkerSlot] = []
+        self.channels: dict[str, auth.Channel] = {}  # node -> its session, once proven
+        self.pending: dict[str, tuple[bytes, bytes, str]] = {}  # node -> (Nm, Nw, host)
         self.phase = "joining"
         self.start_ns = 0
         host, port = p.parse_address(settings.bind, default_host=p.LOOPBACK)
@@ -60,51 +72,132 @@ class Master:
                 "master_bind", "cannot listen there (the port is in use?)", value=settings.bind
             ) from None
         self.address = f"{host}:{self.runner.server.port}"
+        self.door = Door(self.runner, self.channels.__contains__, self._dropped)
+        self.door.install()
         handlers: dict[str, Callable[[WorkerSlot | None, str, Any], None]] = {
-            p.HELLO: self._hello,
             p.PING: self._ping,
             p.READY: self._ready,
             p.FAILED: self._failed,
             p.SAMPLES: self._samples,
             p.DONE: self._done,
         }
+        self.runner.register_message(p.HELLO, self._unsealed(self._hello))
+        self.runner.register_message(p.PROOF, self._unsealed(self._proof))
         for kind, handler in handlers.items():
-            self.runner.register_message(kind, self._handler(handler))
+            self.runner.register_message(kind, self._sealed(kind, handler))
 
     # ------------------------------------------------------------------ messages
-    def _handler(self, handle: Callable[[WorkerSlot | None, str, Any], None]) -> Any:
+    def _unsealed(self, handle: Callable[[str, dict[str, Any]], None]) -> Any:
         def listener(environment: Any, msg: Any) -> None:
-            slot = next((s for s in self.slots if s.node == msg.node_id), None)
-            handle(slot, msg.node_id, msg.data)
+            if not isinstance(msg.data, dict):
+                self.door.drop("malformed content", msg.node_id, f"{msg.type} is not a map")
+                return
+            try:
+                handle(msg.node_id, msg.data)
+            except (KeyError, TypeError, ValueError) as exc:
+                self.door.drop("malformed content", msg.node_id, f"{msg.type}: {exc}")
 
         return listener
 
+    def _sealed(self, kind: str, handle: Callable[[WorkerSlot | None, str, Any], None]) -> Any:
+        """Only a proven worker's messages, opened with its session key, reach `handle`: the
+        node id is the ZeroMQ identity they arrived under (guard.py checks it)."""
+
+        def listener(environment: Any, msg: Any) -> None:
+            node = msg.node_id
+            channel = self.channels.get(node)
+            if channel is None:
+                self.door.drop("not proven", node, kind)
+                return
+            ok, data = channel.open(kind, msg.data)
+            if not ok:
+                self.door.drop("bad seal", node, kind)
+                return
+            slot = next((s for s in self.slots if s.node == node), None)
+            try:
+                handle(slot, node, data if data is not None else {})
+            except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+                self.door.drop("malformed content", node, f"{kind}: {type(exc).__name__}")
+
+        return listener
+
+    def _dropped(self, reason: str, node: str, detail: str) -> None:
+        """The first of each reason is said on the terminal; all are counted (summary.json)."""
+        if self.door.dropped[reason] == 1:
+            what = f" ({detail})" if detail else ""
+            self.on_note(
+                f"zqbench master: dropped a message from {node[:80]}: {reason}{what};"
+                " later ones of this kind are only counted"
+            )
+
     def _send(self, kind: str, node: str, data: Any = None) -> None:
+        if kind not in p.UNSEALED:
+            data = self.channels[node].seal(kind, {} if data is None else data)
         self.runner.send_message(kind, data, client_id=node)
 
-    def _hello(self, slot: WorkerSlot | None, node: str, data: Any) -> None:
-        if slot is not None:
+    def _hello(self, node: str, data: dict[str, Any]) -> None:
+        if node in self.channels:
             return  # a repeated hello
-        expected = self.settings.expect_workers
-        if self.phase != "joining" or len(self.slots) >= expected:
-            reason = f"the master at {self.address} already has its {expected} workers for this run"
-            self._send(p.REFUSED, node, {"reason": reason})
+        nonce = data["nonce"]
+        if not auth.is_nonce(nonce):
+            raise ValueError("no nonce (a zqbench worker older than the secret handshake?)")
+        if self._full():
+            self._refuse(node, self._full_reason())
             return
-        self.slots.append(WorkerSlot(node=node, host=str(data.get("host", "?"))))
+        mine = auth.new_nonce()
+        self.pending.pop(node, None)
+        self.pending[node] = (mine, nonce, _printable(data.get("host")))
+        while len(self.pending) > MAX_PENDING:
+            self.pending.pop(next(iter(self.pending)))
+        proof = auth.proof(self.settings.secret, "master", node, nonce, mine)
+        self._send(p.CHALLENGE, node, {"nonce": mine, "proof": proof})
+
+    def _proof(self, node: str, data: dict[str, Any]) -> None:
+        if node in self.channels or node not in self.pending:
+            self.door.drop("not proven", node, "a proof without a challenge")
+            return
+        mine, theirs, host = self.pending.pop(node)
+        secret = self.settings.secret
+        if not auth.proof_ok(secret, "worker", node, mine, theirs, data.get("proof")):
+            self.door.drop("wrong proof", node, f"worker on {host}")
+            self._refuse(node, "its proof of the shared secret is wrong", secret=True)
+            self.door.forget(node)
+            return
+        if self._full():
+            self._refuse(node, self._full_reason())
+            return
+        self.channels[node] = auth.Channel(secret, node, mine, theirs)
+        self.slots.append(WorkerSlot(node=node, host=host))
+
+    def _full(self) -> bool:
+        return self.phase != "joining" or len(self.slots) >= self.settings.expect_workers
+
+    def _full_reason(self) -> str:
+        n = self.settings.expect_workers
+        return f"the master at {self.address} already has its {n} workers for this run"
+
+    def _refuse(self, node: str, reason: str, *, secret: bool = False) -> None:
+        self._send(p.REFUSED, node, {"reason": reason, "secret": secret})
 
     def _ping(self, slot: WorkerSlot | None, node: str, data: Any) -> None:
         t2 = now_ns()
         if slot is not None:
-            self._send(p.PONG, node, {**data, "t2": t2, "t3": now_ns()})
+            seq, t1 = _int(data["seq"]), _int(data["t1"])
+            self._send(p.PONG, node, {"seq": seq, "t1": t1, "t2": t2, "t3": now_ns()})
 
     def _ready(self, slot: WorkerSlot | None, node: str, data: Any) -> None:
         if slot is not None and slot.state == "assigned":
-            slot.clock = ClockOffset(**data)
+            slot.clock = ClockOffset(
+                offset_ns=_int(data["offset_ns"]),
+                uncertainty_ns=_int(data["uncertainty_ns"]),
+                rtt_ns=_int(data["rtt_ns"]),
+                rounds=_int(data["rounds"]),
+            )
             slot.state = "ready"
 
     def _failed(self, slot: WorkerSlot | None, node: str, data: Any) -> None:
         if slot is not None:
-            slot.failure = str(data.get("message", "failed"))
+            slot.failure = _printable(data.get("message"), limit=500) or "failed"
 
     def _samples(self, slot: WorkerSlot | None, node: str, data: Any) -> None:
         if slot is None:
@@ -117,7 +210,7 @@ class Master:
     def _done(self, slot: WorkerSlot | None, node: str, data: Any) -> None:
         if slot is None or slot.state in FINISHED:
             return
-        slot.sent = int(data.get("sent", 0))
+        slot.sent = _int(data.get("sent", 0))
         slot.finish("stopped" if data.get("stopped_early") else "done")
         self._send(p.BYE, node)
 
@@ -237,6 +330,7 @@ class Master:
             offered=offered,
             max_lost_share=self.settings.max_lost_share,
             duration_s=duration_s,
+            rejected=dict(self.door.dropped),
         )
 
 
@@ -254,3 +348,17 @@ def _end_ns(start_ns: int, specs: list[WorkerSpec], works: list[Work]) -> int:
     spec = specs[0]
     drain = spec.drain_timeout_s if spec.drain_timeout_s is not None else spec.timeout_s + 1
     return start_ns + last + int((drain + END_MARGIN_S) * 1e9)
+
+
+def _int(value: Any) -> int:
+    """A worker's integer field: an int of int64's range (a bool or a float is refused)."""
+    if type(value) is not int or not -(2**63) <= value < 2**63:
+        raise ValueError(f"an int64 expected, not {type(value).__name__}")
+    return value
+
+
+def _printable(value: Any, *, limit: int = 255) -> str:
+    """A worker's text for the terminal and the summary: a bounded, printable string."""
+    if not isinstance(value, str):
+        return "?"
+    return "".join(c if c.isprintable() else "?" for c in value[:limit])

@@ -24,6 +24,7 @@ class DistributedOutcome:
     workers: tuple[DistributedWorker, ...]  # schedule_lag_p99_s filled by `attach`
     lost_requests: int
     lost_share: float
+    rejected: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of_record(cls, record: Distributed) -> DistributedOutcome:
@@ -36,6 +37,7 @@ class DistributedOutcome:
             workers=tuple(record.workers),
             lost_requests=record.lost_requests,
             lost_share=record.lost_share,
+            rejected=dict(record.rejected_messages),
         )
 
     @property
@@ -84,6 +86,7 @@ class DistributedOutcome:
             lost_requests=self.lost_requests,
             lost_share=self.lost_share,
             max_lost_share=self.max_lost_share,
+            rejected_messages=dict(self.rejected),
         )
         update: dict[str, object] = {"distributed": record}
         if reasons != summary.validity.reasons:
@@ -105,6 +108,7 @@ def outcome(
     offered: int,
     max_lost_share: float,
     duration_s: float,
+    rejected: dict[str, int] | None = None,
 ) -> DistributedOutcome:
     workers = [_record(s, len(slots), duration_s) for s in slots]
     lost = sum(w.lost_requests for w in workers)
@@ -112,7 +116,9 @@ def outcome(
         share = lost / offered
     else:  # closed loop: the lost workers' VU share over the time they were gone
         share = sum(_vu_time_lost(s, len(slots), duration_s) for s in slots)
-    return DistributedOutcome(master, len(slots), max_lost_share, tuple(workers), lost, share)
+    return DistributedOutcome(
+        master, len(slots), max_lost_share, tuple(workers), lost, share, dict(rejected or {})
+    )
 
 
 def _vu_time_lost(slot: WorkerSlot, n: int, duration_s: float) -> float:

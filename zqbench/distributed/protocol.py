@@ -9,6 +9,7 @@ int64 / int32 arrays, sample batches as Arrow IPC streams with the samples' own 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from typing import Any
 
@@ -28,8 +29,11 @@ LOOPBACK = "127.0.0.1"
 LOOPBACK_BIND = f"{LOOPBACK}:{DEFAULT_PORT}"  # the master's default: this machine only
 
 # zqbench's messages, on top of Locust's own (client_ready, ack, heartbeat, quit, ...).
-HELLO = "zq_hello"  # worker -> master: {host, pid, version}
-REFUSED = "zq_refused"  # master -> worker: {reason}; the worker exits 3
+HELLO = "zq_hello"  # worker -> master: {host, pid, version, nonce}
+CHALLENGE = "zq_challenge"  # master -> worker: {nonce, proof} (auth.py)
+PROOF = "zq_proof"  # worker -> master: {proof}; only then does it hold a slot
+REFUSED = "zq_refused"  # master -> worker: {reason, secret}; the worker exits 3 (2: secret)
+# Sealed (auth.Channel) from here on: only a worker that proved the secret hears or says them.
 ASSIGN = "zq_assign"  # master -> worker: {index, run, spec, work, api_key_env}
 PING = "zq_ping"  # worker -> master: {seq, t1}
 PONG = "zq_pong"  # master -> worker: {seq, t1, t2, t3}
@@ -41,8 +45,9 @@ STOP = "zq_stop"  # master -> worker: stop sending (Ctrl-C on the master)
 DONE = "zq_done"  # worker -> master: {sent, recorded, stopped_early, batches}
 BYE = "zq_bye"  # master -> worker: everything arrived, exit
 
-WORKER_MESSAGES = (HELLO, PING, READY, FAILED, SAMPLES, DONE)
-MASTER_MESSAGES = (REFUSED, ASSIGN, PONG, START, STOP, BYE)
+WORKER_MESSAGES = (HELLO, PROOF, PING, READY, FAILED, SAMPLES, DONE)
+MASTER_MESSAGES = (CHALLENGE, REFUSED, ASSIGN, PONG, START, STOP, BYE)
+UNSEALED = (HELLO, CHALLENGE, PROOF, REFUSED)  # the handshake, before a session key exists
 
 
 def import_locust() -> Any:
@@ -108,11 +113,36 @@ def progress_to_wire(progress: WorkerProgress) -> dict[str, Any]:
     return data
 
 
-def progress_from_wire(data: dict[str, Any]) -> WorkerProgress:
-    """A worker's live counters, its index and lag included (the live view shows each)."""
-    fields = dict(data)
-    fields["recent_ms"] = tuple(fields["recent_ms"])
-    return WorkerProgress(**fields)
+_PROGRESS_FIELDS = frozenset(f.name for f in dataclasses.fields(WorkerProgress))
+_PROGRESS_INTS = ("sent", "due", "done", "ok", "inflight", "stage", "worker")
+MAX_RECENT = 4096  # latencies a progress message may carry (a worker sends its latest 2048)
+
+
+def progress_from_wire(data: Any) -> WorkerProgress:
+    """A worker's live counters, its index and lag included (the live view shows each);
+    ValueError for anything but the fields and types a zqbench worker sends."""
+    if not isinstance(data, dict) or set(data) != _PROGRESS_FIELDS:
+        raise ValueError("not a worker's progress")
+    if not all(_is_int(data[k]) for k in _PROGRESS_INTS):
+        raise ValueError("a progress counter is not an integer")
+    status, recent, lag = data["status"], data["recent_ms"], data["lag_p99_ms"]
+    if not isinstance(status, dict) or len(status) > 1024:
+        raise ValueError("progress status counts are not a map")
+    if not all(isinstance(k, str) and len(k) <= 64 and _is_int(v) for k, v in status.items()):
+        raise ValueError("a progress status count is not a name and an integer")
+    if not isinstance(recent, (list, tuple)) or len(recent) > MAX_RECENT:
+        raise ValueError("progress latencies are not a bounded list")
+    if not all(_is_real(x) for x in recent) or not (lag is None or _is_real(lag)):
+        raise ValueError("a progress latency is not a finite number")
+    return WorkerProgress(**{**data, "recent_ms": tuple(float(x) for x in recent)})
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int and -(2**63) <= x < 2**63
+
+
+def _is_real(x: Any) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)
 
 
 # --------------------------------------------------------------------------- samples

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from zqbench import __version__
+from zqbench.distributed import auth
 from zqbench.distributed import protocol as p
 from zqbench.distributed.clock import ROUNDS, ClockOffset, ClockRound, best_offset
 from zqbench.engines.live import WorkerProgress
@@ -41,6 +42,7 @@ BYE_TIMEOUT_S = 10.0
 @dataclass(frozen=True, slots=True)
 class WorkerOptions:
     master: str  # HOST[:PORT]
+    secret: bytes  # shared with the master (auth.py): proven, never sent
     out: Path = Path("reports/workers")  # each run's own Arrow file, under <out>/<run>/
     once: bool = False  # serve one run, then exit
 
@@ -51,7 +53,7 @@ def serve(options: WorkerOptions, *, on_note: Callable[[str], None] = print) -> 
     stop = StopFlag()
     with stop_on_signals(stop):
         while True:
-            code = _Session(host, port, options.out, stop, on_note).serve()
+            code = _Session(host, port, options, stop, on_note).serve()
             if options.once or stop.is_set() or code == EXIT_USAGE:
                 return code
 
@@ -69,10 +71,18 @@ class _Session:
     """One run, from connecting to the master to its goodbye."""
 
     def __init__(
-        self, host: str, port: int, out: Path, stop: StopFlag, on_note: Callable[[str], None]
+        self,
+        host: str,
+        port: int,
+        options: WorkerOptions,
+        stop: StopFlag,
+        on_note: Callable[[str], None],
     ) -> None:
-        self.out, self.stop, self.note = out, stop, on_note
-        self.inbox: dict[str, list[Any]] = {kind: [] for kind in p.MASTER_MESSAGES}
+        self.out, self.secret, self.stop, self.note = options.out, options.secret, stop, on_note
+        # (arrival time, data) per kind; sealed ones are opened when taken
+        self.inbox: dict[str, list[tuple[int, Any]]] = {kind: [] for kind in p.MASTER_MESSAGES}
+        self.channel: auth.Channel | None = None
+        self.stopped = False  # a sealed zq_stop arrived
         self.outbox: list[tuple[str, Any]] = []
         self.progress: WorkerProgress | None = None
         environment = p.import_locust()(user_classes=[])
@@ -86,28 +96,42 @@ class _Session:
 
     def _listener(self, kind: str) -> Any:
         def listener(environment: Any, msg: Any) -> None:
-            data = msg.data
-            if kind == p.PONG:
-                data = {**data, "t4": now_ns()}  # stamped on arrival, before anything else
-            self.inbox[kind].append(data)
+            # Stamped on arrival, before anything else (a pong's t4).
+            self.inbox[kind].append((now_ns(), msg.data))
 
         return listener
 
-    def _take(self, kind: str) -> Any | None:
+    def _take(self, kind: str) -> dict[str, Any] | None:
+        """The oldest `kind` from the master that is a map and, after the handshake, carries
+        this session's seal; anything else is dropped, and said."""
         box = self.inbox[kind]
-        return box.pop(0) if box else None
+        while box:
+            arrived, raw = box.pop(0)
+            ok, data = (True, raw) if kind in p.UNSEALED else self._open(kind, raw)
+            if ok and isinstance(data, dict):
+                return {**data, "t4": arrived} if kind == p.PONG else data
+            self.note(f"zqbench worker: dropped a {kind} from {self.address}: not sealed")
+        return None
+
+    def _open(self, kind: str, raw: Any) -> tuple[bool, Any]:
+        return (False, None) if self.channel is None else self.channel.open(kind, raw)
 
     def _send(self, kind: str, data: Any = None) -> None:
+        if self.channel is not None and kind not in p.UNSEALED and kind.startswith("zq_"):
+            data = self.channel.seal(kind, {} if data is None else data)
         self.runner.send_message(kind, data)
 
     def serve(self) -> int:
         try:
-            self._send(
-                p.HELLO, {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__}
-            )
+            nonce = auth.new_nonce()
+            hello = {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__}
+            self._send(p.HELLO, {**hello, "nonce": nonce})
+            refused = self._handshake(nonce)
+            if refused is not None:
+                return refused
             assignment = self._wait_for_assignment()
-            if assignment is None:
-                return EXIT_INTERRUPTED if self.stop.is_set() else EXIT_TARGET
+            if isinstance(assignment, int):
+                return assignment
             return self._run(assignment)
         finally:
             with contextlib.suppress(Exception):
@@ -115,19 +139,58 @@ class _Session:
             self.runner.quit()
             self.runner.client.close(linger=1000)
 
-    def _wait_for_assignment(self) -> dict[str, Any] | None:
+    def _handshake(self, nonce: bytes) -> int | None:
+        """Prove the secret to a master that proved it first; None once proven, else the exit
+        code: 2 for a secret that differs (retrying cannot help), 3 for a refusal."""
+        import gevent
+
+        node = self.runner.client_id
+        while not self.stop.is_set():
+            refused = self._refused()
+            if refused is not None:
+                return refused
+            challenge = self._take(p.CHALLENGE)
+            if challenge is None:
+                gevent.sleep(0.02)
+                continue
+            theirs = challenge.get("nonce")
+            shown = challenge.get("proof")
+            if not auth.is_nonce(theirs) or not auth.proof_ok(
+                self.secret, "master", node, nonce, theirs, shown
+            ):
+                self.note(
+                    f"zqbench worker: the master at {self.address} did not prove the shared"
+                    " secret; leaving it (is the secret the same on both?)"
+                )
+                return EXIT_USAGE
+            proof = auth.proof(self.secret, "worker", node, theirs, nonce)
+            self._send(p.PROOF, {"proof": proof})
+            self.channel = auth.Channel(self.secret, node, theirs, nonce)
+            return None
+        return EXIT_INTERRUPTED
+
+    def _refused(self) -> int | None:
+        refused = self._take(p.REFUSED)
+        if refused is None:
+            return None
+        reason = refused.get("reason")
+        said = reason[:300] if isinstance(reason, str) else "?"
+        self.note(f"zqbench worker: refused by {self.address}: {said}")
+        return EXIT_USAGE if refused.get("secret") is True else EXIT_TARGET
+
+    def _wait_for_assignment(self) -> dict[str, Any] | int:
+        """The assignment, or the exit code of a refusal (or of Ctrl-C)."""
         import gevent
 
         while not self.stop.is_set():
-            refused = self._take(p.REFUSED)
+            refused = self._refused()
             if refused is not None:
-                self.note(f"zqbench worker: refused by {self.address}: {refused['reason']}")
-                return None
+                return refused
             assignment = self._take(p.ASSIGN)
             if assignment is not None:
-                return dict(assignment)
+                return assignment
             gevent.sleep(0.05)
-        return None
+        return EXIT_INTERRUPTED
 
     def _run(self, assignment: dict[str, Any]) -> int:
         index = int(assignment["index"])
@@ -154,7 +217,9 @@ class _Session:
         return int(run_async(self._load(spec, work, control)))
 
     def _should_stop(self) -> bool:
-        return self.stop.is_set() or self.inbox[p.STOP] != [] or self._master_silent()
+        if not self.stopped and self._take(p.STOP) is not None:
+            self.stopped = True
+        return self.stop.is_set() or self.stopped or self._master_silent()
 
     def _master_silent(self) -> bool:
         last = self.runner.last_heartbeat_timestamp

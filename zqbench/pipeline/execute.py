@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zqbench.distributed.auth import read_secret
 from zqbench.distributed.master import Master, MasterSettings
 from zqbench.distributed.outcome import DistributedOutcome
 from zqbench.engines.live import ProgressCallback
@@ -111,6 +112,7 @@ def _master(options: DistributedOptions, out_dir: Path) -> Master | None:
     if not options.distributed:
         return None
     settings = MasterSettings(
+        secret=read_secret(options.secret_env),
         bind=options.master_bind,
         expect_workers=options.expect_workers,
         wait_s=options.worker_wait_s,

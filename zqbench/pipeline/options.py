@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from zqbench.distributed.auth import read_secret
 from zqbench.errors import OptionError
 from zqbench.hooks.contract import RunHook
 from zqbench.option_values import (
@@ -37,6 +38,7 @@ from zqbench.option_values import (
     parse_headers,
     read_api_key,
 )
+from zqbench.redact import remember_secret
 from zqbench.scenario import Scenario
 
 _G = TypeVar("_G")
@@ -111,6 +113,7 @@ class DistributedOptions:
     worker_wait_s: float
     max_lost_share: float
     api_key_env: str | None
+    secret_env: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +196,7 @@ class RunOptions:
     master_bind: str = "127.0.0.1:5557"  # HOST:PORT the workers connect to: loopback
     worker_wait_s: float = 60.0  # for the expected workers to join
     max_lost_share: float = 0.0  # of the run, lost with dead workers, before it is invalid
+    secret_env: str | None = None  # the shared secret's variable; None: ZQBENCH_SECRET
 
     def __post_init__(self) -> None:
         for name, kind in _CHOICES.items():
@@ -246,3 +250,4 @@ class RunOptions:
                 value=str(self.workers),
             )
         object.__setattr__(self, "workers", self.expect_workers)
+        remember_secret(read_secret(self.secret_env).decode())
