@@ -139,13 +139,21 @@ def _rogue(port: int) -> list[str]:
     return done.stdout.splitlines()
 
 
-def _master(tmp_path: Path, server: EmbeddedServer, port: int, wait_s: str) -> subprocess.Popen:
-    scenario = write_scenario(tmp_path, SCENARIO.format(duration="2s"))
+def _master(
+    tmp_path: Path,
+    server: EmbeddedServer,
+    port: int,
+    wait_s: str,
+    *,
+    expect: str = "1",
+    duration: str = "2s",
+) -> subprocess.Popen:
+    scenario = write_scenario(tmp_path, SCENARIO.format(duration=duration))
     return _start(
         "run", str(scenario), "--target", server.base_url, "--calibration", "off",
         "--seed", "7", "--out", str(tmp_path / "run"), "-q", "--distributed",
-        "--expect-workers", "1", "--master-bind", f"127.0.0.1:{port}", "--worker-wait", wait_s,
-        log=tmp_path / "master.log",
+        "--expect-workers", expect, "--master-bind", f"127.0.0.1:{port}",
+        "--worker-wait", wait_s, log=tmp_path / "master.log",
     )  # fmt: skip
 
 

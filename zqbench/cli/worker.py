@@ -17,6 +17,15 @@ def worker(
     ] = Path("reports/workers"),
     once: Annotated[bool, typer.Option(help="Serve one run, then exit.")] = False,
     secret_env: SecretEnvOpt = None,
+    connect_timeout_s: Annotated[
+        float,
+        typer.Option(
+            "--connect-timeout",
+            metavar="SECONDS",
+            help="How long to wait for a master to listen, before exit 3; 0 waits as long as "
+            "it takes.",
+        ),
+    ] = 60.0,
 ) -> None:
     """Run shares of `zqbench run --distributed` runs on this machine (a Locust worker)."""
     from zqbench.distributed.auth import read_secret
@@ -25,7 +34,13 @@ def worker(
     def note(line: str) -> None:
         typer.echo(line, err=True)
 
-    options = WorkerOptions(master=master, secret=read_secret(secret_env), out=out, once=once)
+    options = WorkerOptions(
+        master=master,
+        secret=read_secret(secret_env),
+        out=out,
+        once=once,
+        connect_timeout_s=connect_timeout_s,
+    )
     raise typer.Exit(serve(options, on_note=note))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import math
 import os
 import socket
 import time
@@ -29,14 +30,23 @@ from zqbench.distributed.clock import ROUNDS, ClockOffset, ClockRound, best_offs
 from zqbench.engines.live import WorkerProgress
 from zqbench.engines.native import NativeWorker, WorkerControl, now_ns, open_worker, run_async
 from zqbench.engines.workers import StopFlag, freeze_heap, stop_on_signals
-from zqbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TARGET, EXIT_USAGE, TargetError
+from zqbench.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TARGET,
+    EXIT_USAGE,
+    OptionError,
+    TargetError,
+)
 from zqbench.load import work_from_wire
 from zqbench.safe_files import make_dir
+from zqbench.samples.writer import stream_path
 from zqbench.transport.base import ConnectError
 
 PUMP_S = 0.02  # gevent's turn during the load: heartbeats, messages, batches
 MASTER_SILENT_S = 10.0  # no heartbeat from the master this long: stop the load
 BYE_TIMEOUT_S = 10.0
+LOCUST_CONNECT_TRIES = 2  # of CONNECT_TIMEOUT (5 s) each, once something listens
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +55,15 @@ class WorkerOptions:
     secret: bytes  # shared with the master (auth.py): proven, never sent
     out: Path = Path("reports/workers")  # each run's own Arrow file, under <out>/<run>/
     once: bool = False  # serve one run, then exit
+    connect_timeout_s: float = 60.0  # for a master to listen; 0: wait as long as it takes
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.connect_timeout_s) and self.connect_timeout_s >= 0):
+            raise OptionError(
+                "connect_timeout",
+                "must be a finite number of seconds, 0 or more (0 waits as long as it takes)",
+                value=f"{self.connect_timeout_s:g}",
+            )
 
 
 def serve(options: WorkerOptions, *, on_note: Callable[[str], None] = print) -> int:
@@ -53,17 +72,37 @@ def serve(options: WorkerOptions, *, on_note: Callable[[str], None] = print) -> 
     stop = StopFlag()
     with stop_on_signals(stop):
         while True:
+            if not _await_master(host, port, stop, options.connect_timeout_s):
+                return EXIT_INTERRUPTED
             code = _Session(host, port, options, stop, on_note).serve()
             if options.once or stop.is_set() or code == EXIT_USAGE:
                 return code
+
+
+def _await_master(host: str, port: int, stop: StopFlag, timeout_s: float) -> bool:
+    """Until something listens at host:port (True), or Ctrl-C/SIGTERM (False); TargetError
+    past `timeout_s`. Probed with plain TCP connects, so a signal is seen within a second
+    (Locust's own connect retries for 300 s and hears no signal meanwhile)."""
+    deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
+    while not stop.is_set():
+        try:
+            socket.create_connection((host, port), timeout=1.0).close()
+            return True
+        except OSError:
+            pass
+        if deadline is not None and time.monotonic() > deadline:
+            raise TargetError(
+                f"no zqbench master answered at {host}:{port} within {timeout_s:g} s; start"
+                " `zqbench run --distributed` there first, or raise --connect-timeout"
+            )
+        time.sleep(0.5)
+    return False
 
 
 def _master_address(value: str) -> tuple[str, int]:
     try:
         return p.parse_address(value, default_host="127.0.0.1")
     except ValueError as exc:
-        from zqbench.errors import OptionError
-
         raise OptionError("master", "expected HOST[:PORT]", value=value) from exc
 
 
@@ -83,9 +122,14 @@ class _Session:
         self.inbox: dict[str, list[tuple[int, Any]]] = {kind: [] for kind in p.MASTER_MESSAGES}
         self.channel: auth.Channel | None = None
         self.stopped = False  # a sealed zq_stop arrived
+        self.master_lost = False  # it went silent: the load stopped, the exit is not 0
         self.outbox: list[tuple[str, Any]] = []
         self.progress: WorkerProgress | None = None
         environment = p.import_locust()(user_classes=[])
+        import locust.runners
+
+        # It listens (_await_master): a few 5 s tries, not Locust's 60, for it to answer.
+        locust.runners.CONNECT_RETRY_COUNT = LOCUST_CONNECT_TRIES
         try:
             self.runner = environment.create_worker_runner(host, port)
         except ConnectionError:
@@ -93,6 +137,7 @@ class _Session:
         for kind in p.MASTER_MESSAGES:
             self.runner.register_message(kind, self._listener(kind))
         self.address = f"{host}:{port}"
+        self.began = time.time()
 
     def _listener(self, kind: str) -> Any:
         def listener(environment: Any, msg: Any) -> None:
@@ -151,6 +196,8 @@ class _Session:
                 return refused
             challenge = self._take(p.CHALLENGE)
             if challenge is None:
+                if self._master_silent():
+                    return self._lost("before it answered the hello")
                 gevent.sleep(0.02)
                 continue
             theirs = challenge.get("nonce")
@@ -189,6 +236,11 @@ class _Session:
             assignment = self._take(p.ASSIGN)
             if assignment is not None:
                 return assignment
+            if self._take(p.STOP) is not None:
+                self.note(f"zqbench worker: the master at {self.address} ended the run early")
+                return EXIT_TARGET
+            if self._master_silent():
+                return self._lost("before it assigned a share")
             gevent.sleep(0.05)
         return EXIT_INTERRUPTED
 
@@ -219,11 +271,22 @@ class _Session:
     def _should_stop(self) -> bool:
         if not self.stopped and self._take(p.STOP) is not None:
             self.stopped = True
-        return self.stop.is_set() or self.stopped or self._master_silent()
+        if not self.master_lost and self._master_silent():
+            self.master_lost = True
+        return self.stop.is_set() or self.stopped or self.master_lost
 
     def _master_silent(self) -> bool:
-        last = self.runner.last_heartbeat_timestamp
-        return last is not None and time.time() - last > MASTER_SILENT_S
+        """No heartbeat from the master for MASTER_SILENT_S (counted from the connection
+        until the first one arrives: a master that died at once never sends one)."""
+        last = self.runner.last_heartbeat_timestamp or self.began
+        return time.time() - last > MASTER_SILENT_S
+
+    def _lost(self, when: str) -> int:
+        self.note(
+            f"zqbench worker: the master at {self.address} went silent {when}"
+            f" (no heartbeat for {MASTER_SILENT_S:g} s)"
+        )
+        return EXIT_TARGET
 
     def _on_progress(self, snapshot: WorkerProgress) -> None:
         self.progress = snapshot
@@ -316,6 +379,9 @@ class _Session:
                 "stopped_early": worker.control.stopped_early,
             },
         )
+        if self.master_lost:
+            where = stream_path(Path(worker.spec.out_dir), worker.spec.worker)
+            return self._lost(f"during the load; it stopped, and its samples are in {where}")
         deadline = time.monotonic() + BYE_TIMEOUT_S
         while self._take(p.BYE) is None and time.monotonic() < deadline:
             gevent.sleep(0.05)
