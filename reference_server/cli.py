@@ -103,7 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
     a("--body-timeout", type=float, help="seconds a request body may take to arrive (default 30)")
     a("--idle-timeout", type=float, help="seconds a silent connection stays open (default 30)")
     a("--max-connections", type=int, help="open connections at most; more wait (default 1024)")
-    a("--api-key-env", metavar="VAR", help="require the API key held in environment VAR")
+    a(
+        "--api-key-env",
+        metavar="VAR",
+        help="require the API key held in environment VAR, on the API and on POST "
+        "/start_profile and /stop_profile; without a key any client that reaches the port "
+        "may start and stop profiling (each stop writes a trace with "
+        "REFSERVER_TORCH_PROFILER_DIR set; the newest REFSERVER_TORCH_PROFILER_KEEP, "
+        "default 8, are kept)",
+    )
     a("--api-key", help="require this API key (prefer --api-key-env: argv is visible)")
     return p
 

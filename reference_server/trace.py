@@ -50,6 +50,10 @@ log = logging.getLogger("reference_server")
 _capturing = threading.Event()
 
 PROFILER_DIR_ENV = ("REFSERVER_TORCH_PROFILER_DIR", "VLLM_TORCH_PROFILER_DIR")
+# Each /stop_profile writes a trace (megabytes): only this server's newest ones are kept, so
+# a client cycling the routes (any client, without --api-key) cannot fill the disk.
+KEEP_ENV = "REFSERVER_TORCH_PROFILER_KEEP"
+KEEP_DEFAULT = 8
 
 
 def range_name(trace_id: str) -> str:
@@ -90,18 +94,27 @@ class RequestRange:
 class TorchCapture:
     """torch.profiler between /start_profile and /stop_profile; traces land in `out_dir`."""
 
-    def __init__(self, out_dir: Path) -> None:
+    def __init__(self, out_dir: Path, keep: int = KEEP_DEFAULT) -> None:
+        if keep < 1:
+            raise ValueError(f"{KEEP_ENV} must be at least 1, not {keep}")
         self.out_dir = out_dir
+        self.keep = keep
         self._prof: Any = None
         self._lock = threading.Lock()
         self._count = 0
+        self._written: list[Path] = []  # this server's traces, oldest first
 
     @classmethod
     def from_env(cls) -> TorchCapture | None:
+        raw = os.environ.get(KEEP_ENV, str(KEEP_DEFAULT))
+        try:
+            keep = int(raw)
+        except ValueError:
+            raise ValueError(f"{KEEP_ENV} must be a whole number, not {raw!r}") from None
         for name in PROFILER_DIR_ENV:
             value = os.environ.get(name)
             if value:
-                capture = cls(Path(value))
+                capture = cls(Path(value), keep)
                 capture.warm_up()
                 return capture
         return None
@@ -144,6 +157,9 @@ class TorchCapture:
             self._count += 1
             path = self.out_dir / f"trace-{os.getpid()}-{self._count}.pt.trace.json"
             prof.export_chrome_trace(str(path))
+            self._written.append(path)
+            while len(self._written) > self.keep:
+                self._written.pop(0).unlink(missing_ok=True)
             return path
 
 

@@ -92,3 +92,27 @@ def test_torch_profiler_routes(tmp_path: Path) -> None:
         "request zq-2",
     ]
     assert "aten::mm" in names
+
+
+def test_a_torch_capture_keeps_only_its_newest_traces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Profiling cycles (any client may run them without --api-key) cannot fill the disk:
+    past REFSERVER_TORCH_PROFILER_KEEP, each stop removes this server's oldest trace."""
+    pytest.importorskip("torch")
+    from reference_server.trace import TorchCapture
+
+    other = tmp_path / "someone-elses.pt.trace.json"
+    other.write_text("{}")
+    capture = TorchCapture(tmp_path, keep=3)
+    written = []
+    for _ in range(5):
+        capture.start()
+        written.append(capture.stop())
+    assert sorted(tmp_path.iterdir()) == sorted([*written[2:], other])
+    with pytest.raises(ValueError, match="REFSERVER_TORCH_PROFILER_KEEP must be at least 1"):
+        TorchCapture(tmp_path, keep=0)
+    monkeypatch.setenv("REFSERVER_TORCH_PROFILER_DIR", str(tmp_path))
+    monkeypatch.setenv("REFSERVER_TORCH_PROFILER_KEEP", "many")
+    with pytest.raises(ValueError, match="must be a whole number, not 'many'"):
+        TorchCapture.from_env()
