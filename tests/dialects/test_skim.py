@@ -253,3 +253,26 @@ def test_a_broken_large_event_keeps_its_error_class(tail: bytes, error: str) -> 
     stream = _chunk("hello") + tail
     summary = feed(OpenAIDialect(CONFIG).parser(STREAM), _slices(stream))
     assert summary.error == error and summary.token_events == 1
+
+
+def test_a_run_of_short_strings_is_kept_in_one_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#25 item 10: an event of many small strings (a deep object, logprobs) took a few
+    Python calls per string, 140 ms for 600 KB on the event loop. A run of them is now one
+    C-level regex scan: the per-string path runs only at the pieces' cuts."""
+    calls = 0
+    close = JsonSkim._close_string
+
+    def counted(self: JsonSkim) -> None:
+        nonlocal calls
+        calls += 1
+        close(self)
+
+    monkeypatch.setattr(JsonSkim, "_close_string", counted)
+    text = '{"lp":[' + '"ab",' * 50_000 + '"ab"], "deep": ' + '{"a":' * 500 + "1" + "}" * 501
+    pieces = [text[i : i + 16384] for i in range(0, len(text), 16384)]
+    skim = JsonSkim(max_kept=len(text))
+    for piece in pieces:
+        skim.feed(piece)
+    value, _ = skim.finish()
+    assert value == json.loads(text)
+    assert calls <= len(pieces)  # at most the strings cut between two pieces
