@@ -39,3 +39,21 @@ def test_wide_stages_need_no_key() -> None:
         assert [t.get_text() for t in ax.texts] == ["steady"]
     finally:
         plt.close(fig)
+
+
+def test_thousands_of_stages_are_said_not_drawn() -> None:
+    """#25 item 11: 5,000 stages drew 35,000 lines and 25,000 labels (minutes of layout, a
+    grey smear); past MAX_DRAWN_STAGES the plot says how many there are instead."""
+    from zqbench.outputs.plots import MAX_DRAWN_STAGES
+
+    stages = [Stage(index=i, name="s", start=i * 0.002, end=(i + 1) * 0.002) for i in range(5000)]
+    fig, (top, bottom) = plt.subplots(2, 1)
+    try:
+        assert _stage_lines(top, stages, 10.0, label=True) == []
+        assert _stage_lines(bottom, stages, 10.0, label=False) == []
+        assert [t.get_text() for t in top.texts] == [
+            f"5000 stages: boundaries drawn for {MAX_DRAWN_STAGES} at most"
+        ]
+        assert len(top.lines) == len(bottom.lines) == len(bottom.texts) == 0
+    finally:
+        plt.close(fig)

@@ -113,11 +113,28 @@ def _ms_floor(values_s: np.ndarray) -> np.ndarray:
     return np.maximum(values_s * MS, FLOOR_MS)
 
 
+MAX_DRAWN_STAGES = 60  # more stages than this: no boundary lines or names on the plots
+
+
 def _stage_lines(ax: Axes, stages: Sequence[Stage], span_s: float, label: bool) -> list[str]:
     """Dotted lines at stage boundaries; names above the axes where the stage is wide
     enough for its name. A narrow stage is numbered there, so labels never overlap; the
     keys of the numbered ones ("1 = pulse") are returned, for `_stage_key`."""
     numbered: list[str] = []
+    if len(stages) > MAX_DRAWN_STAGES:
+        # Thousands of lines and labels would be a grey smear, and took minutes to lay out.
+        if label:
+            ax.text(
+                0.0,
+                1.01,
+                f"{len(stages)} stages: boundaries drawn for {MAX_DRAWN_STAGES} at most",
+                transform=ax.transAxes,
+                ha="left",
+                va="bottom",
+                fontsize=8,
+                color="0.3",
+            )
+        return numbered
     for stage in stages:
         if stage.start > 0:
             ax.axvline(stage.start, color="0.4", linestyle=":", linewidth=1)
