@@ -49,7 +49,7 @@ def test_summary_json_refuses_nan(tmp_path: Path) -> None:
     [
         ("{", "unreadable (Expecting property name enclosed in double quotes:"),
         ('{"schema": "zqbench.summary/0"}', "schema 'zqbench.summary/0', expected"),
-        ("[]", "schema None, expected 'zqbench.summary/1'"),
+        ("[]", "not a summary (a JSON list, not an object)"),
         (
             '{"schema": "zqbench.summary/1", "verdict": "pass"}',
             "not a valid zqbench.summary/1 file: scenario: Field required (and 20 more)",

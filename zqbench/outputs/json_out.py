@@ -48,12 +48,18 @@ def load_summary(path: Path) -> Summary:
     """Read a summary.json. Raises UsageError (one line, exit 2) when the file is
     unreadable, of another schema version, or does not match the schema."""
     path = Path(path)
+    if path.is_symlink():
+        raise UsageError(f"{path}: a symbolic link; a run's summary is a plain file")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise UsageError(f"{path}: not a summary (JSON nested too deeply to read)") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: unreadable ({exc})") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: not a summary (a JSON {type(data).__name__}, not an object)")
     data = upgrade_summary(data)
-    found = data.get("schema") if isinstance(data, dict) else None
+    found = data.get("schema")
     if found != SCHEMA:
         raise UsageError(f"{path}: schema {found!r}, expected {SCHEMA!r}")
     try:

@@ -499,9 +499,11 @@ def _status_color(key: str, i: int) -> str:
     return ("#e377c2", "#8c564b", "#bcbd22", "#17becf")[i % 4]
 
 
-def status_mix(run: RunData, plots_dir: Path) -> Plot:
+def status_mix(run: RunData, plots_dir: Path) -> Plot | None:
     keys = run.frame.status_keys
     counts = run.summary.status_codes
+    if not counts:
+        return None  # no request recorded (a run killed before its first batch)
     order = list(counts)[:7]
     keys = np.where(np.isin(keys, order), keys, "other") if len(counts) > 7 else keys
     if len(counts) > 7:

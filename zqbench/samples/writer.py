@@ -10,13 +10,14 @@ cut off mid-write, which is what `zqbench report` uses after a crash.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from zqbench.errors import UsageError
 from zqbench.safe_files import open_new, write_via
 from zqbench.samples.sample import ARROW_SCHEMA, SAMPLE_FIELDS, Sample
 
@@ -137,9 +138,45 @@ def finalize(
     return target
 
 
-def load_samples(out_dir: Path) -> pa.Table:
-    """The run's samples: the Parquet file, or the raw streams of a run that never finished."""
+def load_samples(out_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """The run's samples: the Parquet file, or the raw streams of a run that never finished.
+    A file that is not a run's samples (cut, damaged, another table, a link) is a
+    UsageError naming it and what is wrong, before anything reads a column of it."""
     parquet = out_dir / PARQUET_NAME
+    if parquet.is_symlink():
+        raise UsageError(f"{parquet}: a symbolic link; a run's samples are a plain file")
     if parquet.exists():
-        return pq.read_table(parquet)
-    return merge_streams(out_dir.glob(STREAM_GLOB))
+        try:
+            table = pq.read_table(parquet, columns=None if columns is None else list(columns))
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            said = str(exc).replace(f"Could not open Parquet input source '{parquet}': ", "")
+            reason = said.splitlines()[0][:160] if said else type(exc).__name__
+            raise UsageError(f"{parquet}: not a readable Parquet file ({reason})") from None
+        check_samples(table, parquet, columns)
+        return table
+    merged = merge_streams(out_dir.glob(STREAM_GLOB))
+    return merged if columns is None else merged.select(list(columns))
+
+
+def check_samples(table: pa.Table, path: Path, columns: Sequence[str] | None = None) -> None:
+    """UsageError unless `table` has every column a run always records (the schema's
+    non-nullable ones; a nullable column may be absent: a run saved before it existed), each
+    column of its type, and no empty value where a run always records one."""
+    names = set(table.schema.names)
+    fields = [f for f in ARROW_SCHEMA if columns is None or f.name in columns]
+    missing = [f.name for f in fields if f.name not in names and not f.nullable]
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise UsageError(f"{path}: not a run's samples (no column {missing[0]}{more})")
+    for f in fields:
+        if f.name not in names:
+            continue
+        found = table.schema.field(f.name).type
+        if found != f.type:
+            raise UsageError(f"{path}: column {f.name} is {found}, a run's samples have {f.type}")
+        nulls = table.column(f.name).null_count
+        if nulls and not f.nullable:
+            raise UsageError(
+                f"{path}: column {f.name} has {nulls} empty (null) values; a run records one"
+                " for every request"
+            )

@@ -17,7 +17,6 @@ import dataclasses
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from zqbench.metrics.summarize import RunInfo, summarize
 from zqbench.outputs.paths import RUN_START_JSON, SUMMARY_JSON
@@ -47,7 +46,7 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
         if record is not None:
             clock["start_epoch_ns"] = info.start_epoch_ns
         writer.finalize(folder, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
-    samples = pq.read_table(folder / writer.PARQUET_NAME).to_pandas()
+    samples = writer.load_samples(folder).to_pandas()
     unknown = [] if record is not None else ["scenario", "target", "clock", "schedule", "SLOs"]
     info = dataclasses.replace(
         info,

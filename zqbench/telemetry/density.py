@@ -69,4 +69,4 @@ def run_samples(out_dir: Path) -> pd.DataFrame:
     whichever exists (`recorder.load_samples`)."""
     from zqbench.samples.writer import load_samples
 
-    return load_samples(out_dir).select(["t_send", "t_end"]).to_pandas()
+    return load_samples(out_dir, columns=("t_send", "t_end")).to_pandas()
