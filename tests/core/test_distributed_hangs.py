@@ -23,6 +23,14 @@ from zqbench.target.embedded import EmbeddedServer
 pytestmark = pytest.mark.slow
 
 
+def _stop(*procs: subprocess.Popen[bytes]) -> None:
+    """Each process still running, killed by its PID; all reaped."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
 def test_with_no_master_a_worker_gives_up_at_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     port = _free_port()
     began = time.monotonic()
@@ -62,9 +70,7 @@ def test_sigterm_stops_a_worker_that_waits_for_its_master(tmp_path: Path) -> Non
         assert proc.wait(timeout=10) == EXIT_INTERRUPTED, log.read_text()
         assert time.monotonic() - sent < 3
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
+        _stop(proc)
 
 
 def test_a_worker_whose_master_ends_before_assigning_exits_3(
@@ -77,10 +83,7 @@ def test_a_worker_whose_master_ends_before_assigning_exits_3(
         assert master.wait(timeout=60) == EXIT_TARGET  # 1 of 2 workers joined
         assert worker.wait(timeout=20) == EXIT_TARGET
     finally:
-        for proc in (master, worker):
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=10)
+        _stop(master, worker)
     text = (tmp_path / "worker.log").read_text()
     assert f"zqbench worker: the master at 127.0.0.1:{port} ended the run early" in text
 
@@ -100,10 +103,7 @@ def test_a_worker_whose_master_dies_mid_load_stops_and_exits_3(
         assert worker.wait(timeout=MASTER_SILENT_S + 20) == EXIT_TARGET
         assert time.monotonic() - killed < MASTER_SILENT_S + 15
     finally:
-        for proc in (master, worker):
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=10)
+        _stop(master, worker)
     text = (tmp_path / "worker.log").read_text()
     assert (
         f"zqbench worker: the master at 127.0.0.1:{port} went silent during the load; it"
