@@ -148,11 +148,11 @@ def load_samples(out_dir: Path, columns: Sequence[str] | None = None) -> pa.Tabl
     if parquet.exists():
         try:
             table = pq.read_table(parquet, columns=None if columns is None else list(columns))
+            check_samples(table, parquet, columns)  # a damaged name fails here (ValueError)
         except (OSError, pa.ArrowException, ValueError) as exc:
             said = str(exc).replace(f"Could not open Parquet input source '{parquet}': ", "")
             reason = said.splitlines()[0][:160] if said else type(exc).__name__
             raise UsageError(f"{parquet}: not a readable Parquet file ({reason})") from None
-        check_samples(table, parquet, columns)
         return table
     merged = merge_streams(out_dir.glob(STREAM_GLOB))
     return merged if columns is None else merged.select(list(columns))
