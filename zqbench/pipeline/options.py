@@ -204,6 +204,7 @@ class RunOptions:
             if value is not None:
                 object.__setattr__(self, name, kind.parse(value, name))
         check_at_least("workers", self.workers, 1)
+        _check_at_most_workers("workers", self.workers)
         check_at_least("max_context", self.max_context, 2, " tokens")
         check_above("rate_scale", self.rate_scale, 0)
         check_above("duration_scale", self.duration_scale, 0)
@@ -236,6 +237,7 @@ class RunOptions:
     def _check_distributed(self) -> None:
         """The schedule is split over the workers: --workers is theirs to set, not ours."""
         check_at_least("expect_workers", self.expect_workers, 1)
+        _check_at_most_workers("expect_workers", self.expect_workers)
         check_above("worker_wait_s", self.worker_wait_s, 0)
         if not 0 <= self.max_lost_share <= 1:
             raise OptionError(
@@ -251,3 +253,15 @@ class RunOptions:
             )
         object.__setattr__(self, "workers", self.expect_workers)
         remember_secret(read_secret(self.secret_env).decode())
+
+
+MAX_WORKERS = 1024  # each is a process (or a machine) with its share of the plan
+
+
+def _check_at_most_workers(option: str, n: int) -> None:
+    """A share of the plan is built per worker before anything starts: 10**8 of them took
+    gigabytes and minutes before the first line (#25, found by fuzzing)."""
+    if n > MAX_WORKERS:
+        raise OptionError(
+            option, f"at most {MAX_WORKERS} (one process, or machine, each)", value=str(n)
+        )
