@@ -94,6 +94,7 @@ def test_a_workers_progress_must_have_its_fields_and_types() -> None:
         {**good, "sent": True},
         {**good, "status": [["200", 2]]},
         {**good, "recent_ms": [float("inf")]},
+        {**good, "sent": 2**63},
         {**good, "recent_ms": [0.0] * (p.MAX_RECENT + 1)},
         {**good, "lag_p99_ms": "1"},
     ):

@@ -11,7 +11,6 @@ through, each with the data shape its handler reads, and joins are bounded.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -144,11 +143,7 @@ def _heartbeat_ok(data: Any) -> bool:
     numbers = [data.get("current_cpu_usage")]
     if "current_memory_usage" in data:
         numbers.append(data["current_memory_usage"])
-    return all(_real(x) for x in numbers)
-
-
-def _real(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return all(p.is_finite_number(x) for x in numbers)
 
 
 def _printable(raw: bytes) -> str:

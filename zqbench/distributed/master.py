@@ -351,8 +351,8 @@ def _end_ns(start_ns: int, specs: list[WorkerSpec], works: list[Work]) -> int:
 
 
 def _int(value: Any) -> int:
-    """A worker's integer field: an int of int64's range (a bool or a float is refused)."""
-    if type(value) is not int or not -(2**63) <= value < 2**63:
+    """A worker's integer field (ValueError unless protocol.is_int64)."""
+    if not p.is_int64(value):
         raise ValueError(f"an int64 expected, not {type(value).__name__}")
     return value
 

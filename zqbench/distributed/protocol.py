@@ -123,26 +123,28 @@ def progress_from_wire(data: Any) -> WorkerProgress:
     ValueError for anything but the fields and types a zqbench worker sends."""
     if not isinstance(data, dict) or set(data) != _PROGRESS_FIELDS:
         raise ValueError("not a worker's progress")
-    if not all(_is_int(data[k]) for k in _PROGRESS_INTS):
+    if not all(is_int64(data[k]) for k in _PROGRESS_INTS):
         raise ValueError("a progress counter is not an integer")
     status, recent, lag = data["status"], data["recent_ms"], data["lag_p99_ms"]
     if not isinstance(status, dict) or len(status) > 1024:
         raise ValueError("progress status counts are not a map")
-    if not all(isinstance(k, str) and len(k) <= 64 and _is_int(v) for k, v in status.items()):
+    if not all(isinstance(k, str) and len(k) <= 64 and is_int64(v) for k, v in status.items()):
         raise ValueError("a progress status count is not a name and an integer")
     if not isinstance(recent, (list, tuple)) or len(recent) > MAX_RECENT:
         raise ValueError("progress latencies are not a bounded list")
-    if not all(_is_real(x) for x in recent) or not (lag is None or _is_real(lag)):
+    if not all(is_finite_number(x) for x in recent) or not (lag is None or is_finite_number(lag)):
         raise ValueError("a progress latency is not a finite number")
     return WorkerProgress(**{**data, "recent_ms": tuple(float(x) for x in recent)})
 
 
-def _is_int(x: Any) -> bool:
+def is_int64(x: Any) -> bool:
+    """An int of int64's range from the wire (a bool or a float is not)."""
     return type(x) is int and -(2**63) <= x < 2**63
 
 
-def _is_real(x: Any) -> bool:
-    return type(x) in (int, float) and math.isfinite(x)
+def is_finite_number(x: Any) -> bool:
+    """An int or a float from the wire that is finite (a bool is not)."""
+    return type(x) is int or (type(x) is float and math.isfinite(x))  # 10**400 is finite
 
 
 # --------------------------------------------------------------------------- samples
