@@ -263,14 +263,16 @@ def test_each_sessions_turn_carries_the_last_one_and_its_answer_on_vllm(
             turns.setdefault(r["session"], {})[r["turn"]] = r
 
         # Each turn adds the chat template's few tokens for two more messages: a constant,
-        # taken as the least any session's second turn shows beyond the sum.
+        # taken as the least any session's second turn shows beyond the sum. It can read
+        # below 0: an answer fed back as text may encode to a token or two fewer than it was
+        # generated as (BPE merges across its edges; seen once: -1 in a clean-clone run).
         def residual(session: dict[int, dict], k: int) -> int:
             last, now = session[k - 1], session[k]
             added = last["output_tokens"] + session[0]["prompt_tokens"]
             return now["prompt_tokens"] - last["prompt_tokens"] - added
 
         template = min(residual(session, 1) for session in turns.values())
-        assert 0 <= template <= 8, template
+        assert -4 <= template <= 8, template
         for session in turns.values():
             for k in range(1, 4):
                 expected = session[k]["prompt_tokens"] - residual(session, k) + template
