@@ -10,10 +10,14 @@ that is a link is refused.
     write_via(path, write)         the same for a writer that wants a path (pyarrow)
     open_new(path)                 a stream written as it goes (the samples' Arrow file)
     make_dir(path)                 a folder to write in, refused when it is a link
+
+A write the disk refuses (full, over quota, read-only, not ours) is a UsageError naming the
+file and the fix, exit 2, with no temporary file left behind: never a traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from collections.abc import Callable
@@ -26,6 +30,20 @@ from zqbench.errors import UsageError
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
+def cannot_write(path: Path, exc: OSError) -> UsageError:
+    """The one line for an output the system would not write: the file, why, and the fix."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in reason:
+        fix = "free some space on that disk, or write to another folder"
+    elif exc.errno == errno.EFBIG:
+        fix = "raise the file size limit (ulimit -f), or write to another folder"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        fix = "write to a folder this user can write to"
+    else:
+        fix = "check that disk, or write to another folder"
+    return UsageError(f"cannot write {path}: {reason}; {fix}")
+
+
 def make_dir(path: Path) -> Path:
     """`path` as a folder (made with its parents when missing); UsageError when it is a link."""
     path = Path(path)
@@ -36,7 +54,10 @@ def make_dir(path: Path) -> Path:
         )
     if path.exists() and not path.is_dir():
         raise UsageError(f"{path} exists and is not a folder; choose another --out")
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
     return path
 
 
@@ -54,8 +75,10 @@ def write_via(path: Path, write: Callable[[Path], None]) -> Path:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666))
         write(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise cannot_write(path, exc) from None
         raise
     return path
 
@@ -79,5 +102,8 @@ def open_new(path: Path) -> BinaryIO:
     make_dir(path.parent)
     if path.is_symlink() or path.is_file():
         path.unlink()  # a stale file would be truncated anyway; a link is never followed
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
     return os.fdopen(fd, "wb")
