@@ -136,6 +136,19 @@ def read_api_key(env_var: str | None, option: str = "api_key_env") -> str | None
     return value
 
 
+def check_target(target: str) -> str:
+    """A given --target that is blank is refused, never read as "no target": `--target
+    "$URL"` with URL unset must not benchmark the bundled server instead."""
+    if not target.strip():
+        raise OptionError(
+            "target",
+            "is empty; give the endpoint's base URL (http://HOST:PORT), or leave --target out "
+            "to start the bundled reference server",
+            value=repr(target),
+        )
+    return target
+
+
 def check_at_least(option: str, value: float | None, minimum: float, unit: str = "") -> None:
     """OptionError unless `value` (None: not given) is at least `minimum`."""
     if value is not None and value < minimum:

@@ -220,7 +220,8 @@ class Scenario:
         if dataset is not None:
             # --dataset PATH: from the working directory; the file's other keys stay.
             if not Path(dataset).is_file():
-                raise OptionError("dataset", "no such file; give the dataset's path", value=dataset)
+                why = "not a regular file" if Path(dataset).exists() else "no such file"
+                raise OptionError("dataset", f"{why}; give the dataset's path", value=dataset)
             if isinstance(out.load, TraceLoad):
                 raise OptionError(
                     "dataset",
@@ -302,6 +303,9 @@ def load_scenario(name_or_path: str) -> Scenario:
     if "/" in arg or "\\" in arg or arg.endswith(".toml"):
         path = Path(arg)
         if not path.is_file():
+            # A folder, a device or a pipe exists but is no file to read (and /dev/zero never ends).
+            if path.exists():
+                raise ScenarioError(f"{arg}: not a regular file; give a scenario's .toml file")
             raise ScenarioError(f"{arg}: no such scenario file")
         return _load_file(path, arg)
     files = _bundled_files()

@@ -57,3 +57,29 @@ def test_a_worker_count_past_the_bound_is_refused_before_any_plan(option: str) -
         RunOptions(scenario="smoke", **{option: 100_000_000}, **extra)  # type: ignore[arg-type]
     assert err.value.option == option
     assert "at most 1024 (one process, or machine, each)" in str(err.value)
+
+
+EMPTY_TARGET = (
+    "zqbench: error: --target '': is empty; give the endpoint's base URL (http://HOST:PORT), "
+    "or leave --target out to start the bundled reference server"
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "smoke"], ["sweep", "smoke"], ["conform"], ["profile", "nsys", "smoke", "--dry-run"]],
+)
+def test_an_empty_target_is_refused_not_read_as_no_target(argv: list[str]) -> None:
+    """`--target "$URL"` with URL unset ran the bundled server (conform passed, exit 0)."""
+    from tests.core.conftest import zqbench_here
+
+    result = zqbench_here(*argv, "--target", "")
+    assert (result.returncode, result.stderr.strip()) == (2, EMPTY_TARGET)
+
+
+def test_the_library_refuses_an_empty_target() -> None:
+    from zqbench.pipeline.options import RunOptions
+
+    with pytest.raises(OptionError) as err:
+        RunOptions(scenario="smoke", target="  ")
+    assert err.value.option == "target"

@@ -104,6 +104,14 @@ def test_missing_path() -> None:
         load_scenario("nope/x.toml")
 
 
+@pytest.mark.parametrize("path", ["/dev/zero", "/tmp"])
+def test_a_path_that_is_no_file(path: str) -> None:
+    """A device or a folder is named as such, not as missing (/dev/zero is never read)."""
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert str(info.value) == f"{path}: not a regular file; give a scenario's .toml file"
+
+
 def test_path_and_defaults(tmp_path: Path) -> None:
     s = load_scenario(write(tmp_path, MINIMAL, "my-run.toml"))
     assert s.name == "my-run"  # the file's stem when no name is given

@@ -57,7 +57,10 @@ def fields_of(kind: type[Any], params: Mapping[str, Any]) -> dict[str, Any]:
 ScenarioArg = Annotated[str, typer.Argument(help="Bundled scenario name or a TOML path.")]
 TargetOpt = Annotated[
     str | None,
-    typer.Option(help="Base URL of the endpoint. Default: start the bundled reference server."),
+    typer.Option(
+        parser=lambda text: values.check_target(text),
+        help="Base URL of the endpoint. Default: start the bundled reference server.",
+    ),
 ]
 ApiOpt = Annotated[
     values.ApiChoice | None,

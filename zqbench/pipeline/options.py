@@ -35,6 +35,7 @@ from zqbench.option_values import (
     ServerScheduler,
     check_above,
     check_at_least,
+    check_target,
     parse_headers,
     read_api_key,
 )
@@ -203,6 +204,8 @@ class RunOptions:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, kind.parse(value, name))
+        if self.target is not None:
+            check_target(self.target)
         check_at_least("workers", self.workers, 1)
         _check_at_most_workers("workers", self.workers)
         check_at_least("max_context", self.max_context, 2, " tokens")
