@@ -57,6 +57,7 @@ def main() -> int:
                 f"repeat {i}: median error ttfb {m['ttfb']:.3f} ttft {m['ttft']:.3f} "
                 f"latency {m['latency']:.3f} ms (send {m['send']:.3f}, head delivery "
                 f"{m['head_delivery']:.3f}, token delivery {m['token_delivery']:.3f}); "
+                f"per-request p99 error ttft {a.p99s_ms['ttft']:.3f} ms; "
                 f"TTFT p50 {a.ttft_p50_ms:.3f} ms, TTFB p50 {a.ttfb_p50_ms:.3f} ms; "
                 f"schedule_lag p99 {a.schedule_lag_p99_ms:.3f} ms; "
                 f"{'claims hold' if claims_hold(a) else 'CLAIMS MISSED'}"

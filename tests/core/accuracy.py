@@ -47,6 +47,7 @@ class Accuracy:
     errors: int  # samples with an error (a timeout, a reset): none expected
     early: int  # samples that saw the first token before the server wrote it: never
     medians_ms: dict[str, float]  # ttfb, ttft, latency; and where the time went: send, ...
+    p99s_ms: dict[str, float]  # the same errors' per-request p99
     ttft_p50_ms: float  # summary.json's TTFT p50 (programmed: 20 ms plus the error)
     ttfb_p50_ms: float  # summary.json's TTFB p50 (programmed: 10 ms plus the error)
     schedule_lag_p99_ms: float  # how busy the client machine was
@@ -69,7 +70,33 @@ def measure(server: ProgrammedServer, out: Path, *, rate: float, duration_s: flo
             html=False,
         )
     )
-    table = pq.read_table(result.out_dir / "samples.parquet")
+    errors, requests, failed, early = compare_with_truth(result.out_dir / "samples.parquet", server)
+    metrics = result.summary.metrics
+    return Accuracy(
+        requests=requests,
+        errors=failed,
+        early=early,
+        medians_ms={k: round(statistics.median(v), 3) for k, v in errors.items() if v},
+        p99s_ms={k: round(p99(v), 3) for k, v in errors.items() if v},
+        ttft_p50_ms=round(metrics["ttft"].p50 * 1e3, 3),
+        ttfb_p50_ms=round(metrics["ttfb"].p50 * 1e3, 3),
+        schedule_lag_p99_ms=round(metrics["schedule_lag"].p99 * 1e3, 3),
+    )
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def compare_with_truth(
+    samples: Path, server: ProgrammedServer
+) -> tuple[dict[str, list[float]], int, int, int]:
+    """Per-request errors (client interval minus the server's, ms) of a run's samples.parquet
+    against the server's truth: the errors by kind, the samples, the failed ones, the early
+    ones. Reads only the columns and metadata every zqbench since 2026-11 writes, so that
+    benchmarks/accuracy_ab.py judges older commits with the same ruler."""
+    table = pq.read_table(samples)
     start = int(table.schema.metadata[b"zqbench.clock.start_monotonic_ns"])
     truth = server.all_truth()["truth"]
     rows = table.to_pylist()
@@ -91,13 +118,4 @@ def measure(server: ProgrammedServer, out: Path, *, rate: float, duration_s: flo
         errors["head_delivery"].append((r["t_headers"] + start - t["t_head"]) / 1e6)
         errors["token_delivery"].append((r["t_first_token"] + start - first) / 1e6)
         early += r["t_first_token"] + start < first
-    metrics = result.summary.metrics
-    return Accuracy(
-        requests=len(rows),
-        errors=failed,
-        early=early,
-        medians_ms={k: round(statistics.median(v), 3) for k, v in errors.items() if v},
-        ttft_p50_ms=round(metrics["ttft"].p50 * 1e3, 3),
-        ttfb_p50_ms=round(metrics["ttfb"].p50 * 1e3, 3),
-        schedule_lag_p99_ms=round(metrics["schedule_lag"].p99 * 1e3, 3),
-    )
+    return errors, len(rows), failed, early
