@@ -26,9 +26,10 @@ MAX_TOKENS = 16  # scenarios/smoke.toml's max_tokens
 
 # These tests are about what vLLM serves and how zqbench reads it, not about the generator's
 # timing (benchmarks/ measures that). zqbench shares core 1 with the other pytest-xdist
-# worker, so the default lag bound (p99 10 ms) was once missed at 11.5 ms in a full run:
-# the bound here leaves room for that, and a run past it still says why.
-LAG_OK = ("--max-schedule-lag", "50ms")
+# worker, so the default lag bound (p99 10 ms) was once missed at 11.5 ms in a full run, and
+# 50 ms at 98 ms: one send of 69 descheduled for 0.1 s (with under 100 samples the p99 is
+# the slowest). The bound leaves room for that, and a run past it still says why.
+LAG_OK = ("--max-schedule-lag", "250ms")
 
 
 def _json(path: Path) -> dict:
