@@ -106,6 +106,9 @@ DOMAINS: dict[str, list[str]] = {
     "--telemetry": TELEMETRY,
     "--master": MASTERS,
     "--master-bind": MASTERS,
+    # Loopback only, and ports that are free or refused, never a well-known service's.
+    "--metrics-port": ["0", "-1", "65536", "x", "1e3", "", "1.5"],
+    "--metrics-host": ["127.0.0.1", "::1", "", " ", "not a host", "127.0.0.1:9", "localhost"],
     "--header": HEADERS,
     "--expect-header": HEADERS,
     "--slo": SLOS,

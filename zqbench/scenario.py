@@ -57,6 +57,7 @@ _TOP_KEYS = (
     "validity",
     "network",
     "sweep",
+    "metrics",
 )
 _REQUEST_KEYS = (
     "max_tokens",
@@ -76,6 +77,7 @@ _MIX_KEYS = ("name", "weight", "prompt_tokens", "max_tokens")
 _SLO_KEYS = ("checks",)
 _NETWORK_KEYS = ("impairment", "loss", "stages")
 _VALIDITY_KEYS = ("min_samples", "max_schedule_lag", "min_achieved_ratio", "min_ratio_samples")
+_METRICS_KEYS = ("port", "host")
 _SWEEP_KEYS = ("min_rate", "max_rate", "step_factor", "step_duration", "bisect_steps")
 
 _DEFAULT_MAX_TOKENS = 256
@@ -146,6 +148,14 @@ class SweepConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """`[metrics]`: serve the run so far as a Prometheus exposition (`--metrics-port`)."""
+
+    port: int  # 0: any free port, printed at the start
+    host: str | None = None  # None: loopback (zqbench.exporter.DEFAULT_HOST)
+
+
+@dataclass(frozen=True, slots=True)
 class ValidityConfig:
     """`[validity]`: when a run is invalid rather than slow. None keeps zqbench's default
     (zqbench.metrics.summarize.ValidityThresholds); a smoke test may lower min_samples."""
@@ -168,6 +178,7 @@ class Scenario:
     source: str  # the file it came from
     sweep: SweepConfig | None = None
     validity: ValidityConfig = ValidityConfig()
+    metrics: MetricsConfig | None = None
 
     def scaled(self, rate_scale: float = 1.0, duration_scale: float = 1.0) -> Scenario:
         """Multiply every rate (or VU count) by `rate_scale` and every stage by `duration_scale`.
@@ -371,7 +382,24 @@ def parse_scenario(
     validity = ValidityConfig()
     if top.has("validity"):
         validity = _parse_validity(Table(label, "validity", data["validity"], _VALIDITY_KEYS))
-    return Scenario(name, description, api, load, request, slo, network, source, sweep, validity)
+    metrics = None
+    if top.has("metrics"):
+        metrics = _parse_metrics(Table(label, "metrics", data["metrics"], _METRICS_KEYS))
+    return Scenario(
+        name, description, api, load, request, slo, network, source, sweep, validity, metrics
+    )
+
+
+def _parse_metrics(t: Table) -> MetricsConfig:
+    if not t.has("port"):
+        raise t.missing("port", ": the port to serve the run's metrics on (0: any free one)")
+    port = t.integer("port", minimum=0)
+    if port > 65535:
+        raise t.fail("port", "must be a TCP port, 0-65535")
+    host = t.string("host")
+    if host is not None and not host.strip():
+        raise t.fail("host", 'must be an address to listen on, e.g. "127.0.0.1"')
+    return MetricsConfig(port=port, host=host)
 
 
 def _check_trace_request(label: str, load: LoadSpec, request: Mapping[str, Any]) -> None:

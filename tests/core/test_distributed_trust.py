@@ -21,6 +21,7 @@ from zqbench.distributed import protocol as p
 from zqbench.distributed.guard import _parse
 from zqbench.errors import EXIT_OK, EXIT_TARGET, EXIT_USAGE, OptionError
 from zqbench.pipeline.options import RunOptions
+from zqbench.samples.live_counts import N_BINS
 from zqbench.target.embedded import EmbeddedServer
 
 SECRET = SECRET_ENV["ZQBENCH_SECRET"].encode()
@@ -85,8 +86,15 @@ def test_a_workers_progress_must_have_its_fields_and_types() -> None:
     good = {
         "sent": 3, "due": 3, "done": 2, "ok": 2, "inflight": 1, "stage": 0,
         "status": {"200": 2}, "recent_ms": [1.5, 2.0], "worker": 1, "lag_p99_ms": None,
+        "counts": None,
     }  # fmt: skip
     assert p.progress_from_wire(good).recent_ms == (1.5, 2.0)
+    bins = [0] * N_BINS
+    counts = {
+        "requests": [[0, "short", "200", "ok", 2]],
+        "histograms": [["ttft", 0, "short", bins, 0.0]],
+    }
+    assert p.progress_from_wire({**good, "counts": counts}).counts is not None
     for bad in (
         [1, 2],
         {**good, "extra": 1},
@@ -97,6 +105,14 @@ def test_a_workers_progress_must_have_its_fields_and_types() -> None:
         {**good, "sent": 2**63},
         {**good, "recent_ms": [0.0] * (p.MAX_RECENT + 1)},
         {**good, "lag_p99_ms": "1"},
+        {**good, "counts": {"requests": []}},
+        {**good, "counts": {**counts, "requests": [[0, "short", "200", "served at once", 2]]}},
+        {**good, "counts": {**counts, "requests": [[0, "x" * 129, "200", "ok", 2]]}},
+        {**good, "counts": {**counts, "requests": [[0, "short", "200", "ok", -1]]}},
+        {**good, "counts": {**counts, "requests": [[0, "short", "200", "ok", 1]] * 16385}},
+        {**good, "counts": {**counts, "histograms": [["ttft", 0, "short", bins[1:], 0.0]]}},
+        {**good, "counts": {**counts, "histograms": [["bytes", 0, "short", bins, 0.0]]}},
+        {**good, "counts": {**counts, "histograms": [["ttft", 0, "short", bins, float("nan")]]}},
     ):
         with pytest.raises(ValueError):
             p.progress_from_wire(bad)

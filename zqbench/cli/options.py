@@ -184,6 +184,20 @@ MinRatioSamplesOpt = Annotated[
     int | None,
     typer.Option(help="Fewest samples a request class needs for a p99/p50 ratio (default 100)."),
 ]
+MetricsPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Serve the run so far as Prometheus metrics on this port (0: any free one) "
+        "until the outputs are written; overrides the scenario's [metrics] port.",
+    ),
+]
+MetricsHostOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="--metrics-port: the address to listen on; default 127.0.0.1. Another address "
+        "shows the scenario, the target and the counts to that network, unauthenticated.",
+    ),
+]
 ServerMetricsOpt = Annotated[
     bool,
     typer.Option(

@@ -54,6 +54,8 @@ def run(
         typer.Option(help="GPU telemetry: nvml, auto, or prometheus:URL; repeatable."),
     ] = None,
     server_metrics: opt.ServerMetricsOpt = True,
+    metrics_port: opt.MetricsPortOpt = None,
+    metrics_host: opt.MetricsHostOpt = None,
     quiet: opt.QuietOpt = False,
     min_samples: opt.MinSamplesOpt = None,
     max_schedule_lag_s: opt.MaxScheduleLagOpt = None,

@@ -20,6 +20,15 @@ from zqbench.dialects.base import DialectConfig
 from zqbench.engines.live import WorkerProgress
 from zqbench.engines.native import WorkerSpec
 from zqbench.errors import UsageError
+from zqbench.samples.live_counts import (
+    HISTOGRAMS,
+    N_BINS,
+    OUTCOMES,
+    HistogramCounts,
+    HistogramKey,
+    LiveCountsSnapshot,
+    RequestKey,
+)
 from zqbench.samples.sample import ARROW_SCHEMA
 from zqbench.sources import source_from_wire, source_to_wire
 from zqbench.transport.base import PoolLimits
@@ -108,9 +117,58 @@ def spec_from_wire(data: dict[str, Any], *, api_key: str | None, out_dir: str) -
 # --------------------------------------------------------------------------- the work
 # --------------------------------------------------------------------------- progress
 def progress_to_wire(progress: WorkerProgress) -> dict[str, Any]:
-    data = dataclasses.asdict(progress)
+    data = {f.name: getattr(progress, f.name) for f in dataclasses.fields(progress)}
+    data["status"] = dict(progress.status)
     data["recent_ms"] = list(progress.recent_ms)
+    data["counts"] = None if progress.counts is None else counts_to_wire(progress.counts)
     return data
+
+
+def counts_to_wire(counts: LiveCountsSnapshot) -> dict[str, Any]:
+    return {
+        "requests": [[*key, n] for key, n in counts.requests.items()],
+        "histograms": [[*key, list(h.bins), h.sum_s] for key, h in counts.histograms.items()],
+    }
+
+
+MAX_COUNT_KEYS = 16384  # stage x class x status x outcome rows a worker may send
+
+
+def _label(x: Any) -> bool:
+    return isinstance(x, str) and len(x) <= 128
+
+
+def counts_from_wire(data: Any) -> LiveCountsSnapshot:
+    """A worker's live counts (--metrics-port); ValueError for anything else."""
+    if not isinstance(data, dict) or set(data) != {"requests", "histograms"}:
+        raise ValueError("not a worker's live counts")
+    rows, hists = data["requests"], data["histograms"]
+    if not (isinstance(rows, list) and isinstance(hists, list)):
+        raise ValueError("live counts are not lists")
+    if len(rows) > MAX_COUNT_KEYS or len(hists) > MAX_COUNT_KEYS:
+        raise ValueError("live counts have too many rows")
+    requests: dict[RequestKey, int] = {}
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 5):
+            raise ValueError("a live request count is not stage, class, status, outcome, n")
+        stage, cls, status, outcome, n = row
+        if not (is_int64(stage) and _label(cls) and _label(status) and is_int64(n) and n >= 0):
+            raise ValueError("a live request count is not stage, class, status, outcome, n")
+        if outcome not in OUTCOMES:
+            raise ValueError(f"a live request count has no known outcome: {str(outcome)[:20]}")
+        requests[(stage, cls, status, outcome)] = n
+    histograms: dict[HistogramKey, HistogramCounts] = {}
+    for row in hists:
+        if not (isinstance(row, list) and len(row) == 5):
+            raise ValueError("a live histogram is not metric, stage, class, bins, sum")
+        metric, stage, cls, bins, total = row
+        ok = metric in HISTOGRAMS and is_int64(stage) and _label(cls) and is_finite_number(total)
+        if not ok or not (isinstance(bins, list) and len(bins) == N_BINS):
+            raise ValueError("a live histogram is not metric, stage, class, bins, sum")
+        if not all(is_int64(n) and n >= 0 for n in bins):
+            raise ValueError("a live histogram's bins are not counts")
+        histograms[(metric, stage, cls)] = HistogramCounts(tuple(bins), float(total))
+    return LiveCountsSnapshot(requests, histograms)
 
 
 _PROGRESS_FIELDS = frozenset(f.name for f in dataclasses.fields(WorkerProgress))
@@ -134,7 +192,10 @@ def progress_from_wire(data: Any) -> WorkerProgress:
         raise ValueError("progress latencies are not a bounded list")
     if not all(is_finite_number(x) for x in recent) or not (lag is None or is_finite_number(lag)):
         raise ValueError("a progress latency is not a finite number")
-    return WorkerProgress(**{**data, "recent_ms": tuple(float(x) for x in recent)})
+    counts = None if data["counts"] is None else counts_from_wire(data["counts"])
+    return WorkerProgress(
+        **{**data, "recent_ms": tuple(float(x) for x in recent), "counts": counts}
+    )
 
 
 def is_int64(x: Any) -> bool:

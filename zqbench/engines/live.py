@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zqbench.samples.live_counts import LiveCounts, LiveCountsSnapshot, merge
+
 RECENT = 2048  # latencies (and schedule lags) kept for the "so far" percentiles
 _SUMMED = ("sent", "due", "done", "ok", "inflight")  # counters that add up across workers
 
@@ -39,6 +41,8 @@ class LiveStats:
     recent_lag_ms: list[float] = field(default_factory=list)  # open loop: t_send - t_intended
     _cursor: int = 0
     _lag_cursor: int = 0
+    # Kept only when the run serves live metrics (--metrics-port): the samples' counts.
+    counts: LiveCounts | None = None
 
     def record(self, status_key: str, ok: bool, latency_ms: float) -> None:
         self.done += 1
@@ -59,6 +63,7 @@ class LiveStats:
             recent_ms=tuple(self.recent_ms),
             worker=self.worker,
             lag_p99_ms=_nearest_rank(lags, 0.99) if len(lags) else None,
+            counts=self.counts.snapshot() if self.counts is not None else None,
         )
 
 
@@ -76,6 +81,7 @@ class WorkerProgress:
     recent_ms: tuple[float, ...]  # latencies of the latest successful requests
     worker: int = 0
     lag_p99_ms: float | None = None  # open loop: of its latest sends; None: none yet
+    counts: LiveCountsSnapshot | None = None  # with --metrics-port only
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +110,7 @@ class Progress:
     p99_ms: float | None = None
     workers: int = 0
     per_worker: tuple[WorkerLine, ...] = ()  # by worker index
+    counts: LiveCountsSnapshot | None = None  # every worker's, summed (--metrics-port only)
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -124,6 +131,7 @@ def merge_snapshots(snapshots: Sequence[WorkerProgress]) -> Progress:
         for s in sorted(snapshots, key=lambda s: s.worker)
     )
     counters = {name: sum(getattr(s, name) for s in snapshots) for name in _SUMMED}
+    counted = [s.counts for s in snapshots if s.counts is not None]
     return Progress(
         **counters,
         stage=max((s.stage for s in snapshots), default=0),
@@ -132,4 +140,5 @@ def merge_snapshots(snapshots: Sequence[WorkerProgress]) -> Progress:
         p99_ms=p99,
         workers=len(snapshots),
         per_worker=lines,
+        counts=merge(counted) if counted else None,
     )

@@ -23,6 +23,7 @@ from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, ResponseSummary
 from zqbench.engines.live import LiveStats, WorkerProgress
 from zqbench.load import Slot, Work
+from zqbench.samples.live_counts import LiveCounts
 from zqbench.samples.sample import Sample
 from zqbench.samples.writer import SampleRecorder, stream_path
 from zqbench.sources import Requests, RequestSource
@@ -52,6 +53,7 @@ class WorkerSpec:
     h1_client: str = "raw"  # zqbench.transport.factory.H1_CLIENTS
     drain_timeout_s: float | None = None  # None: wait up to timeout_s for in-flight requests
     cold_connections: bool = False  # the scenario's: a new connection for every request
+    live_counts: bool = False  # count samples for the live exposition (--metrics-port)
 
 
 @dataclass(slots=True)
@@ -97,6 +99,8 @@ class NativeWorker:
         self._work: Work | None = None
         self._requests: Requests = spec.source.open()
         control.stats.worker = spec.worker
+        if spec.live_counts:
+            control.stats.counts = LiveCounts()
 
     # ------------------------------------------------------------------ the Driver
     def should_stop(self) -> bool:
@@ -201,6 +205,9 @@ class NativeWorker:
             turn=slot.turn,
         )
         self.recorder.add(sample)
+        counts = self.control.stats.counts
+        if counts is not None:
+            counts.record(sample)
         key = str(status) if error is None or status else f"transport:{error}"
         self.control.stats.record(key, error is None, (t_end - t_send) / 1e6)
 

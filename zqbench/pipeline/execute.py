@@ -60,9 +60,11 @@ def execute(
     distribution: DistributedOptions,
     on_progress: ProgressCallback | None = None,
     stop: StopFlag | None = None,
+    live_counts: bool = False,
 ) -> Execution:
     """Send the plan's requests; samples land in `out_dir` as the workers go. `seed` draws
-    what each request asks (the request source's)."""
+    what each request asks (the request source's); `live_counts` has every worker count its
+    samples into its progress, for the live exposition."""
     run_hooks = RunningHooks(
         hooks,
         HookContext(
@@ -76,7 +78,7 @@ def execute(
         ),
     )
     source = fit_source(target.scenario, seed, target.calibration)
-    specs = _worker_specs(connection, len(plan.works), target, source, out_dir)
+    specs = _worker_specs(connection, len(plan.works), target, source, out_dir, live_counts)
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()
     stop = stop or StopFlag()
@@ -128,6 +130,7 @@ def _worker_specs(
     target: Target,
     source: RequestSource,
     out_dir: Path,
+    live_counts: bool,
 ) -> list[WorkerSpec]:
     scenario = target.scenario
     limits = PoolLimits(
@@ -152,6 +155,7 @@ def _worker_specs(
             h1_client=options.h1_client.value,
             drain_timeout_s=scenario.load.graceful_stop_s,
             cold_connections=scenario.request.cold_connections,
+            live_counts=live_counts,
         )
         for w in range(n_workers)
     ]

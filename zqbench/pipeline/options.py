@@ -94,6 +94,8 @@ class HookOptions:
     server_metrics: bool
     hooks: tuple[RunHook, ...]
     insecure: bool
+    metrics_port: int | None
+    metrics_host: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +188,10 @@ class RunOptions:
     telemetry: tuple[str, ...] = ()  # --telemetry sources: nvml, auto, prometheus:URL
     server_metrics: bool = True  # scrape the target's /metrics when a known engine serves it
     hooks: tuple[RunHook, ...] = ()  # impairment, telemetry, ...: started at t = 0, always stopped
+    # Serve the run so far as a Prometheus exposition (zqbench.exporter); None: the
+    # scenario's [metrics], else none. 0: any free port. Host None: loopback.
+    metrics_port: int | None = None
+    metrics_host: str | None = None
     # Validity limits; None: the scenario's [validity], else zqbench's defaults.
     min_samples: int | None = None
     max_schedule_lag_s: float | None = None
@@ -223,6 +229,14 @@ class RunOptions:
                     "must be a fraction of the offered load, 0 < r <= 1",
                     value=f"{self.min_achieved_ratio:g}",
                 )
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise OptionError(
+                "metrics_port", "must be a TCP port, 0-65535", value=str(self.metrics_port)
+            )
+        if self.metrics_host is not None and not self.metrics_host.strip():
+            raise OptionError(
+                "metrics_host", "must be an address to listen on, e.g. 127.0.0.1", value='""'
+            )
         parse_headers(self.headers)
         read_api_key(self.api_key_env)
         if self.distributed:

@@ -17,9 +17,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from zqbench.engines.live import ProgressCallback
+from zqbench.engines.live import Progress, ProgressCallback
 from zqbench.engines.workers import StopFlag, stop_on_signals
 from zqbench.errors import EXIT_INTERRUPTED, UsageError, exit_code_for_verdict
+from zqbench.exporter import DEFAULT_HOST, MetricsEndpoint
+from zqbench.exporter.collector import RunLabels
+from zqbench.hooks.contract import RunHook
 from zqbench.metrics.summarize import RunInfo
 from zqbench.outputs.paths import existing_ancestor, make_out_dir, removed_if_empty_on_error
 from zqbench.outputs.start_record import StartRecord
@@ -28,9 +31,11 @@ from zqbench.pipeline.execute import execute
 from zqbench.pipeline.hooks import build_hooks
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan, make_plan
-from zqbench.pipeline.target import Target, fit_target, open_endpoint
+from zqbench.pipeline.target import Endpoint, Target, fit_target, open_endpoint
 from zqbench.pipeline.write import write_outputs
+from zqbench.redact import redact_url
 from zqbench.summary import Summary
+from zqbench.telemetry.prometheus import PrometheusScraper
 
 __all__ = ["RunOptions", "RunResult", "run_scenario"]
 
@@ -64,8 +69,16 @@ def run_scenario(
         options.out, plan.scenario.name, now=plan.started_at, root=options.reports_root
     )
     with removed_if_empty_on_error(out_dir, kept), contextlib.ExitStack() as signals:
+        # Bound before the target is contacted (a port in use is exit 2 before any load);
+        # served until the outputs are written, so the last scrapes see the final counts.
+        live = _metrics_endpoint(options, plan, out_dir, on_target)
+        if live is not None:
+            signals.enter_context(live)
+            on_progress = _tee(live.observe, on_progress)
         with open_endpoint(options.endpoint, plan.scenario, out_dir, on_note=on_target) as endpoint:
             hooks = build_hooks(options.beside, plan.scenario, endpoint, on_note=on_target)
+            if live is not None:
+                _watch(live, endpoint, hooks)
             target = fit_target(endpoint, plan.scenario, options.endpoint, on_note=on_target)
             hooks.append(_start_record(options, plan, target, out_dir))
             signals.enter_context(stop_on_signals(stop))
@@ -79,6 +92,7 @@ def run_scenario(
                 distribution=options.distribution,
                 on_progress=on_progress,
                 stop=stop,
+                live_counts=live is not None,
             )
         with _disk_errors(out_dir):
             analysis = analyze(options.plan, options.validity, plan, target, execution, out_dir)
@@ -93,6 +107,47 @@ def run_scenario(
     interrupted = execution.interrupted or stop.is_set()
     code = _exit_code(analysis.summary.verdict, interrupted, options)
     return RunResult(out_dir, analysis.summary, code, interrupted, target.note)
+
+
+def _metrics_endpoint(
+    options: RunOptions, plan: Plan, out_dir: Path, on_note: Callable[[str], None] | None
+) -> MetricsEndpoint | None:
+    """--metrics-port (or the scenario's [metrics]): the exposition, bound now; None: none."""
+    config = plan.scenario.metrics
+    port = options.beside.metrics_port
+    if port is None and config is not None:
+        port = config.port
+    if port is None:
+        return None
+    host = options.beside.metrics_host or (config.host if config else None) or DEFAULT_HOST
+    labels = RunLabels(
+        scenario=plan.scenario.name,
+        run=out_dir.name,
+        stage_names=tuple(stage.name for stage in plan.stages),
+        slos=plan.slo_checks,
+    )
+    live = MetricsEndpoint(host, port, labels)
+    if on_note is not None:
+        on_note(f"metrics: serving the run so far at {live.url}")
+    return live
+
+
+def _tee(first: ProgressCallback, then: ProgressCallback | None) -> ProgressCallback:
+    def both(progress: Progress) -> None:
+        first(progress)
+        if then is not None:
+            then(progress)
+
+    return both
+
+
+def _watch(live: MetricsEndpoint, endpoint: Endpoint, hooks: list[RunHook]) -> None:
+    """The exposition names the target, and re-exports the scraped server's queue."""
+    live.state.target = redact_url(endpoint.base_url)
+    scrapers = [h for h in hooks if isinstance(h, PrometheusScraper)]
+    scrapers.sort(key=lambda h: h.engine is None)  # the target's engine's own first
+    if scrapers:
+        live.watch_server(scrapers[0].latest)
 
 
 def _start_record(options: RunOptions, plan: Plan, target: Target, out_dir: Path) -> StartRecord:

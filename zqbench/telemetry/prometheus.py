@@ -147,6 +147,7 @@ class PrometheusScraper:
             "value": [],
         }
         self._times: list[int] = []  # epoch ns of each successful scrape
+        self._latest: dict[str, float] = {}  # the last scrape's series, summed over labels
         self._failed = 0
         self._last_error = ""
         self._stopping = threading.Event()
@@ -157,6 +158,11 @@ class PrometheusScraper:
     @property
     def _scrapes(self) -> int:
         return len(self._times)
+
+    def latest(self) -> dict[str, float]:
+        """The last scrape's figures by canonical name (summed over their labels; histogram
+        buckets left out): what the live exposition re-exports."""
+        return self._latest
 
     def start(self, ctx: HookContext) -> None:
         self._ctx = ctx
@@ -180,6 +186,11 @@ class PrometheusScraper:
         # The values were read somewhere between sending and receiving: use the midpoint.
         t_epoch = self._anchor_ns + (sent + time.perf_counter_ns()) // 2
         self._times.append(t_epoch)
+        latest: dict[str, float] = {}
+        for canonical, _, labels, value in found:
+            if "le" not in labels:  # a histogram's buckets are not one figure
+                latest[canonical] = latest.get(canonical, 0.0) + value
+        self._latest = latest  # replaced whole: a reader on another thread sees one scrape
         for canonical, scraped, labels, value in found:
             self._rows["t_epoch_ns"].append(t_epoch)
             self._rows["metric"].append(canonical)
