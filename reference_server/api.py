@@ -22,6 +22,7 @@ from reference_server.backend import ComputeBackend, SamplingParams
 from reference_server.config import ServerConfig
 from reference_server.engine import Engine
 from reference_server.errors import ApiError, render, stream_error_type
+from reference_server.gpu_density import DensitySampler
 from reference_server.metrics import Metrics
 from reference_server.model import tokenizer
 from reference_server.request import GenRequest, body_limit
@@ -59,6 +60,13 @@ class App:
         )
         self.metrics = Metrics(config.scheduler, backend.name, backend.device, config.preset)
         self.metrics.slots.set(self.scheduler.max_slots)
+        self.density = DensitySampler.start(
+            backend.device, lambda: self.scheduler.num_slots_used > 0
+        )
+        if isinstance(self.density, DensitySampler):
+            self.metrics.measure_gpu_density(self.density.density)
+        else:
+            self.metrics.no_gpu_density(self.density)
         self.engine: Engine | None = None
         self.models = (config.served_model_name, config.preset)
         self.in_flight = 0
@@ -81,8 +89,12 @@ class App:
                 self.backend, self.scheduler, self.metrics, asyncio.get_running_loop()
             )
             self.engine.start()
+            engine = self.engine
+            self.metrics.watch_dispatch_jitter(lambda: engine.dispatch_jitter_us() / 1e6)
 
     def stop_engine(self) -> None:
+        if isinstance(self.density, DensitySampler):
+            self.density.stop()
         if self.engine is not None:
             self.engine.stop()
             self.engine = None
@@ -302,6 +314,7 @@ class App:
         refusal = self.scheduler.submit(seq)
         if refusal is not None:
             self.metrics.rejected.labels(refusal).inc()
+            self.metrics.time_to_reject.observe(time.perf_counter() - seq.received_perf)
             raise self._overloaded(refusal)
         resp.extra.append((b"x-execution-profile", req.profile.encode()))
         watcher = asyncio.ensure_future(_watch_disconnect(receive, seq, self.scheduler))
@@ -353,6 +366,7 @@ class App:
                     return
                 if kind == "reject":
                     self.metrics.rejected.labels(data or "unknown").inc()
+                    self.metrics.time_to_reject.observe(time.perf_counter() - seq.received_perf)
                     raise self._overloaded(data or "shutdown")
                 if kind == "error":
                     raise ApiError("api_error", data or "engine failure")

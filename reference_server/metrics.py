@@ -9,7 +9,8 @@ tests can run several servers in one process.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -87,6 +88,34 @@ class Metrics:
         self.step_time = self._histogram(
             "engine_step_seconds", "Wall time of one engine step", _SHORT_BUCKETS, ["phase"]
         )
+        # The zero-queue dimensions (docs/reference-server.md, "Metrics").
+        self.time_to_reject = self._histogram(
+            "time_to_reject_seconds", "Received to refused, of refused requests", _SHORT_BUCKETS
+        )
+        self.dispatch_jitter = self._gauge(
+            "dispatch_jitter_seconds",
+            "Standard deviation of the last 100 dispatch delays (received to compute start)",
+        )
+        self.gpu_telemetry = self._gauge(
+            "gpu_telemetry_available",
+            "1 when GPU utilization density is measured (NVML), else 0 with the reason",
+            ["reason"],
+        )
+        # Registered only where it is measured: absent, never 0, without a GPU.
+        self.gpu_density: Gauge | None = None
+
+    def measure_gpu_density(self, read: Callable[[], float | None]) -> None:
+        """Export `refserver_gpu_utilization_density` from `read` (None: no reading yet)."""
+        self.gpu_telemetry.labels("").set(1)
+        gauge = self._gauge(
+            "gpu_utilization_density",
+            "Mean GPU busy fraction while at least one request holds a slot (NVML, 0-1)",
+        )
+        gauge.set_function(lambda: _nan_if_none(read()))
+        self.gpu_density = gauge
+
+    def no_gpu_density(self, reason: str) -> None:
+        self.gpu_telemetry.labels(reason).set(0)
 
     # Every metric is `refserver_<name>` in this server's own registry.
     def _counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
@@ -100,5 +129,12 @@ class Metrics:
     ) -> Histogram:
         return Histogram(PREFIX + name, doc, labels, buckets=buckets, registry=self.registry)
 
+    def watch_dispatch_jitter(self, read: Callable[[], float]) -> None:
+        self.dispatch_jitter.set_function(read)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _nan_if_none(value: float | None) -> float:
+    return math.nan if value is None else value
