@@ -9,6 +9,8 @@ docs/telemetry.md ("Watching live") lists the families and their labels.
 from __future__ import annotations
 
 import math
+import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -79,6 +81,9 @@ class LiveState:
     """The latest figures; replaced whole by the progress callback, read by scrapes."""
 
     progress: Figures = field(default_factory=NoFigures)
+    version: int = 0  # bumped with each progress
+    # (monotonic time, version) of the latest scrapes, newest last
+    scrapes: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=16))
     target: str = ""  # without credentials; known once the target is (after the port is bound)
     # name -> value of the target's own metrics, from zqbench's scraper of them
     server: Callable[[], dict[str, float]] | None = None
@@ -94,7 +99,8 @@ class RunCollector(Collector):
         return names[stage] if 0 <= stage < len(names) else str(stage)
 
     def collect(self) -> Iterator[Metric]:
-        progress = self.state.progress
+        progress, version = self.state.progress, self.state.version
+        self.state.scrapes.append((time.monotonic(), version))
         counts = progress.counts or LiveCountsSnapshot()
         info = InfoMetricFamily("zqbench_run", "the run being measured")
         info.add_metric(

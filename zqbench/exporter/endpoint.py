@@ -2,15 +2,18 @@
 
 The port is bound when the run is planned, before the target is contacted or the bundled
 server started, so a port in use is exit 2 before any load. The endpoint then serves from
-that moment until the run's outputs are written: the last scrapes see the final counts,
-the same as summary.json's. Loopback by default: the exposition names the target and the
-scenario, and has no authentication (`--metrics-host` widens it, as its help says).
+that moment until the run's outputs are written, and then until a regular scraper has read
+the final counts (the same as summary.json's), at most 3 of its intervals and 30 s.
+Loopback by default: the exposition names the target and the scenario, and has no
+authentication (`--metrics-host` widens it, as its help says).
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIServer
@@ -22,6 +25,7 @@ from zqbench.errors import UsageError
 from zqbench.exporter.collector import Figures, LiveState, RunCollector, RunLabels
 
 DEFAULT_HOST = "127.0.0.1"
+FINAL_SCRAPE_MAX_S = 30.0
 
 
 class MetricsEndpoint:
@@ -48,11 +52,29 @@ class MetricsEndpoint:
         """The progress callback (engines.live.Progress); one reference replaced, so a
         scrape reads the figures before or after, never half of each."""
         self.state.progress = progress
+        self.state.version += 1
 
     def watch_server(self, latest: Callable[[], dict[str, float]]) -> None:
         self.state.server = latest
 
+    def await_final_scrape(self) -> float:
+        """Wait until a regular scraper has read the final figures: at most 3 of its scrape
+        intervals and FINAL_SCRAPE_MAX_S; not at all when nobody scrapes regularly. The
+        seconds waited."""
+        scrapes = list(self.state.scrapes)
+        if len(scrapes) < 2:
+            return 0.0
+        gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(scrapes))
+        interval = gaps[len(gaps) // 2]
+        start = time.monotonic()
+        deadline = start + min(3 * interval, FINAL_SCRAPE_MAX_S)
+        final = self.state.version
+        while time.monotonic() < deadline and self.state.scrapes[-1][1] < final:
+            time.sleep(0.02)
+        return time.monotonic() - start
+
     def close(self) -> None:
+        self.await_final_scrape()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5.0)
