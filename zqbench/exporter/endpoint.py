@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import errno
 import itertools
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIServer
-
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import start_http_server
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from zqbench.errors import UsageError
-from zqbench.exporter.collector import Figures, LiveState, RunCollector, RunLabels
+from zqbench.exporter.collector import Exposition, Figures, LiveState, RunLabels
 
 DEFAULT_HOST = "127.0.0.1"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 FINAL_SCRAPE_MAX_S = 30.0
 
 
@@ -33,15 +33,28 @@ class MetricsEndpoint:
 
     def __init__(self, host: str, port: int, labels: RunLabels) -> None:
         self.state = LiveState()
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(RunCollector(labels, self.state))
+        self.exposition = Exposition(labels, self.state)
         try:
-            server, thread = start_http_server(port, addr=host, registry=self.registry)
-        except OSError as exc:
+            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+            server_class = type("_Server", (_ThreadingServer,), {"address_family": family})
+            server: WSGIServer = make_server(host, port, self._app, server_class, _QuietHandler)
+        except OSError as exc:  # in use, not allowed, no such address
             raise UsageError(_bind_error(host, port, exc)) from None
-        self._server: WSGIServer = server
-        self._thread: threading.Thread = thread
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, name="zqbench-metrics", daemon=True
+        )
+        self._thread.start()
         self.host, self.port = host, int(server.server_address[1])
+
+    def _app(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found: the exposition is at /metrics\n"]
+        body = self.exposition.render().encode()
+        start_response("200 OK", [("Content-Type", CONTENT_TYPE),
+                                  ("Content-Length", str(len(body)))])  # fmt: skip
+        return [body]
 
     @property
     def url(self) -> str:
@@ -84,6 +97,15 @@ class MetricsEndpoint:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a scraper that hangs never holds zqbench's exit
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # stdlib's name
+        pass  # a scrape a second would flood the terminal
 
 
 def _bind_error(host: str, port: int, exc: OSError) -> str:
