@@ -73,6 +73,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
                 RunOptions(
                     scenario="burst", target=server.base_url, rate_scale=0.2,
                     duration_scale=0.3, out=tmp / "run", metrics_port=metrics_port, html=False,
+                    workers=2,  # two processes: their counts merged in the exposition
                     calibration="off",
                 ),
             )  # fmt: skip

@@ -303,11 +303,15 @@ class Master:
                     slot.finish("lost", at_s=at_s, why="its heartbeats stopped")
                 elif now_ns() > end_ns or (stop_deadline is not None and now > stop_deadline):
                     slot.finish("lost", at_s=at_s, why="it never said it was done")
-            if on_progress is not None:
-                snaps = [s.progress for s in self.slots if s.progress is not None]
-                if snaps:
-                    on_progress(merge_snapshots(snaps))
+            self._report(on_progress)
             _tick()
+        self._report(on_progress)  # the last word of every worker, its final counts included
+
+    def _report(self, on_progress: ProgressCallback | None) -> None:
+        if on_progress is not None:
+            snaps = [s.progress for s in self.slots if s.progress is not None]
+            if snaps:
+                on_progress(merge_snapshots(snaps))
 
     def _gone(self, slot: WorkerSlot) -> bool:
         """Locust's heartbeats: a worker missing for 3 s, or one that said quit."""

@@ -371,6 +371,9 @@ class _Session:
 
         self._flush_outbox(gevent)
         stats = worker.control.stats
+        # The final counts, taken now: the pump's last progress may predate the last
+        # requests, and the master's live exposition must end at summary.json's numbers.
+        self._send(p.SAMPLES, {"progress": p.progress_to_wire(stats.snapshot())})
         self._send(
             p.DONE,
             {
