@@ -41,8 +41,9 @@ class MetricsEndpoint:
         except OSError as exc:  # in use, not allowed, no such address
             raise UsageError(_bind_error(host, port, exc)) from None
         self._server = server
+        # A short poll: shutdown() waits for the loop to look, 0.5 s by default, on every run.
         self._thread = threading.Thread(
-            target=server.serve_forever, name="zqbench-metrics", daemon=True
+            target=server.serve_forever, args=(0.05,), name="zqbench-metrics", daemon=True
         )
         self._thread.start()
         self.host, self.port = host, int(server.server_address[1])
