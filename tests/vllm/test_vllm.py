@@ -264,22 +264,36 @@ def test_each_sessions_turn_carries_the_last_one_and_its_answer_on_vllm(
             assert r["error"] is None and r["tokens_from_usage"], r
             turns.setdefault(r["session"], {})[r["turn"]] = r
 
+        # A turn answered with no text (this random model's 8 tokens can detokenize to
+        # nothing; seen once in a clean-clone run: 383, 775, 775, 1172) is left out of the
+        # conversation by design (sources/sessions.py): the next turn then resends the same
+        # history with a new message of the same length.
+        def grew(session: dict[int, dict], k: int) -> bool:
+            step = session[k]["prompt_tokens"] - session[k - 1]["prompt_tokens"]
+            if step > session[0]["prompt_tokens"] // 2:
+                return True
+            assert abs(step) <= 0.02 * session[k]["prompt_tokens"], (k, step)
+            return False
+
+        steps = [(s, k) for s in turns.values() for k in range(1, 4)]
+        kept = [(s, k) for s, k in steps if grew(s, k)]
+        assert len(kept) >= 0.75 * len(steps), (api, len(kept), len(steps))
+
         # Each turn adds the chat template's few tokens for two more messages: a constant,
-        # taken as the least any session's second turn shows beyond the sum. It can read
-        # below 0: an answer fed back as text may encode to a token or two fewer than it was
-        # generated as (BPE merges across its edges; seen once: -1 in a clean-clone run).
+        # taken as the least any kept turn shows beyond the sum. It can read below 0: an
+        # answer fed back as text may encode to a token or two fewer than it was generated
+        # as (BPE merges across its edges; seen once: -1 in a clean-clone run).
         def residual(session: dict[int, dict], k: int) -> int:
             last, now = session[k - 1], session[k]
             added = last["output_tokens"] + session[0]["prompt_tokens"]
             return now["prompt_tokens"] - last["prompt_tokens"] - added
 
-        template = min(residual(session, 1) for session in turns.values())
+        template = min(residual(s, k) for s, k in kept)
         assert -4 <= template <= 8, template
-        for session in turns.values():
-            for k in range(1, 4):
-                expected = session[k]["prompt_tokens"] - residual(session, k) + template
-                assert abs(session[k]["prompt_tokens"] - expected) <= 0.02 * expected, (
-                    api,
-                    k,
-                    [session[j]["prompt_tokens"] for j in range(4)],
-                )
+        for session, k in kept:
+            expected = session[k]["prompt_tokens"] - residual(session, k) + template
+            assert abs(session[k]["prompt_tokens"] - expected) <= 0.02 * expected, (
+                api,
+                k,
+                [session[j]["prompt_tokens"] for j in range(4)],
+            )
