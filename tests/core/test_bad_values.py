@@ -83,3 +83,27 @@ def test_the_library_refuses_an_empty_target() -> None:
     with pytest.raises(OptionError) as err:
         RunOptions(scenario="smoke", target="  ")
     assert err.value.option == "target"
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["run", "smoke", "--server-scheduler", "fifo"], "--server-scheduler"),
+        (["run", "smoke", "--server-engine", "sim"], "--server-engine"),
+        (["run", "smoke", "--server-arg=--max-batch-size=2"], "--server-arg"),
+        (["sweep", "smoke", "--server-scheduler", "fifo"], "--server-scheduler"),
+        (["conform", "--server-scheduler", "fifo"], "--server-scheduler"),
+        (["conform", "--server-max-batch-size", "8"], "--server-max-batch-size"),
+    ],
+)
+def test_a_bundled_server_flag_with_a_target_is_refused(argv: list[str], flag: str) -> None:
+    """Given with --target, a --server-* flag was silently ignored: a "fifo" run measured
+    whatever the target was. Exit 2 before anything is sent (the target is unreachable)."""
+    from tests.core.conftest import zqbench_here
+
+    result = zqbench_here(*argv, "--target", "http://127.0.0.1:1")
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        f"zqbench: error: {flag} sets up the bundled reference server, which --target "
+        f"replaces; drop {flag} or --target",
+    )

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from zqbench.cli.options import ApiKeyEnvOpt, ServerSchedulerOpt, TargetOpt
+from zqbench.cli.options import (
+    ApiKeyEnvOpt,
+    ServerSchedulerOpt,
+    TargetOpt,
+    refuse_embedded_options_with_target,
+)
 from zqbench.dialects import DIALECTS
 from zqbench.option_values import ServerScheduler
 
@@ -95,6 +100,7 @@ ServerBatch = Annotated[int, typer.Option(help="Embedded reference server: seque
 
 
 def conform(
+    ctx: typer.Context,
     target: TargetOpt = None,
     apis: ApisOpt = ConformApi.auto,
     only: Only = None,
@@ -126,6 +132,8 @@ def conform(
     from zqbench.option_values import read_api_key
     from zqbench.outputs.conform import format_summary
     from zqbench.outputs.registry import write_conform
+
+    refuse_embedded_options_with_target(ctx)
 
     if list_checks:
         typer.echo(format_catalogue())

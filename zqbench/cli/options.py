@@ -54,6 +54,29 @@ def fields_of(kind: type[Any], params: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+EMBEDDED_ONLY = ("server_scheduler", "server_engine", "server_args", "server_max_batch_size")
+
+
+def refuse_embedded_options_with_target(ctx: typer.Context) -> None:
+    """A --server-* flag sets up the bundled reference server, which --target replaces:
+    given together, the flag would be silently ignored (a FIFO run that measured the
+    remote zero-queue server). Exit 2 instead, naming both."""
+    from zqbench.errors import UsageError
+
+    if ctx.params.get("target") is None:
+        return
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name or "")
+        # By name: typer's context may carry its own copy of click's ParameterSource.
+        given = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+        if param.name in EMBEDDED_ONLY and given:
+            flag = max(param.opts, key=len)
+            raise UsageError(
+                f"{flag} sets up the bundled reference server, which --target replaces; "
+                f"drop {flag} or --target"
+            )
+
+
 ScenarioArg = Annotated[str, typer.Argument(help="Bundled scenario name or a TOML path.")]
 TargetOpt = Annotated[
     str | None,

@@ -86,6 +86,7 @@ def run(
     from zqbench.cli.live_view import LiveView
     from zqbench.pipeline.run import RunOptions, run_scenario
 
+    opt.refuse_embedded_options_with_target(ctx)
     options = RunOptions(
         **opt.fields_of(RunOptions, ctx.params), inconclusive_fails=not inconclusive_ok
     )

@@ -53,6 +53,8 @@ def sweep(
     from zqbench.scenario import SweepConfig
     from zqbench.summary import SweepStep
 
+    opt.refuse_embedded_options_with_target(ctx)
+
     def report(step: SweepStep) -> None:
         typer.echo(
             f"step {step.index:>2} {step.phase:<6} {step.rate:>9.4g} req/s: {step.verdict}",
