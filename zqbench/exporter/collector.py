@@ -18,8 +18,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from zqbench.engines.live import Progress
 from zqbench.exporter import live_slos
 from zqbench.metrics.slo import Slo
 from zqbench.samples.live_counts import BUCKETS_S, HISTOGRAMS, LiveCountsSnapshot
@@ -43,40 +43,11 @@ class RunLabels:
     slos: tuple[Slo, ...] = ()
 
 
-class Figures(Protocol):
-    """What the exposition reads of the run's merged progress (engines.live.Progress)."""
-
-    @property
-    def sent(self) -> int: ...
-    @property
-    def due(self) -> int: ...
-    @property
-    def inflight(self) -> int: ...
-    @property
-    def stage(self) -> int: ...
-    @property
-    def workers(self) -> int: ...
-    @property
-    def counts(self) -> LiveCountsSnapshot | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class NoFigures:
-    """Before the first progress: every count 0."""
-
-    sent: int = 0
-    due: int = 0
-    inflight: int = 0
-    stage: int = 0
-    workers: int = 0
-    counts: LiveCountsSnapshot | None = None
-
-
 @dataclass(slots=True)
 class LiveState:
     """The latest figures; replaced whole by the progress callback, read by scrapes."""
 
-    progress: Figures = field(default_factory=NoFigures)
+    progress: Progress = field(default_factory=Progress)  # all 0 before the first
     version: int = 0  # bumped with each progress
     # (monotonic time, version) of the latest scrapes, newest last
     scrapes: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=16))

@@ -20,8 +20,9 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from zqbench.engines.live import Progress
 from zqbench.errors import UsageError
-from zqbench.exporter.collector import Exposition, Figures, LiveState, RunLabels
+from zqbench.exporter.collector import Exposition, LiveState, RunLabels
 
 DEFAULT_HOST = "127.0.0.1"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -62,8 +63,8 @@ class MetricsEndpoint:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/metrics"
 
-    def observe(self, progress: Figures) -> None:
-        """The progress callback (engines.live.Progress); one reference replaced, so a
+    def observe(self, progress: Progress) -> None:
+        """The progress callback; one reference replaced, so a
         scrape reads the figures before or after, never half of each."""
         self.state.progress = progress
         self.state.version += 1
