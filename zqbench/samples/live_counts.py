@@ -31,6 +31,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from zqbench.metrics.frame import REFUSAL_STATUSES
 from zqbench.samples.sample import Sample
 
 BUCKETS_S: tuple[float, ...] = (
@@ -41,7 +42,7 @@ BUCKETS_S: tuple[float, ...] = (
 N_BINS = len(BUCKETS_S) + 1  # the last bin is +Inf
 HISTOGRAMS = ("latency", "ttft", "time_to_reject", "schedule_lag")
 OUTCOMES = ("ok", "refused", "timed_out", "failed")
-REFUSALS = frozenset({429, 503, 529})
+REFUSALS = frozenset(REFUSAL_STATUSES)  # the summary's refusals, the same three
 KNOWN_STATUSES = frozenset(
     {200, 201, 204, 400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504, 529}
 )
