@@ -71,7 +71,9 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             start = time.time()
             result = run_scenario(
                 RunOptions(
-                    scenario="burst", target=server.base_url, rate_scale=0.2,
+                    # Half the pulse an earlier version sent (0.2): it shares 2 cores with the
+                    # other xdist worker, and the packet-loss test there failed once beside it.
+                    scenario="burst", target=server.base_url, rate_scale=0.1,
                     duration_scale=0.3, out=tmp / "run", metrics_port=metrics_port, html=False,
                     workers=2,  # two processes: their counts merged in the exposition
                     calibration="off",
