@@ -58,6 +58,7 @@ _TOP_KEYS = (
     "network",
     "sweep",
     "metrics",
+    "outcomes",
 )
 _REQUEST_KEYS = (
     "max_tokens",
@@ -78,6 +79,8 @@ _SLO_KEYS = ("checks",)
 _NETWORK_KEYS = ("impairment", "loss", "stages")
 _VALIDITY_KEYS = ("min_samples", "max_schedule_lag", "min_achieved_ratio", "min_ratio_samples")
 _METRICS_KEYS = ("port", "host")
+_OUTCOMES_KEYS = ("server_queue", "margin", "at_rest_probes")
+MAX_AT_REST_PROBES = 20  # per prompt size: each is a request before the load
 _SWEEP_KEYS = ("min_rate", "max_rate", "step_factor", "step_duration", "bisect_steps")
 
 _DEFAULT_MAX_TOKENS = 256
@@ -156,6 +159,16 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class OutcomesConfig:
+    """`[outcomes]`: how each request is judged served, queued or refused (docs/metrics.md,
+    "Outcomes"). None keeps zqbench's default (zqbench.metrics.outcomes.DEFAULT_RULES)."""
+
+    server_queue_s: float | None = None  # admitted with timing headers: queued past this
+    margin_s: float | None = None  # without headers: the least allowance past 2x at rest
+    at_rest_probes: int | None = None  # set-up probes per prompt size (0: none)
+
+
+@dataclass(frozen=True, slots=True)
 class ValidityConfig:
     """`[validity]`: when a run is invalid rather than slow. None keeps zqbench's default
     (zqbench.metrics.summarize.ValidityThresholds); a smoke test may lower min_samples."""
@@ -179,6 +192,7 @@ class Scenario:
     sweep: SweepConfig | None = None
     validity: ValidityConfig = ValidityConfig()
     metrics: MetricsConfig | None = None
+    outcomes: OutcomesConfig = OutcomesConfig()
 
     def scaled(self, rate_scale: float = 1.0, duration_scale: float = 1.0) -> Scenario:
         """Multiply every rate (or VU count) by `rate_scale` and every stage by `duration_scale`.
@@ -385,8 +399,39 @@ def parse_scenario(
     metrics = None
     if top.has("metrics"):
         metrics = _parse_metrics(Table(label, "metrics", data["metrics"], _METRICS_KEYS))
+    outcomes = OutcomesConfig()
+    if top.has("outcomes"):
+        outcomes = _parse_outcomes(Table(label, "outcomes", data["outcomes"], _OUTCOMES_KEYS))
     return Scenario(
-        name, description, api, load, request, slo, network, source, sweep, validity, metrics
+        name,
+        description,
+        api,
+        load,
+        request,
+        slo,
+        network,
+        source,
+        sweep,
+        validity,
+        metrics,
+        outcomes,
+    )
+
+
+def _parse_outcomes(t: Table) -> OutcomesConfig:
+    probes = None
+    if t.has("at_rest_probes"):
+        probes = t.integer("at_rest_probes", minimum=0)
+        if probes > MAX_AT_REST_PROBES:
+            raise t.fail(
+                "at_rest_probes", f"must be at most {MAX_AT_REST_PROBES} (probes per prompt size)"
+            )
+    return OutcomesConfig(
+        server_queue_s=(
+            t.duration("server_queue", positive=True) if t.has("server_queue") else None
+        ),
+        margin_s=t.duration("margin") if t.has("margin") else None,
+        at_rest_probes=probes,
     )
 
 

@@ -463,6 +463,70 @@ class ServerQueue(_SparseRecord):
         return ["prefix_cache"] if self.prefix_cache is None else []
 
 
+# --- outcomes: each request served, queued or refused (zqbench.metrics.outcomes) ----------
+
+
+class OutcomeRules(_Record):
+    """The bounds a request's outcome is judged by (seconds), from `[outcomes]`."""
+
+    server_queue: float  # admitted with timing headers: queued past this server_queue
+    margin: float  # without headers: the least allowance past twice the at-rest TTFT
+    at_rest_probes: int  # sequential probes per prompt size before the load (0: none)
+
+
+class AtRestProbe(_Record):
+    """One set-up probe: a request alone on the target, streamed, one output token."""
+
+    size: int  # the prompt tokens it asked for (probes are grouped by it)
+    prompt_tokens: int  # as the target counted them (its usage), else as asked
+    ttft: float  # seconds
+
+
+class AtRest(_Record):
+    """The target's unloaded TTFT, fitted over prompt length: base + slope * tokens."""
+
+    probes: list[AtRestProbe]
+    base: float  # seconds at 0 prompt tokens
+    slope: float  # seconds per prompt token (never below 0)
+    spread: float  # seconds: the widest range among one size's probes (its uncertainty)
+
+
+class OutcomeBasis(_Record):
+    """What the outcomes were judged by; saved so that gate and report judge alike."""
+
+    rules: OutcomeRules
+    at_rest: AtRest | Unavailable
+
+
+class OutcomeStage(_Record):
+    counts: dict[str, int]  # outcome -> requests, every outcome listed
+    admitted_queued_share: float | None  # queued / (served + queued); None: none admitted
+    refusals_slow_share: float | None  # refused_slow / refusals; None: no refusal
+
+
+class OutcomesOverTime(_Record):
+    """Request counts per outcome in bins of `bin_s` seconds of send time."""
+
+    bin_s: float
+    start_s: list[float]
+    counts: dict[str, list[int]]  # every outcome, one count per bin
+
+
+class Outcomes(_Record):
+    """Each request's outcome: served at once, queued, refused fast or slow, timed out,
+    failed, interrupted by the run's end, or undetermined (no evidence to judge by)."""
+
+    basis: OutcomeBasis
+    hold: JsonFloat  # median seconds a successful request streamed after its first token
+    counts: dict[str, int]
+    share: dict[str, float]  # of every request sent
+    admitted_queued_share: float | None
+    refusals_slow_share: float | None
+    evidence: dict[str, int]  # what decided: server_queue, ttft, time_to_reject, status, none
+    by_stage: dict[str, OutcomeStage]  # stage index -> counts
+    over_time: OutcomesOverTime | Unavailable
+
+
 # --- what packet loss did (a [network] packet-loss impairment) ----------------------------
 
 
@@ -671,6 +735,8 @@ class Summary(_Document, _SparseRecord):
     prefix_cache: PrefixCache | None = None
     # A sessions run's conversations; absent from other runs and older files.
     sessions: Sessions | None = None
+    # Each request's outcome (served, queued, refused, ...); absent from older files.
+    outcomes: Outcomes | None = None
 
     def _absent(self) -> Collection[str]:
         optional = (
@@ -681,6 +747,7 @@ class Summary(_Document, _SparseRecord):
             "profile",
             "prefix_cache",
             "sessions",
+            "outcomes",
         )
         return [k for k in optional if getattr(self, k) is None]
 

@@ -235,7 +235,7 @@ ERRORS = [
     (
         'nmae = "x"\n' + MINIMAL,
         'unknown key "nmae"; did you mean "name"? (allowed in the top level: name, description, '
-        "api, load, request, slo, validity, network, sweep, metrics)",
+        "api, load, request, slo, validity, network, sweep, metrics, outcomes)",
     ),
     (
         MINIMAL + "[request]\nmax_token = 5\n",

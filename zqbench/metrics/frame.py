@@ -16,9 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from zqbench.metrics.outcomes import Classified
 
 NS_PER_S = 1_000_000_000
 JITTER_WINDOW = 100  # successful requests per dispatch_jitter window
@@ -325,6 +329,9 @@ class MetricFrame:
     # float64 a sessions run's conversation and turn per request, NaN outside one (sessions.py)
     session: np.ndarray = field(default_factory=lambda: np.empty(0))
     turn: np.ndarray = field(default_factory=lambda: np.empty(0))
+    # Each request's outcome (zqbench.metrics.outcomes); None: the run judged none (a run
+    # saved before zqbench judged outcomes)
+    outcomes: Classified | None = None
 
     @property
     def n(self) -> int:

@@ -2,7 +2,8 @@
 
 Grammar (whitespace around OP and before UNIT is allowed):
 
-    METRIC   a duration metric (latency, ttft, ...), a rate (errors, status_<code>),
+    METRIC   a duration metric (latency, ttft, ...), a rate (errors, status_<code>, or
+             an outcome: served, queued, refused_fast, refused_slow, ... over every request),
              or a scalar (goodput, throughput, gpu_density)
     AGG      pNN (p50, p99, p99.9; p999 = p99.9), pNN/pNN (ratio), mean, min, max, rate
     OP       <  <=  >  >=
@@ -36,10 +37,11 @@ import numpy as np
 from zqbench.errors import UsageError
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import DURATION_METRICS, GOODPUT_METRICS, MetricFrame
+from zqbench.metrics.outcomes import OUTCOMES
 from zqbench.metrics.sig_digits import significant
 from zqbench.summary import SloVerdict, Verdict
 
-RATE_METRICS = ("errors", "status_<code>")
+RATE_METRICS = ("errors", "status_<code>", *OUTCOMES)
 SCALAR_METRICS = ("goodput", "throughput", "gpu_density")
 KNOWN_METRICS = (*DURATION_METRICS, *RATE_METRICS, *SCALAR_METRICS)
 OPS = ("<", "<=", ">", ">=")
@@ -140,7 +142,7 @@ def _parse(text: str) -> Slo:
             raise _bad(text, f"{metric}:{agg} needs a time unit: us, ms, s, min or h")
         return Slo(text, metric, agg, op, value / TIME_UNITS[unit], unit, q=q)
 
-    if metric == "errors" or _STATUS.match(metric):
+    if metric == "errors" or metric in OUTCOMES or _STATUS.match(metric):
         if agg not in (None, "rate"):
             raise _bad(text, f"{metric} takes only the aggregate 'rate'")
         if unit not in ("", "%"):
@@ -340,6 +342,10 @@ def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloResult:
         return _unavailable(slo, "no request sent")
     if slo.metric == "errors":
         hits = int(np.count_nonzero(~frame.ok))
+    elif slo.metric in OUTCOMES:
+        if frame.outcomes is None:
+            return _unavailable(slo, "the run judged no outcomes (saved before zqbench did)")
+        hits = int(np.count_nonzero(frame.outcomes.outcome == OUTCOMES.index(slo.metric)))
     else:
         code = int(slo.metric.removeprefix("status_"))
         hits = int(np.count_nonzero(frame.columns.status == code))

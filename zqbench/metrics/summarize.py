@@ -12,6 +12,7 @@ Everything is vectorised numpy: one sort per metric and group, no per-row Python
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from zqbench.metrics.frame import (
 )
 from zqbench.metrics.head_of_line import head_of_line
 from zqbench.metrics.migration import migration, retry_after, status_over_time
+from zqbench.metrics.outcomes import classify, outcomes_summary
 from zqbench.metrics.prefix_cache import prefix_cache
 from zqbench.metrics.sessions import sessions_summary
 from zqbench.metrics.sig_digits import significant
@@ -49,6 +51,7 @@ from zqbench.summary import (
     Load,
     Loop,
     MetricStats,
+    OutcomeBasis,
     PacketLoss,
     Ratio,
     Requests,
@@ -108,6 +111,9 @@ class RunInfo:
     # How the model and API were chosen (summary.TargetResolution's fields), when known.
     target_resolution: Mapping[str, Any] | None = None
     packet_loss: PacketLoss | None = None  # zqbench.impair.packet_loss_record, from the samples
+    # How each request's outcome is judged (zqbench.metrics.outcomes); None: not judged
+    # (a run saved before zqbench judged outcomes keeps its summary as it was)
+    outcome_basis: OutcomeBasis | None = None
 
 
 def stats(sorted_s: np.ndarray) -> Stats:
@@ -303,10 +309,14 @@ def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> Su
 
 
 def run_frame(samples: pd.DataFrame, run: RunInfo) -> MetricFrame:
-    """The per-request metric frame on the run's clock anchor and server offset."""
-    return build_frame(
+    """The per-request metric frame on the run's clock anchor and server offset, with
+    each request's outcome when the run judges them."""
+    frame = build_frame(
         samples, start_epoch_ns=run.start_epoch_ns, clock_offset_ns=run.clock_offset_ns
     )
+    if run.outcome_basis is None:
+        return frame
+    return dataclasses.replace(frame, outcomes=classify(frame, run.outcome_basis))
 
 
 def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) -> Summary:
@@ -366,4 +376,9 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
             else TargetResolution.model_validate(run.target_resolution)
         ),
         packet_loss=run.packet_loss,
+        outcomes=(
+            None
+            if frame.outcomes is None or run.outcome_basis is None
+            else outcomes_summary(frame, frame.outcomes, run.outcome_basis, run.duration_s)
+        ),
     )

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import zqbench
 from zqbench.impair import PacketLossHook, packet_loss_record
 from zqbench.metrics.frame import MetricFrame
+from zqbench.metrics.outcomes import DEFAULT_RULES
 from zqbench.metrics.summarize import RunInfo, ValidityThresholds, run_frame, summarize_frame
 from zqbench.pipeline.execute import Execution
 from zqbench.pipeline.options import PlanOptions, ValidityOptions
@@ -29,8 +30,8 @@ from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
 from zqbench.samples import writer
-from zqbench.scenario import ValidityConfig
-from zqbench.summary import Summary
+from zqbench.scenario import OutcomesConfig, ValidityConfig
+from zqbench.summary import OutcomeBasis, OutcomeRules, Summary
 
 T = TypeVar("T")
 
@@ -63,6 +64,8 @@ def analyze(
     if execution.distributed is not None:
         info = execution.distributed.adjust(info)
     frame = run_frame(samples, info)
+    if frame.outcomes is not None:
+        samples = writer.add_columns(out_dir, samples, frame.outcomes.columns())
     summary = summarize_frame(frame, run=info, slos=plan.slo_checks)
     if execution.distributed is not None:
         summary = execution.distributed.attach(summary, samples)
@@ -152,6 +155,19 @@ def _run_info(
         },
         telemetry=execution.hooks.telemetry,
         server_queue=execution.hooks.server_queue,
+        outcome_basis=OutcomeBasis(
+            rules=outcome_rules(target.scenario.outcomes), at_rest=target.at_rest
+        ),
+    )
+
+
+def outcome_rules(config: OutcomesConfig) -> OutcomeRules:
+    """Each bound from the scenario's [outcomes], else zqbench's default."""
+    d = DEFAULT_RULES
+    return OutcomeRules(
+        server_queue=_first(None, config.server_queue_s, d.server_queue),
+        margin=_first(None, config.margin_s, d.margin),
+        at_rest_probes=_first(None, config.at_rest_probes, d.at_rest_probes),
     )
 
 

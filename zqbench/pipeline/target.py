@@ -25,11 +25,13 @@ from urllib.parse import urlsplit
 
 from zqbench.dialects.base import DialectConfig
 from zqbench.errors import TargetError, UsageError
+from zqbench.metrics.outcomes import DEFAULT_AT_REST_PROBES
 from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
 from zqbench.pipeline.options import TargetOptions
 from zqbench.redact import redact_url
 from zqbench.scenario import Scenario
-from zqbench.summary import TargetResolution
+from zqbench.summary import AtRest, TargetResolution, Unavailable
+from zqbench.target.at_rest import measure_at_rest, probe_sizes
 from zqbench.target.calibrate import Calibration, calibrate
 from zqbench.target.control import check_reachable
 from zqbench.target.embedded import EmbeddedServer, get_health
@@ -41,6 +43,7 @@ NoteCallback = Callable[[str], None]
 
 CALIBRATION_TIMEOUT_S = 10.0  # per probe: calibration must never stall a run for long
 CALIBRATION_DEADLINE_S = 20.0  # every probe together
+NOT_MEASURED = Unavailable(unavailable="not measured")
 CONTEXT_HEADROOM = 0.98  # a clamped prompt keeps 2% spare: calibration is good to about 2%
 
 
@@ -79,6 +82,8 @@ class Target(Endpoint):
     clamped: tuple[str, ...]  # one line per clamped class
     warnings: tuple[str, ...]  # clamping and calibration problems, as shown to the user
     calibration: Calibration | None  # None: prompts sized at one byte per token
+    # The target's unloaded TTFT by prompt length, or why not (zqbench.target.at_rest)
+    at_rest: AtRest | Unavailable = NOT_MEASURED
 
 
 def _host_port(base_url: str) -> tuple[str, int]:
@@ -191,6 +196,9 @@ def fit_target(
     calibration, problems = _calibrate(endpoint, scenario, dialect_config, max_context, options)
     for line in problems:
         note(f"warning: {line}")
+    at_rest = _at_rest(endpoint, scenario, dialect_config, max_context, calibration, options)
+    if isinstance(at_rest, Unavailable):
+        note(f"warning: {at_rest.unavailable}; requests without timing headers are undetermined")
     return Target(
         base_url=endpoint.base_url,
         model=endpoint.model,
@@ -200,9 +208,34 @@ def fit_target(
         clamped=tuple(clamped),
         warnings=(*clamped, *problems),
         calibration=calibration,
+        at_rest=at_rest,
         note=endpoint.note,
         server=endpoint.server,
         resolution=endpoint.resolution,
+    )
+
+
+def _at_rest(
+    endpoint: Endpoint,
+    scenario: Scenario,
+    dialect_config: DialectConfig,
+    max_context: int | None,
+    calibration: Calibration | None,
+    options: TargetOptions,
+) -> AtRest | Unavailable:
+    """The target's TTFT alone, before the load, at the scenario's prompt sizes."""
+    per_size = scenario.outcomes.at_rest_probes
+    sizes = probe_sizes([c.prompt_tokens for c in scenario.request.mix], max_context)
+    return measure_at_rest(
+        endpoint.base_url,
+        scenario.api,
+        dialect_config,
+        sizes,
+        DEFAULT_AT_REST_PROBES if per_size is None else per_size,
+        calibration=calibration,
+        insecure=options.insecure,
+        http2=options.http2,
+        timeout_s=min(scenario.request.timeout_s, CALIBRATION_TIMEOUT_S),
     )
 
 

@@ -10,9 +10,11 @@ cut off mid-write, which is what `zqbench report` uses after a crash.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
@@ -136,6 +138,21 @@ def finalize(
     for s in streams:
         s.unlink()
     return target
+
+
+def add_columns(
+    out_dir: Path, samples: pd.DataFrame, columns: Mapping[str, np.ndarray]
+) -> pd.DataFrame:
+    """Append analysis columns (one value per row, in the file's order) to samples.parquet,
+    its metadata kept; returns `samples` with them. Analysis adds what it derived (each
+    request's outcome) beside what the engine recorded, never in place of it."""
+    target = out_dir / PARQUET_NAME
+    table = pq.read_table(target)
+    for name, values in columns.items():
+        array = pa.array(values, from_pandas=True)
+        table = table.append_column(name, array)
+    write_via(target, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    return samples.assign(**{name: values for name, values in columns.items()})
 
 
 def load_samples(out_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:

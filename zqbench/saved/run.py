@@ -72,7 +72,8 @@ def run_info(summary: Summary) -> RunInfo:
 
     Everything `summarize` reads besides the samples is saved in summary.json: the clock,
     the stages, the offered load, the validity thresholds, the telemetry scalars, the
-    server's queue, how the target was resolved and what packet loss did."""
+    server's queue, how the target was resolved, what packet loss did and what the outcomes
+    were judged by."""
     clock, load = summary.clock, summary.load
     return RunInfo(
         scenario=summary.scenario.name,
@@ -108,4 +109,5 @@ def run_info(summary: Summary) -> RunInfo:
             else summary.target_resolution.model_dump(mode="json")
         ),
         packet_loss=summary.packet_loss,
+        outcome_basis=None if summary.outcomes is None else summary.outcomes.basis,
     )

@@ -1,0 +1,118 @@
+"""The target's unloaded TTFT, measured before the load: the baseline a request's outcome is
+judged by when the server sends no timing headers (zqbench.metrics.outcomes).
+
+Sequential streamed requests of one output token, `per_size` at each prompt size, each with
+a prompt of its own (a seed per probe, so no probe hits another's prefix cache), on one
+keep-alive connection opened by a first request that is not counted. Their TTFTs are fitted
+as base + slope * prompt_tokens over each size's median (least squares; a negative slope
+is read as 0), and the widest range among one size's probes is the baseline's uncertainty.
+
+A probe that fails, or the whole set past its deadline, makes the baseline unavailable with
+the reason; the run goes on, and its requests without timing headers are undetermined.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from zqbench.dialects import get_dialect
+from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.errors import TargetError
+from zqbench.redact import redact_url
+from zqbench.sources.prompts import synth_prompt, synth_text
+from zqbench.summary import AtRest, AtRestProbe, Unavailable
+from zqbench.target.calibrate import Calibration
+from zqbench.target.control import ControlClient
+
+SEED = 8_888_000  # probe i uses SEED + i: its text shares no leading words with a run's
+LONG_PROMPT_TOKENS = 2048  # a third size, so that prefill's cost per token is fitted
+DEADLINE_S = 30.0
+
+
+def probe_sizes(class_prompt_tokens: Sequence[int], max_context: int | None) -> tuple[int, ...]:
+    """The shortest and longest class prompt and a long one, each fitting the context."""
+    room = LONG_PROMPT_TOKENS if max_context is None else max(2, max_context // 2)
+    sizes = {*class_prompt_tokens, min(LONG_PROMPT_TOKENS, room)}
+    return tuple(sorted({max(2, min(s, room)) for s in sizes}))
+
+
+def _prompt(tokens: int, seed: int, calibration: Calibration | None) -> str:
+    if calibration is None:
+        return synth_prompt(tokens, seed)
+    return synth_text(calibration.bytes_for(tokens), seed)
+
+
+def fit(probes: Sequence[AtRestProbe]) -> AtRest:
+    """The line through each size's median TTFT (a single size: slope 0)."""
+    by_size: dict[int, list[AtRestProbe]] = {}
+    for p in probes:
+        by_size.setdefault(p.size, []).append(p)
+    groups = [by_size[s] for s in sorted(by_size)]
+    x = np.array([float(np.median([p.prompt_tokens for p in g])) for g in groups])
+    y = np.array([float(np.median([p.ttft for p in g])) for g in groups])
+    slope, base = (0.0, float(y.min())) if len(x) < 2 else np.polyfit(x, y, 1)
+    if slope < 0:
+        slope, base = 0.0, float(y.min())
+    spread = max(max(p.ttft for p in g) - min(p.ttft for p in g) for g in groups)
+    return AtRest(
+        probes=list(probes),
+        base=max(0.0, float(base)),
+        slope=float(slope),
+        spread=float(spread),
+    )
+
+
+def measure_at_rest(
+    base_url: str,
+    api: str,
+    config: DialectConfig,
+    sizes: Sequence[int],
+    per_size: int,
+    *,
+    calibration: Calibration | None,
+    insecure: bool = False,
+    http2: bool = False,
+    timeout_s: float = 10.0,
+    deadline_s: float = DEADLINE_S,
+) -> AtRest | Unavailable:
+    """`per_size` probes at each of `sizes` prompt tokens, fitted; or why there is none."""
+    if per_size <= 0:
+        return Unavailable(unavailable="[outcomes] at_rest_probes = 0: no baseline was measured")
+    dialect = get_dialect(api, config)
+    url = redact_url(base_url)
+    ends_at = time.monotonic() + deadline_s
+    probes: list[AtRestProbe] = []
+    with ControlClient(insecure=insecure, http2=http2, timeout_s=timeout_s) as client:
+        # The first request opens the connection (its TTFT is not at rest): index -1.
+        asked = [size for size in sizes for _ in range(per_size)]
+        for i, tokens in [(-1, sizes[0]), *enumerate(asked)]:
+            left = ends_at - time.monotonic()
+            if left <= 0:
+                return Unavailable(
+                    unavailable=f"at-rest probes to {url}: not done within {deadline_s:g} s"
+                )
+            spec = RequestSpec("at_rest", _prompt(tokens, SEED + i + 1, calibration), 1)
+            parser = dialect.parser(spec)
+            try:
+                ex = client.send(
+                    base_url, dialect.build(spec), parser, timeout_s=min(timeout_s, left)
+                )
+            except TargetError as exc:
+                return Unavailable(unavailable=f"at-rest probe to {url}: {exc.message}")
+            summary = parser.summary
+            failure = ex.error or summary.error
+            if failure is None and not 200 <= summary.status < 300:
+                failure = f"HTTP {summary.status}"
+            if failure is not None:
+                return Unavailable(unavailable=f"at-rest probe to {url}: {failure}")
+            if summary.t_first_token is None:
+                return Unavailable(unavailable=f"at-rest probe to {url}: no token was streamed")
+            if i < 0:
+                continue  # opened the connection: not at rest, not counted
+            counted = summary.prompt_tokens if summary.prompt_tokens is not None else tokens
+            ttft = (summary.t_first_token - ex.t_send) / 1e9
+            probes.append(AtRestProbe(size=tokens, prompt_tokens=counted, ttft=ttft))
+    return fit(probes)
