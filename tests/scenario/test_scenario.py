@@ -13,6 +13,7 @@ from zqbench.load import Stage
 from zqbench.load.arrival_rate import ArrivalRateLoad
 from zqbench.load.vus import VuLoad
 from zqbench.scenario import (
+    OutcomesConfig,
     RequestClass,
     ValidityConfig,
     list_bundled,
@@ -405,6 +406,19 @@ ERRORS = [
         "load = 5\n",
         "load must be a table, got 5",
     ),
+    (
+        MINIMAL + "[outcomes]\nserver_queue = 5\n",
+        'outcomes.server_queue = 5 must be a string with a unit, e.g. "30s", "500ms", "2m" '
+        "(a bare number could mean seconds or milliseconds)",
+    ),
+    (
+        MINIMAL + "[outcomes]\nat_rest_probes = 50\n",
+        "outcomes.at_rest_probes = 50 must be at most 20 (probes per prompt size)",
+    ),
+    (
+        MINIMAL + '[outcomes]\nserver_queue = "0ms"\n',
+        'outcomes.server_queue = "0ms" must be longer than 0s',
+    ),
 ]
 
 
@@ -428,6 +442,16 @@ def test_validity_table(tmp_path: Path) -> None:
         30,
     )
     assert load_scenario(str(write(tmp_path, MINIMAL))).validity == ValidityConfig()
+
+
+def test_outcomes_table(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        MINIMAL + '[outcomes]\nserver_queue = "2ms"\nmargin = "50ms"\nat_rest_probes = 0\n',
+    )
+    o = load_scenario(str(path)).outcomes
+    assert (o.server_queue_s, o.margin_s, o.at_rest_probes) == (0.002, 0.05, 0)
+    assert load_scenario(str(write(tmp_path, MINIMAL))).outcomes == OutcomesConfig()
 
 
 def test_bad_toml_names_file_and_line(tmp_path: Path) -> None:
