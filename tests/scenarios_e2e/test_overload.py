@@ -83,6 +83,24 @@ def test_fifo_queues_instead(runs: dict[str, Summary]) -> None:
     assert fifo.verdict in ("fail", "invalid")
 
 
+def test_each_request_is_served_or_refused_fast_on_zero_queue_and_queued_on_fifo(
+    runs: dict[str, Summary],
+) -> None:
+    """#21's outcomes, judged by the server's timing headers: zero-queue admits at once and
+    refuses fast; fifo's admitted requests past its slots wait (the overload stage's, most
+    of them)."""
+    zq, fifo = runs["zero-queue"].outcomes, runs["fifo"].outcomes
+    assert zq is not None and fifo is not None
+    assert zq.evidence["server_queue"] == zq.counts["served"] + zq.counts["queued"]
+    assert zq.admitted_queued_share is not None and zq.admitted_queued_share <= 0.01, zq.counts
+    assert zq.counts["refused_fast"] > 0 and zq.counts["refused_slow"] == 0, zq.counts
+    assert zq.by_stage["0"].counts["queued"] == 0
+    overload = fifo.by_stage["2"]
+    assert overload.admitted_queued_share is not None and overload.admitted_queued_share > 0.5
+    assert fifo.by_stage["0"].admitted_queued_share == 0.0  # the baseline fits the slots
+    assert fifo.counts["refused_fast"] == fifo.counts["refused_slow"] == 0
+
+
 def test_summary_md_shows_the_migration(runs: dict[str, Summary]) -> None:
     from zqbench.outputs.markdown import render_summary_md
 
