@@ -35,7 +35,7 @@ DEADLINE_S = 30.0
 def probe_sizes(class_prompt_tokens: Sequence[int], max_context: int | None) -> tuple[int, ...]:
     """The shortest and longest class prompt and a long one, each fitting the context."""
     room = LONG_PROMPT_TOKENS if max_context is None else max(2, max_context // 2)
-    sizes = {*class_prompt_tokens, min(LONG_PROMPT_TOKENS, room)}
+    sizes = {min(class_prompt_tokens), max(class_prompt_tokens), min(LONG_PROMPT_TOKENS, room)}
     return tuple(sorted({max(2, min(s, room)) for s in sizes}))
 
 
@@ -53,7 +53,9 @@ def fit(probes: Sequence[AtRestProbe]) -> AtRest:
     groups = [by_size[s] for s in sorted(by_size)]
     x = np.array([float(np.median([p.prompt_tokens for p in g])) for g in groups])
     y = np.array([float(np.median([p.ttft for p in g])) for g in groups])
-    slope, base = (0.0, float(y.min())) if len(x) < 2 else np.polyfit(x, y, 1)
+    # A line needs two prompt lengths the target counted apart (a server whose usage says
+    # the same count for every prompt gives one).
+    slope, base = (0.0, float(y.min())) if len(set(x.tolist())) < 2 else np.polyfit(x, y, 1)
     if slope < 0:
         slope, base = 0.0, float(y.min())
     spread = max(max(p.ttft for p in g) - min(p.ttft for p in g) for g in groups)
@@ -63,6 +65,15 @@ def fit(probes: Sequence[AtRestProbe]) -> AtRest:
         slope=float(slope),
         spread=float(spread),
     )
+
+
+def _failure(transport: object, status: int, error: str | None) -> str | None:
+    """Why a probe has no TTFT at rest: the transport's failure, a status, a broken body."""
+    if transport is not None:
+        return str(transport)
+    if not 200 <= status < 300:
+        return f"HTTP {status}"
+    return error
 
 
 def measure_at_rest(
@@ -103,9 +114,7 @@ def measure_at_rest(
             except TargetError as exc:
                 return Unavailable(unavailable=f"at-rest probe to {url}: {exc.message}")
             summary = parser.summary
-            failure = ex.error or summary.error
-            if failure is None and not 200 <= summary.status < 300:
-                failure = f"HTTP {summary.status}"
+            failure = _failure(ex.error, summary.status, summary.error)
             if failure is not None:
                 return Unavailable(unavailable=f"at-rest probe to {url}: {failure}")
             if summary.t_first_token is None:
