@@ -41,7 +41,9 @@ def _samples(n: int, seed: int = 1) -> list[Sample]:
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        status, error = rng.choice([(200, None)] * 6 + [(529, None), (0, "timeout"), (500, None)])
+        status, error = rng.choice(
+            [(200, None)] * 6 + [(529, None), (0, "timeout"), (500, None), (0, "interrupted")]
+        )
         out.append(
             _sample(
                 i,
@@ -68,7 +70,7 @@ def test_counts_are_the_samples_by_stage_class_status_and_outcome() -> None:
             and outcome(s.status, s.error) == result
             for s in samples
         )  # fmt: skip
-    assert {k[3] for k in snap.requests} == {"ok", "refused", "timed_out", "failed"}
+    assert {k[3] for k in snap.requests} == {"ok", "refused", "timed_out", "failed", "interrupted"}
     ok = [s for s in samples if s.status == 200]
     lat = [h for (m, _, _), h in snap.histograms.items() if m == "latency"]
     assert sum(sum(h.bins) for h in lat) == len(ok)

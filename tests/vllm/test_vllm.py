@@ -70,6 +70,37 @@ def test_burst_with_target_alone_is_a_valid_fail_that_shows_the_queue(
         assert "Server queue" in text and "vllm:num_requests_waiting" in text
         assert waiting_peak in text
     assert (out / "plots" / "server_queue.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    _outcomes_follow_vllms_waiting_gauge(summary, out)
+
+
+def _outcomes_follow_vllms_waiting_gauge(summary: dict, out: Path) -> None:
+    """vLLM sends no timing headers: each admitted request is judged by its TTFT against the
+    at-rest probes' (#21). `queued` must sit where vLLM's own num_requests_waiting was above
+    0: a request counts as agreeing when it is queued and a scrape on either side of its
+    send saw a waiting request, or served and neither did."""
+    outcomes = summary["outcomes"]
+    assert "unavailable" not in outcomes["basis"]["at_rest"], outcomes["basis"]
+    assert outcomes["evidence"]["server_queue"] == 0
+    assert (
+        outcomes["evidence"]["ttft"] == outcomes["counts"]["served"] + outcomes["counts"]["queued"]
+    )
+    assert outcomes["counts"]["queued"] > 0, outcomes["counts"]
+    series = summary["server_queue"]["over_time"]
+    samples = pq.read_table(out / "samples.parquet").to_pandas()
+    admitted = samples[samples["outcome"].isin(["served", "queued"])]
+    table = {(q, w): 0 for q in (True, False) for w in (True, False)}
+    for t_send, outcome in zip(admitted["t_send"] / 1e9, admitted["outcome"], strict=True):
+        before = [w for t, w in zip(series["t"], series["waiting"], strict=True) if t <= t_send]
+        after = [w for t, w in zip(series["t"], series["waiting"], strict=True) if t > t_send]
+        near = [w for w in (before[-1:] + after[:1]) if w is not None]
+        table[(outcome == "queued", any(w > 0 for w in near))] += 1
+    agree = (table[(True, True)] + table[(False, False)]) / len(admitted)
+    shown = {
+        f"{'queued' if q else 'served'}, waiting {'>0' if w else '=0'}": n
+        for (q, w), n in table.items()
+    }
+    print(f"outcomes against vllm:num_requests_waiting: {shown}, agreement {agree:.1%}")
+    assert agree >= 0.9, shown
 
 
 def test_conform_fails_the_zero_queue_group_for_the_queue(vllm: VllmServer, tmp_path: Path) -> None:

@@ -14,7 +14,10 @@ target sends:
     status    the HTTP status if it is one of KNOWN_STATUSES, else its class ("4xx",
               "5xx"), "0" when no status came back, "other" outside 100-599
     outcome   ok (2xx, no error), refused (429, 503, 529: a refusal, honest or not),
-              timed_out (the request's deadline passed), failed (anything else)
+              timed_out (the request's deadline passed), interrupted (cut by the run's
+              end), failed (anything else): the summary's outcomes (zqbench.metrics.
+              outcomes) as far as one sample decides them. served/queued and fast/slow
+              refusals need the run's hold and set-up probes, so they are judged after it
 
 Histograms hold seconds in fixed buckets (BUCKETS_S, about 1.5x apart from 1 ms to
 120 s, so a quantile read from them is within one bucket of the truth):
@@ -41,7 +44,7 @@ BUCKETS_S: tuple[float, ...] = (
 )  # fmt: skip
 N_BINS = len(BUCKETS_S) + 1  # the last bin is +Inf
 HISTOGRAMS = ("latency", "ttft", "time_to_reject", "schedule_lag")
-OUTCOMES = ("ok", "refused", "timed_out", "failed")
+OUTCOMES = ("ok", "refused", "timed_out", "interrupted", "failed")
 REFUSALS = frozenset(REFUSAL_STATUSES)  # the summary's refusals, the same three
 KNOWN_STATUSES = frozenset(
     {200, 201, 204, 400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504, 529}
@@ -68,6 +71,8 @@ def outcome(status: int, error: str | None) -> str:
         return "refused"
     if error == "timeout":
         return "timed_out"
+    if error == "interrupted":
+        return "interrupted"
     return "failed"
 
 
