@@ -475,7 +475,7 @@ class OutcomeRules(_Record):
 
 
 class AtRestProbe(_Record):
-    """One set-up probe: a request alone on the target, streamed, one output token."""
+    """One set-up probe: a request alone on the target, streamed, its first token timed."""
 
     size: int  # the prompt tokens it asked for (probes are grouped by it)
     prompt_tokens: int  # as the target counted them (its usage), else as asked

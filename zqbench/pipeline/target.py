@@ -225,7 +225,8 @@ def _at_rest(
 ) -> AtRest | Unavailable:
     """The target's TTFT alone, before the load, at the scenario's prompt sizes."""
     per_size = scenario.outcomes.at_rest_probes
-    sizes = probe_sizes([c.prompt_tokens for c in scenario.request.mix], max_context)
+    class_sizes = [c.prompt_tokens for c in scenario.request.mix]
+    sizes = probe_sizes(class_sizes, max_context)
     return measure_at_rest(
         endpoint.base_url,
         scenario.api,
@@ -233,6 +234,7 @@ def _at_rest(
         sizes,
         DEFAULT_AT_REST_PROBES if per_size is None else per_size,
         calibration=calibration,
+        optional_above=max(class_sizes),
         insecure=options.insecure,
         http2=options.http2,
         timeout_s=min(scenario.request.timeout_s, CALIBRATION_TIMEOUT_S),

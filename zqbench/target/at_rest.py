@@ -1,11 +1,12 @@
 """The target's unloaded TTFT, measured before the load: the baseline a request's outcome is
 judged by when the server sends no timing headers (zqbench.metrics.outcomes).
 
-Sequential streamed requests of one output token, `per_size` at each prompt size, each with
-a prompt of its own (a seed per probe, so no probe hits another's prefix cache), on one
-keep-alive connection opened by a first request that is not counted. Their TTFTs are fitted
-as base + slope * prompt_tokens over each size's median (least squares; a negative slope
-is read as 0), and the widest range among one size's probes is the baseline's uncertainty.
+Sequential streamed requests of a few output tokens (MAX_TOKENS), `per_size` at each prompt
+size, each with a prompt of its own (a seed per probe, so no probe hits another's prefix
+cache), on one keep-alive connection opened by a first request that is not counted. Their
+TTFTs are fitted as base + slope * prompt_tokens over each size's median (least squares; a
+negative slope is read as 0), and the widest range among one size's probes is the
+baseline's uncertainty.
 
 A probe that fails, or the whole set past its deadline, makes the baseline unavailable with
 the reason; the run goes on, and its requests without timing headers are undetermined.
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from zqbench.dialects import get_dialect
-from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec
 from zqbench.errors import TargetError
 from zqbench.redact import redact_url
 from zqbench.sources.prompts import synth_prompt, synth_text
@@ -30,6 +31,10 @@ from zqbench.target.control import ControlClient
 SEED = 8_888_000  # probe i uses SEED + i: its text shares no leading words with a run's
 LONG_PROMPT_TOKENS = 2048  # a third size, so that prefill's cost per token is fitted
 DEADLINE_S = 30.0
+# Tokens asked of each probe. One is too few: a token that ends inside a UTF-8 character
+# streams as no text (vLLM's Messages adapter then sends no delta at all), so a one-token
+# probe can end with no token event. Only the first token's time is read.
+MAX_TOKENS = 4
 
 
 def probe_sizes(class_prompt_tokens: Sequence[int], max_context: int | None) -> tuple[int, ...]:
@@ -84,44 +89,73 @@ def measure_at_rest(
     per_size: int,
     *,
     calibration: Calibration | None,
+    optional_above: int | None = None,
     insecure: bool = False,
     http2: bool = False,
     timeout_s: float = 10.0,
     deadline_s: float = DEADLINE_S,
 ) -> AtRest | Unavailable:
-    """`per_size` probes at each of `sizes` prompt tokens, fitted; or why there is none."""
+    """`per_size` probes at each of `sizes` prompt tokens, fitted; or why there is none.
+
+    A size above `optional_above` (the long prompt, past the scenario's own) that the target
+    refuses with a 4xx (a context shorter than zqbench knew) is left out, not fatal: the fit
+    then covers the scenario's own sizes."""
     if per_size <= 0:
         return Unavailable(unavailable="[outcomes] at_rest_probes = 0: no baseline was measured")
-    dialect = get_dialect(api, config)
-    url = redact_url(base_url)
-    ends_at = time.monotonic() + deadline_s
+    prober = _Prober(base_url, get_dialect(api, config), calibration, timeout_s, deadline_s)
     probes: list[AtRestProbe] = []
     with ControlClient(insecure=insecure, http2=http2, timeout_s=timeout_s) as client:
-        # The first request opens the connection (its TTFT is not at rest): index -1.
-        asked = [size for size in sizes for _ in range(per_size)]
-        for i, tokens in [(-1, sizes[0]), *enumerate(asked)]:
-            left = ends_at - time.monotonic()
-            if left <= 0:
-                return Unavailable(
-                    unavailable=f"at-rest probes to {url}: not done within {deadline_s:g} s"
-                )
-            spec = RequestSpec("at_rest", _prompt(tokens, SEED + i + 1, calibration), 1)
-            parser = dialect.parser(spec)
-            try:
-                ex = client.send(
-                    base_url, dialect.build(spec), parser, timeout_s=min(timeout_s, left)
-                )
-            except TargetError as exc:
-                return Unavailable(unavailable=f"at-rest probe to {url}: {exc.message}")
-            summary = parser.summary
-            failure = _failure(ex.error, summary.status, summary.error)
-            if failure is not None:
-                return Unavailable(unavailable=f"at-rest probe to {url}: {failure}")
-            if summary.t_first_token is None:
-                return Unavailable(unavailable=f"at-rest probe to {url}: no token was streamed")
-            if i < 0:
-                continue  # opened the connection: not at rest, not counted
-            counted = summary.prompt_tokens if summary.prompt_tokens is not None else tokens
-            ttft = (summary.t_first_token - ex.t_send) / 1e9
-            probes.append(AtRestProbe(size=tokens, prompt_tokens=counted, ttft=ttft))
+        # The first request opens the connection (its TTFT is not at rest): not counted.
+        opened = prober.once(client, sizes[0], SEED)
+        if isinstance(opened, str):
+            return Unavailable(unavailable=f"at-rest probe to {prober.url}: {opened}")
+        for size in sizes:
+            for _ in range(per_size):
+                result = prober.once(client, size, SEED + 1 + len(probes))
+                if isinstance(result, AtRestProbe):
+                    probes.append(result)
+                    continue
+                if optional_above is not None and size > optional_above and "HTTP 4" in result:
+                    break
+                return Unavailable(unavailable=f"at-rest probe to {prober.url}: {result}")
     return fit(probes)
+
+
+class _Prober:
+    """One probe at a time, within each probe's timeout and the whole set's deadline."""
+
+    def __init__(
+        self,
+        base_url: str,
+        dialect: Dialect,
+        calibration: Calibration | None,
+        timeout_s: float,
+        deadline_s: float,
+    ) -> None:
+        self.base_url, self.dialect, self.calibration = base_url, dialect, calibration
+        self.url = redact_url(base_url)
+        self.timeout_s, self.deadline_s = timeout_s, deadline_s
+        self.ends_at = time.monotonic() + deadline_s
+
+    def once(self, client: ControlClient, tokens: int, seed: int) -> AtRestProbe | str:
+        """The probe's TTFT, or why it has none."""
+        left = self.ends_at - time.monotonic()
+        if left <= 0:
+            return f"not done within {self.deadline_s:g} s"
+        spec = RequestSpec("at_rest", _prompt(tokens, seed, self.calibration), MAX_TOKENS)
+        parser = self.dialect.parser(spec)
+        try:
+            ex = client.send(
+                self.base_url, self.dialect.build(spec), parser, timeout_s=min(self.timeout_s, left)
+            )
+        except TargetError as exc:
+            return exc.message
+        summary = parser.summary
+        failure = _failure(ex.error, summary.status, summary.error)
+        if failure is not None:
+            return failure
+        if summary.t_first_token is None:
+            return "no token was streamed"
+        counted = summary.prompt_tokens if summary.prompt_tokens is not None else tokens
+        ttft = (summary.t_first_token - ex.t_send) / 1e9
+        return AtRestProbe(size=tokens, prompt_tokens=counted, ttft=ttft)
