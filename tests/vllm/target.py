@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -115,6 +116,30 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+# A guard beside the server: it reads a pipe whose only writer is this test process, and on
+# EOF (this process ended, SIGKILL included: no fixture teardown ran) ends the server's
+# group with SIGTERM, then SIGKILL, as stop() would. The embedded reference server exits
+# with its parent the same way (zqbench/target/embedded.py).
+GUARD = """\
+import os, signal, sys, time
+pgid = int(sys.argv[1])
+while os.read(0, 4096):
+    pass
+for sig, wait_s in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 0.0)):
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        break
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            sys.exit(0)
+        time.sleep(0.2)
+"""
+
+
 class VllmServer:
     """A running vLLM server: its URL and its process group, which stop() ends."""
 
@@ -129,6 +154,11 @@ class VllmServer:
         self.model_dir = model_dir()
         self.log_path = log_path
         self.started_s: float | None = None  # spawn to first healthy answer
+        self.guard = subprocess.Popen(
+            [sys.executable, "-c", GUARD, str(self.pgid)],
+            stdin=subprocess.PIPE,
+            start_new_session=True,  # a Ctrl-C to the tests' group must not end it first
+        )
 
     def healthy(self, timeout: float = 2.0) -> bool:
         try:
@@ -153,7 +183,15 @@ class VllmServer:
                 if self.proc.returncode is not None and not _group_alive(self.pgid):
                     break
                 time.sleep(0.1)
+        self._stop_guard()
         return self.proc.poll()
+
+    def _stop_guard(self) -> None:
+        """The group is gone: the guard has nothing left to end (its pipe closed, it exits)."""
+        if self.guard.stdin is not None and not self.guard.stdin.closed:
+            self.guard.kill()  # before the EOF, so it never signals a reused group id
+            self.guard.stdin.close()
+        self.guard.wait(timeout=5)
 
     def __enter__(self) -> VllmServer:
         return self
