@@ -140,9 +140,17 @@ class LiveView:
             console.print(f"  [magenta]invalid[/magenta]: {reason}")
         lines = [*server_queue_lines(summary), *prefix_cache_lines(summary)]
         lines += sessions_lines(summary)
+        lines += outcome_line(summary)
         for line in [*lines, *packet_loss_lines(summary)]:
             console.print(line, markup=False, highlight=False)
         console.print(f"outputs: {out_dir}")
+
+
+def outcome_line(summary: Summary) -> list[str]:
+    """Each request's outcome, counted: served, queued, refused fast or slow (and the rest)."""
+    from zqbench.outputs import outcomes_view
+
+    return outcomes_view.outcome_line(summary.outcomes)
 
 
 def prefix_cache_lines(summary: Summary) -> list[str]:

@@ -25,7 +25,7 @@ from zqbench.metrics import quantiles
 from zqbench.metrics.frame import JITTER_WINDOW, NS_PER_S, MetricFrame, dispatch_jitter
 from zqbench.outputs import series
 from zqbench.safe_files import write_bytes
-from zqbench.summary import PacketLoss, ServerQueue, Stage, Summary
+from zqbench.summary import OutcomesOverTime, PacketLoss, ServerQueue, Stage, Summary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -508,24 +508,9 @@ def status_mix(run: RunData, plots_dir: Path) -> Plot | None:
     keys = np.where(np.isin(keys, order), keys, "other") if len(counts) > 7 else keys
     if len(counts) > 7:
         order.append("other")
-    fig = _figure(1, 1, height=3.2)
-    ax = fig.axes[0]
-    shares = series.shares(run.t_send, keys, run.edges, order) * 100
-    x = np.repeat(run.edges, 2)[1:-1]  # step edges, so a bin's share spans the whole bin
-    stacked = np.repeat(shares, 2, axis=1)
-    ax.stackplot(
-        x,
-        stacked,
-        labels=order,
-        colors=[_status_color(k, i) for i, k in enumerate(order)],
-        alpha=0.85,
-    )
-    ax.set_ylim(0, 100)
-    ax.set_xlim(0, run.span)
-    ax.set_ylabel(f"share of requests (%, {run.width:g} s bins)")
-    ax.set_xlabel("send time since start (s)")
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="status")
-    run.stage_lines([ax])
+    shares = series.shares(run.t_send, keys, run.edges, order)
+    colors = [_status_color(k, i) for i, k in enumerate(order)]
+    fig = _stacked_shares(run, run.edges, run.width, shares, order, colors, "status")
     return _save(
         fig,
         plots_dir,
@@ -533,6 +518,70 @@ def status_mix(run: RunData, plots_dir: Path) -> Plot | None:
         "Status mix over time",
         "Share of each HTTP status or transport error among the requests sent in each"
         " bin: how errors migrate as load changes.",
+    )
+
+
+def _stacked_shares(
+    run: RunData,
+    edges: np.ndarray,
+    width: float,
+    shares: np.ndarray,
+    order: list[str],
+    colors: list[str],
+    title: str,
+) -> Figure:
+    """Shares per bin ([len(order), bins] of 1) stacked to 100 %, each bin a flat step."""
+    fig = _figure(1, 1, height=3.2)
+    ax = fig.axes[0]
+    x = np.repeat(edges, 2)[1:-1]  # step edges, so a bin's share spans the whole bin
+    stacked = np.repeat(shares * 100, 2, axis=1)
+    ax.stackplot(x, stacked, labels=order, colors=colors, alpha=0.85)
+    ax.set_ylim(0, 100)
+    ax.set_xlim(0, run.span)
+    ax.set_ylabel(f"share of requests (%, {width:g} s bins)")
+    ax.set_xlabel("send time since start (s)")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title=title)
+    run.stage_lines([ax])
+    return fig
+
+
+# Fixed per outcome (zqbench.metrics.outcomes.OUTCOMES), whichever of them a run has.
+OUTCOME_COLORS = {
+    "served": "#2ca02c",
+    "queued": "#ff7f0e",
+    "refused_fast": "#1f77b4",
+    "refused_slow": "#d62728",
+    "timed_out": "#9467bd",
+    "failed": "#404040",
+    "interrupted": "#c7c7c7",
+    "undetermined": "#8c564b",
+}
+
+
+def outcomes(run: RunData, plots_dir: Path) -> Plot | None:
+    """Each outcome's share of the requests sent per bin (summary.json's
+    `outcomes.over_time`): where a queue formed and drained."""
+    judged = run.summary.outcomes
+    if judged is None or not isinstance(judged.over_time, OutcomesOverTime):
+        return None  # a run from before outcomes, or one that sent nothing
+    t = judged.over_time
+    order = [k for k in OUTCOME_COLORS if any(t.counts.get(k, ()))]
+    if not order or not t.start_s:
+        return None
+    counts = np.array([t.counts[k] for k in order], dtype=float)
+    total = counts.sum(axis=0)
+    shares = np.divide(counts, total, out=np.zeros_like(counts), where=total > 0)
+    edges = np.append(np.asarray(t.start_s, dtype=float), t.start_s[-1] + t.bin_s)
+    colors = [OUTCOME_COLORS[k] for k in order]
+    fig = _stacked_shares(run, edges, t.bin_s, shares, order, colors, "outcome")
+    return _save(
+        fig,
+        plots_dir,
+        "outcomes",
+        "Outcomes over time",
+        "Share of each outcome among the requests sent in each bin: a queue formed where"
+        " queued or refused_slow rises, and drained where they fall back and served (or"
+        " refused_fast) returns.",
     )
 
 
@@ -823,6 +872,7 @@ def render_plots(
         percentiles(run, plots_dir),
         histograms(run, plots_dir),
         status_mix(run, plots_dir),
+        outcomes(run, plots_dir),
         dispatch(run, plots_dir),
         gpu(run, gpu_samples, plots_dir),
         schedule_lag(run, plots_dir),

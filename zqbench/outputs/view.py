@@ -24,6 +24,7 @@ from zqbench.errors import UsageError
 from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import format_value, parse_slo
 from zqbench.outputs.json_out import redacted
+from zqbench.outputs.outcomes_view import OutcomesView, outcomes_view
 from zqbench.summary import JsonFloat, Summary
 
 _T = TypeVar("_T")
@@ -322,15 +323,17 @@ class ReportView:
     server_queue: ServerQueue | None  # None: the run did not look (a summary from before)
     prefix_cache: tuple[Fact, ...]  # the server's counters, the usage; () when absent
     sessions: SessionsView | None  # None: not a sessions run
+    outcomes: OutcomesView | None  # None: the run judged none (saved before outcomes)
     packet_loss: PacketLoss | None  # None: the run had no packet-loss impairment
     profile: model.Profile | None  # None: not a `zqbench profile` run
     workers: Workers | None  # None: not a --distributed run
-    figures: tuple[Figure, ...]  # all but those the two sections above hold
+    figures: tuple[Figure, ...]  # all but those the sections above hold
 
 
 SERVER_QUEUE_FIGURE = "server_queue"  # outputs/plots.py's names for them
 PACKET_LOSS_FIGURE = "packet_loss"
-SECTION_FIGURES = (SERVER_QUEUE_FIGURE, PACKET_LOSS_FIGURE)
+OUTCOMES_FIGURE = "outcomes"
+SECTION_FIGURES = (SERVER_QUEUE_FIGURE, PACKET_LOSS_FIGURE, OUTCOMES_FIGURE)
 
 
 def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportView:
@@ -365,6 +368,9 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
             else tuple(Fact(label, text) for label, text in prefix_cache_rows(s.prefix_cache))
         ),
         sessions=sessions_view(s.sessions),
+        outcomes=outcomes_view(
+            s.outcomes, lambda key: _stage_label(s, key), _named(shown, OUTCOMES_FIGURE)
+        ),
         packet_loss=_packet_loss(s, _named(shown, PACKET_LOSS_FIGURE)),
         profile=s.profile,
         workers=_workers(s.distributed),

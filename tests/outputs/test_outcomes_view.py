@@ -1,0 +1,143 @@
+"""The outcomes in summary.md, report.html (a table and the plot) and the terminal line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from tests.metrics.conftest import MS, build_samples
+from tests.metrics.test_outcomes import basis
+from tests.metrics.test_summary import run_info
+from zqbench.load.spans import StageInfo
+from zqbench.metrics.summarize import summarize
+from zqbench.outputs.markdown import render_summary_md
+from zqbench.outputs.outcomes_view import ALWAYS_SHOWN, outcome_line
+from zqbench.outputs.plots import OUTCOME_COLORS
+from zqbench.outputs.render import render_html
+from zqbench.summary import Unavailable
+
+from .test_templates import EXAMPLE_RUNS, example
+
+STAGES = [StageInfo("base", 0.0, 0.5, None, None), StageInfo("pulse", 0.5, 1.0, None, None)]
+
+
+def _samples():
+    # Stage 0: 50 served; stage 1: 30 queued (TTFT 400 ms against T = 70 ms), 20 refused in
+    # 5 ms (fast), of which the last 5 cut by the run's end (interrupted, not refused).
+    ttft = np.array([12.0] * 50 + [400.0] * 30 + [12.0] * 20)
+    t_send = (np.arange(100) * 10 * MS).astype(np.int64)
+    latency = np.where(np.arange(100) < 80, ttft + 100.0, 5.0)
+    error = [None] * 80 + ["http_529"] * 15 + ["interrupted"] * 5
+    return build_samples(
+        list(latency),
+        stage=[0] * 50 + [1] * 50,
+        t_first_token=t_send + (ttft * MS).astype(np.int64),
+        status=[200] * 80 + [529] * 15 + [0] * 5,
+        error=error,
+    )
+
+
+def _summary(samples, **run):
+    return summarize(samples, run=run_info(duration_s=1.0, stages=STAGES, **run), slos=[])
+
+
+@pytest.fixture(scope="module")
+def judged():
+    summary = _summary(_samples(), outcome_basis=basis())
+    assert summary.outcomes is not None
+    return summary
+
+
+def _table(text: str) -> dict[str, list[str]]:
+    """The Outcomes table of summary.md: header and rows, by their first cell."""
+    section = text.split("### Outcomes", 1)[1].split("\n\n")[1]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()]
+    return {r[0]: r[1:] for r in rows if not r[0].startswith("---")}
+
+
+def test_summary_md_shows_each_stages_outcomes_and_their_basis(judged) -> None:
+    text = render_summary_md(judged)
+    header = "| stage | served | queued | refused_fast | refused_slow | interrupted |"
+    assert header + " queued of admitted | slow of refusals |" in text
+    assert "| stage 0 (base) | 50 | 0 | 0 | 0 | 0 | 0.0% | – |" in text
+    assert "| stage 1 (pulse) | 0 | 30 | 15 | 0 | 5 | 100.0% | 0.0% |" in text
+    assert "| all | 50 | 30 | 15 | 0 | 5 | 37.5% | 0.0% |" in text
+    assert "decided by ttft 80, time_to_reject 15, status 5;" in text
+    assert "queued past server_queue 5 ms (timing headers)" in text
+    assert "else past 2x TTFT at rest + max(margin 20 ms, hold 100 ms / 2)" in text
+    assert "TTFT at rest 10 ms + 0 ms per 1k prompt tokens (spread 0 ms, 3 probes)." in text
+    assert "`plots/outcomes.png` (in report.html)" in text
+
+
+def test_the_markdown_numbers_are_the_summarys(judged) -> None:
+    o = judged.outcomes
+    table = _table(render_summary_md(judged))
+    columns = table.pop("stage")[:-2]
+    assert columns == [k for k, v in o.counts.items() if v or k in ALWAYS_SHOWN]
+    stages = {str(s.index): s.name for s in judged.stages}
+    expected = {f"stage {k} ({stages[k]})": v for k, v in o.by_stage.items()}
+    expected["all"] = o
+    assert set(table) == set(expected)
+    for label, entry in expected.items():
+        row = table[label]
+        assert [int(n.replace(",", "")) for n in row[:-2]] == [entry.counts[c] for c in columns]
+        shares = (entry.admitted_queued_share, entry.refusals_slow_share)
+        assert row[-2:] == ["–" if v is None else f"{v:.1%}" for v in shares]
+
+
+def test_an_unavailable_baseline_is_said_so() -> None:
+    summary = _summary(_samples(), outcome_basis=basis(Unavailable(unavailable="HTTP 503")))
+    text = render_summary_md(summary)
+    assert "no TTFT at rest: HTTP 503." in text
+    assert "decided by time_to_reject 15, status 5, none 80" in text
+    assert "| all | 0 | 0 | 15 | 0 | 5 | 80 |" in text  # undetermined shows once seen
+
+
+def test_report_html_has_the_table_and_a_plot_that_opens(judged, tmp_path: Path) -> None:
+    samples = _samples()
+    written = render_html(tmp_path, judged, samples)
+    png = tmp_path / "plots" / "outcomes.png"
+    assert png in written
+    image = matplotlib.image.imread(png)
+    assert image.shape[0] > 100 and image.shape[1] > 300
+    html = (tmp_path / "report.html").read_text()
+    section = html.split('<section id="outcomes">', 1)[1].split("</section>", 1)[0]
+    assert "<h2>Outcomes</h2>" in section
+    assert '<figure id="plot-outcomes">' in section  # in its section, not among the figures
+    assert html.count('<figure id="plot-outcomes">') == 1
+    assert re.search(r"<tr><td>all</td><td class=\"num\">50</td><td class=\"num\">30</td>", html)
+    assert "37.5%" in section and "decided by ttft 80, time_to_reject 15, status 5" in section
+
+
+def test_the_plot_colours_each_outcome_alike_whichever_a_run_has(judged) -> None:
+    assert set(OUTCOME_COLORS) == set(judged.outcomes.counts)
+    assert len(set(OUTCOME_COLORS.values())) == len(OUTCOME_COLORS)
+
+
+def test_the_terminal_line_counts_and_shares(judged) -> None:
+    assert outcome_line(judged.outcomes) == [
+        "outcomes: served 50, queued 30 (37.5% of admitted), refused fast 15, slow 0"
+        " (0.0% of refusals), interrupted 5"
+    ]
+
+
+def test_a_run_without_outcomes_shows_none(tmp_path: Path) -> None:
+    samples = _samples()
+    summary = _summary(samples)
+    assert summary.outcomes is None
+    assert "Outcomes" not in render_summary_md(summary)
+    written = render_html(tmp_path, summary, samples)
+    assert tmp_path / "plots" / "outcomes.png" not in written
+    assert "Outcomes" not in (tmp_path / "report.html").read_text()
+    assert outcome_line(summary.outcomes) == []
+
+
+@pytest.mark.parametrize("run", EXAMPLE_RUNS)
+def test_the_examples_saved_before_outcomes_show_none(run: str) -> None:
+    summary = example(run)
+    assert summary.outcomes is None
+    assert "Outcomes" not in render_summary_md(summary)

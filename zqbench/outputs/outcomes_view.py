@@ -1,0 +1,115 @@
+"""summary.json's `outcomes` as report.html, summary.md and the terminal show them: one row
+per stage and a total, each outcome's count, the queued share of admitted requests and the
+slow share of refusals, then what decided them and the bounds they were judged by.
+
+    outcomes_view(summary.outcomes, stage_label, figure)  # OutcomesView, or None
+    outcome_line(summary.outcomes)                       # the terminal's line, or []
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from zqbench import summary as model
+from zqbench.metrics.sig_digits import significant
+
+if TYPE_CHECKING:
+    from zqbench.outputs.view import Figure
+
+ALWAYS_SHOWN = ("served", "queued", "refused_fast", "refused_slow")
+NO_VALUE = "–"  # as zqbench.outputs.view's (which imports this module)
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    stage: str  # "stage 1 (pulse)", as the other by-stage tables; "all" for the total
+    counts: tuple[str, ...]  # one per OutcomesView.columns
+    queued_share: str  # of admitted (served + queued)
+    slow_share: str  # of refusals (refused_fast + refused_slow)
+
+
+@dataclass(frozen=True)
+class OutcomesView:
+    columns: tuple[str, ...]  # the outcomes shown: ALWAYS_SHOWN, the others when seen
+    rows: tuple[OutcomeRow, ...]  # one per stage, then the total
+    evidence: str  # "decided by server_queue 80, time_to_reject 20"
+    basis: str  # the bounds, the hold and the at-rest baseline
+    over_time: bool  # summary.json has counts per time bin (the `outcomes` plot draws them)
+    figure: Figure | None = None  # the `outcomes` plot, when drawn
+
+
+def _share(value: float | None) -> str:
+    return NO_VALUE if value is None else f"{value:.1%}"
+
+
+def _ms(seconds: float | str | None) -> str:
+    return NO_VALUE if seconds is None else f"{significant(float(seconds) * 1e3)} ms"
+
+
+def basis_text(o: model.Outcomes) -> str:
+    """The bounds the outcomes were judged by, in one sentence."""
+    rules, at_rest = o.basis.rules, o.basis.at_rest
+    parts = [
+        f"queued past server_queue {_ms(rules.server_queue)} (timing headers)",
+        f"else past 2x TTFT at rest + max(margin {_ms(rules.margin)}, hold {_ms(o.hold)} / 2)",
+    ]
+    if isinstance(at_rest, model.AtRest):
+        parts.append(
+            f"TTFT at rest {_ms(at_rest.base)} + {_ms(at_rest.slope * 1000)} per 1k prompt "
+            f"tokens (spread {_ms(at_rest.spread)}, {len(at_rest.probes)} probes)"
+        )
+    else:
+        parts.append(f"no TTFT at rest: {at_rest.unavailable}")
+    return "; ".join(parts)
+
+
+def _row(label: str, columns: tuple[str, ...], stage: model.OutcomeStage) -> OutcomeRow:
+    return OutcomeRow(
+        stage=label,
+        counts=tuple(f"{stage.counts.get(c, 0):,}" for c in columns),
+        queued_share=_share(stage.admitted_queued_share),
+        slow_share=_share(stage.refusals_slow_share),
+    )
+
+
+def outcomes_view(
+    o: model.Outcomes | None, stage_label: Callable[[str], str], figure: Figure | None = None
+) -> OutcomesView | None:
+    """The section, or None for a run that judged no outcomes (saved before them)."""
+    if o is None:
+        return None
+    columns = tuple(c for c in o.counts if c in ALWAYS_SHOWN or o.counts[c])
+    rows = [_row(stage_label(k), columns, v) for k, v in o.by_stage.items()]
+    total = model.OutcomeStage(
+        counts=o.counts,
+        admitted_queued_share=o.admitted_queued_share,
+        refusals_slow_share=o.refusals_slow_share,
+    )
+    rows.append(_row("all", columns, total))
+    evidence = ", ".join(f"{k} {v:,}" for k, v in o.evidence.items() if v)
+    return OutcomesView(
+        columns=columns,
+        rows=tuple(rows),
+        evidence=f"decided by {evidence or 'nothing'}",
+        basis=basis_text(o),
+        over_time=isinstance(o.over_time, model.OutcomesOverTime),
+        figure=figure,
+    )
+
+
+def outcome_line(o: model.Outcomes | None) -> list[str]:
+    """The terminal's line: the four main outcomes with the two shares, then any other
+    outcome that some request had."""
+    if o is None:
+        return []
+    c = o.counts
+    text = (
+        f"outcomes: served {c['served']:,}, queued {c['queued']:,}"
+        f" ({_share(o.admitted_queued_share)} of admitted), refused fast"
+        f" {c['refused_fast']:,}, slow {c['refused_slow']:,}"
+        f" ({_share(o.refusals_slow_share)} of refusals)"
+    )
+    others = [f"{k.replace('_', ' ')} {v:,}" for k, v in c.items() if v and k not in ALWAYS_SHOWN]
+    return [text + "".join(f", {x}" for x in others)]
