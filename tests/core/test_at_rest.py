@@ -17,6 +17,12 @@ def programmed(path: str) -> DialectConfig:
     return DialectConfig(model="m", extra_headers=(("x-program", path),))
 
 
+def _refusing(server: ProgrammedServer, *, per_size: int) -> AtRest | Unavailable:
+    """Probes at 32 tokens to a server that answers every request 503."""
+    config = programmed("/status?code=503")
+    return measure_at_rest(server.url, "anthropic", config, (32,), per_size, calibration=None)
+
+
 def test_each_probe_reads_the_first_token_at_its_programmed_time(
     programmed_server: ProgrammedServer,
 ) -> None:
@@ -38,27 +44,13 @@ def test_each_probe_reads_the_first_token_at_its_programmed_time(
 def test_a_refused_probe_leaves_the_baseline_unavailable_with_the_status(
     programmed_server: ProgrammedServer,
 ) -> None:
-    at_rest = measure_at_rest(
-        programmed_server.url,
-        "anthropic",
-        programmed("/status?code=503"),
-        (32,),
-        3,
-        calibration=None,
-    )
+    at_rest = _refusing(programmed_server, per_size=3)
     assert at_rest == Unavailable(unavailable=f"at-rest probe to {programmed_server.url}: HTTP 503")
 
 
 def test_no_probes_are_sent_when_asked_for_none(programmed_server: ProgrammedServer) -> None:
     programmed_server.reset()
-    at_rest = measure_at_rest(
-        programmed_server.url,
-        "anthropic",
-        programmed("/status?code=503"),
-        (32,),
-        0,
-        calibration=None,
-    )
+    at_rest = _refusing(programmed_server, per_size=0)
     assert at_rest == Unavailable(
         unavailable="[outcomes] at_rest_probes = 0: no baseline was measured"
     )
