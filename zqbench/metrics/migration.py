@@ -40,17 +40,22 @@ def bin_width_s(duration_s: float) -> float:
     return float(max(1, math.ceil(duration_s / MAX_BINS)))
 
 
+def send_bins(frame: MetricFrame, duration_s: float) -> tuple[float, np.ndarray, int]:
+    """(bin width s, each request's bin floor(t_send / width), bins): the over-time views'
+    bins, for a frame with at least one request."""
+    t_send_s = frame.columns.t_send / NS_PER_S
+    width = bin_width_s(max(duration_s, float(np.max(t_send_s))))
+    bins = np.floor(t_send_s / width).astype(np.int64)
+    return width, bins, int(bins.max()) + 1
+
+
 def status_over_time(frame: MetricFrame, duration_s: float) -> StatusOverTime | Unavailable:
     """Bins of width w: start_s [0, w, ...], counts {"200": [...], "529": [...]}.
 
     Request i falls in bin floor(t_send / w); a key's list has one count per bin."""
     if frame.n == 0:
         return Unavailable(unavailable="no request sent")
-    t_send_s = frame.columns.t_send / NS_PER_S
-    span = max(duration_s, float(np.max(t_send_s)))
-    width = bin_width_s(span)
-    bins = np.floor(t_send_s / width).astype(np.int64)
-    n_bins = int(bins.max()) + 1
+    width, bins, n_bins = send_bins(frame, duration_s)
     counts = {}
     for key in pd.unique(frame.status_keys):
         hits = bins[frame.status_keys == key]

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zqbench.metrics.frame import NS_PER_S, REFUSAL_STATUSES, MetricFrame
-from zqbench.metrics.migration import bin_width_s
+from zqbench.metrics.migration import send_bins
 from zqbench.summary import (
     AtRest,
     OutcomeBasis,
@@ -212,10 +212,7 @@ def over_time(
     """Outcome counts per bin of send time (the status mix's bins)."""
     if frame.n == 0:
         return Unavailable(unavailable="no request sent")
-    t_send_s = frame.columns.t_send / NS_PER_S
-    width = bin_width_s(max(duration_s, float(np.max(t_send_s))))
-    bins = np.floor(t_send_s / width).astype(np.int64)
-    n_bins = int(bins.max()) + 1
+    width, bins, n_bins = send_bins(frame, duration_s)
     counts = {
         name: np.bincount(bins[codes == i], minlength=n_bins).astype(int).tolist()
         for i, name in enumerate(OUTCOMES)

@@ -54,7 +54,8 @@ def analyze(
     clock = {"start_monotonic_ns": execution.start_ns, "start_epoch_ns": execution.start_epoch_ns}
     metadata = {"zqbench.clock." + k: str(v) for k, v in clock.items()}
     writer.finalize(out_dir, metadata, execution.sample_files)
-    samples = pq.read_table(out_dir / writer.PARQUET_NAME).to_pandas()
+    table = pq.read_table(out_dir / writer.PARQUET_NAME)
+    samples = table.to_pandas()
     info = _run_info(options, validity, plan, target, execution)
     # What packet loss did needs the samples and the rules' real windows (the hook's record).
     packet_loss = packet_loss_record(
@@ -65,7 +66,9 @@ def analyze(
         info = execution.distributed.adjust(info)
     frame = run_frame(samples, info)
     if frame.outcomes is not None:
-        samples = writer.add_columns(out_dir, samples, frame.outcomes.columns())
+        columns = frame.outcomes.columns()
+        writer.add_columns(out_dir, table, columns)
+        samples = samples.assign(**columns)
     summary = summarize_frame(frame, run=info, slos=plan.slo_checks)
     if execution.distributed is not None:
         summary = execution.distributed.attach(summary, samples)
@@ -164,10 +167,11 @@ def _run_info(
 def outcome_rules(config: OutcomesConfig) -> OutcomeRules:
     """Each bound from the scenario's [outcomes], else zqbench's default."""
     d = DEFAULT_RULES
+    probes = config.at_rest_probes
     return OutcomeRules(
-        server_queue=_first(None, config.server_queue_s, d.server_queue),
-        margin=_first(None, config.margin_s, d.margin),
-        at_rest_probes=_first(None, config.at_rest_probes, d.at_rest_probes),
+        server_queue=d.server_queue if config.server_queue_s is None else config.server_queue_s,
+        margin=d.margin if config.margin_s is None else config.margin_s,
+        at_rest_probes=d.at_rest_probes if probes is None else probes,
     )
 
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
@@ -140,19 +139,14 @@ def finalize(
     return target
 
 
-def add_columns(
-    out_dir: Path, samples: pd.DataFrame, columns: Mapping[str, np.ndarray]
-) -> pd.DataFrame:
-    """Append analysis columns (one value per row, in the file's order) to samples.parquet,
-    its metadata kept; returns `samples` with them. Analysis adds what it derived (each
-    request's outcome) beside what the engine recorded, never in place of it."""
-    target = out_dir / PARQUET_NAME
-    table = pq.read_table(target)
+def add_columns(out_dir: Path, table: pa.Table, columns: Mapping[str, np.ndarray]) -> None:
+    """Write samples.parquet again as `table` (the file as finalize wrote it, already read)
+    plus analysis columns, one value per row in its order, the metadata kept. Analysis adds
+    what it derived (each request's outcome) beside what the engine recorded."""
     for name, values in columns.items():
-        array = pa.array(values, from_pandas=True)
-        table = table.append_column(name, array)
+        table = table.append_column(name, pa.array(values, from_pandas=True))
+    target = out_dir / PARQUET_NAME
     write_via(target, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
-    return samples.assign(**{name: values for name, values in columns.items()})
 
 
 def load_samples(out_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:
