@@ -491,11 +491,50 @@ class AtRest(_Record):
     spread: float  # seconds: the widest range among one size's probes (its uncertainty)
 
 
-class OutcomeBasis(_Record):
+class Capacity(_Record):
+    """How many requests the target computes at once, and where that figure came from."""
+
+    value: int
+    # stated: by the target (/health); running_gauge: the peak of its own running-requests
+    # gauge over the run; estimate: the most requests this run had admitted at once
+    source: Literal["stated", "running_gauge", "estimate"]
+    detail: str  # "/health `slots`", "max refserver_num_requests_running", ...
+
+
+class OutcomeBasis(_SparseRecord):
     """What the outcomes were judged by; saved so that gate and report judge alike."""
 
     rules: OutcomeRules
     at_rest: AtRest | Unavailable
+    # The capacity the target stated before the load (GET /health); None: it stated none
+    # (or the run was saved before zqbench asked), and the run's own scrapes or requests
+    # give it (zqbench.metrics.false_refusals).
+    capacity: Capacity | None = None
+
+    def _absent(self) -> Collection[str]:
+        return ["capacity"] if self.capacity is None else []
+
+
+class FalseRefusalStage(_Record):
+    refusals: int
+    false: int
+
+
+class FalseRefusals(_Record):
+    """Refusals issued while the target had a free slot (zqbench.metrics.false_refusals):
+    fewer of this run's admitted requests in flight across the refusal than its capacity."""
+
+    capacity: Capacity
+    grace: float  # seconds an admitted request still counts in flight after its last byte
+    refusals: int
+    count: int  # false refusals
+    rate: float  # of every request sent (the SLO key false_refusals:rate)
+    share_of_refusals: float | None  # None: nothing refused
+    by_stage: dict[str, FalseRefusalStage]  # stage index -> counts
+    # The first MAX_LISTED false refusals: send time (seconds since the run's start) and
+    # how many admitted requests were in flight across it.
+    t: list[float]
+    occupancy: list[int]
 
 
 class OutcomeStage(_Record):
@@ -512,7 +551,7 @@ class OutcomesOverTime(_Record):
     counts: dict[str, list[int]]  # every outcome, one count per bin
 
 
-class Outcomes(_Record):
+class Outcomes(_SparseRecord):
     """Each request's outcome: served at once, queued, refused fast or slow, timed out,
     failed, interrupted by the run's end, or undetermined (no evidence to judge by)."""
 
@@ -525,6 +564,12 @@ class Outcomes(_Record):
     evidence: dict[str, int]  # what decided: server_queue, ttft, time_to_reject, status, none
     by_stage: dict[str, OutcomeStage]  # stage index -> counts
     over_time: OutcomesOverTime | Unavailable
+    # Refusals made while a slot was free; Unavailable: no capacity to judge them by (no
+    # request admitted, none stated); None in files written before zqbench judged them.
+    false_refusals: FalseRefusals | Unavailable | None = None
+
+    def _absent(self) -> Collection[str]:
+        return ["false_refusals"] if self.false_refusals is None else []
 
 
 # --- what packet loss did (a [network] packet-loss impairment) ----------------------------

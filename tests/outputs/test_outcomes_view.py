@@ -18,7 +18,7 @@ from zqbench.outputs.markdown import render_summary_md
 from zqbench.outputs.outcomes_view import ALWAYS_SHOWN, outcome_line
 from zqbench.outputs.plots import OUTCOME_COLORS
 from zqbench.outputs.render import render_html
-from zqbench.summary import Unavailable
+from zqbench.summary import Capacity, Unavailable
 
 from .test_templates import EXAMPLE_RUNS, example
 
@@ -141,3 +141,19 @@ def test_the_examples_saved_before_outcomes_show_none(run: str) -> None:
     summary = example(run)
     assert summary.outcomes is None
     assert "Outcomes" not in render_summary_md(summary)
+
+
+def test_false_refusals_are_said_with_their_capacity_stages_and_first_times() -> None:
+    # Capacity 100 stated: the 15 refusals came with at most 30 admitted in flight.
+    stated = Capacity(value=100, source="stated", detail="/health `slots`")
+    summary = _summary(_samples(), outcome_basis=basis().model_copy(update={"capacity": stated}))
+    text = render_summary_md(summary)
+    assert (
+        "False refusals (made while a slot was free): 15 of 15 refusals (100.0%), 15.0% of "
+        "requests; capacity 100 (stated by /health `slots`); stage 0 (base) 0 of 0, stage 1 "
+        "(pulse) 15 of 15; the first at 0.80 s, 0.81 s, 0.82 s, 0.83 s, 0.84 s ... (all "
+        "listed: `outcomes.false_refusals.t`)."
+    ) in text
+    assert outcome_line(summary.outcomes)[0].endswith(
+        ", interrupted 5, false refusals 15 (100.0% of refusals)"
+    )

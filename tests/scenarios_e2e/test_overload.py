@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.scenarios_e2e.conftest import run_bundled
-from zqbench.summary import Summary, Unavailable
+from zqbench.summary import FalseRefusals, Summary, Unavailable
 
 pytestmark = pytest.mark.slow  # two bundled-scenario runs of ~10 s each
 
@@ -99,6 +99,12 @@ def test_each_request_is_served_or_refused_fast_on_zero_queue_and_queued_on_fifo
     assert overload.admitted_queued_share is not None and overload.admitted_queued_share > 0.5
     assert fifo.by_stage["0"].admitted_queued_share == 0.0  # the baseline fits the slots
     assert fifo.counts["refused_fast"] == fifo.counts["refused_slow"] == 0
+    # Every zero-queue refusal came with its slots full: none false, by the slots it states.
+    false = zq.false_refusals
+    assert isinstance(false, FalseRefusals), false
+    assert false.capacity.source == "stated" and false.capacity.value == 4
+    assert false.refusals == zq.counts["refused_fast"]
+    assert false.count == 0, (false.t[:10], false.occupancy[:10])
 
 
 def test_summary_md_shows_the_migration(runs: dict[str, Summary]) -> None:

@@ -21,7 +21,9 @@ must send `POST /v1/messages` can still pick a behaviour). Times are millisecond
                                  an Anthropic Messages SSE stream: head at t_recv + H, then
                                  token k at t_recv + F + k*K (t_chunks[0] is the preamble);
                                  with M, every M-th request (server count) hangs after the
-                                 preamble, its outcome `hang`
+                                 preamble, its outcome `hang`; with refuse_every=R, every
+                                 R-th request is refused at once (503, Retry-After: 1), its
+                                 outcome `refused`, `in_flight` the streams then running
     /hang[?head=1]               never answer (or send the head, then nothing)
     /reset?bytes=N[&tcp=1]       head promising 2N bytes, N bytes, then a TCP RST
                                  (h2: RST_STREAM unless tcp=1)
@@ -91,6 +93,11 @@ ANTHROPIC_END = (
 )
 
 
+ANTHROPIC_OVERLOADED = (
+    b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'
+)
+
+
 class State:
     """Process-wide server state: ground truth and counters."""
 
@@ -98,6 +105,7 @@ class State:
         self.truth: dict[str, dict[str, object]] = {}
         self.conns = 0
         self.requests = 0
+        self.streaming = 0  # /anthropic streams between their start and their end
         self.stall_until = 0
 
     def snapshot(self, req_id: str | None) -> dict[str, object]:
@@ -240,18 +248,33 @@ async def handle(r: Responder, target: str, req_id: str, body: bytes, t_recv: in
         # An Anthropic Messages stream: preamble right after the head, content token k at
         # t_recv + first + k*every. Truth: t_chunks[0] is the preamble, t_chunks[1 + k] token k.
         n, every, first = _int(q, "n", 8), _ms(q, "every", 5), _ms(q, "first", 0)
-        await sleep_until(t_recv + _ms(q, "head", 0))
-        await head(200, None, "text/event-stream")
-        await data(ANTHROPIC_PREAMBLE)
-        hang_every = _int(q, "hang_every", 0)
-        if hang_every and STATE.requests % hang_every == 0:
-            rec["outcome"] = "hang"
-            await asyncio.Event().wait()  # until the connection dies and the task is cancelled
-        for k in range(n):
-            await sleep_until(t_recv + first + k * every)
-            await data(ANTHROPIC_DELTA)
-        await data(ANTHROPIC_END % n)
-        await end()
+        refuse_every = _int(q, "refuse_every", 0)
+        if refuse_every and STATE.requests % refuse_every == 0:
+            # Refused at once, whatever is in flight: the truth keeps how much was.
+            rec["outcome"], rec["in_flight"] = "refused", STATE.streaming
+            rec["t_head"] = now()
+            headers = [("content-type", "application/json"), ("x-req-id", req_id)]
+            await r.head(503, [*headers, ("retry-after", "1")], len(ANTHROPIC_OVERLOADED))
+            await r.data(ANTHROPIC_OVERLOADED)
+            await r.end()
+            rec["t_end"] = now()
+            return
+        STATE.streaming += 1
+        try:
+            await sleep_until(t_recv + _ms(q, "head", 0))
+            await head(200, None, "text/event-stream")
+            await data(ANTHROPIC_PREAMBLE)
+            hang_every = _int(q, "hang_every", 0)
+            if hang_every and STATE.requests % hang_every == 0:
+                rec["outcome"] = "hang"
+                await asyncio.Event().wait()  # until the connection dies, the task cancelled
+            for k in range(n):
+                await sleep_until(t_recv + first + k * every)
+                await data(ANTHROPIC_DELTA)
+            await data(ANTHROPIC_END % n)
+            await end()
+        finally:
+            STATE.streaming -= 1
     elif path == "/hang":
         if "head" in q:
             await head(200, None)

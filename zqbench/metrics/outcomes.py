@@ -40,6 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zqbench.metrics import false_refusals
+from zqbench.metrics.false_refusals import Judged
 from zqbench.metrics.frame import NS_PER_S, REFUSAL_STATUSES, MetricFrame
 from zqbench.metrics.migration import send_bins
 from zqbench.summary import (
@@ -49,6 +51,7 @@ from zqbench.summary import (
     Outcomes,
     OutcomesOverTime,
     OutcomeStage,
+    ServerQueue,
     Unavailable,
     json_number,
 )
@@ -91,6 +94,11 @@ class Classified:
     measure_s: np.ndarray  # float64: the value judged (NaN for status / none)
     bound_s: np.ndarray  # float64: the bound it was judged against (NaN likewise)
     hold_s: float | None
+    refusals: Judged  # each refusal's occupancy and whether it was false
+
+    @property
+    def refused(self) -> np.ndarray:
+        return (self.outcome == REFUSED_FAST) | (self.outcome == REFUSED_SLOW)
 
     def names(self) -> np.ndarray:
         return np.array(OUTCOMES, dtype=object)[self.outcome]
@@ -102,6 +110,7 @@ class Classified:
             "outcome_evidence": np.array(EVIDENCE, dtype=object)[self.evidence],
             "outcome_measure_s": self.measure_s,
             "outcome_bound_s": self.bound_s,
+            **self.refusals.columns(),
         }
 
 
@@ -127,8 +136,14 @@ def hold_s(frame: MetricFrame) -> float | None:
     return float(np.median(hold)) / NS_PER_S if len(hold) else None
 
 
-def classify(frame: MetricFrame, basis: OutcomeBasis) -> Classified:
-    """Every request's outcome and the evidence that decided it (vectorised)."""
+def classify(
+    frame: MetricFrame,
+    basis: OutcomeBasis,
+    server_queue: ServerQueue | Unavailable | None = None,
+) -> Classified:
+    """Every request's outcome and the evidence that decided it (vectorised); a refusal's
+    falseness needs the target's capacity, which its running gauge may tell
+    (`server_queue`, from its own metrics)."""
     n = frame.n
     outcome = np.full(n, FAILED, dtype=np.int8)
     evidence = np.full(n, BY_STATUS, dtype=np.int8)
@@ -175,7 +190,8 @@ def classify(frame: MetricFrame, basis: OutcomeBasis) -> Classified:
     bound[refused] = reject_bound
     evidence[refused] = BY_TIME_TO_REJECT
     outcome[refused] = np.where(reject[refused] > reject_bound, REFUSED_SLOW, REFUSED_FAST)
-    return Classified(outcome, evidence, measure, bound, hold)
+    refusals = false_refusals.judge(frame, refused, basis, server_queue)
+    return Classified(outcome, evidence, measure, bound, hold, refusals)
 
 
 def _fastest_size_ttft(at_rest: AtRest) -> float:
@@ -237,4 +253,7 @@ def outcomes_summary(
         evidence={name: int(evidence[i]) for i, name in enumerate(EVIDENCE)},
         by_stage={str(s): _stage(classified.outcome[frame.stage == s]) for s in frame.stages},
         over_time=over_time(frame, classified.outcome, duration_s),
+        false_refusals=false_refusals.false_refusals_summary(
+            frame, classified.refusals, classified.refused
+        ),
     )

@@ -3,7 +3,8 @@
 Grammar (whitespace around OP and before UNIT is allowed):
 
     METRIC   a duration metric (latency, ttft, ...), a rate (errors, status_<code>, or
-             an outcome: served, queued, refused_fast, refused_slow, ... over every request),
+             an outcome: served, queued, refused_fast, refused_slow, ... over every request,
+             or false_refusals: refusals made while a slot was free, over every request),
              or a scalar (goodput, throughput, gpu_density)
     AGG      pNN (p50, p99, p99.9; p999 = p99.9), pNN/pNN (ratio), mean, min, max, rate
     OP       <  <=  >  >=
@@ -41,7 +42,8 @@ from zqbench.metrics.outcomes import OUTCOMES
 from zqbench.metrics.sig_digits import significant
 from zqbench.summary import SloVerdict, Verdict
 
-RATE_METRICS = ("errors", "status_<code>", *OUTCOMES)
+FALSE_REFUSALS = "false_refusals"  # refusals made while a slot was free, over every request
+RATE_METRICS = ("errors", "status_<code>", *OUTCOMES, FALSE_REFUSALS)
 SCALAR_METRICS = ("goodput", "throughput", "gpu_density")
 KNOWN_METRICS = (*DURATION_METRICS, *RATE_METRICS, *SCALAR_METRICS)
 OPS = ("<", "<=", ">", ">=")
@@ -142,7 +144,7 @@ def _parse(text: str) -> Slo:
             raise _bad(text, f"{metric}:{agg} needs a time unit: us, ms, s, min or h")
         return Slo(text, metric, agg, op, value / TIME_UNITS[unit], unit, q=q)
 
-    if metric == "errors" or metric in OUTCOMES or _STATUS.match(metric):
+    if metric in ("errors", FALSE_REFUSALS) or metric in OUTCOMES or _STATUS.match(metric):
         if agg not in (None, "rate"):
             raise _bad(text, f"{metric} takes only the aggregate 'rate'")
         if unit not in ("", "%"):
@@ -346,6 +348,12 @@ def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloResult:
         if frame.outcomes is None:
             return _unavailable(slo, "the run judged no outcomes (saved before zqbench did)")
         hits = int(np.count_nonzero(frame.outcomes.outcome == OUTCOMES.index(slo.metric)))
+    elif slo.metric == FALSE_REFUSALS:
+        if frame.outcomes is None:
+            return _unavailable(slo, "the run judged no outcomes (saved before zqbench did)")
+        if frame.outcomes.refusals.capacity is None:
+            return _unavailable(slo, "no capacity to judge refusals by (none stated, none seen)")
+        hits = int(np.count_nonzero(frame.outcomes.refusals.false))
     else:
         code = int(slo.metric.removeprefix("status_"))
         hits = int(np.count_nonzero(frame.columns.status == code))

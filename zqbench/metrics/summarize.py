@@ -316,7 +316,8 @@ def run_frame(samples: pd.DataFrame, run: RunInfo) -> MetricFrame:
     )
     if run.outcome_basis is None:
         return frame
-    return dataclasses.replace(frame, outcomes=classify(frame, run.outcome_basis))
+    outcomes = classify(frame, run.outcome_basis, run.server_queue)
+    return dataclasses.replace(frame, outcomes=outcomes)
 
 
 def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) -> Summary:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 ALWAYS_SHOWN = ("served", "queued", "refused_fast", "refused_slow")
 NO_VALUE = "–"  # as zqbench.outputs.view's (which imports this module)
+FIRST_TIMES = 5  # false refusals' times shown in the sentence
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class OutcomesView:
     basis: str  # the bounds, the hold and the at-rest baseline
     over_time: bool  # summary.json has counts per time bin (the `outcomes` plot draws them)
     figure: Figure | None = None  # the `outcomes` plot, when drawn
+    false_refusals: str | None = None  # one sentence; None: a run saved before them
 
 
 def _share(value: float | None) -> str:
@@ -96,7 +98,37 @@ def outcomes_view(
         basis=basis_text(o),
         over_time=isinstance(o.over_time, model.OutcomesOverTime),
         figure=figure,
+        false_refusals=false_refusals_text(o.false_refusals, stage_label),
     )
+
+
+def _capacity(c: model.Capacity) -> str:
+    where = {"stated": "stated by", "running_gauge": "from", "estimate": "estimated:"}
+    return f"capacity {c.value:,} ({where[c.source]} {c.detail})"
+
+
+def false_refusals_text(
+    f: model.FalseRefusals | model.Unavailable | None, stage_label: Callable[[str], str]
+) -> str | None:
+    """Refusals made while a slot was free, their capacity, and the first few times."""
+    if f is None:
+        return None
+    if isinstance(f, model.Unavailable):
+        return f"False refusals: unavailable ({f.unavailable})"
+    text = (
+        f"False refusals (made while a slot was free): {f.count:,} of {f.refusals:,} "
+        f"refusals ({_share(f.share_of_refusals)}), {f.rate:.1%} of requests; "
+        f"{_capacity(f.capacity)}"
+    )
+    if len(f.by_stage) > 1:
+        text += "; " + ", ".join(
+            f"{stage_label(k)} {v.false:,} of {v.refusals:,}" for k, v in f.by_stage.items()
+        )
+    if f.t:
+        first = ", ".join(f"{t:.2f} s" for t in f.t[:FIRST_TIMES])
+        more = " ..." if f.count > FIRST_TIMES else ""
+        text += f"; the first at {first}{more} (all listed: `outcomes.false_refusals.t`)"
+    return text
 
 
 def outcome_line(o: model.Outcomes | None) -> list[str]:
@@ -112,4 +144,7 @@ def outcome_line(o: model.Outcomes | None) -> list[str]:
         f" ({_share(o.refusals_slow_share)} of refusals)"
     )
     others = [f"{k.replace('_', ' ')} {v:,}" for k, v in c.items() if v and k not in ALWAYS_SHOWN]
+    f = o.false_refusals
+    if isinstance(f, model.FalseRefusals) and f.count:
+        others.append(f"false refusals {f.count:,} ({_share(f.share_of_refusals)} of refusals)")
     return [text + "".join(f", {x}" for x in others)]

@@ -159,7 +159,9 @@ def _run_info(
         telemetry=execution.hooks.telemetry,
         server_queue=execution.hooks.server_queue,
         outcome_basis=OutcomeBasis(
-            rules=outcome_rules(target.scenario.outcomes), at_rest=target.at_rest
+            rules=outcome_rules(target.scenario.outcomes),
+            at_rest=target.at_rest,
+            capacity=target.capacity,
         ),
     )
 

@@ -30,9 +30,10 @@ from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
 from zqbench.pipeline.options import TargetOptions
 from zqbench.redact import redact_url
 from zqbench.scenario import Scenario
-from zqbench.summary import AtRest, TargetResolution, Unavailable
+from zqbench.summary import AtRest, Capacity, TargetResolution, Unavailable
 from zqbench.target.at_rest import measure_at_rest, probe_sizes
 from zqbench.target.calibrate import Calibration, calibrate
+from zqbench.target.capacity import stated as stated_capacity
 from zqbench.target.control import check_reachable
 from zqbench.target.embedded import EmbeddedServer, get_health
 from zqbench.target.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
@@ -84,6 +85,7 @@ class Target(Endpoint):
     calibration: Calibration | None  # None: prompts sized at one byte per token
     # The target's unloaded TTFT by prompt length, or why not (zqbench.target.at_rest)
     at_rest: AtRest | Unavailable = NOT_MEASURED
+    capacity: Capacity | None = None  # as the target's /health states it; None: it does not
 
 
 def _host_port(base_url: str) -> tuple[str, int]:
@@ -184,7 +186,8 @@ def fit_target(
     note = on_note or (lambda _line: None)
     if endpoint.api is not None:
         scenario = scenario.with_overrides(api=endpoint.api)
-    max_context = options.max_context or _advertised_context(endpoint, options.insecure)
+    health = _health(endpoint, options.insecure)
+    max_context = options.max_context or _advertised_context(health)
     scenario, clamped = clamp_classes(scenario, max_context)
     for line in clamped:
         note(f"warning: {line}")
@@ -209,6 +212,7 @@ def fit_target(
         warnings=(*clamped, *problems),
         calibration=calibration,
         at_rest=at_rest,
+        capacity=stated_capacity(health),
         note=endpoint.note,
         server=endpoint.server,
         resolution=endpoint.resolution,
@@ -241,14 +245,17 @@ def _at_rest(
     )
 
 
-def _advertised_context(endpoint: Endpoint, insecure: bool) -> int | None:
-    """max_context from the target's /health (the reference server has it), if any."""
-    health: dict[str, Any] | None = None
+def _health(endpoint: Endpoint, insecure: bool) -> dict[str, Any] | None:
+    """The target's /health JSON object (the reference server's was read at its start)."""
     if endpoint.server is not None:
-        health = dict(endpoint.server.health)
-    else:
-        with contextlib.suppress(Exception):  # any endpoint may lack /health or answer oddly
-            health = dict(get_health(endpoint.base_url, timeout_s=2.0, insecure=insecure))
+        return dict(endpoint.server.health)
+    with contextlib.suppress(Exception):  # any endpoint may lack /health or answer oddly
+        return dict(get_health(endpoint.base_url, timeout_s=2.0, insecure=insecure))
+    return None
+
+
+def _advertised_context(health: dict[str, Any] | None) -> int | None:
+    """max_context from the target's /health (the reference server has it), if any."""
     value = (health or {}).get("max_context")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else None
 

@@ -1,0 +1,199 @@
+"""False refusals: requests the target refused while it had a free slot.
+
+A zero-queue server refuses only when it is full. A refusal is false when, across its
+window (the refusal's send to its answer), fewer of this run's admitted requests were in
+flight than the target's capacity. The accusation is kept conservative at each step:
+
+occupancy   the admitted (2xx) requests whose [send, end + grace] overlaps the refusal's
+            [send, end]. The client's span of a request holds the server's (it sends before
+            the server receives, it reads the last byte after the server writes it), and the
+            grace (`[outcomes] margin`, 20 ms) covers a server that frees the slot a moment
+            after writing the last byte: occupancy is never below the server's own count of
+            this run's requests.
+capacity    best first: stated by the target before the load (GET /health `slots` and the
+            like: zqbench.target.capacity); the peak of its own running-requests gauge over
+            the run (server_queue.running, an engine's /metrics); else an estimate, the most
+            requests this run had admitted at once, each counted from a grace after its send
+            to a grace before its end, so that two requests in transit at a turnover are
+            not counted together (the estimate is then never above the truth).
+the gauge   where the target's running gauge was scraped, a refusal next to a scrape (the
+            one before it or after it) that read the gauge at or above capacity is not
+            false: the server was full by its own count, with requests this run cannot see
+            (another client's) included.
+
+Other clients' requests are invisible without the gauge: a refusal of a server shared
+with other traffic may be called false when it was full. docs/metrics.md says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from zqbench.metrics.frame import NS_PER_S, MetricFrame
+from zqbench.summary import (
+    Capacity,
+    FalseRefusals,
+    FalseRefusalStage,
+    OutcomeBasis,
+    ServerQueue,
+    Unavailable,
+)
+
+MAX_LISTED = 200  # false refusals listed with their times in summary.json
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One value per request of the frame, in its order."""
+
+    occupancy: np.ndarray  # float64: admitted requests in flight across a refusal, else NaN
+    false: np.ndarray  # bool: a refusal made while a slot was free
+    capacity: Capacity | None  # None: nothing to judge by
+    grace_s: float
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The samples.parquet columns."""
+        return {"refusal_occupancy": self.occupancy, "false_refusal": self.false}
+
+
+def _admitted_spans(frame: MetricFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(send, end) in ns of every request the target admitted (a 2xx head)."""
+    c = frame.columns
+    keep = (c.status >= 200) & (c.status < 300) & ~np.isnan(c.t_send) & ~np.isnan(c.t_end)
+    return c.t_send[keep], c.t_end[keep]
+
+
+def most_at_once(send: np.ndarray, end: np.ndarray, grace_ns: float) -> int:
+    """The most spans open at once, each shrunk by a grace (at most a quarter of its length)
+    at both ends: a turnover's two requests in transit never count together."""
+    if not len(send):
+        return 0
+    trim = np.minimum(grace_ns, (end - send) / 4.0)
+    starts, ends = np.sort(send + trim), np.sort(end - trim)
+    # At each start: spans started by then minus spans ended by then (an end at that
+    # moment has ended).
+    open_now = np.arange(1, len(starts) + 1) - np.searchsorted(ends, starts, side="right")
+    return int(open_now.max())
+
+
+def occupancy(
+    frame: MetricFrame, refused: np.ndarray, send: np.ndarray, end: np.ndarray, grace_ns: float
+) -> np.ndarray:
+    """Per refusal: admitted spans [send, end + grace] overlapping [its send, its end]."""
+    out = np.full(frame.n, np.nan)
+    if not refused.any():
+        return out
+    c = frame.columns
+    a, b = c.t_send[refused], c.t_end[refused]
+    starts, stops = np.sort(send), np.sort(end + grace_ns)
+    # Overlapping = started before b, minus those stopped by a (a stopped span began before b).
+    out[refused] = np.searchsorted(starts, b, side="left") - np.searchsorted(stops, a, side="right")
+    return out
+
+
+def capacity_of(
+    basis: OutcomeBasis,
+    server_queue: ServerQueue | Unavailable | None,
+    send: np.ndarray,
+    end: np.ndarray,
+    grace_ns: float,
+) -> Capacity | None:
+    """The capacity, best source first (the module's docstring)."""
+    if basis.capacity is not None:
+        return basis.capacity
+    if isinstance(server_queue, ServerQueue) and not isinstance(server_queue.running, Unavailable):
+        peak = int(server_queue.running.max)
+        if peak >= 1:
+            return Capacity(
+                value=peak,
+                source="running_gauge",
+                detail=f"max {server_queue.running.metric} over the run",
+            )
+    seen = most_at_once(send, end, grace_ns)
+    if seen < 1:
+        return None
+    return Capacity(
+        value=seen,
+        source="estimate",
+        detail="the most requests this run had admitted at once",
+    )
+
+
+def _full_by_gauge(
+    frame: MetricFrame,
+    refused: np.ndarray,
+    server_queue: ServerQueue | Unavailable | None,
+    cap: int,
+) -> np.ndarray:
+    """Per request: a refusal whose neighbouring scrape read the running gauge >= cap."""
+    full = np.zeros(frame.n, dtype=bool)
+    if not isinstance(server_queue, ServerQueue) or not refused.any():
+        return full
+    series = server_queue.over_time
+    at_cap = np.array([r is not None and r >= cap for r in series.running], dtype=bool)
+    if not len(at_cap) or not at_cap.any():
+        return full
+    t = np.asarray(series.t, dtype=np.float64)
+    sent = frame.columns.t_send[refused] / NS_PER_S
+    after = np.searchsorted(t, sent, side="left")  # the first scrape at or after the send
+    before = after - 1
+    n = len(t)
+    hit = np.zeros(len(sent), dtype=bool)
+    ok_after = after < n
+    hit[ok_after] |= at_cap[after[ok_after]]
+    ok_before = before >= 0
+    hit[ok_before] |= at_cap[before[ok_before]]
+    full[refused] = hit
+    return full
+
+
+def judge(
+    frame: MetricFrame,
+    refused: np.ndarray,
+    basis: OutcomeBasis,
+    server_queue: ServerQueue | Unavailable | None,
+) -> Judged:
+    """Every refusal's occupancy, and whether it was false (vectorised)."""
+    grace_s = basis.rules.margin
+    grace_ns = grace_s * NS_PER_S
+    send, end = _admitted_spans(frame)
+    cap = capacity_of(basis, server_queue, send, end, grace_ns)
+    occ = occupancy(frame, refused, send, end, grace_ns)
+    false = np.zeros(frame.n, dtype=bool)
+    if cap is not None:
+        false = refused & (occ < cap.value)
+        false &= ~_full_by_gauge(frame, refused, server_queue, cap.value)
+    return Judged(occupancy=occ, false=false, capacity=cap, grace_s=grace_s)
+
+
+def false_refusals_summary(
+    frame: MetricFrame, judged: Judged, refused: np.ndarray
+) -> FalseRefusals | Unavailable:
+    if judged.capacity is None:
+        return Unavailable(
+            unavailable="no request was admitted and the target stated no capacity: "
+            "nothing to judge refusals by"
+        )
+    count = int(np.count_nonzero(judged.false))
+    refusals = int(np.count_nonzero(refused))
+    listed = np.flatnonzero(judged.false)
+    listed = listed[np.argsort(frame.columns.t_send[listed], kind="stable")][:MAX_LISTED]
+    return FalseRefusals(
+        capacity=judged.capacity,
+        grace=judged.grace_s,
+        refusals=refusals,
+        count=count,
+        rate=count / max(1, frame.n),
+        share_of_refusals=count / refusals if refusals else None,
+        by_stage={
+            str(s): FalseRefusalStage(
+                refusals=int(np.count_nonzero(refused & (frame.stage == s))),
+                false=int(np.count_nonzero(judged.false & (frame.stage == s))),
+            )
+            for s in frame.stages
+        },
+        t=[round(float(x) / NS_PER_S, 6) for x in frame.columns.t_send[listed]],
+        occupancy=[int(x) for x in judged.occupancy[listed]],
+    )
