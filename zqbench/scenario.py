@@ -79,8 +79,17 @@ _SLO_KEYS = ("checks",)
 _NETWORK_KEYS = ("impairment", "loss", "stages")
 _VALIDITY_KEYS = ("min_samples", "max_schedule_lag", "min_achieved_ratio", "min_ratio_samples")
 _METRICS_KEYS = ("port", "host")
-_OUTCOMES_KEYS = ("server_queue", "margin", "at_rest_probes")
+_OUTCOMES_KEYS = (
+    "server_queue",
+    "margin",
+    "at_rest_probes",
+    "retry_after_follow_ups",
+    "retry_after_attempts",
+)
 MAX_AT_REST_PROBES = 20  # per prompt size: each is a request before the load
+MAX_RETRY_AFTER_FOLLOW_UPS = 100  # refusals followed per run: extra traffic, kept small
+MAX_RETRY_AFTER_ATTEMPTS = 10
+DEFAULT_RETRY_AFTER_ATTEMPTS = 3
 _SWEEP_KEYS = ("min_rate", "max_rate", "step_factor", "step_duration", "bisect_steps")
 
 _DEFAULT_MAX_TOKENS = 256
@@ -166,6 +175,9 @@ class OutcomesConfig:
     server_queue_s: float | None = None  # admitted with timing headers: queued past this
     margin_s: float | None = None  # without headers: the least allowance past 2x at rest
     at_rest_probes: int | None = None  # set-up probes per prompt size (0: none)
+    # Refusals followed at their Retry-After (zqbench.engines.follow_up); 0: none (opt-in)
+    retry_after_follow_ups: int = 0
+    retry_after_attempts: int = DEFAULT_RETRY_AFTER_ATTEMPTS  # tries per followed refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,20 +431,32 @@ def parse_scenario(
 
 
 def _parse_outcomes(t: Table) -> OutcomesConfig:
-    probes = None
-    if t.has("at_rest_probes"):
-        probes = t.integer("at_rest_probes", minimum=0)
-        if probes > MAX_AT_REST_PROBES:
-            raise t.fail(
-                "at_rest_probes", f"must be at most {MAX_AT_REST_PROBES} (probes per prompt size)"
-            )
+    probes = _at_most(t, "at_rest_probes", 0, MAX_AT_REST_PROBES, "probes per prompt size")
+    follow_ups = _at_most(
+        t, "retry_after_follow_ups", 0, MAX_RETRY_AFTER_FOLLOW_UPS, "refusals followed per run"
+    )
+    attempts = _at_most(
+        t, "retry_after_attempts", 1, MAX_RETRY_AFTER_ATTEMPTS, "tries per followed refusal"
+    )
     return OutcomesConfig(
         server_queue_s=(
             t.duration("server_queue", positive=True) if t.has("server_queue") else None
         ),
         margin_s=t.duration("margin") if t.has("margin") else None,
         at_rest_probes=probes,
+        retry_after_follow_ups=0 if follow_ups is None else follow_ups,
+        retry_after_attempts=DEFAULT_RETRY_AFTER_ATTEMPTS if attempts is None else attempts,
     )
+
+
+def _at_most(t: Table, name: str, minimum: int, maximum: int, what: str) -> int | None:
+    """A whole number from `minimum` to `maximum` (`what` it counts), or None when absent."""
+    if not t.has(name):
+        return None
+    value = t.integer(name, minimum=minimum)
+    if value > maximum:
+        raise t.fail(name, f"must be at most {maximum} ({what})")
+    return value
 
 
 def _parse_metrics(t: Table) -> MetricsConfig:

@@ -572,6 +572,30 @@ class Outcomes(_SparseRecord):
         return ["false_refusals"] if self.false_refusals is None else []
 
 
+# --- Retry-After follow-ups ([outcomes] retry_after_follow_ups) ---------------------------
+
+
+class RetryAfterFollowUp(_Record):
+    """Refusals sent again exactly when their Retry-After said (zqbench.engines.follow_up):
+    extra requests, kept out of samples.parquet and every other figure (retry_after.parquet
+    holds each try)."""
+
+    asked: int  # refusals the scenario allowed to follow
+    attempts: int  # tries per followed refusal, at most
+    followed: int  # refusals followed
+    extra_requests: int  # tries sent: traffic beside the run's own
+    tried: int  # followed refusals whose first try was answered (the rest: the run ended)
+    honoured: int  # admitted at the first try, when the Retry-After said
+    honoured_share: float | None  # honoured / tried; None: nothing tried
+    admitted_later: int  # admitted at a later try
+    # Of those admitted later: seconds from the refusal's end to the admitting try's send.
+    to_admission: list[float]
+    refused_throughout: int  # refused at every try, or at last without a Retry-After
+    failed: int  # a try that ended neither admitted nor refused (an error)
+    ended_with_run: int  # cut by the run's end before any admission
+    send_late_p99: JsonFloat  # seconds the tries went out past their due time
+
+
 # --- what packet loss did (a [network] packet-loss impairment) ----------------------------
 
 
@@ -782,6 +806,8 @@ class Summary(_Document, _SparseRecord):
     sessions: Sessions | None = None
     # Each request's outcome (served, queued, refused, ...); absent from older files.
     outcomes: Outcomes | None = None
+    # Refusals followed at their Retry-After; absent unless the scenario asked for them.
+    retry_after_follow_up: RetryAfterFollowUp | None = None
 
     def _absent(self) -> Collection[str]:
         optional = (
@@ -793,6 +819,7 @@ class Summary(_Document, _SparseRecord):
             "prefix_cache",
             "sessions",
             "outcomes",
+            "retry_after_follow_up",
         )
         return [k for k in optional if getattr(self, k) is None]
 

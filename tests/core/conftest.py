@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import ProgrammedServer
 from tests.servers.fixtures import programmed_server  # noqa: F401  (a fixture, used by name)
+from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
 from zqbench.target.embedded import EmbeddedServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,3 +66,22 @@ def write_scenario(folder: Path, body: str, name: str = "t") -> Path:
 def calibration_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Prompt calibrations go to a temporary file, never to the user's ~/.cache."""
     monkeypatch.setenv("ZQBENCH_CALIBRATION", str(tmp_path / "calibration.json"))
+
+
+def run_programmed(tmp_path: Path, scenario: str, program: str) -> tuple[RunResult, dict]:
+    """`scenario` (TOML text) run against a fresh programmed server whose every request
+    follows `program` (an x-program header); the result and the server's ground truth."""
+    path = write_scenario(tmp_path, scenario)
+    with ProgrammedServer() as server:
+        result = run_scenario(
+            RunOptions(
+                scenario=str(path),
+                target=server.url,
+                model="m",
+                headers=(program,),
+                out=tmp_path / "run",
+                calibration="off",
+            )
+        )
+        truth = server.all_truth()
+    return result, truth

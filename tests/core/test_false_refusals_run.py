@@ -15,9 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.core.conftest import write_scenario
-from tests.servers import ProgrammedServer
-from zqbench.pipeline.run import RunOptions, run_scenario
+from tests.core.conftest import run_programmed
 from zqbench.summary import FalseRefusals
 
 SCENARIO = """
@@ -43,19 +41,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_every_third_refused_at_rest_reads_as_a_third_false_refusals(tmp_path: Path) -> None:
-    scenario = write_scenario(tmp_path, SCENARIO)
-    with ProgrammedServer() as server:
-        result = run_scenario(
-            RunOptions(
-                scenario=str(scenario),
-                target=server.url,
-                model="m",
-                headers=(PROGRAM,),
-                out=tmp_path / "run",
-                calibration="off",
-            )
-        )
-        truth = server.all_truth()["truth"]
+    result, everything = run_programmed(tmp_path, SCENARIO, PROGRAM)
+    truth = everything["truth"]
     outcomes = result.summary.outcomes
     assert outcomes is not None
     section = outcomes.false_refusals

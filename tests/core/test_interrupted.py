@@ -14,9 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.core.conftest import write_scenario
-from tests.servers import ProgrammedServer
-from zqbench.pipeline.run import RunOptions, run_scenario
+from tests.core.conftest import run_programmed
 
 SCENARIO = """
 name = "hung-fifth"
@@ -47,19 +45,8 @@ PROGRAM = "x-program: /anthropic?n=4&every=2&first=5&head=1&hang_every=5"
 
 
 def _run(tmp_path: Path, *, graceful: str, timeout: str) -> tuple[object, list[dict], dict]:
-    scenario = write_scenario(tmp_path, SCENARIO.format(graceful=graceful, timeout=timeout))
-    with ProgrammedServer() as server:
-        result = run_scenario(
-            RunOptions(
-                scenario=str(scenario),
-                target=server.url,
-                model="m",
-                headers=(PROGRAM,),
-                out=tmp_path / "run",
-                calibration="off",
-            )
-        )
-        truth = server.all_truth()
+    scenario = SCENARIO.format(graceful=graceful, timeout=timeout)
+    result, truth = run_programmed(tmp_path, scenario, PROGRAM)
     table = pq.read_table(result.out_dir / "samples.parquet")
     start = int(table.schema.metadata[b"zqbench.clock.start_monotonic_ns"])
     rows = table.to_pylist()

@@ -419,6 +419,22 @@ ERRORS = [
         MINIMAL + '[outcomes]\nserver_queue = "0ms"\n',
         'outcomes.server_queue = "0ms" must be longer than 0s',
     ),
+    (
+        MINIMAL + "[outcomes]\nretry_after_follow_ups = 500\n",
+        "outcomes.retry_after_follow_ups = 500 must be at most 100 (refusals followed per run)",
+    ),
+    (
+        MINIMAL + "[outcomes]\nretry_after_follow_ups = -1\n",
+        "outcomes.retry_after_follow_ups = -1 must be >= 0",
+    ),
+    (
+        MINIMAL + "[outcomes]\nretry_after_attempts = 0\n",
+        "outcomes.retry_after_attempts = 0 must be >= 1",
+    ),
+    (
+        MINIMAL + "[outcomes]\nretry_after_attempts = 11\n",
+        "outcomes.retry_after_attempts = 11 must be at most 10 (tries per followed refusal)",
+    ),
 ]
 
 
@@ -451,7 +467,13 @@ def test_outcomes_table(tmp_path: Path) -> None:
     )
     o = load_scenario(str(path)).outcomes
     assert (o.server_queue_s, o.margin_s, o.at_rest_probes) == (0.002, 0.05, 0)
+    assert (o.retry_after_follow_ups, o.retry_after_attempts) == (0, 3)  # off by default
     assert load_scenario(str(write(tmp_path, MINIMAL))).outcomes == OutcomesConfig()
+    path = write(
+        tmp_path, MINIMAL + "[outcomes]\nretry_after_follow_ups = 20\nretry_after_attempts = 5\n"
+    )
+    o = load_scenario(str(path)).outcomes
+    assert (o.retry_after_follow_ups, o.retry_after_attempts) == (20, 5)
 
 
 def test_bad_toml_names_file_and_line(tmp_path: Path) -> None:

@@ -23,7 +23,9 @@ must send `POST /v1/messages` can still pick a behaviour). Times are millisecond
                                  with M, every M-th request (server count) hangs after the
                                  preamble, its outcome `hang`; with refuse_every=R, every
                                  R-th request is refused at once (503, Retry-After: 1), its
-                                 outcome `refused`, `in_flight` the streams then running
+                                 outcome `refused`, `in_flight` the streams then running;
+                                 with lie=1 also every retry (an x-request-id with
+                                 `-retry`): its Retry-After lies
     /hang[?head=1]               never answer (or send the head, then nothing)
     /reset?bytes=N[&tcp=1]       head promising 2N bytes, N bytes, then a TCP RST
                                  (h2: RST_STREAM unless tcp=1)
@@ -249,7 +251,8 @@ async def handle(r: Responder, target: str, req_id: str, body: bytes, t_recv: in
         # t_recv + first + k*every. Truth: t_chunks[0] is the preamble, t_chunks[1 + k] token k.
         n, every, first = _int(q, "n", 8), _ms(q, "every", 5), _ms(q, "first", 0)
         refuse_every = _int(q, "refuse_every", 0)
-        if refuse_every and STATE.requests % refuse_every == 0:
+        lie = "lie" in q and "-retry" in req_id  # a try sent when Retry-After said: refused
+        if refuse_every and (STATE.requests % refuse_every == 0 or lie):
             # Refused at once, whatever is in flight: the truth keeps how much was.
             rec["outcome"], rec["in_flight"] = "refused", STATE.streaming
             rec["t_head"] = now()

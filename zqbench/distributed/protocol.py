@@ -111,6 +111,7 @@ def spec_from_wire(data: dict[str, Any], *, api_key: str | None, out_dir: str) -
     fields["limits"] = PoolLimits(**fields["limits"])
     fields["source"] = source_from_wire(fields["source"])
     fields["out_dir"] = out_dir
+    fields["follow_ups"] = None  # Retry-After follow-ups run on the master's machine only
     return WorkerSpec(**fields)
 
 

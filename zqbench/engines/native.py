@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, ResponseSummary
+from zqbench.engines.follow_up import FollowUps, FollowUpSpec
 from zqbench.engines.live import LiveStats, WorkerProgress
 from zqbench.load import Slot, Work
 from zqbench.samples.live_counts import LiveCounts
@@ -54,6 +55,8 @@ class WorkerSpec:
     drain_timeout_s: float | None = None  # None: wait up to timeout_s for in-flight requests
     cold_connections: bool = False  # the scenario's: a new connection for every request
     live_counts: bool = False  # count samples for the live exposition (--metrics-port)
+    # Refusals followed at their Retry-After ([outcomes] retry_after_follow_ups); None: off
+    follow_ups: FollowUpSpec | None = None
 
 
 @dataclass(slots=True)
@@ -96,6 +99,12 @@ class NativeWorker:
             on_batch=control.on_batch,
         )
         self._tasks: set[asyncio.Task[None]] = set()
+        self._follow_up_tasks: set[asyncio.Task[None]] = set()
+        self.follow_ups: FollowUps | None = None
+        if spec.follow_ups is not None and spec.follow_ups.budget > 0:
+            self.follow_ups = FollowUps(
+                spec.follow_ups, spec.worker, Path(spec.out_dir), spec.timeout_s, now_ns
+            )
         self._work: Work | None = None
         self._requests: Requests = spec.source.open()
         control.stats.worker = spec.worker
@@ -143,6 +152,21 @@ class NativeWorker:
             stats.record_lag((exchange.t_send - t_intended_abs) / 1e6)
         self._record(slot, t_intended_abs, rspec, exchange, parser.summary)
         self._requests.answered(slot, rspec, parser.summary)
+        summary = parser.summary
+        follow = self.follow_ups
+        if (
+            follow is not None
+            and exchange.error is None
+            and not self.control.should_stop()
+            and follow.wants(summary.status, summary.retry_after_s)
+        ):
+            assert summary.retry_after_s is not None  # wants() checked it
+            coro = follow.follow(
+                self, request, rspec, request_id, exchange.t_end, summary.retry_after_s
+            )
+            task = asyncio.get_running_loop().create_task(coro)
+            self._follow_up_tasks.add(task)
+            task.add_done_callback(self._follow_up_tasks.discard)
 
     def _record(
         self,
@@ -266,6 +290,14 @@ class NativeWorker:
             task.cancel()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=5.0)
+        await self._cut_follow_ups()
+
+    async def _cut_follow_ups(self) -> None:
+        """Follow-ups never extend the run: the ones still waiting or trying end with it."""
+        for task in list(self._follow_up_tasks):
+            task.cancel()
+        if self._follow_up_tasks:
+            await asyncio.wait(set(self._follow_up_tasks), timeout=5.0)
 
     async def run(self, work: Work) -> LiveStats:
         housekeeping = asyncio.get_running_loop().create_task(self._housekeeping())
@@ -279,6 +311,9 @@ class NativeWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await housekeeping
             self.recorder.close()
+            if self.follow_ups is not None:
+                await self._cut_follow_ups()  # a run that raised skipped the drain
+                self.follow_ups.write()
             await self.transport.close()
             if self.control.on_progress is not None:
                 self.control.on_progress(self.control.stats.snapshot())

@@ -218,6 +218,7 @@ class Refusals:
     reject_p50: str  # ms
     reject_p99: str  # ms
     retry_after: str  # share of the refusals
+    follow_up: str | None = None  # the Retry-After follow-ups, one sentence; None: none asked
 
 
 @dataclass(frozen=True)
@@ -867,6 +868,32 @@ def _refusals(s: Summary) -> Refusals | None:
         reject_p50=ms(reject.p50),
         reject_p99=ms(reject.p99),
         retry_after=_share(entry.share),
+        follow_up=follow_up_text(s.retry_after_follow_up),
+    )
+
+
+def follow_up_text(f: model.RetryAfterFollowUp | None) -> str | None:
+    """The Retry-After follow-ups in one sentence, their extra traffic declared."""
+    if f is None:
+        return None
+    if not f.followed:
+        return (
+            f"Retry-After follow-ups: none (up to {f.asked} asked; no refusal carried a "
+            "Retry-After to follow)"
+        )
+    later = ""
+    if f.to_admission:
+        low, high = significant(f.to_admission[0]), significant(f.to_admission[-1])
+        later = f" (after {low} s)" if low == high else f" (after {low} to {high} s)"
+    late = "" if f.send_late_p99 is None else f", sent {ms(f.send_late_p99)} ms late at p99"
+    honoured = _share(f.honoured_share)
+    return (
+        f"Retry-After honoured: {f.honoured} of {f.tried} followed refusals ({honoured}) were "
+        f"admitted when their Retry-After said, {f.admitted_later} later{later}, "
+        f"{f.refused_throughout} refused at every try, {f.failed} failed, "
+        f"{f.ended_with_run} cut by the run's end; {f.extra_requests} extra requests "
+        f"(up to {f.attempts} tries each{late}), kept out of every other figure "
+        "(retry_after.parquet)"
     )
 
 

@@ -23,13 +23,14 @@ import zqbench
 from zqbench.impair import PacketLossHook, packet_loss_record
 from zqbench.metrics.frame import MetricFrame
 from zqbench.metrics.outcomes import DEFAULT_RULES
+from zqbench.metrics.retry_after_honesty import follow_up_summary
 from zqbench.metrics.summarize import RunInfo, ValidityThresholds, run_frame, summarize_frame
 from zqbench.pipeline.execute import Execution
 from zqbench.pipeline.options import PlanOptions, ValidityOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
-from zqbench.samples import writer
+from zqbench.samples import follow_up_file, writer
 from zqbench.scenario import OutcomesConfig, ValidityConfig
 from zqbench.summary import OutcomeBasis, OutcomeRules, Summary
 
@@ -70,9 +71,23 @@ def analyze(
         writer.add_columns(out_dir, table, columns)
         samples = samples.assign(**columns)
     summary = summarize_frame(frame, run=info, slos=plan.slo_checks)
+    summary = _with_follow_ups(summary, target.scenario.outcomes, out_dir)
     if execution.distributed is not None:
         summary = execution.distributed.attach(summary, samples)
     return Analysis(summary, samples, frame)
+
+
+def _with_follow_ups(summary: Summary, config: OutcomesConfig, out_dir: Path) -> Summary:
+    """The Retry-After follow-ups' tries into retry_after.parquet and their summary."""
+    if not config.retry_after_follow_ups:
+        return summary
+    tries = follow_up_file.collect(out_dir)
+    section = follow_up_summary(
+        tries if tries is not None else pd.DataFrame(columns=follow_up_file.TRY_SCHEMA.names),
+        asked=config.retry_after_follow_ups,
+        attempts=config.retry_after_attempts,
+    )
+    return summary.model_copy(update={"retry_after_follow_up": section})
 
 
 def start_info(

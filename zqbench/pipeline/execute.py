@@ -18,12 +18,15 @@ from typing import Any
 from zqbench.distributed.auth import read_secret
 from zqbench.distributed.master import Master, MasterSettings
 from zqbench.distributed.outcome import DistributedOutcome
+from zqbench.engines import follow_up
+from zqbench.engines.follow_up import FollowUpSpec
 from zqbench.engines.live import ProgressCallback
 from zqbench.engines.native import WorkerSpec
 from zqbench.engines.workers import (
     StopFlag,
     run_workers,
 )
+from zqbench.errors import UsageError
 from zqbench.hooks.contract import HookContext, HookResult, RunHook
 from zqbench.hooks.running import RunningHooks
 from zqbench.pipeline.options import ConnectionOptions, DistributedOptions
@@ -78,6 +81,11 @@ def execute(
         ),
     )
     source = fit_source(target.scenario, seed, target.calibration)
+    if distribution.distributed and target.scenario.outcomes.retry_after_follow_ups:
+        raise UsageError(
+            "[outcomes] retry_after_follow_ups runs on this machine's workers only: "
+            "remove it for a --distributed run"
+        )
     specs = _worker_specs(connection, len(plan.works), target, source, out_dir, live_counts)
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()
@@ -156,9 +164,19 @@ def _worker_specs(
             drain_timeout_s=scenario.load.graceful_stop_s,
             cold_connections=scenario.request.cold_connections,
             live_counts=live_counts,
+            follow_ups=_follow_ups(scenario, w, n_workers),
         )
         for w in range(n_workers)
     ]
+
+
+def _follow_ups(scenario: Scenario, worker: int, n_workers: int) -> FollowUpSpec | None:
+    """Worker `worker`'s share of the refusals to follow at their Retry-After; None: off."""
+    o = scenario.outcomes
+    if not o.retry_after_follow_ups:
+        return None
+    budget = follow_up.share(o.retry_after_follow_ups, worker, n_workers)
+    return FollowUpSpec(budget=budget, attempts=o.retry_after_attempts)
 
 
 def _warm_connections(options: ConnectionOptions, scenario: Scenario) -> int:
