@@ -25,7 +25,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.core.conftest import REPO, write_scenario, zqbench
-from zqbench.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_SLO_FAILED, EXIT_TARGET
+from zqbench.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_SLO_FAILED,
+    EXIT_TARGET,
+    EXIT_USAGE,
+)
 from zqbench.saved.gate import gate_run
 from zqbench.target.embedded import EmbeddedServer
 
@@ -268,5 +274,23 @@ def test_too_few_workers_is_one_line_and_exit_3(tmp_path: Path, ref_server: Embe
         f"zqbench: error: 0 of 2 workers joined the master at 127.0.0.1:{port} within 1 s;"
         f" start `zqbench worker --master HOST:{port}` on each load machine, or lower"
         " --expect-workers"
+    )
+    assert not (tmp_path / "run").exists()  # nothing was written
+
+
+def test_retry_after_follow_ups_are_refused_for_a_distributed_run(
+    tmp_path: Path, ref_server: EmbeddedServer
+) -> None:
+    body = SCENARIO.format(duration="1s") + "[outcomes]\nretry_after_follow_ups = 5\n"
+    scenario = write_scenario(tmp_path, body)
+    result = zqbench(
+        "run", str(scenario), "--target", ref_server.base_url, "--calibration", "off",
+        "--out", str(tmp_path / "run"), "-q", "--distributed", "--expect-workers", "1",
+        "--master-bind", f"127.0.0.1:{_free_port()}", "--worker-wait", "1", env=SECRET_ENV,
+    )  # fmt: skip
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.strip().splitlines()[-1] == (
+        "zqbench: error: [outcomes] retry_after_follow_ups runs on this machine's workers "
+        "only: remove it for a --distributed run"
     )
     assert not (tmp_path / "run").exists()  # nothing was written

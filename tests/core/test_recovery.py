@@ -67,6 +67,17 @@ def test_a_run_killed_with_sigkill_is_recovered_by_report(
     assert summary["clock"]["start_epoch_ns"] > 0
     assert 0 < summary["duration"] < 60
     assert "INVALID" in (out / "summary.md").read_text()
+    # run-start.json kept how outcomes are judged: the recovered run judges them too.
+    outcomes = summary["outcomes"]
+    assert sum(outcomes["counts"].values()) == kept
+    assert outcomes["basis"]["capacity"] == {
+        "value": 16,
+        "source": "stated",
+        "detail": "/health `slots`",
+    }
+    assert "probes" in outcomes["basis"]["at_rest"]
+    columns = pq.read_schema(out / "samples.parquet").names
+    assert {"outcome", "false_refusal"} <= set(columns)
     again = zqbench("report", str(out))
     assert again.returncode == 0, "a recovered run is a saved run like any other"
 

@@ -25,6 +25,7 @@ from zqbench.metrics.summarize import RunInfo, ValidityThresholds
 from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.paths import RUN_START_JSON
 from zqbench.redact import redact
+from zqbench.summary import OutcomeBasis
 
 START_SCHEMA = "zqbench.run-start/1"
 
@@ -55,7 +56,10 @@ class StartRecord:
 
 
 def write_start(out_dir: Path, info: RunInfo, slos: Sequence[str]) -> Path:
-    data = {"schema": START_SCHEMA, "slos": list(slos), "run": dataclasses.asdict(info)}
+    basis = info.outcome_basis
+    run = dataclasses.asdict(dataclasses.replace(info, outcome_basis=None))
+    run["outcome_basis"] = None if basis is None else basis.model_dump(mode="json")
+    data = {"schema": START_SCHEMA, "slos": list(slos), "run": run}
     text = json.dumps(redact(data), indent=1, allow_nan=False) + "\n"
     return write_atomic(out_dir / RUN_START_JSON, text)
 
@@ -67,7 +71,7 @@ def read_start(out_dir: Path) -> tuple[RunInfo, tuple[str, ...]] | None:
         if data["schema"] != START_SCHEMA:
             return None
         return _run_info(data["run"]), tuple(str(s) for s in data["slos"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError):  # pydantic's ValidationError is one
         return None
 
 
@@ -77,4 +81,6 @@ def _run_info(run: dict[str, Any]) -> RunInfo:
         for s in run.pop("stages")
     ]
     validity = ValidityThresholds(**run.pop("validity"))
-    return RunInfo(**run, stages=stages, validity=validity)
+    basis = run.pop("outcome_basis", None)  # absent from records written before outcomes
+    outcome_basis = None if basis is None else OutcomeBasis.model_validate(basis)
+    return RunInfo(**run, stages=stages, validity=validity, outcome_basis=outcome_basis)

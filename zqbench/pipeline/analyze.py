@@ -120,6 +120,12 @@ def start_info(
         target_resolution=(
             None if target.resolution is None else target.resolution.model_dump(mode="json")
         ),
+        # Known before the load, so a killed run recovered from run-start.json judges alike.
+        outcome_basis=OutcomeBasis(
+            rules=outcome_rules(scenario.outcomes),
+            at_rest=target.at_rest,
+            capacity=target.capacity,
+        ),
     )
 
 
@@ -173,11 +179,6 @@ def _run_info(
         },
         telemetry=execution.hooks.telemetry,
         server_queue=execution.hooks.server_queue,
-        outcome_basis=OutcomeBasis(
-            rules=outcome_rules(target.scenario.outcomes),
-            at_rest=target.at_rest,
-            capacity=target.capacity,
-        ),
     )
 
 

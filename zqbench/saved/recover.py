@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from zqbench.metrics.summarize import RunInfo, summarize
+from zqbench.metrics.slo import parse_slos
+from zqbench.metrics.summarize import RunInfo, run_frame, summarize_frame
 from zqbench.outputs.paths import RUN_START_JSON, SUMMARY_JSON
 from zqbench.outputs.start_record import read_start
 from zqbench.samples import writer
@@ -46,7 +47,8 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
         if record is not None:
             clock["start_epoch_ns"] = info.start_epoch_ns
         writer.finalize(folder, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
-    samples = writer.load_samples(folder).to_pandas()
+    table = writer.load_samples(folder)
+    samples = table.to_pandas()
     unknown = [] if record is not None else ["scenario", "target", "clock", "schedule", "SLOs"]
     info = dataclasses.replace(
         info,
@@ -57,7 +59,13 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
             "recovered": {"samples": len(samples), "unknown": unknown},
         },
     )
-    summary = summarize(samples, run=info, slos=slos)
+    frame = run_frame(samples, info)
+    if frame.outcomes is not None and "outcome" not in samples.columns:
+        # As the run's analysis would have: each request's outcome beside its sample.
+        columns = frame.outcomes.columns()
+        writer.add_columns(folder, table, columns)
+        samples = samples.assign(**columns)
+    summary = summarize_frame(frame, run=info, slos=parse_slos(list(slos)))
     return _marked_interrupted(summary, len(samples), unknown), samples
 
 
