@@ -85,8 +85,14 @@ class App:
 
     def start_engine(self) -> None:
         if self.engine is None:
+            fixed = self.config.step_shape == "fixed"
+            budget = self.config.prefill_budget_tokens if fixed else None
             self.engine = Engine(
-                self.backend, self.scheduler, self.metrics, asyncio.get_running_loop()
+                self.backend,
+                self.scheduler,
+                self.metrics,
+                asyncio.get_running_loop(),
+                prefill_budget=budget,
             )
             self.engine.start()
             engine = self.engine
@@ -232,7 +238,8 @@ class App:
             )
         _check_json_content_type(headers)
         body = await self._read_json(headers, receive, resp)
-        profile_header = headers.get("x-execution-profile")
+        stream_mode = _stream_mode(headers)
+        profile_header = headers.get("x-execution-profile") or stream_mode
         if path == "/v1/chat/completions":
             req = openai_api.parse(
                 body, self.config.max_tokens_limit, self.config.default_max_tokens, profile_header
@@ -251,7 +258,7 @@ class App:
             raise ApiError(
                 "not_found", f"model: {req.model!r} not found; serving {self.models[0]!r}"
             )
-        await self._generate(req, dialect, receive, resp)
+        await self._generate(req, dialect, receive, resp, stream_mode=stream_mode)
 
     def _check_auth(self, headers: dict[str, str]) -> None:
         if self._key is None:
@@ -289,7 +296,14 @@ class App:
 
     # ---- generation -----------------------------------------------------------------
 
-    async def _generate(self, req: GenRequest, dialect: str, receive: Any, resp: _Response) -> None:
+    async def _generate(
+        self,
+        req: GenRequest,
+        dialect: str,
+        receive: Any,
+        resp: _Response,
+        stream_mode: str | None = None,
+    ) -> None:
         n_prompt = _count_tokens(req)  # checked before tokenizing
         limit = self.config.max_context
         if n_prompt + req.max_tokens > limit:
@@ -317,6 +331,8 @@ class App:
             self.metrics.time_to_reject.observe(time.perf_counter() - seq.received_perf)
             raise self._overloaded(refusal)
         resp.extra.append((b"x-execution-profile", req.profile.encode()))
+        if stream_mode is not None and req.profile == stream_mode:
+            resp.extra.append((b"x-stream-mode", stream_mode.encode()))  # honoured, said so
         watcher = asyncio.ensure_future(_watch_disconnect(receive, seq, self.scheduler))
         try:
             await self._await_start(seq)
@@ -449,6 +465,7 @@ class App:
                 "model": self.config.served_model_name,
                 "preset": self.config.preset,
                 "slots": self.scheduler.max_slots,
+                "step_shape": self.config.step_shape,
                 "slots_used": self.scheduler.num_slots_used,
                 "waiting": self.scheduler.num_waiting,
                 "max_context": self.config.max_context,
@@ -485,6 +502,18 @@ class App:
         if model_id not in self.models:
             raise ApiError("not_found", f"model: {model_id!r} not found")
         return json.dumps(self._model_info(model_id)).encode()
+
+
+def _stream_mode(headers: dict[str, str]) -> str | None:
+    """X-Stream-Mode: low-latency asks for the low-latency execution profile (the design's
+    header: the request's prefill runs before the next decode step, alone, whatever the
+    prefill budget); an explicit execution profile wins over it."""
+    value = headers.get("x-stream-mode")
+    if value is None:
+        return None
+    if value.strip().lower() != "low-latency":
+        raise ApiError("invalid_request", "X-Stream-Mode must be low-latency (or absent)")
+    return "low-latency"
 
 
 def _check_json_content_type(headers: dict[str, str]) -> None:

@@ -18,6 +18,7 @@ from reference_server.config import (
     HTTP_MODES,
     KV_DTYPES,
     SCHEDULERS,
+    STEP_SHAPES,
     ServerConfig,
     api_key_from_env,
     load_yaml,
@@ -45,6 +46,8 @@ _FIELDS = {
     "max_concurrent_kernels": "max_concurrent_kernels",
     "dispatch_latency_target_us": "dispatch_latency_target_us",
     "kv_cache_dtype": "kv_cache_dtype",
+    "step_shape": "step_shape",
+    "prefill_budget_tokens": "prefill_budget_tokens",
     "prefix_cache_blocks": "prefix_cache_blocks",
     "prefix_cache_block_size": "prefix_cache_block_size",
     "http": "http",
@@ -90,6 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-concurrent-kernels", type=int, help="CPU: torch intra-op threads")
     a("--dispatch-latency-target-us", type=float, help="zero-queue: refuse if the step ends later")
     a("--kv-cache-dtype", choices=KV_DTYPES, help="torch KV cache dtype (default auto)")
+    a(
+        "--step-shape",
+        choices=STEP_SHAPES,
+        help="fixed: every decode step computes every slot, so its cost does not depend on "
+        "occupancy (default); dynamic: the running slots only",
+    )
+    a(
+        "--prefill-budget-tokens",
+        type=int,
+        help="fixed steps: prompt tokens prefilled at one step boundary (default 256)",
+    )
     a(
         "--prefix-cache-blocks",
         type=int,

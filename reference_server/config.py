@@ -16,6 +16,13 @@ here (docs/reference-server.md has the table):
     kv_cache_dtype             dtype of the torch KV cache (auto, float32, float16, bfloat16)
     prefix_cache_blocks        blocks the prefix cache holds (LRU); 0 = no prefix cache
     prefix_cache_block_size    prompt tokens a prefix-cache block holds (vLLM's 16)
+    step_shape                 fixed: every decode step computes every slot (free ones padded
+                               and masked, as a CUDA-graph replay of the full batch does), so
+                               its cost does not depend on occupancy; dynamic: the running
+                               slots only
+    prefill_budget_tokens      fixed steps: prompt tokens prefilled at one step boundary; the
+                               admitted prompts past it wait for the next (a longer prompt
+                               alone); low-latency requests are never held back
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ SCHEDULERS = ("zero-queue", "fifo")
 DEVICES = ("auto", "cuda", "cpu")
 KV_DTYPES = ("auto", "float32", "float16", "bfloat16")
 HTTP_MODES = ("auto", "1", "2")
+STEP_SHAPES = ("fixed", "dynamic")  # as reference_server.model.torch_runner.STEP_SHAPES
 
 # YAML key -> ServerConfig field, where the guide's name differs from ours.
 _YAML_ALIASES = {"model_path": "preset", "max_model_len": "max_context"}
@@ -66,6 +74,9 @@ class ServerConfig:
     prefix_cache_blocks: int = DEFAULT_BLOCKS  # 0 turns the prefix cache off
     prefix_cache_block_size: int = DEFAULT_BLOCK_SIZE
     use_cuda_graphs: bool = True
+    step_shape: str = "fixed"
+    # fixed steps: prompt tokens prefilled at one step boundary (the rest at the next)
+    prefill_budget_tokens: int = 256
     http: str = "auto"
     ssl_cert: str | None = None
     ssl_key: str | None = None
@@ -80,6 +91,7 @@ class ServerConfig:
         _one_of("scheduler", self.scheduler, SCHEDULERS)
         _one_of("device", self.device, DEVICES)
         _one_of("kv_cache_dtype", self.kv_cache_dtype, KV_DTYPES)
+        _one_of("step_shape", self.step_shape, STEP_SHAPES)
         _one_of("http", self.http, HTTP_MODES)
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
@@ -117,6 +129,8 @@ class ServerConfig:
             raise ValueError("prefix_cache_blocks must be >= 0 (0 turns the cache off)")
         if self.prefix_cache_block_size < 1:
             raise ValueError("prefix_cache_block_size must be >= 1")
+        if self.prefill_budget_tokens < 1:
+            raise ValueError("prefill_budget_tokens must be >= 1")
         if self.max_connections < 1:
             raise ValueError("max_connections must be >= 1")
         if self.api_key is not None and not self.api_key:

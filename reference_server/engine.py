@@ -2,7 +2,8 @@
 
 Each iteration is a step boundary: take the requests the scheduler admitted,
 prefill them (low-latency ones alone and first, long-context ones alone and
-last, the rest batched), then run one decode step for every running sequence.
+last, the rest batched; with a prefill budget, the prompts past it at the next
+boundary), then run one decode step for every running sequence.
 Events go to the asyncio handlers in one `call_soon_threadsafe` per phase, so
 the event loop wakes once per step, not once per token.
 
@@ -71,12 +72,17 @@ class Engine:
         scheduler: Scheduler,
         metrics: Metrics,
         loop: asyncio.AbstractEventLoop,
+        prefill_budget: int | None = None,
     ) -> None:
         self.backend = backend
         self.scheduler = scheduler
         self.metrics = metrics
         self.loop = loop
+        # Prompt tokens prefilled at one step boundary (None: every admitted prompt); the
+        # admitted prompts past it wait for the next boundary, in order, holding their slots.
+        self.prefill_budget = prefill_budget
         self.running: list[Sequence] = []
+        self.pending: list[Sequence] = []  # admitted, their prefill left to a later boundary
         self.dispatch_delays_s: deque[float] = deque(maxlen=100)  # for /health jitter
         self._step_ema_s = {"prefill": 0.0, "decode": 0.0}
         self._stop = False
@@ -105,12 +111,12 @@ class Engine:
 
     def _run(self) -> None:
         while not self._stop:
-            if not self.running:
+            if not self.running and not self.pending:
                 self.scheduler.wait_for_work(0.05)
             with _Range("dispatch"):  # newly admitted requests join this step
                 new = self._intake()
             try:
-                if new:
+                if new or self.pending:
                     self._prefill_all(new)
                     self._prune()
                 if self.running:
@@ -130,12 +136,13 @@ class Engine:
         for s in intake.expired:
             s.state = State.REJECTED
             events.append((s, "reject", "queue_timeout"))
-        for s in [*intake.abandoned, *intake.new, *self.running]:
+        for s in [*intake.abandoned, *intake.new, *self.pending, *self.running]:
             if s.aborted:
                 self._finish_slot(s, State.ABORTED)
                 events.append((s, "abort", None))
         self._post(events)
         self._prune()
+        self.pending = [s for s in self.pending if s.state is State.ADMITTED]
         admitted = [s for s in intake.new if s.state is State.ADMITTED]
         for s in admitted:  # its range spans prefill and every decode step it joins
             s.range = RequestRange(s.trace_id)
@@ -147,9 +154,10 @@ class Engine:
         for s in leftover:
             s.state = State.REJECTED
         events: Events = [(s, "reject", "shutdown") for s in leftover]
-        for s in self.running:
+        stopped = [*self.pending, *self.running]
+        for s in stopped:
             _close_range(s)
-        self._post(events + [(s, "error", "server shut down") for s in self.running])
+        self._post(events + [(s, "error", "server shut down") for s in stopped])
 
     def _prune(self) -> None:
         self.running = [s for s in self.running if s.state is State.RUNNING]
@@ -162,15 +170,33 @@ class Engine:
         self.scheduler.release(seq)
 
     def _prefill_all(self, new: list[Sequence]) -> None:
-        # Low-latency requests are prefilled alone and first, so batching other
-        # prompts never stretches their TTFT; long prompts go alone and last.
+        # Low-latency requests are prefilled alone and first, whatever the budget, so
+        # batching other prompts never stretches their TTFT; long prompts go alone and last.
         groups = [[s] for s in new if s.profile == "low-latency"]
-        batch = [s for s in new if s.profile == "high-throughput"]
+        waiting = self.pending + [s for s in new if s.profile != "low-latency"]
+        now, self.pending = self._within_budget(waiting)
+        batch = [s for s in now if s.profile == "high-throughput"]
         if batch:
             groups.append(batch)
-        groups += [[s] for s in new if s.profile == "long-context"]
+        groups += [[s] for s in now if s.profile == "long-context"]
         for group in groups:
             self._prefill(group)
+
+    def _within_budget(self, waiting: list[Sequence]) -> tuple[list[Sequence], list[Sequence]]:
+        """(prefilled at this boundary, left for the next) in arrival order: prompts while
+        their tokens fit the budget, and always the first, so a prompt longer than the
+        budget is prefilled alone rather than never. The delay a boundary adds to the
+        running sequences is then bounded by the budget's prefill."""
+        if self.prefill_budget is None:
+            return waiting, []
+        now: list[Sequence] = []
+        tokens = 0
+        for i, s in enumerate(waiting):
+            if now and tokens + len(s.prompt) > self.prefill_budget:
+                return now, waiting[i:]
+            now.append(s)
+            tokens += len(s.prompt)
+        return now, []
 
     def _expect(self, phase: str) -> None:
         self.scheduler.step_end_perf = time.perf_counter() + self._step_ema_s[phase]
@@ -288,10 +314,11 @@ class Engine:
         self._post([(seq, "error", f"engine failure: {type(exc).__name__}: {exc}")])
 
     def _fail_all(self, new: list[Sequence], exc: Exception) -> None:
-        for s in {id(s): s for s in [*new, *self.running]}.values():
+        for s in {id(s): s for s in [*new, *self.pending, *self.running]}.values():
             if s.state in (State.ADMITTED, State.RUNNING):
                 self._fail(s, exc)
         self.running = []
+        self.pending = []
 
     def _update_gauges(self) -> None:
         sch = self.scheduler

@@ -57,6 +57,7 @@ def build_backend(config: ServerConfig) -> ComputeBackend:
             config.sim,
             prefix_cache_blocks=config.prefix_cache_blocks,
             prefix_cache_block_size=config.prefix_cache_block_size,
+            step_shape=config.step_shape,
         )
     import torch  # the torch engine is an optional extra
 
@@ -82,6 +83,7 @@ def build_backend(config: ServerConfig) -> ComputeBackend:
         kv_cache_dtype=config.kv_cache_dtype,
         prefix_cache_blocks=config.prefix_cache_blocks,
         prefix_cache_block_size=config.prefix_cache_block_size,
+        step_shape=config.step_shape,
     )
 
 
@@ -90,7 +92,7 @@ def banner(config: ServerConfig, backend: ComputeBackend) -> str:
     return (
         f"reference_server listening on {scheme}://{config.host}:{config.port} "
         f"(engine={backend.name}, device={backend.device}, scheduler={config.scheduler}, "
-        f"slots={min(config.max_batch_size, backend.max_slots)})"
+        f"slots={min(config.max_batch_size, backend.max_slots)}, steps={config.step_shape})"
     )
 
 

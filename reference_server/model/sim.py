@@ -4,7 +4,8 @@ It implements `ComputeBackend` exactly as the torch engine does, but instead of
 running a network it occupies the step loop for the time the cost model gives:
 
     prefill step = prefill_base_ms + prefill_per_token_ms * (prompt tokens computed in the step)
-    decode step  = decode_base_ms  + decode_per_seq_ms    * (sequences in the step)
+    decode step  = decode_base_ms  + decode_per_seq_ms    * (sequences in the step; all
+                                                           slots with step_shape fixed)
 
 The defaults approximate the `tiny` torch preset on a small CPU (research notes:
 decode at batch 8 about 1.9 ms). It sleeps rather than spins: a spinning Python
@@ -71,7 +72,10 @@ class SimBackend:
         # it every time; the server asks (ServerConfig.prefix_cache_blocks).
         prefix_cache_blocks: int = 0,
         prefix_cache_block_size: int = DEFAULT_BLOCK_SIZE,
+        step_shape: str = "dynamic",
     ) -> None:
+        if step_shape not in ("dynamic", "fixed"):
+            raise ValueError(f"unknown step_shape {step_shape!r}; choose dynamic or fixed")
         if max_slots < 1 or max_seq_len < 2:
             raise ValueError("sim backend needs max_slots >= 1 and max_seq_len >= 2")
         if prefix_cache_blocks < 0:
@@ -81,6 +85,7 @@ class SimBackend:
         self.vocab_size = tokenizer.VOCAB_SIZE
         self.seed = seed
         self.cost = cost or SimCost()
+        self.step_shape = step_shape
         self._rngs: dict[int, random.Random] = {}
         self._prefix = (
             PrefixCache(prefix_cache_blocks, prefix_cache_block_size)
@@ -113,7 +118,9 @@ class SimBackend:
 
     def decode(self, slots: list[int], last_tokens: list[int]) -> tuple[list[int], StepTiming]:
         t0 = time.perf_counter()
-        _occupy(t0 + self.cost.decode_ms(len(slots)) / 1e3)
+        # Fixed steps cost the full batch, as the torch engine's padded ones do.
+        batch = self.max_slots if self.step_shape == "fixed" else len(slots)
+        _occupy(t0 + self.cost.decode_ms(batch) / 1e3)
         nxt = [self._next(s) for s in slots]
         return nxt, StepTiming(wall_ms=(time.perf_counter() - t0) * 1e3, gpu_ms=None)
 

@@ -53,6 +53,10 @@ except ImportError:  # profiling extra not installed: ranges cost nothing
         return contextlib.nullcontext()
 
 
+# dynamic: a decode step computes the running slots only (its cost grows with them); fixed:
+# every slot, the free ones padded and masked, as a CUDA-graph engine replays its full batch.
+STEP_SHAPES = ("dynamic", "fixed")
+
 KV_CACHE_DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
@@ -125,7 +129,10 @@ class TorchBackend:
         # it every time; the server asks (ServerConfig.prefix_cache_blocks).
         prefix_cache_blocks: int = 0,
         prefix_cache_block_size: int = DEFAULT_BLOCK_SIZE,
+        step_shape: str = "dynamic",
     ) -> None:
+        if step_shape not in STEP_SHAPES:
+            raise ValueError(f"unknown step_shape {step_shape!r}; choose one of {STEP_SHAPES}")
         if preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
         if max_slots < 1:
@@ -168,6 +175,7 @@ class TorchBackend:
         self.dtype = torch.bfloat16 if self._is_cuda else torch.float32
         self.kv_dtype = self.dtype if kv_cache_dtype == "auto" else KV_CACHE_DTYPES[kv_cache_dtype]
         self.use_cuda_graphs = use_cuda_graphs and self._is_cuda
+        self.step_shape = step_shape
 
         args = dataclasses.replace(PRESETS[preset], max_seq_len=max_seq_len)
         self.preset = preset
@@ -301,9 +309,20 @@ class TorchBackend:
         def run_last_tokens() -> Tensor:
             # The last generated token goes at position length - 1 (prompt + earlier tokens).
             positions = [self._length[s] - 1 for s in slots]
+            rows, tokens = slots, last_tokens
+            if self.step_shape == "fixed":
+                # Every step computes every slot's row, as a CUDA graph of the full batch
+                # replays it: the free ones point at the scratch slot, position 0, and their
+                # logits are dropped. The step then costs the same whatever the occupancy.
+                pad = self.max_slots - len(slots)
+                rows = [*slots, *[self._scratch_slot] * pad]
+                tokens = [*last_tokens, *[ord("a")] * pad]
+                positions = [*positions, *[0] * pad]
             if self.use_cuda_graphs:
-                return self._decode_graph(slots, last_tokens, positions)
-            return self._decode_eager(slots, last_tokens, positions)
+                logits = self._decode_graph(rows, tokens, positions)
+            else:
+                logits = self._decode_eager(rows, tokens, positions)
+            return logits[: len(slots)]
 
         return self._step("decode_step", slots, run_last_tokens)
 

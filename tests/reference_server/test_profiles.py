@@ -91,3 +91,67 @@ def test_profile_is_echoed_and_counted(zq_server: Server) -> None:
             rf'^refserver_prefill_group_size_count{{profile="{profile}"}} (\S+)$', metrics, re.M
         )
         assert m is not None and c is not None and m.group(1) == c.group(1)
+
+
+def _admitted(sched: Scheduler, loop, profiles: list[str], prompt_tokens: int) -> list[Sequence]:  # type: ignore[no-untyped-def]
+    seqs = []
+    for p in profiles:
+        s = Sequence("req_x", [tokenizer.BOS] * prompt_tokens, 2, (), SamplingParams(), p,
+                     time.time(), time.perf_counter(), loop)  # fmt: skip
+        assert sched.submit(s) is None
+        seqs.append(s)
+    return seqs
+
+
+def test_a_prefill_budget_leaves_the_prompts_past_it_for_the_next_boundary() -> None:
+    """Fixed steps: at most the budget's prompt tokens are prefilled at one boundary (the
+    first prompt always), in arrival order; the rest wait, slot held, for the next one;
+    low-latency prompts never wait."""
+    loop = asyncio.new_event_loop()
+    try:
+        backend = RecordingSim()
+        sched = Scheduler("zero-queue", max_slots=8, kv_budget_tokens=10_000)
+        metrics = Metrics("zero-queue", "sim", "sim", "tiny")
+        engine = Engine(backend, sched, metrics, loop, prefill_budget=20)
+        profiles = ["high-throughput"] * 4 + ["low-latency"]
+        seqs = _admitted(sched, loop, profiles, prompt_tokens=8)
+        new, _, _ = sched.take_new()
+        engine._prefill_all(new)
+        # Low-latency first and alone; then 8 + 8 tokens fit 20, the third does not.
+        assert backend.prefills == [[seqs[4].slot], [seqs[0].slot, seqs[1].slot]]
+        assert engine.pending == [seqs[2], seqs[3]]
+        engine._prefill_all([])
+        assert backend.prefills[2] == [seqs[2].slot, seqs[3].slot]
+        assert engine.pending == []
+        # A prompt longer than the budget is prefilled alone, never held back forever.
+        (big,) = _admitted(sched, loop, ["high-throughput"], prompt_tokens=30)
+        new, _, _ = sched.take_new()
+        engine._prefill_all(new)
+        assert backend.prefills[3] == [big.slot] and engine.pending == []
+    finally:
+        loop.close()
+
+
+def test_x_stream_mode_low_latency_is_honoured_and_said(zq_server: Server) -> None:
+    """The design's header asks for the low-latency profile; the response says it was
+    applied. Another value is a 400 naming the header."""
+    body = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": "p"}]}
+    url = zq_server.url + "/v1/messages"
+    r = httpx.post(url, json=body, headers={"x-stream-mode": "low-latency"})
+    assert r.status_code == 200
+    assert r.headers["x-stream-mode"] == "low-latency"
+    assert r.headers["x-execution-profile"] == "low-latency"
+    plain = httpx.post(url, json=body)
+    assert "x-stream-mode" not in plain.headers
+    assert plain.headers["x-execution-profile"] == "high-throughput"
+    # An explicit execution profile wins; the stream mode was then not what was applied.
+    both = httpx.post(
+        url,
+        json=body,
+        headers={"x-stream-mode": "low-latency", "x-execution-profile": "long-context"},
+    )
+    assert both.headers["x-execution-profile"] == "long-context"
+    assert "x-stream-mode" not in both.headers
+    bad = httpx.post(url, json=body, headers={"x-stream-mode": "turbo"})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["message"] == "X-Stream-Mode must be low-latency (or absent)"

@@ -215,6 +215,7 @@ def test_slot_state_errors(tiny: TorchBackend) -> None:
         ({"max_seq_len": 1}, "max_seq_len"),
         ({"kv_cache_dtype": "int8"}, "kv_cache_dtype"),
         ({"device": "tpu"}, "device must be"),
+        ({"step_shape": "static"}, "unknown step_shape 'static'"),
     ],
 )
 def test_config_errors(kwargs: dict[str, object], message: str) -> None:
@@ -330,3 +331,30 @@ def test_cuda_graph_padding_does_not_touch_other_slots() -> None:
         (tok,), _ = backend.decode([0], [together[-1]])
         together.append(tok)
     assert together == alone
+
+
+def test_fixed_steps_compute_every_slot_and_generate_as_dynamic_ones() -> None:
+    """Fixed-shape decode runs the full batch (free slots padded onto the scratch slot and
+    dropped), so its cost does not follow occupancy, and the tokens are the dynamic ones."""
+    fixed = TorchBackend(preset="tiny", max_slots=4, max_seq_len=64, seed=0, step_shape="fixed")
+    dynamic = TorchBackend(preset="tiny", max_slots=4, max_seq_len=64, seed=0)
+    rows: list[int] = []  # rows of each decode forward ([B, 1] tokens)
+    forward = fixed.model.forward
+
+    def counting(tokens, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if tokens.shape[1] == 1:
+            rows.append(tokens.shape[0])
+        return forward(tokens, *args, **kwargs)
+
+    fixed.model.forward = counting  # type: ignore[method-assign]
+    for backend in (fixed, dynamic):
+        backend.prefill([0, 2], [PROMPTS[0], PROMPTS[1]], [GREEDY, GREEDY])
+    rows.clear()
+    a = fixed.decode([0, 2], [ord("a"), ord("b")])[0]
+    b = dynamic.decode([0, 2], [ord("a"), ord("b")])[0]
+    assert a == b
+    assert rows == [4]  # two running, four rows computed
+    assert generate(fixed, 1, PROMPTS[2], 8) == generate(dynamic, 1, PROMPTS[2], 8)
+    assert rows == [4] * 8  # seven decode steps alone in slot 1, each of four rows
+    # The free slot 3 was never written: a prefill there matches a fresh backend's.
+    assert generate(fixed, 3, PROMPTS[0], 6) == generate(dynamic, 3, PROMPTS[0], 6)
