@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from zqbench.dialects import DEFAULT_API, DIALECTS
 from zqbench.errors import OptionError, ScenarioError
 from zqbench.load import LOAD_KEYS, LoadSpec, TraceLoad, parse_load
+from zqbench.redact import is_sensitive
 from zqbench.strict_toml import Table, parse_duration, show
 
 T = TypeVar("T")
@@ -74,7 +75,8 @@ _SHARED_PREFIX_KEYS = ("prefixes", "prefix_tokens", "suffix_tokens")
 _DATASET_KEYS = ("path", "format", "order", "prompt_tokens", "output_tokens", "force_output")
 DATASET_FORMATS = ("auto", "jsonl", "chat-completions", "sharegpt")
 DATASET_ORDERS = ("sequential", "shuffle")
-_MIX_KEYS = ("name", "weight", "prompt_tokens", "max_tokens")
+_MIX_KEYS = ("name", "weight", "prompt_tokens", "max_tokens", "headers")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 _SLO_KEYS = ("checks",)
 _NETWORK_KEYS = ("impairment", "loss", "stages")
 _VALIDITY_KEYS = ("min_samples", "max_schedule_lag", "min_achieved_ratio", "min_ratio_samples")
@@ -103,6 +105,8 @@ class RequestClass:
     weight: float
     prompt_tokens: int
     max_tokens: int | None  # None: use RequestConfig.max_tokens
+    # HTTP headers this class's requests carry besides the run's (e.g. X-Stream-Mode)
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -595,8 +599,38 @@ def _parse_mix(t: Table) -> tuple[RequestClass, ...]:
         weight = c.number("weight", strict=True)
         tokens = c.integer("prompt_tokens", minimum=1)
         max_tokens = c.integer("max_tokens", minimum=1) if c.has("max_tokens") else None
-        classes.append(RequestClass(name, weight, tokens, max_tokens))
+        headers = _class_headers(c) if c.has("headers") else ()
+        classes.append(RequestClass(name, weight, tokens, max_tokens, headers))
     return tuple(classes)
+
+
+def _class_headers(c: Table) -> tuple[tuple[str, str], ...]:
+    """A class's `headers = { Name = "value" }`: HTTP header text, and never a credential
+    (a scenario file is shared and its contents reach summary.json)."""
+    raw = c.data["headers"]
+    if not isinstance(raw, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise c.fail(
+            "headers", 'must be a table of strings, e.g. { "X-Stream-Mode" = "low-latency" }'
+        )
+    out = []
+    for name, value in raw.items():
+        text = name + value
+        if (
+            not _HEADER_NAME.fullmatch(name)
+            or not text.isascii()
+            or any((ord(ch) < 0x20 and ch != "\t") or ord(ch) == 0x7F for ch in value)
+        ):
+            raise c.fail("headers", f"holds {name!r}: not an HTTP header name and ASCII value")
+        if is_sensitive(name):
+            raise c.fail(
+                "headers",
+                f"holds {name!r}, a credential: pass keys with --api-key-env or --header, "
+                "never in a scenario file",
+            )
+        out.append((name, value))
+    return tuple(out)
 
 
 def _parse_slo(t: Table) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ executor = "constant-arrival-rate"
 rate = 10
 duration = "5s"
 """
+_MIX = '[[request.mix]]\nname = "ll"\nweight = 1\nprompt_tokens = 8\n'
 
 
 def write(tmp_path: Path, text: str, name: str = "x.toml") -> str:
@@ -432,6 +433,21 @@ ERRORS = [
         "outcomes.retry_after_attempts = 0 must be >= 1",
     ),
     (
+        MINIMAL + _MIX + 'headers = { "X-Stream-Mode" = 1 }\n',
+        'request.mix[0].headers = {"X-Stream-Mode": 1} must be a table of strings, e.g. '
+        '{ "X-Stream-Mode" = "low-latency" }',
+    ),
+    (
+        MINIMAL + _MIX + 'headers = { "Bad Name" = "x" }\n',
+        "request.mix[0].headers = {\"Bad Name\": \"x\"} holds 'Bad Name': not an HTTP header "
+        "name and ASCII value",
+    ),
+    (
+        MINIMAL + _MIX + 'headers = { "X-Api-Key" = "sk-something" }\n',
+        "request.mix[0].headers = {\"X-Api-Key\": \"sk-something\"} holds 'X-Api-Key', a "
+        "credential: pass keys with --api-key-env or --header, never in a scenario file",
+    ),
+    (
         MINIMAL + "[outcomes]\nretry_after_attempts = 11\n",
         "outcomes.retry_after_attempts = 11 must be at most 10 (tries per followed refusal)",
     ),
@@ -458,6 +474,14 @@ def test_validity_table(tmp_path: Path) -> None:
         30,
     )
     assert load_scenario(str(write(tmp_path, MINIMAL))).validity == ValidityConfig()
+
+
+def test_a_class_carries_its_own_headers(tmp_path: Path) -> None:
+    text = MINIMAL + _MIX + 'headers = { "X-Stream-Mode" = "low-latency" }\n'
+    (cls,) = load_scenario(str(write(tmp_path, text))).request.mix
+    assert cls.headers == (("X-Stream-Mode", "low-latency"),)
+    (plain,) = load_scenario(str(write(tmp_path, MINIMAL + _MIX))).request.mix
+    assert plain.headers == ()
 
 
 def test_outcomes_table(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ class RequestSpec:
     exact_output: bool = False  # ask for exactly max_tokens, where the API has a way
     source_row: int | None = None  # the request source's row it came from (a dataset's)
     keep_answer: bool = False  # keep the answer's text (a conversation's next turn needs it)
+    headers: tuple[tuple[str, str], ...] = ()  # sent besides the dialect's (a class's own)
 
     @property
     def plain(self) -> bool:

@@ -125,7 +125,7 @@ class NativeWorker:
         rspec = self._requests.request(slot)
         request = self.dialect.build(rspec)
         # A per-request id lets a server's logs and ground truth be joined to the sample.
-        extra = [("x-request-id", f"zq-{request_id}")]
+        extra = [*rspec.headers, ("x-request-id", f"zq-{request_id}")]
         if self.spec.cold_connections:
             # The connection ends with its response, so the next request pays a new connect.
             extra.append(("connection", "close"))

@@ -31,6 +31,7 @@ class ClassSpec:
     max_tokens: int
     prompt_tokens_estimate: int
     weight: float = 1.0
+    headers: tuple[tuple[str, str], ...] = ()  # the class's own, besides the run's
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,10 @@ class SyntheticSource:
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> SyntheticSource:
         return cls(
-            classes=tuple(ClassSpec(**c) for c in data["classes"]),
+            classes=tuple(
+                ClassSpec(**{**c, "headers": tuple(tuple(h) for h in c.get("headers", ()))})
+                for c in data["classes"]
+            ),
             stream=data["stream"],
             seed=data["seed"],
             stage_mixes=tuple(None if m is None else tuple(m) for m in data["stage_mixes"]),
@@ -89,6 +93,7 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Synth
                 max_tokens=scenario.request.max_tokens_for(cls),
                 prompt_tokens_estimate=tokens,
                 weight=cls.weight,
+                headers=cls.headers,
             )
         )
     return SyntheticSource(
@@ -133,6 +138,7 @@ class SyntheticRequests:
             max_tokens=cls.max_tokens,
             stream=self.source.stream,
             prompt_tokens_estimate=cls.prompt_tokens_estimate,
+            headers=cls.headers,
         )
 
     def answered(self, slot: Slot, request: RequestSpec, response: ResponseSummary) -> None:
