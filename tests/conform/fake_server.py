@@ -2,9 +2,11 @@
 
 `FakeServer(faults={"refuse_429"})` runs in a thread on a loopback port. With no faults it
 passes every conformance check; each fault in FAULTS violates the rule of exactly one check
-(the value), which is what tests/conform/test_faults.py proves. Tokens are the letter "a",
-one per `token_s` seconds; `slots` requests run at once, the rest are refused (529 on the
-Anthropic route, 503 on the OpenAI one) with Retry-After.
+(the value; a tuple where breaking one rule honestly breaks another too), which is what
+tests/conform/test_faults.py proves. Tokens are the letter "a", one per `token_s` seconds;
+`slots` requests run at once (GET /health says `slots`), the rest are refused (529 on the
+Anthropic route, 503 on the OpenAI one) with Retry-After. A client that hangs up frees its
+slot at the next token the server fails to write.
 
 For the target resolver's tests: `models` are the ids it serves and GET /v1/models lists
 (None: that route answers 404; `models_body`: what it answers instead), `apis` the routes
@@ -27,8 +29,8 @@ import threading
 import time
 from typing import Any
 
-# fault -> the one check it must make fail
-FAULTS = {
+# fault -> the check it must make fail (or the checks: each tuple says why)
+FAULTS: dict[str, str | tuple[str, ...]] = {
     "a_body_shape": "api.anthropic.1",
     "a_stream_order": "api.anthropic.2",
     "a_extra_chunk": "api.anthropic.3",
@@ -60,6 +62,15 @@ FAULTS = {
     "slow_refusal": "zeroqueue.8",
     "no_retry_after": "zeroqueue.9",
     "sticky_refusal": "zeroqueue.10",
+    # Every third short request (4 tokens or fewer: the at-rest probes' size) that finds
+    # every slot free is refused: false refusals at rest (.11), and after the burst no five
+    # admissions in a row (.10), as the issue's "refuses every third request while idle"
+    # would. The longer requests of api.*, errors.* and the load checks are spared.
+    "refuse_idle": ("zeroqueue.10", "zeroqueue.11"),
+    # Retry-After 0 ("come back now") while every slot is busy with the burst's generations.
+    "retry_after_lies": "zeroqueue.12",
+    # A stream whose client hung up keeps its slot until its generation would have ended.
+    "keep_cancelled": "zeroqueue.13",
     "wrong_header": "headers.1",
 }
 MODEL = "fake-zq"
@@ -144,6 +155,8 @@ class FakeServer:
         self.in_use = 0
         self.waiting = 0
         self.refuse_until = 0.0
+        self.idle_arrivals = 0  # refuse_idle: short requests that found every slot free
+        self.full_refusals: list[float] = []  # sticky_refusal: when it last refused, full
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -245,6 +258,8 @@ class FakeServer:
         stamps = [("x-request-received-time", f"{received:.6f}")]
         if path == "/health":
             obj: dict[str, Any] = {"status": "healthy", "dispatch_jitter_us": 12.5}
+            if not self.queue:  # vLLM's shape advertises no capacity
+                obj["slots"] = self.slots
             if "health_no_jitter" in self.faults:
                 del obj["dispatch_jitter_us"]
             await self._full(w, 200, json.dumps(obj).encode(), stamps)
@@ -378,9 +393,13 @@ class FakeServer:
         return {"stream": obj.get("stream", False), "max_tokens": max_tokens}
 
     # ------------------------------------------------------------ admission and generation
-    async def _admit(self) -> None:
+    async def _admit(self, max_tokens: int) -> None:
         now = time.monotonic()
         sticky = "sticky_refusal" in self.faults and now < self.refuse_until
+        if "refuse_idle" in self.faults and max_tokens <= 4 and self.in_use == 0:
+            self.idle_arrivals += 1
+            if self.idle_arrivals % 3 == 0:
+                raise Refuse
         if self.in_use < self.slots and not sticky:
             self.in_use += 1
             return
@@ -392,7 +411,11 @@ class FakeServer:
             self.in_use += 1
             return
         if "sticky_refusal" in self.faults and now >= self.refuse_until:
-            self.refuse_until = now + 2.5
+            # Armed by a burst of refusals (8 within 50 ms: the overload burst's 10, not a
+            # slope step's 6), so the slope's steps see no refusal with a slot free.
+            self.full_refusals = [t for t in self.full_refusals if t > now - 0.05] + [now]
+            if len(self.full_refusals) >= 8:
+                self.refuse_until = now + 2.5
         raise Refuse
 
     async def _release(self) -> None:
@@ -408,7 +431,12 @@ class FakeServer:
         status = 429 if "refuse_429" in self.faults else (529 if api == "anthropic" else 503)
         headers = list(stamps)
         if "no_retry_after" not in self.faults:
-            headers.append(("retry-after", "1"))
+            wait = "1"
+            if "retry_after_lies" in self.faults:
+                wait = "0"
+            elif "sticky_refusal" in self.faults:
+                wait = "3"  # the truth: its refusals go on for 2.5 s
+            headers.append(("retry-after", wait))
         if "refuse_in_stream" in self.faults:
             w.write(
                 self._head(
@@ -429,7 +457,7 @@ class FakeServer:
 
     async def _generate(self, w, api, req, received, stamps) -> bool:
         try:
-            await self._admit()
+            await self._admit(req["max_tokens"])
         except Refuse:
             return await self._refuse(w, api, stamps)
         try:
@@ -452,7 +480,14 @@ class FakeServer:
                     ("x-request-start-time", f"{start:.6f}"),
                 ]
             if req["stream"]:
-                await self._stream(w, api, req["max_tokens"], stamps)
+                t0 = time.monotonic()
+                try:
+                    await self._stream(w, api, req["max_tokens"], stamps)
+                except OSError:  # the client hung up (a failed write): the slot frees now...
+                    if "keep_cancelled" in self.faults:  # ...unless it generates on for nobody
+                        end = t0 + self.token_s * req["max_tokens"]
+                        await asyncio.sleep(max(0.0, end - time.monotonic()))
+                    raise
             else:
                 await asyncio.sleep(self.token_s * req["max_tokens"])
                 await self._full(w, 200, self._body(api, req["max_tokens"]), stamps)

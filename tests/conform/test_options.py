@@ -26,6 +26,10 @@ BASE = ConformOptions(target="http://127.0.0.1:9")
         ({"slope_steps": (4,)}, "slope_steps 4: needs at least two concurrencies >= 1"),
         ({"queue_margin_ms": -1.0}, "queue_margin_ms -1.0: must be >= 0"),
         ({"queue_share": 1.0}, "queue_share 1.0: must be in [0, 1)"),
+        ({"false_refusal_share": -0.1}, "false_refusal_share -0.1: must be in [0, 1]"),
+        ({"retry_share": 1.5}, "retry_share 1.5: must be in [0, 1]"),
+        ({"disconnect_max_tokens": 0}, "disconnect_max_tokens 0: must be positive"),
+        ({"disconnect_bound_s": 0.0}, "disconnect_bound_s 0.0: must be positive"),
         ({"apis": ("grpc",)}, "apis grpc: must be among anthropic, openai"),
         ({"expect_headers": ("x",)}, "expect_headers 'x': use 'NAME=VALUE' or 'NAME~REGEX'"),
     ],
@@ -65,6 +69,8 @@ def test_text_values_parse_or_say_what_is_wrong() -> None:
             "--api-key-env ZQ_SURELY_UNSET_VAR: the variable is not set or empty",
         ),
         (["--overload-concurrency", "0"], "--overload-concurrency 0: must be positive"),
+        (["--retry-share", "2"], "--retry-share 2.0: must be in [0, 1]"),
+        (["--disconnect-bound-s", "-1"], "--disconnect-bound-s -1.0: must be positive"),
     ],
 )
 def test_the_cli_names_the_flag(flags: list[str], message: str) -> None:

@@ -116,7 +116,25 @@ def test_conform_fails_the_zero_queue_group_for_the_queue(vllm: VllmServer, tmp_
         assert checks[check]["status"] == "pass", checks[check]
     assert checks["api.anthropic.3"]["status"] == "pass", checks["api.anthropic.3"]
     # vLLM never refuses: nothing to judge about refusals is a skip, never a pass.
-    assert checks["zeroqueue.10"]["status"] == "skip", checks["zeroqueue.10"]
+    for check in ("zeroqueue.10", "zeroqueue.11", "zeroqueue.12"):
+        assert checks[check]["status"] == "skip", checks[check]
+    _cut_streams_free_vllms_slots(checks["zeroqueue.13"])
+
+
+def _cut_streams_free_vllms_slots(check: dict) -> None:
+    """zeroqueue.13: vLLM aborts a request whose client hung up, so its 8 slots (found from
+    its running gauge) take 8 new requests at once, none queued behind the cut streams."""
+    ev = check["evidence"]
+    print(f"zeroqueue.13 on vLLM: {check['reason']}; gauge {ev.get('gauge')}")
+    print(f"  new requests {ev['new_requests']}, threshold {ev['threshold_ms']} ms")
+    assert check["status"] == "pass", check
+    assert ev["capacity"]["value"] == 8, ev["capacity"]  # --max-num-seqs 8
+    assert ev["capacity"]["source"].startswith("discovered: max vllm:num_requests_running")
+    assert ev["streams_live"] == 8 and ev["would_have_run_s"] > ev["bound_s"]
+    assert ev["gauge"]["name"] == "vllm:num_requests_running"
+    assert ev["gauge"]["fell_after_s"] is not None and ev["gauge"]["fell_after_s"] <= 1.0
+    assert ev["new_requests"]["admitted"] == 8
+    assert max(ev["new_requests"]["ttft_ms"]) <= ev["threshold_ms"]
 
 
 def test_probe_with_target_alone_shows_ttft_beside_ttfb(vllm: VllmServer) -> None:

@@ -95,6 +95,18 @@ OverloadConcurrency = Annotated[
 ]
 RefusalBound = Annotated[float, typer.Option(help="zeroqueue.8 bound.")]
 RecoveryBound = Annotated[float, typer.Option(help="zeroqueue.10 bound, seconds.")]
+FalseRefusalShare = Annotated[
+    float, typer.Option(help="zeroqueue.11: most share of refusals under load with a slot free.")
+]
+RetryShare = Annotated[
+    float, typer.Option(help="zeroqueue.12: least share of retries admitted when Retry-After said.")
+]
+DisconnectTokens = Annotated[
+    int, typer.Option(help="zeroqueue.13: max_tokens of the streams it cuts mid-generation.")
+]
+DisconnectBound = Annotated[
+    float, typer.Option(help="zeroqueue.13: seconds within which cut streams free their slots.")
+]
 BodyLimit = Annotated[int, typer.Option(help="errors.4: the endpoint's body limit.")]
 ServerBatch = Annotated[int, typer.Option(help="Embedded reference server: sequence slots.")]
 
@@ -122,6 +134,10 @@ def conform(
     overload_concurrency: OverloadConcurrency = 32,
     refusal_bound_ms: RefusalBound = 100.0,
     recovery_s: RecoveryBound = 2.0,
+    false_refusal_share: FalseRefusalShare = 0.05,
+    retry_share: RetryShare = 0.75,
+    disconnect_max_tokens: DisconnectTokens = 1024,
+    disconnect_bound_s: DisconnectBound = 1.0,
     body_limit_bytes: BodyLimit = 32 * 1024 * 1024,
     server_scheduler: ServerSchedulerOpt = ServerScheduler.zero_queue,
     server_max_batch_size: ServerBatch = 4,
@@ -156,6 +172,10 @@ def conform(
         overload_concurrency=overload_concurrency,
         refusal_bound_ms=refusal_bound_ms,
         recovery_s=recovery_s,
+        false_refusal_share=false_refusal_share,
+        retry_share=retry_share,
+        disconnect_max_tokens=disconnect_max_tokens,
+        disconnect_bound_s=disconnect_bound_s,
         body_limit_bytes=body_limit_bytes,
     )
     report = _run(options, server_scheduler.value, server_max_batch_size)

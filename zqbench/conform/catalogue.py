@@ -2,12 +2,14 @@
 
 Ids are stable: a check keeps its id for as long as it exists, and a new check takes the
 next free number of its group. Order matters: the load checks (zeroqueue.5-10) come after
-the requests at rest, and headers.* last, as it judges every response the run received.
+the requests at rest; zeroqueue.11 judges their exchanges, .12 and .13 send their own load
+after them (a burst that would otherwise land in .6-.10's, streams that would take their
+slots); headers.* last, as it judges every response the run received.
 """
 
 from __future__ import annotations
 
-from zqbench.conform.checks import errors, headers, transport, zeroqueue
+from zqbench.conform.checks import errors, headers, slots, transport, zeroqueue
 from zqbench.conform.checks.api import api_checks
 from zqbench.conform.model import Check
 from zqbench.dialects import DIALECTS
@@ -17,6 +19,7 @@ CATALOGUE: tuple[Check, ...] = (
     *errors.CHECKS,
     *transport.CHECKS,
     *zeroqueue.CHECKS,
+    *slots.CHECKS,  # zeroqueue.11-13: after the load measurements they judge or follow
     *headers.CHECKS,
 )
 

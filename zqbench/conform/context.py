@@ -5,6 +5,9 @@ load measurements that several checks judge (each taken once, on first use).
     slope()     bursts at rising concurrency, stepping zeroqueue.5
                 past the endpoint's capacity (capacity.py)
     overload()  one burst past capacity, then recovery zeroqueue.6-10
+    capacity()  advertised, discovered, else estimated zeroqueue.11-13
+    retry_after()  a burst, its refusals retried      zeroqueue.12 (retry.py)
+    disconnect()   streams cut, new requests sent     zeroqueue.13 (disconnect.py)
 
 Requests are built by the dialects (`zqbench.dialects`), sequential ones sent through the
 control-plane client (`zqbench.target.control`), bursts through the load transport (loadclient.py).
@@ -18,10 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from zqbench.conform import capacity, loadclient
+from zqbench.conform import capacity, disconnect, loadclient, retry
 from zqbench.conform.capacity import Capacity
+from zqbench.conform.disconnect import DisconnectRun
 from zqbench.conform.evidence import Evidence, Recorder, Request
 from zqbench.conform.options import ConformOptions
+from zqbench.conform.retry import RetryRun
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec
 from zqbench.target.control import ControlClient
@@ -238,6 +243,61 @@ class Context:
         if in_a_row < o.recovery_requests:
             recovered_at = None
         return Overload(burst, recovery, recovered_at, baseline)
+
+    def capacity(self) -> Capacity | None:
+        """What zeroqueue.11-13 judge by: the slope's capacity (advertised or discovered),
+        else estimated from the slope steps and the overload burst (capacity.estimated)."""
+        return self.once("capacity", self._capacity)
+
+    def _capacity(self) -> Capacity | None:
+        run = self.slope()
+        if run.capacity is not None:
+            return run.capacity
+        steps = (ex for step in run.steps for ex in step.exchanges)
+        return capacity.estimated([*steps, *self.overload().burst])
+
+    def retry_after(self) -> RetryRun:
+        """A burst like overload()'s, its first refusals retried when Retry-After said."""
+        return self.once("retry_after", self._retry_after)
+
+    def _retry_after(self) -> RetryRun:
+        o = self.options
+        known = self.capacity()
+        size = min(known.value if known else 1, retry.MAX_SAMPLE)
+        req = self.generate(self.api, stream=True, max_tokens=o.overload_max_tokens)
+        run = retry.measure(
+            self.base,
+            req,
+            concurrency=o.overload_concurrency,
+            size=size,
+            timeout_s=o.timeout_s,
+            time_s=o.check_time_s,
+        )
+        self.record(run.exchanges)
+        return run
+
+    def disconnect(self) -> DisconnectRun | None:
+        """As many long streams as the capacity, cut mid-generation, then as many new
+        requests (disconnect.py); None when the capacity is unknown."""
+        return self.once("disconnect", self._disconnect)
+
+    def _disconnect(self) -> DisconnectRun | None:
+        o = self.options
+        known = self.capacity()
+        if known is None:
+            return None
+        run = disconnect.measure(
+            self.base,
+            self.generate(self.api, stream=True, max_tokens=o.disconnect_max_tokens),
+            self.generate(self.api, stream=True, max_tokens=4),
+            n=min(known.value, capacity.MAX_CONCURRENCY // 2),  # 2 connections a slot
+            max_tokens=o.disconnect_max_tokens,
+            bound_s=o.disconnect_bound_s,
+            timeout_s=o.timeout_s,
+            time_s=o.check_time_s,
+        )
+        self.record(run.exchanges)
+        return run
 
 
 def past(steps: tuple[int, ...], known: Capacity | None) -> tuple[int, ...]:

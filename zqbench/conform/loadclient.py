@@ -6,24 +6,87 @@ look like a queue. The raw HTTP/1.1 transport `zqbench run` measures with
 (`zqbench.transport.factory`, docs/performance.md) is the cheapest client zqbench has, and it
 stamps every piece when it is read. Each request still becomes one `Evidence`, recorded by
 its `Recorder` (the transport's sink).
+
+`bursts` serves zeroqueue.5-10; `pool` and `send` are the pieces zeroqueue.12-13 (retry.py,
+disconnect.py) schedule their own requests with, and `stream_then_cancel` the one way a
+check hangs up on a stream mid-generation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from time import perf_counter_ns
 
 from zqbench.conform.evidence import Evidence, Recorder, Request
+from zqbench.transport.base import Cancelled, PoolLimits, Transport, TransportError
 from zqbench.transport.base import Exchange as Sent
-from zqbench.transport.base import PoolLimits, Transport, TransportError
 from zqbench.transport.factory import make_transport
 
 
-async def _send(transport: Transport, req: Request, timeout_s: float) -> Evidence:
+async def send(transport: Transport, req: Request, timeout_s: float) -> Evidence:
     rec = Recorder(req)
     return rec.finish(await transport.send(req.http, rec, timeout_s, Sent()))
+
+
+@contextlib.asynccontextmanager
+async def pool(base: str, width: int) -> AsyncIterator[Transport]:
+    """The load transport with `width` connections opened before the first request (a
+    connect inside a measured request would add to its TTFT). Raises TransportError when
+    the endpoint cannot be reached."""
+    limits = PoolLimits(max_connections=width, warm_connections=width)
+    transport = make_transport(base, http2=False, limits=limits)
+    await transport.open()
+    try:
+        yield transport
+    finally:
+        await transport.close()
+
+
+class _Watched(Recorder):
+    """A Recorder that sets `ready` once the answer has streamed `tokens` token events."""
+
+    def __init__(self, req: Request, tokens: int, ready: asyncio.Event) -> None:
+        super().__init__(req)
+        self.tokens, self.ready = tokens, ready
+
+    def on_data(self, data: bytes, t_ns: int) -> None:
+        super().on_data(data, t_ns)
+        if self.parser is not None and self.parser.summary.token_events >= self.tokens:
+            self.ready.set()
+
+
+async def stream_then_cancel(
+    transport: Transport,
+    req: Request,
+    timeout_s: float,
+    *,
+    tokens: int,
+    ready: asyncio.Event,
+    hang_up: asyncio.Event,
+) -> Evidence:
+    """Stream `req`; set `ready` once `tokens` token events arrived, or once it ended (a
+    refusal, say: the evidence is then complete when `ready` is seen). When `hang_up` is
+    set, close its connection mid-answer, as a client that goes away does: the raw
+    transport aborts a connection whose response is unfinished, so the server sees the
+    socket close. A stream cut short has `error` "interrupted" and `t_end` the moment of
+    the hang-up."""
+    rec = _Watched(req, tokens, ready)
+    sent = Sent()
+    task = asyncio.ensure_future(transport.send(req.http, rec, timeout_s, sent))
+    waiter = asyncio.ensure_future(hang_up.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    ready.set()  # ended before it streamed `tokens`: nothing more to wait for
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        sent.t_end = perf_counter_ns()
+        sent.error = Cancelled("the check hung up mid-answer")
+    waiter.cancel()
+    return rec.finish(sent)
 
 
 def _unsent(reqs: Sequence[Request], error: TransportError) -> list[Evidence]:
@@ -67,7 +130,7 @@ def bursts(
                 for reqs in rounds:
                     if done and time.monotonic() > deadline:
                         break
-                    sent = asyncio.gather(*(_send(transport, r, timeout_s) for r in reqs))
+                    sent = asyncio.gather(*(send(transport, r, timeout_s) for r in reqs))
                     done.append(list(await sent))
                 out.append(done)
         finally:

@@ -52,6 +52,19 @@ class ConformOptions:
     refusal_bound_ms: float = 100.0  # zeroqueue.8: time_to_reject p99
     recovery_s: float = 2.0  # zeroqueue.10: refusals must stop within this after the burst
     recovery_requests: int = 5  # zeroqueue.10: consecutive admissions that prove recovery
+    # zeroqueue.11: fail when more than this share of the refusals under load came with a
+    # slot free (any at rest fails). Not 0: a server may free a slot more than the 20 ms
+    # grace after its last byte now and then (a busy machine); one in 20 is a rule.
+    false_refusal_share: float = 0.05
+    # zeroqueue.12: fail when fewer than this share of the retries sent when Retry-After said
+    # were admitted. Not 1: retries due together race for the slots a burst left, and one
+    # may meet a slot freed a moment late; one in four lost is a value that misleads.
+    retry_share: float = 0.75
+    # zeroqueue.13: the cut streams ask for this many tokens, so a server that kept
+    # generating them would hold its slots well past the bound (1.8 s on the reference
+    # server's sim engine, several seconds on vLLM's CPU build).
+    disconnect_max_tokens: int = 1024
+    disconnect_bound_s: float = 1.0  # zeroqueue.13: slots free again within this of a hang-up
     check_time_s: float = 10.0  # wall-clock bound of each load measurement
     seed: int = 0  # bootstrap RNG
 
@@ -73,6 +86,8 @@ class ConformOptions:
             "overload_concurrency": self.overload_concurrency,
             "overload_max_tokens": self.overload_max_tokens,
             "recovery_requests": self.recovery_requests,
+            "disconnect_max_tokens": self.disconnect_max_tokens,
+            "disconnect_bound_s": self.disconnect_bound_s,
             "check_time_s": self.check_time_s,
         }
         for name, value in positive.items():
@@ -82,6 +97,12 @@ class ConformOptions:
             raise OptionError("queue_margin_ms", "must be >= 0", value=str(self.queue_margin_ms))
         if not 0 <= self.queue_share < 1:
             raise OptionError("queue_share", "must be in [0, 1)", value=str(self.queue_share))
+        for name, share in (
+            ("false_refusal_share", self.false_refusal_share),
+            ("retry_share", self.retry_share),
+        ):
+            if not 0 <= share <= 1:
+                raise OptionError(name, "must be in [0, 1]", value=str(share))
         if len(self.slope_steps) < 2 or any(c < 1 for c in self.slope_steps):
             steps = ",".join(str(c) for c in self.slope_steps)
             raise OptionError("slope_steps", "needs at least two concurrencies >= 1", value=steps)

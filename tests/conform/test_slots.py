@@ -1,0 +1,76 @@
+"""zeroqueue.11-13's measures: occupancy and the capacity estimate on known spans, and the
+disconnect check read from a running gauge (vLLM's shape: a queue, /metrics, no refusal)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conform.fake_server import FakeServer
+from tests.conform.util import fake_options, outcome
+from zqbench.conform import run_conformance
+from zqbench.conform.capacity import ESTIMATE, Capacity, estimated
+from zqbench.conform.evidence import Evidence
+from zqbench.conform.refusals import judge, occupancy
+
+MS = 1_000_000
+
+
+def _ex(send_ms: float, end_ms: float, status: int = 200) -> Evidence:
+    return Evidence("POST", "/v1/messages", status=status, t_send=int(send_ms * MS),
+                    t_end=int(end_ms * MS))  # fmt: skip
+
+
+REFUSAL = _ex(150, 151, 529)
+ADMITTED = [
+    _ex(0, 100),  # ended 50 ms before the refusal: past the 20 ms grace
+    _ex(125, 135),  # ended 15 ms before it: within the grace, may still hold its slot
+    _ex(140, 300),  # in flight across it
+    _ex(152, 200),  # sent after the refusal's answer
+]
+
+
+def test_occupancy_counts_the_spans_that_overlap_the_refusal_with_the_grace() -> None:
+    assert occupancy(REFUSAL, ADMITTED, grace_ns=20 * MS) == 2
+    assert occupancy(REFUSAL, ADMITTED, grace_ns=0) == 1
+
+
+def test_a_refusal_is_false_below_the_capacity_and_always_at_rest() -> None:
+    loaded = [("burst", [*ADMITTED, REFUSAL])]
+    assert [j.false for j in judge(loaded, capacity=2)] == [False]
+    assert [(j.occupancy, j.false) for j in judge(loaded, capacity=3)] == [(2, True)]
+    assert [j.false for j in judge(loaded, capacity=None)] == [False]  # nothing to judge by
+    rest = [("at rest", [_ex(0, 10), _ex(500, 501, 503)])]
+    assert [(j.where, j.occupancy, j.false) for j in judge(rest, capacity=None)] == [
+        ("at rest", 0, True)
+    ]
+
+
+def test_the_estimate_never_counts_a_turnovers_two_requests_together() -> None:
+    # Three requests one after another, each sent as the last one ended (a slot's turnover),
+    # beside one that spans them all: never more than 2 at once.
+    spans = [_ex(0, 100), _ex(100, 200), _ex(200, 300), _ex(0, 300), _ex(50, 60, 503)]
+    assert estimated(spans) == Capacity(2, ESTIMATE)
+    assert estimated([_ex(0, 1, 503)]) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_disconnect_check_reads_the_running_gauge(keep: bool) -> None:
+    faults = {"keep_cancelled"} if keep else set()
+    with FakeServer(faults, queue=True, slots=2) as srv:
+        report = run_conformance(fake_options(srv.base_url, only=("zeroqueue",)))
+    check = outcome(report, "zeroqueue.13")
+    ev = check.evidence
+    assert ev["capacity"]["source"].startswith("discovered: max vllm:num_requests_running")
+    assert ev["streams"] == 2 and ev["streams_live"] == 2
+    gauge = ev["gauge"]
+    assert gauge["name"] == "vllm:num_requests_running" and gauge["before"] == 0
+    if keep:  # the slots stay taken: the gauge says so, whatever the queue admits
+        assert check.status == "fail", check.reason
+        assert check.reason.startswith("vllm:num_requests_running stayed above 0 for 1 s")
+        assert gauge["fell_after_s"] is None and gauge["peak_after_hang_up"] == 2
+    else:
+        assert check.status == "pass", check.reason
+        assert gauge["fell_after_s"] is not None and gauge["fell_after_s"] < 0.5
+        assert ev["new_requests"]["admitted"] == 2
+        assert max(ev["new_requests"]["ttft_ms"]) < ev["threshold_ms"]

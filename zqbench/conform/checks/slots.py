@@ -1,0 +1,266 @@
+"""zeroqueue.11-13: the slots behind the refusals. A zero-queue endpoint refuses only when
+its slots are full, tells the truth about when one frees (Retry-After), and frees a slot
+when its client goes away.
+
+.11  no false refusals: none at rest, none under load while this client held fewer requests
+     than the capacity (conform/refusals.py)
+.12  a refusal retried when its Retry-After said is admitted (conform/retry.py)
+.13  streams cut mid-generation free their slots: as many new requests get in, promptly
+     (conform/disconnect.py)
+
+Each judges by the capacity Context.capacity() gives (advertised, discovered, else the most
+requests the run saw admitted at once), and says which it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from zqbench.conform import queueing, refusals
+from zqbench.conform.capacity import GRACE_S
+from zqbench.conform.context import Context
+from zqbench.conform.evidence import Evidence
+from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
+
+LISTED = 5  # false refusals shown in the evidence
+
+
+def _capacity(ctx: Context) -> dict[str, Any] | None:
+    known = ctx.capacity()
+    return None if known is None else asdict(known)
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+# ------------------------------------------------------------------ .11
+def false_refusals(ctx: Context) -> CheckResult:
+    known = ctx.capacity()
+    groups: list[tuple[str, list[Evidence]]] = [("at rest", ctx.low_load())]
+    groups += [(f"slope step {s.concurrency}", s.exchanges) for s in ctx.slope().steps]
+    groups.append(("overload burst", ctx.overload().burst))
+    judged = refusals.judge(groups, None if known is None else known.value)
+    if not judged:
+        return skipped("nothing was refused at rest, in the slope steps or in the burst")
+    false = [j for j in judged if j.false]
+    at_rest = [j for j in false if j.where == "at rest"]
+    loaded = [j for j in judged if j.where != "at rest"]
+    false_loaded = [j for j in loaded if j.false]
+    t0 = min(ex.t_send for _, exs in groups for ex in exs)
+    bound = ctx.options.false_refusal_share
+    share = len(false_loaded) / len(loaded) if loaded else 0.0
+    evidence: dict[str, Any] = {
+        "refusals": len(judged),
+        "false": len(false),
+        "refusals_at_rest": len(judged) - len(loaded),
+        "false_under_load": len(false_loaded),
+        "false_share_under_load": round(share, 4),
+        "bound": bound,
+        "capacity": _capacity(ctx),
+        "grace_ms": GRACE_S * 1e3,
+        "first_false": [
+            {
+                "where": j.where,
+                "t_s": round((j.ex.t_send - t0) / 1e9, 3),  # after the first judged request
+                "occupancy": j.occupancy,
+                "status": j.ex.status,
+            }
+            for j in false[:LISTED]
+        ],
+    }
+    if known is None and loaded:
+        evidence["note"] = "no capacity known: refusals under load are not judged"
+    if at_rest:
+        n = len(ctx.low_load())
+        return failed(
+            f"{len(at_rest)} of {n} requests at rest were refused, with nothing else in flight",
+            **evidence,
+        )
+    if share > bound:
+        first = false_loaded[0]
+        cap = "" if known is None else f" of {known.value}"
+        return failed(
+            f"{len(false_loaded)} of {len(loaded)} refusals under load ({share:.0%} > "
+            f"{bound:.0%}) came with a slot free: the first in the {first.where}, "
+            f"{first.occupancy}{cap} slots held",
+            **evidence,
+        )
+    return passed(
+        f"none at rest; {len(false_loaded)} of {len(loaded)} refusals under load came with a "
+        f"slot free ({share:.0%} <= {bound:.0%})",
+        **evidence,
+    )
+
+
+# ------------------------------------------------------------------ .12
+def retry_after_honoured(ctx: Context) -> CheckResult:
+    run = ctx.retry_after()
+    if run.error is not None:
+        return failed(f"the burst could not start: {run.error}")
+    counts: dict[str, int] = {}
+    for ex in run.burst:
+        counts[ex.outcome] = counts.get(ex.outcome, 0) + 1
+    summary: dict[str, Any] = {
+        "concurrency": ctx.options.overload_concurrency,
+        "counts": dict(sorted(counts.items())),
+        "with_retry_after": run.with_retry_after,
+        "capacity": _capacity(ctx),
+        "sample_size": run.size,
+    }
+    if not counts.get("refused"):
+        return skipped(
+            "nothing in the burst was refused with a status (see zeroqueue.6)", **summary
+        )
+    if not run.sample:
+        return skipped("no refusal carried a Retry-After (see zeroqueue.9)", **summary)
+    honoured = sum(1 for r in run.sample if r.honoured)
+    share = honoured / len(run.sample)
+    later = [a for r in run.sample if not r.honoured and (a := r.admitted_after_s) is not None]
+    bound = ctx.options.retry_share
+    evidence = {
+        **summary,
+        "retried": len(run.sample),
+        "honoured": honoured,
+        "honoured_share": round(share, 4),
+        "bound": bound,
+        "admitted_later_after_s": [round(a, 3) for a in later],
+        "never_admitted": sum(
+            1 for r in run.sample if not r.honoured and r.admitted_after_s is None
+        ),
+        "retries": [r.row() for r in run.sample],
+    }
+    said = sorted({r.retry_after_s for r in run.sample})
+    said_text = ", ".join(f"{s:g}" for s in said)
+    if share < bound:
+        return failed(
+            f"{honoured} of {len(run.sample)} refusals retried when Retry-After said "
+            f"({said_text} s) were admitted ({share:.0%} < {bound:.0%})",
+            **evidence,
+        )
+    return passed(
+        f"{honoured} of {len(run.sample)} refusals retried when Retry-After said "
+        f"({said_text} s) were admitted",
+        **evidence,
+    )
+
+
+# ------------------------------------------------------------------ .13
+def _threshold_ms(ctx: Context) -> float | None:
+    """zeroqueue.5's T: a first token later than this waited for a slot (queueing.py)."""
+    o = ctx.options
+    run = ctx.slope()
+    j = queueing.judge(
+        run.steps,
+        baseline_ms=ctx.baseline_ttft_ms(),
+        capacity=run.capacity,
+        margin_ms=o.queue_margin_ms,
+        share=o.queue_share,
+    )
+    return j.threshold_ms
+
+
+def disconnect_frees(ctx: Context) -> CheckResult:
+    run = ctx.disconnect()
+    if run is None:
+        return skipped("no capacity known and nothing admitted to estimate it by")
+    if run.error is not None:
+        return failed(f"the streams could not start: {run.error}")
+    bound = run.bound_s
+    evidence: dict[str, Any] = {
+        "streams": run.n,
+        "capacity": _capacity(ctx),
+        "max_tokens": run.max_tokens,
+        "bound_s": bound,
+        "streams_live": run.live,
+        "stream_attempts": [len(a) for a in run.streams],
+    }
+    if run.live < run.n:
+        last = [a[-1] for a in run.streams if a]
+        ended = sum(1 for ex in last if ex.outcome == "admitted")
+        refused = sum(1 for ex in last if ex.outcome != "admitted" and ex.error != "interrupted")
+        return skipped(
+            f"only {run.live} of {run.n} streams were generating at the hang-up ({ended} ended "
+            f"first, {refused} never got in): the slots were never all held",
+            **evidence,
+        )
+    would = run.would_run_s()
+    evidence["cut_after_tokens"] = [ex.text_events for ex in run.cut]
+    evidence["would_have_run_s"] = None if would is None else round(would, 3)
+    if run.gauge is not None:
+        g = run.gauge
+        evidence["gauge"] = {
+            "name": g.name,
+            "before": g.before,
+            "peak_after_hang_up": g.peak,
+            "fell_after_s": g.fell_s,
+            "readings": g.readings[:60],
+        }
+    threshold = _threshold_ms(ctx)
+    evidence["threshold_ms"] = _ms(threshold)
+    fresh = [attempts[-1] for attempts in run.fresh]
+    admitted = [ex for ex in fresh if ex.outcome == "admitted"]
+    ttfts = [t for ex in admitted if (t := ex.ttft_ms) is not None]
+    evidence["new_requests"] = {
+        "admitted": len(admitted),
+        "attempts": [len(a) for a in run.fresh],
+        "admitted_after_s": [round((ex.t_send - run.t_hang_up) / 1e9, 3) for ex in admitted],
+        "ttft_ms": [_ms(t) for t in ttfts],
+    }
+    if run.gauge is not None and run.gauge.fell_s is None:
+        return failed(
+            f"{run.gauge.name} stayed above {run.gauge.before:g} for {bound:g} s after "
+            f"{run.n} streams hung up (peak {run.gauge.peak})",
+            **evidence,
+        )
+    if len(admitted) < run.n:
+        return failed(
+            f"{run.n - len(admitted)} of {run.n} new requests were refused for {bound:g} s after "
+            f"{run.n} streams hung up mid-generation: their slots stayed taken",
+            **evidence,
+        )
+    if threshold is not None and ttfts and max(ttfts) > threshold:
+        return failed(
+            f"{run.n} new requests after {run.n} streams hung up were admitted, but waited up to "
+            f"{max(ttfts):.0f} ms for a first token (> {threshold:.0f} ms): queued behind the "
+            "cut generations",
+            **evidence,
+        )
+    latest = max((ex.t_send - run.t_hang_up) / 1e9 for ex in admitted)
+    if would is not None and latest > would:
+        return skipped(
+            f"the last new request got in {latest:.2f} s after the hang-up, when the cut "
+            f"streams would have ended anyway ({would:.2f} s): raise disconnect_max_tokens",
+            **evidence,
+        )
+    fell = ""
+    if run.gauge is not None and run.gauge.fell_s is not None:
+        fell = f"; {run.gauge.name} back to {run.gauge.before:g} in {run.gauge.fell_s:.3f} s"
+    worst = f", TTFT max {max(ttfts):.0f} ms" if ttfts else ""
+    return passed(
+        f"{run.n} streams cut mid-generation, then {run.n} new requests admitted at once"
+        f"{worst}{fell}",
+        **evidence,
+    )
+
+
+CHECKS = [
+    Check(
+        "zeroqueue.11",
+        "Refusals come only when the endpoint is full: none at rest, none while this client "
+        "held fewer requests than the capacity.",
+        false_refusals,
+    ),
+    Check(
+        "zeroqueue.12",
+        "Retry-After is honoured: a refusal retried when it said is admitted.",
+        retry_after_honoured,
+    ),
+    Check(
+        "zeroqueue.13",
+        "A client that disconnects frees its slot: after streams are cut mid-generation, as "
+        "many new requests are admitted at once, promptly.",
+        disconnect_frees,
+    ),
+]

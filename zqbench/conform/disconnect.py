@@ -1,0 +1,189 @@
+"""A client that hangs up frees its slot (zeroqueue.13): fill the slots with long streams, cut
+them mid-generation, and see whether as many new requests get in at once.
+
+    1. N streams at once (N = the capacity), each asking for `max_tokens` tokens; one that
+       is refused is sent again every POLL_S (a slot of an earlier check may still be
+       freeing) for at most half of `time_s`.
+    2. Once each has streamed HANG_UP_TOKENS token events (it holds a slot and is
+       generating), all N connections are closed at once: the hang-up.
+    3. Where /metrics has a running gauge (capacity.RUNNING_GAUGES), it is read every POLL_S
+       until it is back at its value before step 1, for at most `bound_s`.
+       Without a gauge, SETTLE_S passes instead.
+    4. N new small requests at once; a refused one is sent again every POLL_S until
+       `bound_s` after the hang-up (each is sent at least once).
+
+A server notices a hang-up when a write to the closed socket fails, or at its engine's next
+step boundary: milliseconds. The wait before step 4 lets that pass, so the new requests meet
+freed slots rather than a refusal that proves nothing (and that a server may count against
+the client); the bound, not the wait, is what the check holds the server to. The pace of
+each cut stream (its token events' spacing) says when it would have ended: a new request
+admitted after that cannot tell a server that stopped generating from one that finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+
+from zqbench.conform import capacity, loadclient
+from zqbench.conform.evidence import Evidence, Request
+from zqbench.target.control import ControlClient
+from zqbench.transport.base import TransportError
+
+HANG_UP_TOKENS = 4  # token events a stream shows before the hang-up: it is generating
+POLL_S = 0.02  # resends and gauge reads: often enough for a bound of a second, not a flood
+SETTLE_S = 0.05  # without a gauge: a few engine steps, a few failed writes
+
+
+@dataclass(slots=True)
+class GaugeTrace:
+    name: str
+    before: float  # the reading before the streams
+    readings: list[tuple[float, float]] = field(default_factory=list)  # (s after hang-up, value)
+
+    @property
+    def fell_s(self) -> float | None:
+        """Seconds from the hang-up to the first reading back at `before`."""
+        return next((t for t, v in self.readings if v <= self.before), None)
+
+    @property
+    def peak(self) -> float | None:
+        return max((v for _, v in self.readings), default=None)
+
+
+@dataclass(slots=True)
+class DisconnectRun:
+    n: int
+    max_tokens: int
+    bound_s: float
+    streams: list[list[Evidence]]  # per stream: its refused attempts, then the stream
+    live: int  # streams generating at the hang-up
+    t_hang_up: int = 0
+    fresh: list[list[Evidence]] = field(default_factory=list)  # per new request: attempts
+    gauge: GaugeTrace | None = None
+    error: str | None = None  # no connection could be opened
+
+    @property
+    def cut(self) -> list[Evidence]:
+        return [attempts[-1] for attempts in self.streams if attempts]
+
+    @property
+    def exchanges(self) -> list[Evidence]:
+        return [ex for group in (*self.streams, *self.fresh) for ex in group]
+
+    def would_run_s(self) -> float | None:
+        """Seconds after the hang-up the first cut stream would have ended, at its own
+        pace (token events are tokens on the OpenAI route; on the Messages route a delta
+        may hold several, and the estimate runs long)."""
+        ends = []
+        for ex in self.cut:
+            times = [] if ex.parsed is None else ex.parsed.summary.token_times
+            if len(times) >= 2:
+                gap = (times[-1] - times[0]) / (len(times) - 1)
+                ends.append(times[-1] + (self.max_tokens - len(times)) * gap)
+        return (min(ends) - self.t_hang_up) / 1e9 if ends else None
+
+
+def measure(
+    base: str,
+    long: Request,
+    short: Request,
+    *,
+    n: int,
+    max_tokens: int,
+    bound_s: float,
+    timeout_s: float,
+    time_s: float,
+) -> DisconnectRun:
+    """Steps 1-4 of the docstring; `long` asks for `max_tokens` tokens, `short` few."""
+    metrics_url = base + "/metrics"
+    run = DisconnectRun(n, max_tokens, bound_s, [], 0)
+
+    async def main(client: ControlClient) -> None:
+        found = await asyncio.to_thread(capacity.scrape, client, metrics_url)
+        if found is not None:
+            run.gauge = GaugeTrace(*found)
+        async with loadclient.pool(base, 2 * n) as transport:
+            hang_up = asyncio.Event()
+            settled = [asyncio.Event() for _ in range(n)]
+            live = [False] * n
+            open_until = perf_counter_ns() + int(time_s / 2 * 1e9)
+
+            async def open_one(i: int) -> list[Evidence]:
+                attempts: list[Evidence] = []
+                while True:
+                    ready = asyncio.Event()
+                    stream = asyncio.ensure_future(
+                        loadclient.stream_then_cancel(
+                            transport,
+                            long,
+                            timeout_s,
+                            tokens=HANG_UP_TOKENS,
+                            ready=ready,
+                            hang_up=hang_up,
+                        )
+                    )
+                    await ready.wait()
+                    if not stream.done():  # generating: held until the hang-up
+                        live[i] = True
+                        settled[i].set()
+                        attempts.append(await stream)
+                        return attempts
+                    ex = stream.result()
+                    attempts.append(ex)
+                    if ex.outcome == "admitted" or perf_counter_ns() > open_until:
+                        settled[i].set()  # it ended before the hang-up, or never got in
+                        return attempts
+                    await asyncio.sleep(POLL_S)
+
+            opening = [asyncio.ensure_future(open_one(i)) for i in range(n)]
+            # A stream that never streams is not waited for past the bound: hang up on the rest.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(*(e.wait() for e in settled)), time_s / 2 + timeout_s
+                )
+            run.t_hang_up = perf_counter_ns()
+            hang_up.set()
+            run.streams = list(await asyncio.gather(*opening))
+            run.live = sum(live)
+            if run.live < n:
+                return
+            deadline = run.t_hang_up + int(bound_s * 1e9)
+            if run.gauge is not None:
+                await _watch(client, metrics_url, run.gauge, run.t_hang_up, deadline)
+            else:
+                await asyncio.sleep(SETTLE_S)
+
+            async def fresh_one() -> list[Evidence]:
+                attempts = [await loadclient.send(transport, short, timeout_s)]
+                while attempts[-1].outcome != "admitted" and perf_counter_ns() < deadline:
+                    await asyncio.sleep(POLL_S)
+                    attempts.append(await loadclient.send(transport, short, timeout_s))
+                return attempts
+
+            run.fresh = list(await asyncio.gather(*(fresh_one() for _ in range(n))))
+
+    with ControlClient(timeout_s=capacity.SCRAPE_TIMEOUT_S) as client:
+        try:
+            asyncio.run(main(client))
+        except TransportError as exc:
+            run.error = f"{exc.error_class}: {exc}"
+    return run
+
+
+async def _watch(
+    client: ControlClient, url: str, gauge: GaugeTrace, t0: int, deadline: int
+) -> None:
+    """Read the gauge every POLL_S until it is back at its value before, or `deadline`."""
+    while True:
+        found = await asyncio.to_thread(capacity.scrape, client, url)
+        now = perf_counter_ns()
+        if found is not None:
+            gauge.readings.append((round((now - t0) / 1e9, 3), found[1]))
+            if found[1] <= gauge.before:
+                return
+        if now >= deadline:
+            return
+        await asyncio.sleep(POLL_S)
