@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
 
 from zqbench.conform import ConformOptions, ConformReport, run_conformance
+from zqbench.target import control
 from zqbench.target.embedded import EmbeddedServer
 
 # Matches on every response of either scheduler, so headers.1 runs (and passes) on both.
 STAMP_HEADER = r"x-request-received-time~^\d+\.\d{6}$"
 
 
-def reference_report(scheduler: str) -> Iterator[ConformReport]:
+def reference_run(scheduler: str) -> Iterator[tuple[ConformReport, dict[str, float]]]:
+    """The report, and the server's own count of its refusals by reason once it ended
+    (refserver_requests_rejected_total, from its /metrics)."""
     with EmbeddedServer(engine="sim", scheduler=scheduler, max_batch_size=4) as srv:
         options = ConformOptions(
             target=srv.base_url,
@@ -21,12 +25,33 @@ def reference_report(scheduler: str) -> Iterator[ConformReport]:
             expect_headers=(STAMP_HEADER,),
             low_load_requests=20,
         )
-        yield run_conformance(options)
+        report = run_conformance(options)
+        yield report, rejections(control.get_text(srv.base_url + "/metrics"))
+
+
+def reference_report(scheduler: str) -> Iterator[ConformReport]:
+    for report, _ in reference_run(scheduler):
+        yield report
+
+
+def rejections(metrics: str) -> dict[str, float]:
+    """refserver_requests_rejected_total by its `reason` label."""
+    out = {}
+    for m in re.finditer(
+        r'^refserver_requests_rejected_total\{reason="([^"]+)"\} (\S+)$', metrics, re.M
+    ):
+        out[m[1]] = float(m[2])
+    return out
 
 
 @pytest.fixture(scope="session")
-def zero_queue_report() -> Iterator[ConformReport]:
-    yield from reference_report("zero-queue")
+def zero_queue_run() -> Iterator[tuple[ConformReport, dict[str, float]]]:
+    yield from reference_run("zero-queue")
+
+
+@pytest.fixture(scope="session")
+def zero_queue_report(zero_queue_run: tuple[ConformReport, dict[str, float]]) -> ConformReport:
+    return zero_queue_run[0]
 
 
 @pytest.fixture(scope="session")

@@ -55,3 +55,42 @@ def test_zero_queue_refuses_past_its_slots_and_no_admitted_request_waits(
     for row in ev["steps"]:
         if row["waited_share_ci95"][0] > ev["queue_share"]:
             assert 2 * row["rounds_waited"] <= row["rounds"], row
+
+
+def test_zero_queue_refuses_only_when_full_and_frees_a_cut_streams_slot(
+    zero_queue_run: tuple[ConformReport, dict[str, float]],
+) -> None:
+    report, rejected = zero_queue_run
+    # The server's own count: every refusal was for want of a slot. Its KV budget (4 slots
+    # x 2048 positions) never binds on conform's requests (a prompt of ~20 tokens and at
+    # most 1024 out), so no refusal came with a slot free, which zeroqueue.11 agrees with.
+    assert set(rejected) == {"no_slot"}, rejected
+    false = outcome(report, "zeroqueue.11")
+    assert false.status == "pass", false.reason
+    assert false.evidence["false"] == 0 and false.evidence["refusals_at_rest"] == 0
+    # ...and the refusals .11 judged are the server's, one for one: with the recovery's
+    # and .12's burst's, they are all it made (.12's retries and .13 were all admitted).
+    retry = outcome(report, "zeroqueue.12").evidence
+    recovery = outcome(report, "zeroqueue.10").evidence["after_burst_statuses"]
+    cut = outcome(report, "zeroqueue.13")
+    assert cut.evidence["stream_attempts"] == [1] * 4
+    assert cut.evidence["new_requests"]["attempts"] == [1] * 4
+    seen = false.evidence["refusals"] + sum(s != 200 for s in recovery) + retry["counts"]["refused"]
+    assert rejected["no_slot"] == seen, (rejected, seen)
+    # Retry-After 1 s (its default): each retry, sent then, was admitted at its first try.
+    assert retry["sample_size"] == 4 and retry["honoured"] == 4
+    assert all(r["attempts"] == [200] and r["retry_after_s"] == 1.0 for r in retry["retries"])
+    assert cut.status == "pass", cut.reason
+    ev = cut.evidence
+    assert ev["streams_live"] == 4 and ev["new_requests"]["admitted"] == 4
+    assert ev["gauge"]["name"] == "refserver_num_requests_running"
+    assert ev["gauge"]["fell_after_s"] is not None and ev["gauge"]["fell_after_s"] < 0.5
+    assert ev["would_have_run_s"] > ev["bound_s"]  # a server that kept generating would show
+
+
+def test_fifo_frees_a_cut_streams_slot_and_has_no_refusal_to_judge(
+    fifo_report: ConformReport,
+) -> None:
+    assert outcome(fifo_report, "zeroqueue.13").status == "pass"
+    for check_id in ("zeroqueue.11", "zeroqueue.12"):
+        assert outcome(fifo_report, check_id).status == "skip"
