@@ -30,7 +30,7 @@ from time import perf_counter_ns
 from zqbench.conform import capacity, loadclient
 from zqbench.conform.evidence import Evidence, Request
 from zqbench.target.control import ControlClient
-from zqbench.transport.base import TransportError
+from zqbench.transport.base import Transport, TransportError
 
 HANG_UP_TOKENS = 4  # token events a stream shows before the hang-up: it is generating
 POLL_S = 0.02  # resends and gauge reads: often enough for a bound of a second, not a flood
@@ -108,37 +108,13 @@ def measure(
         async with loadclient.pool(base, 2 * n) as transport:
             hang_up = asyncio.Event()
             settled = [asyncio.Event() for _ in range(n)]
-            live = [False] * n
             open_until = perf_counter_ns() + int(time_s / 2 * 1e9)
-
-            async def open_one(i: int) -> list[Evidence]:
-                attempts: list[Evidence] = []
-                while True:
-                    ready = asyncio.Event()
-                    stream = asyncio.ensure_future(
-                        loadclient.stream_then_cancel(
-                            transport,
-                            long,
-                            timeout_s,
-                            tokens=HANG_UP_TOKENS,
-                            ready=ready,
-                            hang_up=hang_up,
-                        )
-                    )
-                    await ready.wait()
-                    if not stream.done():  # generating: held until the hang-up
-                        live[i] = True
-                        settled[i].set()
-                        attempts.append(await stream)
-                        return attempts
-                    ex = stream.result()
-                    attempts.append(ex)
-                    if ex.outcome == "admitted" or perf_counter_ns() > open_until:
-                        settled[i].set()  # it ended before the hang-up, or never got in
-                        return attempts
-                    await asyncio.sleep(POLL_S)
-
-            opening = [asyncio.ensure_future(open_one(i)) for i in range(n)]
+            opening = [
+                asyncio.ensure_future(
+                    _open_one(transport, long, timeout_s, hang_up, settled[i], open_until)
+                )
+                for i in range(n)
+            ]
             # A stream that never streams is not waited for past the bound: hang up on the rest.
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(
@@ -146,8 +122,9 @@ def measure(
                 )
             run.t_hang_up = perf_counter_ns()
             hang_up.set()
-            run.streams = list(await asyncio.gather(*opening))
-            run.live = sum(live)
+            opened = await asyncio.gather(*opening)
+            run.streams = [attempts for attempts, _ in opened]
+            run.live = sum(live for _, live in opened)
             if run.live < n:
                 return
             deadline = run.t_hang_up + int(bound_s * 1e9)
@@ -155,15 +132,8 @@ def measure(
                 await _watch(client, metrics_url, run.gauge, run.t_hang_up, deadline)
             else:
                 await asyncio.sleep(SETTLE_S)
-
-            async def fresh_one() -> list[Evidence]:
-                attempts = [await loadclient.send(transport, short, timeout_s)]
-                while attempts[-1].outcome != "admitted" and perf_counter_ns() < deadline:
-                    await asyncio.sleep(POLL_S)
-                    attempts.append(await loadclient.send(transport, short, timeout_s))
-                return attempts
-
-            run.fresh = list(await asyncio.gather(*(fresh_one() for _ in range(n))))
+            fresh = (_fresh_one(transport, short, timeout_s, deadline) for _ in range(n))
+            run.fresh = list(await asyncio.gather(*fresh))
 
     with ControlClient(timeout_s=capacity.SCRAPE_TIMEOUT_S) as client:
         try:
@@ -171,6 +141,47 @@ def measure(
         except TransportError as exc:
             run.error = f"{exc.error_class}: {exc}"
     return run
+
+
+async def _open_one(
+    transport: Transport,
+    long: Request,
+    timeout_s: float,
+    hang_up: asyncio.Event,
+    settled: asyncio.Event,
+    open_until: int,
+) -> tuple[list[Evidence], bool]:
+    """Step 1 for one stream: (its attempts, whether it was generating at the hang-up).
+    `settled` is set once it streams, or once it will not (it ended, or never got in)."""
+    attempts: list[Evidence] = []
+    while True:
+        ready = asyncio.Event()
+        stream = asyncio.ensure_future(
+            loadclient.stream_then_cancel(
+                transport, long, timeout_s, tokens=HANG_UP_TOKENS, ready=ready, hang_up=hang_up
+            )
+        )
+        await ready.wait()
+        if not stream.done():  # generating: held until the hang-up
+            settled.set()
+            attempts.append(await stream)
+            return attempts, True
+        attempts.append(stream.result())
+        if attempts[-1].outcome == "admitted" or perf_counter_ns() > open_until:
+            settled.set()
+            return attempts, False
+        await asyncio.sleep(POLL_S)
+
+
+async def _fresh_one(
+    transport: Transport, short: Request, timeout_s: float, deadline: int
+) -> list[Evidence]:
+    """Step 4 for one new request: sent, and sent again every POLL_S until `deadline`."""
+    attempts = [await loadclient.send(transport, short, timeout_s)]
+    while attempts[-1].outcome != "admitted" and perf_counter_ns() < deadline:
+        await asyncio.sleep(POLL_S)
+        attempts.append(await loadclient.send(transport, short, timeout_s))
+    return attempts
 
 
 async def _watch(

@@ -20,6 +20,7 @@ from typing import Any
 from zqbench.conform import queueing, refusals
 from zqbench.conform.capacity import GRACE_S
 from zqbench.conform.context import Context
+from zqbench.conform.disconnect import DisconnectRun
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
 
@@ -167,15 +168,7 @@ def disconnect_frees(ctx: Context) -> CheckResult:
         return skipped("no capacity known and nothing admitted to estimate it by")
     if run.error is not None:
         return failed(f"the streams could not start: {run.error}")
-    bound = run.bound_s
-    evidence: dict[str, Any] = {
-        "streams": run.n,
-        "capacity": _capacity(ctx),
-        "max_tokens": run.max_tokens,
-        "bound_s": bound,
-        "streams_live": run.live,
-        "stream_attempts": [len(a) for a in run.streams],
-    }
+    evidence = _disconnect_evidence(ctx, run)
     if run.live < run.n:
         last = [a[-1] for a in run.streams if a]
         ended = sum(1 for ex in last if ex.outcome == "admitted")
@@ -185,9 +178,21 @@ def disconnect_frees(ctx: Context) -> CheckResult:
             f"first, {refused} never got in): the slots were never all held",
             **evidence,
         )
+    return _judge_disconnect(run, _threshold_ms(ctx), evidence)
+
+
+def _disconnect_evidence(ctx: Context, run: DisconnectRun) -> dict[str, Any]:
     would = run.would_run_s()
-    evidence["cut_after_tokens"] = [ex.text_events for ex in run.cut]
-    evidence["would_have_run_s"] = None if would is None else round(would, 3)
+    evidence: dict[str, Any] = {
+        "streams": run.n,
+        "capacity": _capacity(ctx),
+        "max_tokens": run.max_tokens,
+        "bound_s": run.bound_s,
+        "streams_live": run.live,
+        "stream_attempts": [len(a) for a in run.streams],
+        "cut_after_tokens": [ex.text_events for ex in run.cut],
+        "would_have_run_s": None if would is None else round(would, 3),
+    }
     if run.gauge is not None:
         g = run.gauge
         evidence["gauge"] = {
@@ -197,17 +202,23 @@ def disconnect_frees(ctx: Context) -> CheckResult:
             "fell_after_s": g.fell_s,
             "readings": g.readings[:60],
         }
-    threshold = _threshold_ms(ctx)
-    evidence["threshold_ms"] = _ms(threshold)
-    fresh = [attempts[-1] for attempts in run.fresh]
-    admitted = [ex for ex in fresh if ex.outcome == "admitted"]
-    ttfts = [t for ex in admitted if (t := ex.ttft_ms) is not None]
+    admitted = [a[-1] for a in run.fresh if a[-1].outcome == "admitted"]
     evidence["new_requests"] = {
         "admitted": len(admitted),
         "attempts": [len(a) for a in run.fresh],
         "admitted_after_s": [round((ex.t_send - run.t_hang_up) / 1e9, 3) for ex in admitted],
-        "ttft_ms": [_ms(t) for t in ttfts],
+        "ttft_ms": [_ms(ex.ttft_ms) for ex in admitted],
     }
+    return evidence
+
+
+def _judge_disconnect(
+    run: DisconnectRun, threshold: float | None, evidence: dict[str, Any]
+) -> CheckResult:
+    bound, would = run.bound_s, run.would_run_s()
+    evidence["threshold_ms"] = _ms(threshold)
+    admitted = [a[-1] for a in run.fresh if a[-1].outcome == "admitted"]
+    ttfts = [t for ex in admitted if (t := ex.ttft_ms) is not None]
     if run.gauge is not None and run.gauge.fell_s is None:
         return failed(
             f"{run.gauge.name} stayed above {run.gauge.before:g} for {bound:g} s after "
