@@ -439,12 +439,12 @@ ERRORS = [
     ),
     (
         MINIMAL + _MIX + 'headers = { "Bad Name" = "x" }\n',
-        "request.mix[0].headers = {\"Bad Name\": \"x\"} holds 'Bad Name': not an HTTP header "
+        'request.mix[0].headers = {"Bad Name": "x"} holds \'Bad Name\': not an HTTP header '
         "name and ASCII value",
     ),
     (
         MINIMAL + _MIX + 'headers = { "X-Api-Key" = "sk-something" }\n',
-        "request.mix[0].headers = {\"X-Api-Key\": \"sk-something\"} holds 'X-Api-Key', a "
+        'request.mix[0].headers = {"X-Api-Key": "sk-something"} holds \'X-Api-Key\', a '
         "credential: pass keys with --api-key-env or --header, never in a scenario file",
     ),
     (
