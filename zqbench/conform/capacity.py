@@ -1,8 +1,8 @@
 """The endpoint's capacity (requests computed at once), so the hidden-queue detector steps
 past it (a queue only forms beyond it), and the refusal checks know when it was full.
 
-advertised  GET /health's JSON holds one of CAPACITY_FIELDS as a positive integer (the
-            reference server: `slots`).
+advertised  GET /health's JSON holds one of zqbench.target.capacity.CAPACITY_FIELDS as a
+            positive integer (the reference server: `slots`).
 discovered  the highest value of a running-requests gauge (RUNNING_GAUGES, summed over its
             label sets) scraped from GET /metrics while the steps run. vLLM advertises
             nothing, but `vllm:num_requests_running` tops out at its slot count
@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zqbench.metrics.false_refusals import most_at_once
+from zqbench.target.capacity import stated
 from zqbench.target.control import ControlClient
 
 if TYPE_CHECKING:
     from zqbench.conform.evidence import Evidence
 
-CAPACITY_FIELDS = ("capacity", "max_concurrency", "max_num_seqs", "slots")
 RUNNING_GAUGES = ("vllm:num_requests_running", "refserver_num_requests_running")
 INTERVAL_S = 0.1
 MAX_CONCURRENCY = 256  # the widest step the detector sends (one connection a request)
@@ -55,14 +55,9 @@ class Capacity:
 
 
 def advertised(health: Any) -> Capacity | None:
-    """The capacity a /health JSON object states, if any."""
-    if not isinstance(health, dict):
-        return None
-    for name in CAPACITY_FIELDS:
-        value = health.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return Capacity(value, f"advertised by /health `{name}`")
-    return None
+    """The capacity a /health JSON object states, if any (as `zqbench run` reads it)."""
+    found = stated(health)
+    return None if found is None else Capacity(found.value, f"advertised by {found.detail}")
 
 
 def estimated(exchanges: Iterable[Evidence]) -> Capacity | None:
