@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zqbench.conform.capacity import Capacity
-from zqbench.conform.context import SlopeStep
+from zqbench.conform.context import Context, SlopeStep
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.stats import median_slope, wilson_interval
 
@@ -204,3 +204,20 @@ def slope_evidence(steps: Sequence[SlopeStep], seed: int) -> dict[str, Any] | No
         "ci95_ms": [round(fit.ci_low, 4), round(fit.ci_high, 4)],
         "note": "secondary: a median hides a queue that holds half the requests or fewer",
     }
+
+
+def run_judgement(ctx: Context) -> Judgement:
+    """The run's slope steps judged once (zeroqueue.5 reports it, .13 takes its T)."""
+
+    def make() -> Judgement:
+        o = ctx.options
+        run = ctx.slope()
+        return judge(
+            run.steps,
+            baseline_ms=ctx.baseline_ttft_ms(),
+            capacity=run.capacity,
+            margin_ms=o.queue_margin_ms,
+            share=o.queue_share,
+        )
+
+    return ctx.once("queue_judgement", make)

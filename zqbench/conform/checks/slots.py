@@ -150,16 +150,7 @@ def retry_after_honoured(ctx: Context) -> CheckResult:
 # ------------------------------------------------------------------ .13
 def _threshold_ms(ctx: Context) -> float | None:
     """zeroqueue.5's T: a first token later than this waited for a slot (queueing.py)."""
-    o = ctx.options
-    run = ctx.slope()
-    j = queueing.judge(
-        run.steps,
-        baseline_ms=ctx.baseline_ttft_ms(),
-        capacity=run.capacity,
-        margin_ms=o.queue_margin_ms,
-        share=o.queue_share,
-    )
-    return j.threshold_ms
+    return queueing.run_judgement(ctx).threshold_ms
 
 
 def disconnect_frees(ctx: Context) -> CheckResult:

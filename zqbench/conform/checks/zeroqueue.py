@@ -135,13 +135,7 @@ def hidden_queue(ctx: Context) -> CheckResult:
     """Judged on each step's tail (zqbench.conform.queueing holds the rule and its reasons)."""
     o = ctx.options
     run = ctx.slope()
-    j = queueing.judge(
-        run.steps,
-        baseline_ms=ctx.baseline_ttft_ms(),
-        capacity=run.capacity,
-        margin_ms=o.queue_margin_ms,
-        share=o.queue_share,
-    )
+    j = queueing.run_judgement(ctx)
     evidence: dict[str, Any] = {
         "baseline_ttft_ms": _ms(j.baseline_ms) if j.baseline_ms is not None else None,
         "hold_ms": _ms(j.hold_ms) if j.hold_ms is not None else None,
