@@ -34,6 +34,7 @@ from zqbench.dialects import DEFAULT_API, DIALECTS
 from zqbench.errors import OptionError, ScenarioError
 from zqbench.load import LOAD_KEYS, LoadSpec, TraceLoad, parse_load
 from zqbench.redact import is_sensitive
+from zqbench.stop.config import STOP_KEYS, StopConfig, parse_stop
 from zqbench.strict_toml import Table, parse_duration, show
 
 T = TypeVar("T")
@@ -60,6 +61,7 @@ _TOP_KEYS = (
     "sweep",
     "metrics",
     "outcomes",
+    "stop",
 )
 _REQUEST_KEYS = (
     "max_tokens",
@@ -209,6 +211,7 @@ class Scenario:
     validity: ValidityConfig = ValidityConfig()
     metrics: MetricsConfig | None = None
     outcomes: OutcomesConfig = OutcomesConfig()
+    stop: StopConfig = dataclasses.field(default_factory=StopConfig)  # [stop]: no rules
 
     def scaled(self, rate_scale: float = 1.0, duration_scale: float = 1.0) -> Scenario:
         """Multiply every rate (or VU count) by `rate_scale` and every stage by `duration_scale`.
@@ -418,6 +421,9 @@ def parse_scenario(
     outcomes = OutcomesConfig()
     if top.has("outcomes"):
         outcomes = _parse_outcomes(Table(label, "outcomes", data["outcomes"], _OUTCOMES_KEYS))
+    stop = StopConfig()
+    if top.has("stop"):
+        stop = parse_stop(Table(label, "stop", data["stop"], STOP_KEYS))
     return Scenario(
         name,
         description,
@@ -431,6 +437,7 @@ def parse_scenario(
         validity,
         metrics,
         outcomes,
+        stop,
     )
 
 

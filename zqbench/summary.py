@@ -596,6 +596,50 @@ class RetryAfterFollowUp(_Record):
     send_late_p99: JsonFloat  # seconds the tries went out past their due time
 
 
+# --- [stop] rules: a stage or the run ended at saturation ------------------------------
+
+
+class StopGrowth(_Record):
+    """queue_growth's evidence: each slope and its one-sided lower bound."""
+
+    wait_by: Literal["server_queue", "ttft"]  # what each admitted request's wait is
+    wait_slope: float  # seconds of wait per second of send time
+    wait_slope_low: float
+    wait_rise_low: float  # the lower bound over the window's sends, seconds
+    min_rise: float  # what the rise had to reach, seconds
+    inflight_slope: float  # requests in flight per second
+    inflight_slope_low: float
+    inflight_now: int
+
+
+class StopEvent(_SparseRecord):
+    """One rule that tripped (zqbench.stop): what it ended, when, and what it saw."""
+
+    rule: Literal["error_rate", "queue_growth", "queued_share"]
+    ends: Literal["stage", "run"]
+    stage: int  # index into stages: the stage under watch
+    stage_name: str
+    at: float  # seconds since t = 0
+    reason: str  # one sentence
+    requests: int  # judged in the rule's window
+    measured: float  # the share (error_rate, queued_share) or the wait's rise, seconds
+    bound: float  # what `measured` passed
+    growth: StopGrowth | None = None  # queue_growth only
+
+    def _absent(self) -> Collection[str]:
+        return () if self.growth is not None else ("growth",)
+
+
+class Stop(_Record):
+    """The scenario's [stop] rules and what they ended. A run they stopped fails: its
+    target saturated under the load (docs/design.md)."""
+
+    rules: list[str]  # the rules watched, by name
+    events: list[StopEvent]  # in the order they tripped; empty: none did
+    ended_run: bool  # a rule ended the run (or the last stage)
+    not_sent: int | None  # scheduled requests the ended stages left unsent; None: closed loop
+
+
 # --- what packet loss did (a [network] packet-loss impairment) ----------------------------
 
 
@@ -808,6 +852,8 @@ class Summary(_Document, _SparseRecord):
     outcomes: Outcomes | None = None
     # Refusals followed at their Retry-After; absent unless the scenario asked for them.
     retry_after_follow_up: RetryAfterFollowUp | None = None
+    # The scenario's [stop] rules and what they ended; absent without rules.
+    stop: Stop | None = None
 
     def _absent(self) -> Collection[str]:
         optional = (
@@ -820,6 +866,7 @@ class Summary(_Document, _SparseRecord):
             "sessions",
             "outcomes",
             "retry_after_follow_up",
+            "stop",
         )
         return [k for k in optional if getattr(self, k) is None]
 
@@ -861,13 +908,18 @@ class SweepStep(_Record):
     slos: list[StepSlo]
     validity_reasons: list[str]
     out_dir: str  # the step's run folder, inside the sweep folder
+    # The first [stop] rule that ended the step (its sentence): the target saturated there,
+    # and the sweep ends with it. None: no rule tripped, or the scenario has none.
+    stopped: str | None = None
 
 
 class Knee(_Record):
-    """Capacity at SLO: the highest passing rate, and the step that ran it."""
+    """Capacity at SLO: the highest passing rate, and the step that ran it; or, `by`
+    "stop", the first step a [stop] rule ended: where the target saturated."""
 
     rate: float
     step: int
+    by: Literal["slo", "stop"] = "slo"
 
 
 class SweepReport(_Document):

@@ -237,7 +237,7 @@ ERRORS = [
     (
         'nmae = "x"\n' + MINIMAL,
         'unknown key "nmae"; did you mean "name"? (allowed in the top level: name, description, '
-        "api, load, request, slo, validity, network, sweep, metrics, outcomes)",
+        "api, load, request, slo, validity, network, sweep, metrics, outcomes, stop)",
     ),
     (
         MINIMAL + "[request]\nmax_token = 5\n",

@@ -141,6 +141,7 @@ class LiveView:
         lines = [*server_queue_lines(summary), *prefix_cache_lines(summary)]
         lines += sessions_lines(summary)
         lines += outcome_line(summary)
+        lines += stop_lines(summary)
         for line in [*lines, *packet_loss_lines(summary)]:
             console.print(line, markup=False, highlight=False)
         console.print(f"outputs: {out_dir}")
@@ -151,6 +152,13 @@ def outcome_line(summary: Summary) -> list[str]:
     from zqbench.outputs import outcomes_view
 
     return outcomes_view.outcome_line(summary.outcomes)
+
+
+def stop_lines(summary: Summary) -> list[str]:
+    """What the [stop] rules ended, when the scenario had any."""
+    from zqbench.outputs import stop_view
+
+    return list(stop_view.stop_lines(summary.stop))
 
 
 def prefix_cache_lines(summary: Summary) -> list[str]:

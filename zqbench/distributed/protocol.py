@@ -117,8 +117,17 @@ def spec_from_wire(data: dict[str, Any], *, api_key: str | None, out_dir: str) -
 
 # --------------------------------------------------------------------------- the work
 # --------------------------------------------------------------------------- progress
+# A distributed run has no [stop] rules (zqbench.pipeline.execute refuses them), so its
+# workers' progress never carries completions: they stay off the wire.
+_LOCAL_ONLY = frozenset({"completions", "completions_seq"})
+
+
 def progress_to_wire(progress: WorkerProgress) -> dict[str, Any]:
-    data = {f.name: getattr(progress, f.name) for f in dataclasses.fields(progress)}
+    data = {
+        f.name: getattr(progress, f.name)
+        for f in dataclasses.fields(progress)
+        if f.name not in _LOCAL_ONLY
+    }
     data["status"] = dict(progress.status)
     data["recent_ms"] = list(progress.recent_ms)
     data["counts"] = None if progress.counts is None else counts_to_wire(progress.counts)
@@ -172,7 +181,7 @@ def counts_from_wire(data: Any) -> LiveCountsSnapshot:
     return LiveCountsSnapshot(requests, histograms)
 
 
-_PROGRESS_FIELDS = frozenset(f.name for f in dataclasses.fields(WorkerProgress))
+_PROGRESS_FIELDS = frozenset(f.name for f in dataclasses.fields(WorkerProgress)) - _LOCAL_ONLY
 _PROGRESS_INTS = ("sent", "due", "done", "ok", "inflight", "stage", "worker")
 MAX_RECENT = 4096  # latencies a progress message may carry (a worker sends its latest 2048)
 

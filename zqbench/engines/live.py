@@ -13,6 +13,12 @@ from zqbench.samples.live_counts import LiveCounts, LiveCountsSnapshot, merge
 RECENT = 2048  # latencies (and schedule lags) kept for the "so far" percentiles
 _SUMMED = ("sent", "due", "done", "ok", "inflight")  # counters that add up across workers
 
+# One answered request as the [stop] watcher reads it (zqbench.pipeline.stopping): stage, t_send,
+# t_end, TTFT, server_queue and hold in ns (-1: none), prompt tokens (-1: unknown), and its
+# outcome as an index into zqbench.samples.live_counts.OUTCOMES. Kept only under [stop].
+Completion = tuple[int, int, int, int, int, int, int, int]
+MAX_COMPLETIONS = 20_000  # per snapshot (0.5 s): past 40k req/s the watcher sees a sample
+
 
 def _keep(ring: list[float], cursor: int, value: float) -> int:
     """Append to a ring of RECENT values; the next cursor."""
@@ -43,6 +49,13 @@ class LiveStats:
     _lag_cursor: int = 0
     # Kept only when the run serves live metrics (--metrics-port): the samples' counts.
     counts: LiveCounts | None = None
+    # Kept only when the scenario has [stop] rules: the answers since the last snapshot.
+    completions: list[Completion] | None = None
+    completions_seq: int = 0  # snapshots that carried completions, so far
+
+    def complete(self, completion: Completion) -> None:
+        if self.completions is not None and len(self.completions) < MAX_COMPLETIONS:
+            self.completions.append(completion)
 
     def record(self, status_key: str, ok: bool, latency_ms: float) -> None:
         self.done += 1
@@ -57,6 +70,11 @@ class LiveStats:
     def snapshot(self) -> WorkerProgress:
         counters = {name: getattr(self, name) for name in (*_SUMMED, "stage")}
         lags = np.sort(np.asarray(self.recent_lag_ms))
+        batch: tuple[Completion, ...] = ()
+        if self.completions:
+            batch = tuple(self.completions)
+            self.completions.clear()
+            self.completions_seq += 1
         return WorkerProgress(
             **counters,
             status=dict(self.status),
@@ -64,6 +82,8 @@ class LiveStats:
             worker=self.worker,
             lag_p99_ms=_nearest_rank(lags, 0.99) if len(lags) else None,
             counts=self.counts.snapshot() if self.counts is not None else None,
+            completions=batch,
+            completions_seq=self.completions_seq,
         )
 
 
@@ -82,6 +102,8 @@ class WorkerProgress:
     worker: int = 0
     lag_p99_ms: float | None = None  # open loop: of its latest sends; None: none yet
     counts: LiveCountsSnapshot | None = None  # with --metrics-port only
+    completions: tuple[Completion, ...] = ()  # under [stop]: answered since the last one
+    completions_seq: int = 0  # this batch's number (the watcher takes each batch once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +133,23 @@ class Progress:
     workers: int = 0
     per_worker: tuple[WorkerLine, ...] = ()  # by worker index
     counts: LiveCountsSnapshot | None = None  # every worker's, summed (--metrics-port only)
+    # Under [stop]: each worker's latest batch of completions, (worker, batch number, batch).
+    # The same batch arrives again with other workers' later snapshots: take it once.
+    completions: tuple[tuple[int, int, tuple[Completion, ...]], ...] = ()
 
 
 ProgressCallback = Callable[[Progress], None]
+
+
+def tee(first: ProgressCallback, then: ProgressCallback | None) -> ProgressCallback:
+    """One callback that calls `first`, then `then` (None: nobody else listens)."""
+
+    def both(progress: Progress) -> None:
+        first(progress)
+        if then is not None:
+            then(progress)
+
+    return both
 
 
 def merge_snapshots(snapshots: Sequence[WorkerProgress]) -> Progress:
@@ -141,4 +177,7 @@ def merge_snapshots(snapshots: Sequence[WorkerProgress]) -> Progress:
         workers=len(snapshots),
         per_worker=lines,
         counts=merge(counted) if counted else None,
+        completions=tuple(
+            (s.worker, s.completions_seq, s.completions) for s in snapshots if s.completions
+        ),
     )

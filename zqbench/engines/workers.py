@@ -33,6 +33,7 @@ from zqbench.engines.native import (
 )
 from zqbench.errors import InterruptedRun, TargetError
 from zqbench.load import Work
+from zqbench.stop.control import EndedAt
 from zqbench.transport.base import ConnectError
 
 START_LEAD_NS = 50_000_000  # the first intended send is this long after everyone is ready
@@ -101,8 +102,10 @@ def run_in_process(
     on_progress: ProgressCallback | None = None,
     stop: StopFlag | None = None,
     on_start: Callable[[int], None] | None = None,
+    ended: EndedAt | None = None,
 ) -> tuple[int, bool]:
-    """Run one worker here. Returns (start_monotonic_ns, interrupted).
+    """Run one worker here. Returns (start_monotonic_ns, interrupted): a [stop] rule that
+    ended the run (`ended`) is no interruption.
 
     Signals are the caller's: `run_scenario` (or `zqbench worker`) holds the process's one
     `stop_on_signals` scope, which sets `stop`."""
@@ -113,7 +116,9 @@ def run_in_process(
             on_progress(merge_snapshots([snapshot]))
 
     async def main() -> tuple[int, bool]:
-        control = WorkerControl(should_stop=stop.is_set, on_progress=progress)
+        control = WorkerControl(
+            should_stop=_or_ended(stop.is_set, ended), on_progress=progress, ended=ended
+        )
         try:
             worker = await open_worker(spec, control)
         except ConnectError as exc:
@@ -132,6 +137,13 @@ def run_in_process(
 
     result: tuple[int, bool] = run_async(main())
     return result
+
+
+def _or_ended(should_stop: Callable[[], bool], ended: EndedAt | None) -> Callable[[], bool]:
+    """Stop when asked, or when a [stop] rule ended the run."""
+    if ended is None:
+        return should_stop
+    return lambda: should_stop() or ended.run_ended()
 
 
 # ---------------------------------------------------------------------- many processes
@@ -161,6 +173,7 @@ def _child(
     progress_q: Any,
     start_value: Any,
     stop_event: Any,
+    ended: EndedAt | None,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     orphaned = threading.Event()
@@ -173,8 +186,9 @@ def _child(
 
     async def main() -> None:
         control = WorkerControl(
-            should_stop=should_stop,
+            should_stop=_or_ended(should_stop, ended),
             on_progress=lambda snap: progress_q.put((spec.worker, snap)),
+            ended=ended,
         )
         try:
             worker = await open_worker(spec, control)
@@ -205,12 +219,14 @@ def run_workers(
     on_progress: ProgressCallback | None = None,
     stop: StopFlag | None = None,
     on_start: Callable[[int], None] | None = None,
+    ended: EndedAt | None = None,
 ) -> tuple[int, bool]:
     """Run one worker in this process, or several in one spawned process each. Returns
-    (start_monotonic_ns, interrupted). Signals are the caller's, as for `run_in_process`."""
+    (start_monotonic_ns, interrupted). Signals are the caller's, as for `run_in_process`;
+    `ended` (shared when there are several) is the [stop] rules' word to the workers."""
     if len(specs) == 1:
         return run_in_process(
-            specs[0], works[0], on_progress=on_progress, stop=stop, on_start=on_start
+            specs[0], works[0], on_progress=on_progress, stop=stop, on_start=on_start, ended=ended
         )
     ctx = mp.get_context("spawn")  # fork would copy a running event loop and its sockets
     ready_q = ctx.Queue()
@@ -221,7 +237,7 @@ def run_workers(
     procs = [
         ctx.Process(
             target=_child,
-            args=(spec, work, ready_q, progress_q, start_value, stop_event),
+            args=(spec, work, ready_q, progress_q, start_value, stop_event, ended),
             name=f"zqbench-worker-{spec.worker}",
         )
         for spec, work in zip(specs, works, strict=True)

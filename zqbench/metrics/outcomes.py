@@ -136,6 +136,21 @@ def hold_s(frame: MetricFrame) -> float | None:
     return float(np.median(hold)) / NS_PER_S if len(hold) else None
 
 
+def allowance_s(rules: OutcomeRules, hold: float | None) -> float:
+    """What a request may wait past twice its TTFT at rest: max(margin, H / 2)."""
+    return max(rules.margin, HOLD_FRACTION * (hold or 0.0))
+
+
+def queued_bound_s(at_rest: AtRest, prompt_tokens: np.ndarray, allowance: float) -> np.ndarray:
+    """T(p) = 2 B(p) + allowance per request; p NaN (no usage): the largest probe's, the
+    more lenient bound."""
+    largest = max(p.prompt_tokens for p in at_rest.probes)
+    tokens = np.where(np.isnan(prompt_tokens), largest, prompt_tokens)
+    baseline = at_rest.base + at_rest.slope * tokens
+    bound: np.ndarray = BASELINE_FACTOR * baseline + allowance
+    return bound
+
+
 def classify(
     frame: MetricFrame,
     basis: OutcomeBasis,
@@ -153,7 +168,7 @@ def classify(
     outcome[timed_out] = TIMED_OUT
     outcome[interrupted] = INTERRUPTED
     hold = hold_s(frame)
-    allowance = max(basis.rules.margin, HOLD_FRACTION * (hold or 0.0))
+    allowance = allowance_s(basis.rules, hold)
     at_rest = basis.at_rest if isinstance(basis.at_rest, AtRest) else None
 
     ok = frame.ok
@@ -171,10 +186,7 @@ def classify(
         undetermined |= by_ttft
         by_ttft[:] = False
     else:
-        largest = max(p.prompt_tokens for p in at_rest.probes)  # the lenient bound
-        tokens = np.where(np.isnan(frame.prompt_tokens), largest, frame.prompt_tokens)
-        baseline = at_rest.base + at_rest.slope * tokens
-        t = BASELINE_FACTOR * baseline + allowance
+        t = queued_bound_s(at_rest, frame.prompt_tokens, allowance)
         measure[by_ttft] = ttft[by_ttft]
         bound[by_ttft] = t[by_ttft]
         evidence[by_ttft] = BY_TTFT

@@ -424,13 +424,14 @@ def evaluate_slos(slos: Sequence[Slo], frame: MetricFrame, evidence: Evidence) -
     return [evaluate_slo(slo, frame, evidence) for slo in slos]
 
 
-def run_verdict(valid: bool, results: Sequence[SloResult]) -> Verdict:
-    """invalid if the run is invalid; else fail if any SLO fails; else inconclusive if
-    any is inconclusive; else pass (also with no SLOs)."""
+def run_verdict(valid: bool, results: Sequence[SloResult], *, stopped: bool = False) -> Verdict:
+    """invalid if the run is invalid; else fail if a [stop] rule tripped (`stopped`: the
+    target saturated) or any SLO fails; else inconclusive if any is inconclusive; else
+    pass (also with no SLOs)."""
     if not valid:
         return "invalid"
     verdicts = {r.verdict for r in results}
-    if "fail" in verdicts:
+    if stopped or "fail" in verdicts:
         return "fail"
     if "inconclusive" in verdicts:
         return "inconclusive"

@@ -62,6 +62,7 @@ from zqbench.summary import (
     StageStatus,
     Stats,
     StatusMix,
+    Stop,
     Summary,
     TargetResolution,
     Thresholds,
@@ -114,6 +115,7 @@ class RunInfo:
     # How each request's outcome is judged (zqbench.metrics.outcomes); None: not judged
     # (a run saved before zqbench judged outcomes keeps its summary as it was)
     outcome_basis: OutcomeBasis | None = None
+    stop: Stop | None = None  # what the scenario's [stop] rules ended; None: no rules
 
 
 def stats(sorted_s: np.ndarray) -> Stats:
@@ -338,7 +340,9 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
     load = load_summary(frame, run)
     valid = validity(frame, run, load)
     return Summary(
-        verdict=run_verdict(valid.ok, results),
+        verdict=run_verdict(
+            valid.ok, results, stopped=run.stop is not None and bool(run.stop.events)
+        ),
         scenario=ScenarioInfo(name=run.scenario, config=dict(run.scenario_config)),
         target=run.target,
         api=run.api,
@@ -382,4 +386,5 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
             if frame.outcomes is None or run.outcome_basis is None
             else outcomes_summary(frame, frame.outcomes, run.outcome_basis, run.duration_s)
         ),
+        stop=run.stop,
     )

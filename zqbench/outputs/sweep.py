@@ -21,8 +21,12 @@ _WHY_NOT = {
 def outcome(report: SweepReport) -> str:
     """One line: the capacity found, or why the lowest rate did not pass (a fail, an
     inconclusive gate and an invalid run are three different stories)."""
-    if report.knee is not None:
-        return f"capacity at SLO: {report.knee.rate:g} req/s (step {report.knee.step})"
+    knee = report.knee
+    if knee is not None and knee.by == "stop":
+        why = report.steps[knee.step].stopped if knee.step < len(report.steps) else None
+        return f"saturated at {knee.rate:g} req/s (step {knee.step}, a [stop] rule: {why})"
+    if knee is not None:
+        return f"capacity at SLO: {knee.rate:g} req/s (step {knee.step})"
     if not report.curve:
         return "no passing rate: no step ran"
     lowest = report.curve[0]

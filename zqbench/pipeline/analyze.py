@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 import zqbench
 from zqbench.impair import PacketLossHook, packet_loss_record
 from zqbench.metrics.frame import MetricFrame
-from zqbench.metrics.outcomes import DEFAULT_RULES
 from zqbench.metrics.retry_after_honesty import follow_up_summary
 from zqbench.metrics.summarize import RunInfo, ValidityThresholds, run_frame, summarize_frame
 from zqbench.pipeline.execute import Execution
@@ -32,7 +31,7 @@ from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
 from zqbench.samples import follow_up_file, writer
 from zqbench.scenario import OutcomesConfig, ValidityConfig
-from zqbench.summary import OutcomeBasis, OutcomeRules, Summary
+from zqbench.summary import Summary
 
 T = TypeVar("T")
 
@@ -121,11 +120,7 @@ def start_info(
             None if target.resolution is None else target.resolution.model_dump(mode="json")
         ),
         # Known before the load, so a killed run recovered from run-start.json judges alike.
-        outcome_basis=OutcomeBasis(
-            rules=outcome_rules(scenario.outcomes),
-            at_rest=target.at_rest,
-            capacity=target.capacity,
-        ),
+        outcome_basis=target.outcome_basis(),
     )
 
 
@@ -169,8 +164,14 @@ def _run_info(
     environment["prompts"] = {**environment["prompts"], "bytes": execution.prompt_bytes}
     if execution.request_source.get("source") != "synthetic":  # synthetic: as before
         environment["request_source"] = execution.request_source
+    offered = at_start.offered_requests
+    if offered is not None and execution.stop is not None and execution.stop.not_sent:
+        # What a rule left unsent was never offered: the achieved ratio is of the rest.
+        offered = max(0, offered - execution.stop.not_sent)
     return dataclasses.replace(
         at_start,
+        offered_requests=offered,
+        stop=execution.stop,
         duration_s=(execution.end_ns - execution.start_ns) / 1e9,
         environment={
             **environment,
@@ -179,17 +180,6 @@ def _run_info(
         },
         telemetry=execution.hooks.telemetry,
         server_queue=execution.hooks.server_queue,
-    )
-
-
-def outcome_rules(config: OutcomesConfig) -> OutcomeRules:
-    """Each bound from the scenario's [outcomes], else zqbench's default."""
-    d = DEFAULT_RULES
-    probes = config.at_rest_probes
-    return OutcomeRules(
-        server_queue=d.server_queue if config.server_queue_s is None else config.server_queue_s,
-        margin=d.margin if config.margin_s is None else config.margin_s,
-        at_rest_probes=d.at_rest_probes if probes is None else probes,
     )
 
 

@@ -10,7 +10,9 @@ after the load must not leave nftables rules in place.
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from zqbench.distributed.master import Master, MasterSettings
 from zqbench.distributed.outcome import DistributedOutcome
 from zqbench.engines import follow_up
 from zqbench.engines.follow_up import FollowUpSpec
-from zqbench.engines.live import ProgressCallback
+from zqbench.engines.live import ProgressCallback, tee
 from zqbench.engines.native import WorkerSpec
 from zqbench.engines.workers import (
     StopFlag,
@@ -31,11 +33,14 @@ from zqbench.hooks.contract import HookContext, HookResult, RunHook
 from zqbench.hooks.running import RunningHooks
 from zqbench.pipeline.options import ConnectionOptions, DistributedOptions
 from zqbench.pipeline.plan import Plan
+from zqbench.pipeline.stopping import StopWatch
 from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
 from zqbench.samples.writer import stream_path
 from zqbench.scenario import Scenario
 from zqbench.sources import RequestSource, fit_source
+from zqbench.stop.control import EndedAt
+from zqbench.summary import Stop
 from zqbench.transport.base import PoolLimits
 
 
@@ -50,6 +55,7 @@ class Execution:
     request_source: dict[str, Any]  # what the request source says of itself (its describe())
     sample_files: tuple[Path, ...]  # each worker's Arrow stream (a lost worker's may be absent)
     distributed: DistributedOutcome | None = None  # the workers of a --distributed run
+    stop: Stop | None = None  # what the scenario's [stop] rules ended; None: it has none
 
 
 def execute(
@@ -64,10 +70,11 @@ def execute(
     on_progress: ProgressCallback | None = None,
     stop: StopFlag | None = None,
     live_counts: bool = False,
+    on_note: Callable[[str], None] | None = None,
 ) -> Execution:
     """Send the plan's requests; samples land in `out_dir` as the workers go. `seed` draws
     what each request asks (the request source's); `live_counts` has every worker count its
-    samples into its progress, for the live exposition."""
+    samples into its progress, for the live exposition; `on_note` hears a [stop] rule trip."""
     run_hooks = RunningHooks(
         hooks,
         HookContext(
@@ -86,16 +93,31 @@ def execute(
             "[outcomes] retry_after_follow_ups runs on this machine's workers only: "
             "remove it for a --distributed run"
         )
+    watch = _stop_watch(plan, target, distribution, on_note)
     specs = _worker_specs(connection, len(plan.works), target, source, out_dir, live_counts)
+    on_start: Callable[[int], None] = run_hooks.start
+    if watch is not None:
+        specs = [dataclasses.replace(spec, watched=True) for spec in specs]
+        on_progress = tee(watch.observe, on_progress)
+        on_start = _both(watch.start, run_hooks.start)
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()
     stop = stop or StopFlag()
     master = _master(distribution, out_dir)
     try:
-        run = run_workers if master is None else master.run
-        start_ns, interrupted = run(
-            specs, plan.works, on_progress=on_progress, stop=stop, on_start=run_hooks.start
-        )
+        if master is None:
+            start_ns, interrupted = run_workers(
+                specs,
+                plan.works,
+                on_progress=on_progress,
+                stop=stop,
+                on_start=on_start,
+                ended=None if watch is None else watch.ended,
+            )
+        else:
+            start_ns, interrupted = master.run(
+                specs, plan.works, on_progress=on_progress, stop=stop, on_start=on_start
+            )
     finally:
         hook_results = run_hooks.stop()
     interrupted = interrupted or stop.is_set()
@@ -114,7 +136,35 @@ def execute(
         request_source=source.describe(),
         sample_files=tuple(stream_path(out_dir, spec.worker) for spec in specs),
         distributed=distributed,
+        stop=None if watch is None else watch.record(plan.works),
     )
+
+
+def _stop_watch(
+    plan: Plan,
+    target: Target,
+    distribution: DistributedOptions,
+    on_note: Callable[[str], None] | None,
+) -> StopWatch | None:
+    """The [stop] rules' watcher, with the workers' shared word of what it ended."""
+    config = target.scenario.stop
+    if not config.rules():
+        return None
+    if distribution.distributed:
+        raise UsageError(
+            "[stop] rules watch this machine's workers only: "
+            "remove the [stop] table for a --distributed run"
+        )
+    ended = EndedAt(len(plan.stages), shared=len(plan.works) > 1)
+    return StopWatch(config, plan.stages, target.outcome_basis(), ended, on_note)
+
+
+def _both(first: Callable[[int], None], then: Callable[[int], None]) -> Callable[[int], None]:
+    def both(start_ns: int) -> None:
+        first(start_ns)
+        then(start_ns)
+
+    return both
 
 
 def _master(options: DistributedOptions, out_dir: Path) -> Master | None:

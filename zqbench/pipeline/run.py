@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from zqbench.engines.live import Progress, ProgressCallback
+from zqbench.engines.live import ProgressCallback, tee
 from zqbench.engines.workers import StopFlag, stop_on_signals
 from zqbench.errors import EXIT_INTERRUPTED, UsageError, exit_code_for_verdict
 from zqbench.exporter import DEFAULT_HOST, MetricsEndpoint
@@ -74,7 +74,7 @@ def run_scenario(
         live = _metrics_endpoint(options, plan, out_dir, on_target)
         if live is not None:
             signals.enter_context(live)
-            on_progress = _tee(live.observe, on_progress)
+            on_progress = tee(live.observe, on_progress)
         with open_endpoint(options.endpoint, plan.scenario, out_dir, on_note=on_target) as endpoint:
             hooks = build_hooks(options.beside, plan.scenario, endpoint, on_note=on_target)
             if live is not None:
@@ -93,6 +93,7 @@ def run_scenario(
                 on_progress=on_progress,
                 stop=stop,
                 live_counts=live is not None,
+                on_note=on_target,
             )
         with _disk_errors(out_dir):
             analysis = analyze(options.plan, options.validity, plan, target, execution, out_dir)
@@ -130,15 +131,6 @@ def _metrics_endpoint(
     if on_note is not None:
         on_note(f"metrics: serving the run so far at {live.url}")
     return live
-
-
-def _tee(first: ProgressCallback, then: ProgressCallback | None) -> ProgressCallback:
-    def both(progress: Progress) -> None:
-        first(progress)
-        if then is not None:
-            then(progress)
-
-    return both
 
 
 def _watch(live: MetricsEndpoint, endpoint: Endpoint, hooks: list[RunHook]) -> None:

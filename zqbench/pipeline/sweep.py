@@ -11,10 +11,12 @@ a constant-arrival-rate copy of the scenario (same requests, mix and SLOs, one s
 
 A step passes only with verdict `pass`: `fail`, `inconclusive` (too few samples to be
 sure) and `invalid` (the generator could not hold the rate) do not. The knee is the
-highest passing rate. Outputs (`zqbench.outputs.sweep`): `sweep.json` (schema
-`zqbench.sweep/1`, the model `zqbench.summary.SweepReport`), `sweep.md`, and one run folder
-per step. Without a target, one embedded reference server (the target stage's) serves
-every step, not one per step, so the steps see the same warm server.
+highest passing rate; with [stop] rules, a step a rule ended ends the search, and that
+step is the knee (`by` "stop": where the target saturated). Outputs
+(`zqbench.outputs.sweep`): `sweep.json` (schema `zqbench.sweep/1`, the model
+`zqbench.summary.SweepReport`), `sweep.md`, and one run folder per step. Without a
+target, one embedded reference server (the target stage's) serves every step, not one per
+step, so the steps see the same warm server.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ def _step_record(
         slos=[StepSlo(expr=s.expr, verdict=s.verdict) for s in summary.slos],
         validity_reasons=summary.validity.reasons,
         out_dir=out.name,
+        stopped=None
+        if summary.stop is None or not summary.stop.events
+        else (summary.stop.events[0].reason),
     )
 
 
@@ -106,6 +111,8 @@ def plan_next(config: SweepConfig, steps: list[SweepStep]) -> tuple[float, Sweep
     """The next (rate, phase) from the steps so far, or None when the search is done."""
     if not steps:
         return config.min_rate, "ramp"
+    if any(s.stopped is not None for s in steps):
+        return None  # a [stop] rule found the target saturated: that step is the knee
     passed = [s.rate for s in steps if s.passed]
     failed = [s.rate for s in steps if not s.passed]
     if not passed:
@@ -138,8 +145,7 @@ def run_sweep(
     )
     with removed_if_empty_on_error(out_dir, kept), _shared_target(options, out_dir) as base:
         steps = _search(base, scenario, config, out_dir, on_step)
-    passing = [s for s in steps if s.passed]
-    knee = max(passing, key=lambda s: s.rate) if passing else None
+    knee = find_knee(steps)
     report = SweepReport(
         scenario=scenario.name,
         target=redact_url(base.target or ""),
@@ -148,10 +154,22 @@ def run_sweep(
         config=SweepSettings(**dataclasses.asdict(config)),
         steps=steps,
         curve=sorted(steps, key=lambda s: s.rate),
-        knee=None if knee is None else Knee(rate=knee.rate, step=knee.index),
+        knee=knee,
     )
     write_sweep(out_dir, report)
     return SweepResult(out_dir, report, 0 if knee else 1)
+
+
+def find_knee(steps: list[SweepStep]) -> Knee | None:
+    """The first step a [stop] rule ended, else the highest passing rate; None: neither."""
+    stopped = [s for s in steps if s.stopped is not None]
+    if stopped:
+        return Knee(rate=stopped[0].rate, step=stopped[0].index, by="stop")
+    passing = [s for s in steps if s.passed]
+    if not passing:
+        return None
+    best = max(passing, key=lambda s: s.rate)
+    return Knee(rate=best.rate, step=best.index)
 
 
 @contextlib.contextmanager

@@ -25,12 +25,19 @@ from urllib.parse import urlsplit
 
 from zqbench.dialects.base import DialectConfig
 from zqbench.errors import TargetError, UsageError
-from zqbench.metrics.outcomes import DEFAULT_AT_REST_PROBES
+from zqbench.metrics.outcomes import DEFAULT_AT_REST_PROBES, DEFAULT_RULES
 from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
 from zqbench.pipeline.options import TargetOptions
 from zqbench.redact import redact_url
-from zqbench.scenario import Scenario
-from zqbench.summary import AtRest, Capacity, TargetResolution, Unavailable
+from zqbench.scenario import OutcomesConfig, Scenario
+from zqbench.summary import (
+    AtRest,
+    Capacity,
+    OutcomeBasis,
+    OutcomeRules,
+    TargetResolution,
+    Unavailable,
+)
 from zqbench.target.at_rest import measure_at_rest, probe_sizes
 from zqbench.target.calibrate import Calibration, calibrate
 from zqbench.target.capacity import stated as stated_capacity
@@ -86,6 +93,26 @@ class Target(Endpoint):
     # The target's unloaded TTFT by prompt length, or why not (zqbench.target.at_rest)
     at_rest: AtRest | Unavailable = NOT_MEASURED
     capacity: Capacity | None = None  # as the target's /health states it; None: it does not
+
+    def outcome_basis(self) -> OutcomeBasis:
+        """How each request's outcome is judged: known before the load, so the [stop] rules
+        judge by it live, and a killed run recovered from run-start.json judges alike."""
+        return OutcomeBasis(
+            rules=outcome_rules(self.scenario.outcomes),
+            at_rest=self.at_rest,
+            capacity=self.capacity,
+        )
+
+
+def outcome_rules(config: OutcomesConfig) -> OutcomeRules:
+    """Each bound from the scenario's [outcomes], else zqbench's default."""
+    d = DEFAULT_RULES
+    probes = config.at_rest_probes
+    return OutcomeRules(
+        server_queue=d.server_queue if config.server_queue_s is None else config.server_queue_s,
+        margin=d.margin if config.margin_s is None else config.margin_s,
+        at_rest_probes=d.at_rest_probes if probes is None else probes,
+    )
 
 
 def _host_port(base_url: str) -> tuple[str, int]:

@@ -1,0 +1,248 @@
+"""The `[stop]` rules applied while the load runs: progress in, stages (or the run) ended.
+
+`StopWatch.observe` is a progress callback (zqbench.engines.live.Progress, every 0.5 s per
+worker). It keeps the answers of the stage under watch (each worker's batches of
+`Completion`s, each batch taken once) and the run's in-flight count, and after each
+update asks every rule (zqbench.stop.rules) about its own window. The first rule to trip
+ends the stage or the run through `EndedAt`, which every worker reads before each send.
+
+The stage under watch is the plan's stage at the present moment; only requests sent in it
+count, so a queue still draining from an ended stage never trips the next one. Ending the
+last stage ends the run: nothing is left to send.
+
+Admitted requests are judged queued or served as zqbench.metrics.outcomes judges them after
+the run, by the same bounds, with the hold (median time from first token to end) of the
+run's answers so far in place of the whole run's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from zqbench.engines.live import Completion, Progress
+from zqbench.load import Work
+from zqbench.load.spans import StageInfo
+from zqbench.metrics.outcomes import allowance_s, queued_bound_s
+from zqbench.samples.live_counts import OUTCOMES
+from zqbench.stop.config import (
+    ErrorRateRule,
+    QueuedShareRule,
+    QueueGrowthRule,
+    Rule,
+    StopConfig,
+)
+from zqbench.stop.control import EndedAt
+from zqbench.stop.rules import Trip, error_rate, queue_growth, queued_share
+from zqbench.summary import AtRest, OutcomeBasis, Stop, StopEvent, StopGrowth
+
+OK, REFUSED, TIMED_OUT, INTERRUPTED, FAILED = (
+    OUTCOMES.index(k) for k in ("ok", "refused", "timed_out", "interrupted", "failed")
+)
+HOLDS_KEPT = 2048  # the latest holds, for the running median
+NS = 1e9
+
+
+class StopWatch:
+    def __init__(
+        self,
+        config: StopConfig,
+        stages: Sequence[StageInfo],
+        basis: OutcomeBasis | None,
+        ended: EndedAt,
+        on_note: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.stages = list(stages)
+        self.basis = basis
+        self.ended = ended
+        self.on_note = on_note
+        self.start_ns = 0  # t = 0 on time.perf_counter_ns(); 0: not started
+        self.events: list[StopEvent] = []
+        self._rules = config.rules()
+        self._longest_s = max(r.window_s for _, r in self._rules)
+        self._taken: dict[int, int] = {}  # worker -> the last batch number taken
+        self._stage = -1
+        self._answers: deque[Completion] = deque()
+        self._inflight: deque[tuple[float, int]] = deque()
+        self._holds: deque[float] = deque(maxlen=HOLDS_KEPT)
+
+    def start(self, start_ns: int) -> None:
+        self.start_ns = start_ns
+
+    # ------------------------------------------------------------------ progress in
+    def observe(self, progress: Progress) -> None:
+        if not self.start_ns or self.ended.run_ended():
+            return
+        now_s = (time.perf_counter_ns() - self.start_ns) / NS
+        stage = self._stage_at(now_s)
+        if stage != self._stage:
+            self._stage = stage
+            self._answers.clear()
+            self._inflight.clear()
+        self._take(progress)
+        self._inflight.append((now_s, progress.inflight))
+        self._trim(now_s)
+        if stage < 0 or self.ended.stage(stage):
+            return
+        for name, rule in self._rules:
+            trip = self._judge(name, rule, now_s)
+            if trip is not None:
+                self._end(rule, trip, stage, now_s)
+                return
+
+    def _stage_at(self, t_s: float) -> int:
+        for i, s in enumerate(self.stages):
+            if s.start_s <= t_s < s.end_s:
+                return i
+        return -1  # past the plan (the graceful stop): nothing left to end
+
+    def _take(self, progress: Progress) -> None:
+        for worker, seq, batch in progress.completions:
+            if seq <= self._taken.get(worker, 0):
+                continue
+            self._taken[worker] = seq
+            for c in batch:
+                if c[7] == OK and c[5] >= 0:
+                    self._holds.append(c[5] / NS)
+                if c[0] == self._stage:
+                    self._answers.append(c)
+
+    def _trim(self, now_s: float) -> None:
+        oldest_ns = (now_s - self._longest_s) * NS
+        while self._answers and self._answers[0][2] < oldest_ns:
+            self._answers.popleft()
+        while self._inflight and self._inflight[0][0] < now_s - self._longest_s:
+            self._inflight.popleft()
+
+    # ------------------------------------------------------------------ the rules
+    def _window(self, window_s: float, now_s: float) -> np.ndarray:
+        """The answers that ended in the last `window_s`, one row each (Completion's)."""
+        rows = np.array(self._answers, dtype=np.int64).reshape(-1, 8)
+        return rows[rows[:, 2] >= (now_s - window_s) * NS]
+
+    def _judge(self, name: str, rule: Rule, now_s: float) -> Trip | None:
+        rows = self._window(rule.window_s, now_s)
+        kind = rows[:, 7]
+        if isinstance(rule, ErrorRateRule):
+            answered = kind != INTERRUPTED
+            bad = (kind == FAILED) | (kind == TIMED_OUT)
+            if rule.count_refusals:
+                bad |= kind == REFUSED
+            return error_rate(rule, int(np.count_nonzero(bad)), int(np.count_nonzero(answered)))
+        if isinstance(rule, QueuedShareRule):
+            queued = self._queued(rows[kind == OK])
+            judged = queued[~np.isnan(queued)]
+            return queued_share(rule, int(np.count_nonzero(judged)), len(judged))
+        assert isinstance(rule, QueueGrowthRule)
+        return self._growth(rule, rows[kind == OK], now_s)
+
+    def _allowance(self) -> float:
+        assert self.basis is not None
+        hold = float(np.median(self._holds)) if self._holds else None
+        return allowance_s(self.basis.rules, hold)
+
+    def _queued(self, ok: np.ndarray) -> np.ndarray:
+        """1 queued, 0 served, NaN undetermined, per admitted row (outcomes' evidence order:
+        the server's own server_queue, else TTFT against the set-up probes)."""
+        out = np.full(len(ok), np.nan)
+        if self.basis is None or not len(ok):
+            return out
+        queue, ttft = ok[:, 4], ok[:, 3]
+        by_header = queue >= 0
+        out[by_header] = queue[by_header] / NS > self.basis.rules.server_queue
+        at_rest = self.basis.at_rest
+        by_ttft = ~by_header & (ttft >= 0)
+        if isinstance(at_rest, AtRest) and by_ttft.any():
+            tokens = np.where(ok[:, 6] >= 0, ok[:, 6], np.nan).astype(float)
+            bound = queued_bound_s(at_rest, tokens, self._allowance())
+            out[by_ttft] = (ttft / NS > bound)[by_ttft]
+        return out
+
+    def _growth(self, rule: QueueGrowthRule, ok: np.ndarray, now_s: float) -> Trip | None:
+        queue, ttft = ok[:, 4], ok[:, 3]
+        # One scale, never both: the server's own wait where most answers carry it.
+        if np.count_nonzero(queue >= 0) * 2 >= max(1, len(ok)):
+            wait_by, keep, wait = "server_queue", queue >= 0, queue
+        else:
+            wait_by, keep, wait = "ttft", ttft >= 0, ttft
+        points = [(t, n) for t, n in self._inflight if t >= now_s - rule.window_s]
+        min_rise = rule.min_rise_s
+        if min_rise is None:
+            min_rise = self._allowance() if self.basis is not None else 0.020
+        return queue_growth(
+            rule,
+            wait_by,
+            ok[keep, 1] / NS,
+            wait[keep] / NS,
+            np.array([t for t, _ in points]),
+            np.array([n for _, n in points]),
+            min_rise,
+        )
+
+    # ------------------------------------------------------------------ the verdict
+    def _end(self, rule: Rule, trip: Trip, stage: int, now_s: float) -> None:
+        at_ns = self.start_ns + int(now_s * NS)
+        self.ended.end_stage(stage, at_ns)
+        last = stage == len(self.stages) - 1
+        if rule.ends == "run" or last:
+            self.ended.end_run(at_ns)
+        g = trip.growth
+        self.events.append(
+            StopEvent(
+                rule=trip.rule,  # type: ignore[arg-type]
+                ends=rule.ends,
+                stage=stage,
+                stage_name=self.stages[stage].name,
+                at=now_s,
+                reason=trip.reason,
+                requests=trip.requests,
+                measured=trip.measured,
+                bound=trip.bound,
+                growth=None if g is None else StopGrowth.model_validate(dataclasses.asdict(g)),
+            )
+        )
+        if self.on_note is not None:
+            what = "the run" if rule.ends == "run" or last else f"stage {self.stages[stage].name}"
+            self.on_note(f"stop: {trip.rule} ended {what} at {now_s:.1f} s: {trip.reason}")
+
+    def record(self, works: Sequence[Work]) -> Stop:
+        """What the rules ended, with the scheduled requests left unsent because of it."""
+        return Stop(
+            rules=[name for name, _ in self._rules],
+            events=list(self.events),
+            ended_run=self.ended.run_ended(),
+            not_sent=self.not_sent(works),
+        )
+
+    def not_sent(self, works: Sequence[Work]) -> int | None:
+        """Requests due after a stage's (or the run's) end, before the stage's planned end
+        (the run's: the plan's): the schedule's, so exact; None for a closed loop."""
+        total = 0
+        for work in works:
+            for stage, at_ns in self._cuts():
+                start = work.due(at_ns - self.start_ns)
+                end = work.due(int(stage.end_s * NS))
+                if start is None or end is None:
+                    return None
+                total += max(0, end - start)
+        return total
+
+    def _cuts(self) -> list[tuple[StageInfo, int]]:
+        """(the span cut short, when): each ended stage's, or the run's to the plan's end."""
+        run = self.ended.run()
+        if run:
+            whole = StageInfo("run", self.stages[0].start_s, self.stages[-1].end_s)
+            cuts = [(whole, run)]
+            # Stages ended before the run was: their cut ends where the run's begins.
+            for i, s in enumerate(self.stages):
+                at = self.ended.stage(i)
+                if at and at < run:
+                    cut_end = min(s.end_s, (run - self.start_ns) / NS)
+                    cuts.append((StageInfo(s.name, s.start_s, cut_end), at))
+            return cuts
+        return [(s, self.ended.stage(i)) for i, s in enumerate(self.stages) if self.ended.stage(i)]
