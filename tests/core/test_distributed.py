@@ -294,3 +294,21 @@ def test_retry_after_follow_ups_are_refused_for_a_distributed_run(
         "only: remove it for a --distributed run"
     )
     assert not (tmp_path / "run").exists()  # nothing was written
+
+
+def test_stop_rules_are_refused_for_a_distributed_run(
+    tmp_path: Path, ref_server: EmbeddedServer
+) -> None:
+    body = SCENARIO.format(duration="1s") + "[stop.error_rate]\nabove = 0.5\n"
+    scenario = write_scenario(tmp_path, body)
+    result = zqbench(
+        "run", str(scenario), "--target", ref_server.base_url, "--calibration", "off",
+        "--out", str(tmp_path / "run"), "-q", "--distributed", "--expect-workers", "1",
+        "--master-bind", f"127.0.0.1:{_free_port()}", "--worker-wait", "1", env=SECRET_ENV,
+    )  # fmt: skip
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.strip().splitlines()[-1] == (
+        "zqbench: error: [stop] rules watch this machine's workers only: remove the [stop] "
+        "table for a --distributed run"
+    )
+    assert not (tmp_path / "run").exists()  # nothing was written

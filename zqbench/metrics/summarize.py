@@ -237,10 +237,13 @@ def _ms(seconds: float) -> str:
 def validity(frame: MetricFrame, run: RunInfo, load: Load) -> Validity:
     """A run is invalid, not merely slow, when the generator could not hold the schedule
     (schedule_lag p99 over its limit, or achieved/offered load under its limit) or when
-    it sent too few requests to say anything."""
+    it sent too few requests to say anything. A run a [stop] rule ended has said what it
+    found (the rule judged its own window, at least its min_requests): few samples do not
+    make it invalid, a generator that fell behind still does."""
     limits = run.validity
     reasons = []
-    if frame.n < limits.min_samples:
+    stopped = run.stop is not None and bool(run.stop.events)
+    if frame.n < limits.min_samples and not stopped:
         reasons.append(
             f"only {frame.n} requests were sent; a valid run needs at least {limits.min_samples}"
         )
