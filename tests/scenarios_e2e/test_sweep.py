@@ -74,13 +74,52 @@ def test_sweep_finds_the_knee_between_a_pass_and_a_fail(tmp_path: Path) -> None:
     assert report["knee"] == {
         "rate": knee,
         "step": next(s["index"] for s in steps if s["rate"] == knee),
+        "by": "slo",
     }
+    assert all(s["stopped"] is None for s in steps)  # the scenario has no [stop] rules
     assert [s["rate"] for s in report["curve"]] == sorted(s["rate"] for s in steps)
     for s in steps:
         summary = json.loads((result.out_dir / s["out_dir"] / "summary.json").read_text())
         assert summary["verdict"] == s["verdict"]
         assert summary["load"]["offered_rate"] == s["rate"]
     assert f"**capacity at SLO: {knee:g} req/s (step " in (result.out_dir / "sweep.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_sweep_with_stop_rules_ends_at_its_first_saturated_step_the_knee(
+    tmp_path: Path,
+) -> None:
+    """The same sim server, FIFO: 80 req/s is twice its capacity, so a queue grows within
+    the step; the rule ends it, the sweep ends there (no bisection), and that is the knee."""
+    body = TINY.replace('step_duration = "2s"', 'step_duration = "5s"')
+    path = write_scenario(tmp_path, body + '[stop.queue_growth]\nwindow = "2s"\n')
+    config = tmp_path / "sim.yaml"
+    config.write_text(SLOW_SIM)
+    result = run_sweep(
+        RunOptions(
+            scenario=str(path),
+            server_engine="sim",
+            server_scheduler="fifo",
+            server_args=("--max-batch-size", "4", "--config", str(config)),
+            out=tmp_path / "sweep",
+            html=False,
+            warm_connections=64,
+        )
+    )
+    steps = result.report.steps
+    assert [(s.rate, s.phase) for s in steps] == [(10, "ramp"), (80, "ramp")], steps
+    assert steps[0].stopped is None and steps[0].passed
+    assert steps[1].stopped is not None and steps[1].stopped.startswith("a queue is growing: ")
+    assert result.report.knee is not None
+    assert result.report.knee.model_dump() == {"rate": 80.0, "step": 1, "by": "stop"}
+    assert result.exit_code == 0
+    step = json.loads((result.out_dir / steps[1].out_dir / "summary.json").read_text())
+    assert step["stop"]["events"][0]["reason"] == steps[1].stopped
+    assert step["stop"]["events"][0]["at"] < 5.0  # within the step
+    md = (result.out_dir / "sweep.md").read_text()
+    assert f"**saturated at 80 req/s (step 1, a [stop] rule: {steps[1].stopped})**" in md.replace(
+        "\\", ""
+    )
 
 
 @pytest.mark.slow
