@@ -150,4 +150,3 @@ def test_the_breaker_ends_the_run_on_a_failing_target_and_counts_what_it_left(
     assert summary.validity.ok, summary.validity.reasons
     assert summary.verdict == "fail" and result.exit_code == EXIT_SLO_FAILED
     assert not result.interrupted  # a rule's stop is not a Ctrl-C (exit 130)
-

@@ -20,7 +20,7 @@ from zqbench.outputs.plots import OUTCOME_COLORS
 from zqbench.outputs.render import render_html
 from zqbench.summary import Capacity, Unavailable
 
-from .test_templates import EXAMPLE_RUNS, example
+from .test_templates import EXAMPLE_RUNS, EXAMPLES, example
 
 STAGES = [StageInfo("base", 0.0, 0.5, None, None), StageInfo("pulse", 0.5, 1.0, None, None)]
 
@@ -137,10 +137,31 @@ def test_a_run_without_outcomes_shows_none(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("run", EXAMPLE_RUNS)
-def test_the_examples_saved_before_outcomes_show_none(run: str) -> None:
+def test_every_example_judges_its_outcomes_and_shows_them(run: str) -> None:
     summary = example(run)
-    assert summary.outcomes is None
-    assert "Outcomes" not in render_summary_md(summary)
+    assert summary.outcomes is not None
+    assert "### Outcomes" in render_summary_md(summary)
+    assert "Outcomes" in (EXAMPLES / run / "report.html").read_text()
+
+
+def test_the_burst_examples_show_the_queue_where_fifo_has_one() -> None:
+    """The burst on the reference server: zero-queue admits at once and refuses fast, its
+    FIFO twin queues most of the pulse's admitted requests (reports/examples)."""
+    zq, fifo = example("burst-zero-queue").outcomes, example("burst-fifo").outcomes
+    assert zq is not None and fifo is not None
+    assert zq.counts["queued"] <= 0.01 * (zq.counts["served"] + zq.counts["queued"])
+    assert zq.counts["refused_slow"] == 0 and zq.counts["refused_fast"] > 0
+    pulse = fifo.by_stage["1"]
+    assert pulse.admitted_queued_share is not None and pulse.admitted_queued_share > 0.5
+    assert not isinstance(fifo.over_time, Unavailable) and sum(fifo.over_time.counts["queued"])
+
+
+def test_the_saturation_examples_stop_fifo_and_run_zero_queue_to_its_end() -> None:
+    fifo, zq = example("saturation-fifo"), example("saturation-zero-queue")
+    assert fifo.stop is not None and fifo.stop.ended_run and fifo.stop.events
+    assert fifo.verdict == "fail" and fifo.duration < 30  # of a 60 s ramp
+    assert zq.stop is not None and zq.stop.events == [] and zq.verdict == "pass"
+    assert "stopped by " in render_summary_md(fifo)
 
 
 def test_false_refusals_are_said_with_their_capacity_stages_and_first_times() -> None:

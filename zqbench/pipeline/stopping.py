@@ -226,7 +226,7 @@ class StopWatch:
         for work in works:
             for stage, at_ns in self._cuts():
                 start = work.due(at_ns - self.start_ns)
-                end = work.due(int(stage.end_s * NS))
+                end = work.due(round(stage.end_s * NS))  # int() would drop the last arrival
                 if start is None or end is None:
                     return None
                 total += max(0, end - start)

@@ -110,4 +110,5 @@ def run_info(summary: Summary) -> RunInfo:
         ),
         packet_loss=summary.packet_loss,
         outcome_basis=None if summary.outcomes is None else summary.outcomes.basis,
+        stop=summary.stop,  # what the rules saw while the load ran: judged again as it was
     )

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from zqbench.errors import ScenarioError
 from zqbench.strict_toml import Table
 
 Ends = Literal["stage", "run"]
@@ -86,7 +87,10 @@ class StopConfig:
 def parse_stop(t: Table) -> StopConfig:
     """The `[stop]` table: each rule a sub-table of its own (module docstring)."""
     if not t.data:
-        raise t.missing(RULES[0], f": [stop] names at least one rule of {', '.join(RULES)}")
+        raise ScenarioError(
+            f"{t.label}: [stop] names no rule; add one of "
+            + ", ".join(f"[stop.{name}]" for name in RULES)
+        )
     return StopConfig(
         error_rate=_error_rate(_sub(t, "error_rate", _ERROR_RATE_KEYS)),
         queue_growth=_queue_growth(_sub(t, "queue_growth", _QUEUE_GROWTH_KEYS)),

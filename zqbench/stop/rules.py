@@ -51,15 +51,50 @@ class Trip:
     growth: Growth | None = None
 
 
+EXACT_T_DOF = 30  # below this Student's t is computed exactly; above, the expansion
+
+
 def t_quantile(confidence: float, dof: int) -> float:
-    """Student's t quantile by the Cornish-Fisher expansion (Abramowitz and Stegun 26.7.5):
-    within 0.5% of the exact value from 3 degrees of freedom, and numpy has no t table."""
-    z = NormalDist().inv_cdf(confidence)
-    n = float(max(dof, 1))
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    return z + g1 / n + g2 / n**2 + g3 / n**3
+    """Student's t quantile (confidence > 0.5). Exact below EXACT_T_DOF degrees of freedom:
+    the closed-form CDF for a whole number of them (Abramowitz and Stegun 26.7.3-4),
+    inverted by bisection; from EXACT_T_DOF on, the Cornish-Fisher expansion (26.7.5),
+    within 1e-4 there. numpy has no t distribution, and this is all the rules need of one."""
+    n = max(dof, 1)
+    if n >= EXACT_T_DOF:
+        z = NormalDist().inv_cdf(confidence)
+        g1 = (z**3 + z) / 4
+        g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+        g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+        return z + g1 / n + g2 / n**2 + g3 / n**3
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, n) < confidence:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, n) < confidence else (lo, mid)
+    return (lo + hi) / 2
+
+
+def t_cdf(t: float, dof: int) -> float:
+    """P(T <= t) for Student's t with a whole number of degrees of freedom, t >= 0."""
+    theta = math.atan(t / math.sqrt(dof))
+    c2 = math.cos(theta) ** 2
+    if dof % 2:  # odd: 2/pi (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...))
+        term, total = 1.0, 0.0
+        if dof > 1:
+            total = 1.0
+            for k in range(1, (dof - 1) // 2):
+                term *= c2 * (2 * k) / (2 * k + 1)
+                total += term
+        inside = theta + math.sin(theta) * math.cos(theta) * total
+        two_sided = 2 / math.pi * inside
+    else:  # even: sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
+        term = total = 1.0
+        for k in range(1, dof // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        two_sided = math.sin(theta) * total
+    return (1 + two_sided) / 2
 
 
 def slope_bound(x: np.ndarray, y: np.ndarray, confidence: float) -> tuple[float, float] | None:
@@ -88,7 +123,7 @@ def error_rate(rule: ErrorRateRule, errors: int, answered: int) -> Trip | None:
     return Trip(
         "error_rate",
         f"{errors} of {answered} requests answered in the last {rule.window_s:g} s {what} "
-        f"({share:.0%} > {rule.above:.0%})",
+        f"({_share(share, rule.above)} > {rule.above:.0%})",
         share,
         rule.above,
         answered,
@@ -104,11 +139,17 @@ def queued_share(rule: QueuedShareRule, queued: int, judged: int) -> Trip | None
     return Trip(
         "queued_share",
         f"{queued} of {judged} admitted requests in the last {rule.window_s:g} s were "
-        f"queued ({share:.0%} > {rule.above:.0%})",
+        f"queued ({_share(share, rule.above)} > {rule.above:.0%})",
         share,
         rule.above,
         judged,
     )
+
+
+def _share(share: float, bound: float) -> str:
+    """Whole percent, or one decimal where whole percent would read as the bound itself."""
+    whole = f"{share:.0%}"
+    return f"{share:.1%}" if whole == f"{bound:.0%}" else whole
 
 
 def queue_growth(
