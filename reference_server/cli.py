@@ -96,8 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--step-shape",
         choices=STEP_SHAPES,
-        help="fixed: every decode step computes every slot, so its cost does not depend on "
-        "occupancy (default); dynamic: the running slots only",
+        help="dynamic: a decode step computes the running slots (default); fixed: every "
+        "slot, so its cost does not depend on occupancy",
     )
     a(
         "--prefill-budget-tokens",

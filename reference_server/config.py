@@ -16,10 +16,10 @@ here (docs/reference-server.md has the table):
     kv_cache_dtype             dtype of the torch KV cache (auto, float32, float16, bfloat16)
     prefix_cache_blocks        blocks the prefix cache holds (LRU); 0 = no prefix cache
     prefix_cache_block_size    prompt tokens a prefix-cache block holds (vLLM's 16)
-    step_shape                 fixed: every decode step computes every slot (free ones padded
-                               and masked, as a CUDA-graph replay of the full batch does), so
-                               its cost does not depend on occupancy; dynamic: the running
-                               slots only
+    step_shape                 dynamic (default): a decode step computes the running slots;
+                               fixed: every slot (free ones padded and masked, as a CUDA-graph
+                               replay of the full batch does), so its cost does not depend on
+                               occupancy
     prefill_budget_tokens      fixed steps: prompt tokens prefilled at one step boundary; the
                                admitted prompts past it wait for the next (a longer prompt
                                alone); low-latency requests are never held back
@@ -74,7 +74,9 @@ class ServerConfig:
     prefix_cache_blocks: int = DEFAULT_BLOCKS  # 0 turns the prefix cache off
     prefix_cache_block_size: int = DEFAULT_BLOCK_SIZE
     use_cuda_graphs: bool = True
-    step_shape: str = "fixed"
+    # dynamic, from measurement (docs/performance.md, "Step shapes on CPU"): on one CPU
+    # core fixed steps keep it busy always, and the front end's work lands on the steps
+    step_shape: str = "dynamic"
     # fixed steps: prompt tokens prefilled at one step boundary (the rest at the next)
     prefill_budget_tokens: int = 256
     http: str = "auto"

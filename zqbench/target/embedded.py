@@ -85,6 +85,11 @@ class EmbeddedServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (a benchmark reads its CPU time)."""
+        return None if self._proc is None else self._proc.pid
+
     def command(self) -> list[str]:
         cmd = [
             *self.wrap,
