@@ -32,7 +32,7 @@ executor = "ramping-arrival-rate"
 start_rate = 2
 stages = [
   { duration = "3s", target = 4, name = "steady" },
-  { duration = "10s", target = 60, name = "overload" },
+  { duration = "8s", target = 60, name = "overload" },
   { duration = "2s", target = 4, name = "after" },
 ]
 graceful_stop = "3s"
