@@ -18,6 +18,7 @@ from zqbench.errors import OptionError, UsageError
 from zqbench.hooks.contract import HookContext
 from zqbench.pipeline.hooks import hooks_for_run
 from zqbench.scenario import load_scenario
+from zqbench.summary import Unavailable
 from zqbench.target.embedded import EmbeddedServer, free_port
 from zqbench.telemetry import table
 from zqbench.telemetry.prometheus import PrometheusScraper, parse
@@ -160,3 +161,47 @@ def test_hooks_for_run_builds_one_scraper_per_source_and_rejects_others(endpoint
     with pytest.raises(UsageError, match="http"):
         hooks_for_run(scenario, telemetry=["prometheus:ftp://x"])
     assert hooks_for_run(scenario, telemetry=[], target_host="127.0.0.1") == []
+
+
+LLAMACPP = """\
+# HELP llamacpp:requests_processing Number of requests processing.
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 2
+# HELP llamacpp:requests_deferred Number of requests deferred.
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 7
+"""
+
+
+class _UnknownEngine(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = LLAMACPP.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_explicit_source_of_no_known_engine_says_why_and_writes_no_empty_table(
+    tmp_path: Path,
+) -> None:
+    """`--telemetry prometheus:URL` on series zqbench does not know: summary.json keeps its
+    contract (`server_queue: {"unavailable": ...}`), and no empty parquet is left."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _UnknownEngine)
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    try:
+        scraper = PrometheusScraper(url)
+        scraper.start(_ctx(tmp_path, time.perf_counter_ns()))
+        result = scraper.stop()  # one scrape at least: stop() takes the last word
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.environment["scrapes"] >= 1 and result.environment["failed_scrapes"] == 0
+    assert result.server_queue == Unavailable(unavailable=f"no known engine's series at {url}")
+    assert not (tmp_path / table.PROMETHEUS_TABLE).exists()
+    assert result.environment["metrics"] == []

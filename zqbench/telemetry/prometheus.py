@@ -238,8 +238,11 @@ class PrometheusScraper:
         return result
 
     def _write_table(self, ctx: HookContext, frame: pd.DataFrame) -> None:
-        """telemetry.prometheus.parquet; another scraper of this run may have written it."""
+        """telemetry.prometheus.parquet; another scraper of this run may have written it.
+        Nothing read (no series zqbench knows): no file, rather than an empty one."""
         path = ctx.out_dir / table.PROMETHEUS_TABLE
+        if frame.empty:
+            return
         columns = {**self._rows, "url": [redact_url(self.url)] * len(frame)}
         if path.is_file():
             before = pd.read_parquet(path)
@@ -249,15 +252,18 @@ class PrometheusScraper:
     def _server_queue(
         self, frame: pd.DataFrame, ctx: HookContext
     ) -> ServerQueue | Unavailable | None:
-        """The run's ServerQueue when the series are an engine's; why not, for a URL found
-        on the target (an explicit source may be DCGM alone: no section, no reason)."""
+        """The run's ServerQueue when the series are an engine's, else why not (a reason,
+        never a missing key: figures from another source of the run win over it)."""
         engine = self.engine or recognise(set(self._rows["source_metric"]))
         if self._scrapes and engine is not None:
             source = Source(engine, redact_url(self.url), self.found_by)
             start_epoch_ns = self._anchor_ns + ctx.start_monotonic_ns
             return server_queue(frame, self._times, start_epoch_ns, source)
-        if self.found_by != "discovery":
-            return None
+        if self._scrapes and not gpu_rows(frame).empty:
+            return Unavailable(
+                unavailable=f"{redact_url(self.url)} serves GPU metrics (DCGM), no engine's "
+                "queue series"
+            )
         if not self._scrapes:
             return Unavailable(
                 unavailable=f"every scrape of {redact_url(self.url)} failed ({self._last_error})"
