@@ -139,6 +139,7 @@ class FakeServer:
         apis: tuple[str, ...] = ("anthropic", "openai"),
         models_body: bytes | None = None,
         queue: bool = False,
+        any_model: bool = False,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -148,6 +149,8 @@ class FakeServer:
         self.token_s = token_s
         self.api_key = api_key
         self.models = models
+        # As llama.cpp's server: any model asked for is answered, by the one it serves.
+        self.any_model = any_model
         self.apis = apis
         self.models_body = models_body
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -387,7 +390,7 @@ class FakeServer:
                 raise BadRequest(400, "invalid content block")
         if not isinstance(obj.get("stream", False), bool):
             raise BadRequest(400, "invalid stream")
-        if obj["model"] not in (self.models or (MODEL,)):
+        if obj["model"] not in (self.models or (MODEL,)) and not self.any_model:
             status = 400 if "unknown_model_400" in self.faults else 404
             raise BadRequest(status, f"The model `{obj['model']}` does not exist.")
         return {"stream": obj.get("stream", False), "max_tokens": max_tokens}

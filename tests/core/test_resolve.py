@@ -120,6 +120,28 @@ def test_a_named_model_needs_no_listing() -> None:
     assert res.record.describe() == f"model {FAKE_MODEL} (--model), api openai (--api: openai 200)"
 
 
+def test_a_named_model_answered_by_another_listed_one_is_exit_2() -> None:
+    """llama.cpp's server answers any model asked for with the one it serves: the run would
+    measure another model than the one named."""
+    with (
+        FakeServer(models=(FAKE_MODEL,), any_model=True) as server,
+        pytest.raises(UsageError) as wrong,
+    ):
+        resolve_target(Access(server.base_url), Wanted(model="nope"))
+    assert wrong.value.message == (
+        f"model 'nope' is not served by the target: GET /v1/models lists {FAKE_MODEL} and it "
+        f"answered as {FAKE_MODEL!r}; name a listed model with --model, or drop --model"
+    )
+
+
+def test_a_named_model_not_listed_but_answered_otherwise_is_a_warning() -> None:
+    # Its answer names a model the listing lacks too (an alias, a partial listing): go on.
+    with FakeServer(models=("tiny",), any_model=True) as server:
+        res = resolve_target(Access(server.base_url), Wanted(model="nope"))
+    assert res.model == "nope"
+    assert "warning: model nope is not among the models GET /v1/models lists (tiny)" in (res.notes)
+
+
 def test_the_key_goes_in_both_apis_headers() -> None:
     with FakeServer(api_key="sk-test-0123456789") as server:
         res = resolve_target(Access(server.base_url, api_key="sk-test-0123456789"), Wanted())

@@ -34,6 +34,7 @@ summary.json and the reports state it) and the notes a caller shows the user.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,6 +102,7 @@ class _Probe:
     ms: float
     outcome: str  # ok | absent | refused | unsure
     words: str | None  # the server's message, or the transport's failure
+    answered_model: str | None = None  # the model its answer named, when it named one
 
     @property
     def said(self) -> str:
@@ -168,6 +170,7 @@ def resolve_target(access: Access, wanted: Wanted) -> Resolution:
         )
         probes = [_check(client, access.base_url, api, config) for api in _candidates(wanted)]
     usable = _usable(probes, wanted, model, models)
+    warnings = _check_named_model(wanted, model, models, usable)
     apis = tuple(p.api for p in usable)
     api_source, api_note = _api_choice(wanted, usable)
     record = TargetResolution(
@@ -178,12 +181,35 @@ def resolve_target(access: Access, wanted: Wanted) -> Resolution:
         models=list(models),
         probes=[p.record() for p in probes],
     )
-    warnings = tuple(
+    warnings += tuple(
         f"api {p.api} not confirmed: POST {p.path}: {p.said}; going on"
         for p in usable
         if p.outcome == "unsure"
     )
     return Resolution(model, apis[0], apis, record, model_note, api_note, warnings)
+
+
+_ANSWERED_MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,256})"')
+
+
+def _check_named_model(
+    wanted: Wanted, model: str, models: tuple[str, ...], usable: list[_Probe]
+) -> tuple[str, ...]:
+    """A --model the target does not list. When its answer named a model it lists, it
+    served that one, whatever was asked (llama.cpp's server does): the run would measure
+    another model than the one named, so it stops. Unlisted but answered as asked (an
+    alias, a listing that omits it): a warning."""
+    if not wanted.model or not models or model in models:
+        return ()
+    answered = {p.answered_model for p in usable if p.outcome == "ok"} - {None}
+    served = sorted(a for a in answered if a in models and a != model)
+    if served:
+        raise UsageError(
+            f"model {model!r} is not served by the target: GET {MODELS_PATH} lists "
+            f"{_named(models)} and it answered as {served[0]!r}; name a listed model "
+            "with --model, or drop --model"
+        )
+    return (f"model {model} is not among the models GET {MODELS_PATH} lists ({_named(models)})",)
 
 
 def _candidates(wanted: Wanted) -> tuple[str, ...]:
@@ -320,8 +346,10 @@ def _check(client: ControlClient, base_url: str, api: str, config: DialectConfig
     words = answer.words()
     problem = parser.summary.error  # None: a well-formed answer of this API
     if 200 <= status < 300 and problem is None:
-        outcome = "ok"
-    elif 200 <= status < 300:
+        found = _ANSWERED_MODEL.search(bytes(answer.body))
+        named = found.group(1).decode("utf-8", "replace") if found else None
+        return _Probe(api, dialect.path, status, ms, "ok", words, named)
+    if 200 <= status < 300:
         outcome, words = "unsure", words or f"not {api}'s answer ({problem})"
     elif status in (404, 405) and words is None:
         outcome = "absent"
