@@ -163,19 +163,19 @@ def test_hooks_for_run_builds_one_scraper_per_source_and_rejects_others(endpoint
     assert hooks_for_run(scenario, telemetry=[], target_host="127.0.0.1") == []
 
 
-LLAMACPP = """\
-# HELP llamacpp:requests_processing Number of requests processing.
-# TYPE llamacpp:requests_processing gauge
-llamacpp:requests_processing 2
-# HELP llamacpp:requests_deferred Number of requests deferred.
-# TYPE llamacpp:requests_deferred gauge
-llamacpp:requests_deferred 7
+UNKNOWN_ENGINE = """\
+# HELP myengine_queue_depth Requests waiting.
+# TYPE myengine_queue_depth gauge
+myengine_queue_depth 7
+# HELP myengine_active Requests computing.
+# TYPE myengine_active gauge
+myengine_active 2
 """
 
 
 class _UnknownEngine(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        body = LLAMACPP.encode()
+        body = UNKNOWN_ENGINE.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.send_header("Content-Length", str(len(body)))

@@ -125,6 +125,15 @@ tgi_request_queue_duration_sum 1.5
 tgi_request_queue_duration_count 4
 """
 
+LLAMACPP = """\
+# HELP llamacpp:requests_processing Number of requests processing.
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 4
+# HELP llamacpp:requests_deferred Number of requests deferred.
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 28
+"""
+
 DCGM = """\
 # TYPE DCGM_FI_DEV_GPU_UTIL gauge
 DCGM_FI_DEV_GPU_UTIL{gpu="0"} 55
@@ -181,7 +190,13 @@ class FakeEngine(BaseHTTPRequestHandler):
         elif kind == "html":
             self._send(200, b"<html><body>metrics</body></html>", "text/html")
         else:
-            text = {"vllm": vllm_text(hit), "sglang": SGLANG, "tgi": TGI, "dcgm": DCGM}[kind]
+            text = {
+                "vllm": vllm_text(hit),
+                "sglang": SGLANG,
+                "tgi": TGI,
+                "dcgm": DCGM,
+                "llamacpp": LLAMACPP,
+            }[kind]
             self._send(200, text.encode(), "text/plain; version=0.0.4")
 
     def do_POST(self) -> None:
@@ -265,7 +280,7 @@ def test_queue_time_adds_series_and_counts_a_series_born_mid_run_from_zero() -> 
 @pytest.mark.parametrize(
     ("kind", "key", "waiting"),
     [("vllm", "vllm", "vllm:num_requests_waiting"), ("sglang", "sglang", "sglang:num_queue_reqs"),
-     ("tgi", "tgi", "tgi_queue_size")],
+     ("tgi", "tgi", "tgi_queue_size"), ("llamacpp", "llamacpp", "llamacpp:requests_deferred")],
 )  # fmt: skip
 def test_discover_recognises_each_engine(engine: str, kind: str, key: str, waiting: str) -> None:
     FakeEngine.metrics = kind
@@ -291,10 +306,36 @@ def test_discover_without_known_series_and_without_a_server(engine: str) -> None
     FakeEngine.metrics = "dcgm"  # a Prometheus exposition, but no engine's
     found = discover(engine)
     assert found.engine is None
-    assert found.reason == f"GET {engine}/metrics: no known engine's series (vLLM, SGLang, TGI)"
+    assert found.reason == (
+        f"GET {engine}/metrics: no known engine's series (vLLM, SGLang, TGI, llama.cpp)"
+    )
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     gone = discover(url, timeout_s=0.5)
     assert gone.engine is None and gone.reason.startswith(f"GET {url}/metrics: ")
+
+
+def test_llama_cpp_deferred_requests_are_its_waiting_ones(engine: str, tmp_path: Path) -> None:
+    """llama.cpp (`--metrics`): requests past its slots are deferred, its queue."""
+    import time
+
+    from zqbench.hooks.contract import HookContext
+    from zqbench.telemetry.engines import engine_of
+
+    FakeEngine.metrics = "llamacpp"
+    scraper = PrometheusScraper(
+        engine + "/metrics", found_by="discovery", engine=engine_of("llamacpp"), primary=False
+    )
+    scraper.start(HookContext("t", tmp_path, engine, "127.0.0.1", 1, time.perf_counter_ns(), []))
+    wait_for(lambda: FakeEngine.metric_gets >= 1, "the first scrape")
+    queue = scraper.stop().server_queue
+    assert isinstance(queue, ServerQueue) and (queue.engine, queue.engine_name) == (
+        "llamacpp",
+        "llama.cpp",
+    )
+    waiting, running = queue.waiting, queue.running
+    assert not isinstance(waiting, Unavailable) and not isinstance(running, Unavailable)
+    assert (waiting.max, running.max) == (28.0, 4.0)
+    assert isinstance(queue.queue_time, Unavailable)
 
 
 @pytest.mark.parametrize(("kind", "engine_key"), [("sglang", "sglang"), ("tgi", "tgi")])

@@ -24,7 +24,7 @@ from zqbench.hooks.contract import HookContext, HookResult
 from zqbench.redact import redact_url
 from zqbench.summary import Unavailable
 from zqbench.target.control import ControlError, get_text
-from zqbench.telemetry.engines import Engine, recognise
+from zqbench.telemetry.engines import Engine, recognise, third_party_names
 from zqbench.telemetry.prometheus import ACCEPT, parse, sample_name
 from zqbench.transport.origin import parse_base_url
 
@@ -59,7 +59,7 @@ def discover(base_url: str, *, insecure: bool = False, timeout_s: float = TIMEOU
         return Discovery(url, engine)
     if not _parses(text, known_only=False):
         return Discovery(url, None, f"GET {shown}: the answer is not Prometheus text")
-    return Discovery(url, None, f"GET {shown}: no known engine's series (vLLM, SGLang, TGI)")
+    return Discovery(url, None, f"GET {shown}: no known engine's series ({third_party_names()})")
 
 
 def _parses(text: str, *, known_only: bool) -> bool:

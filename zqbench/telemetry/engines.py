@@ -8,6 +8,8 @@
                sglang:num_running_reqs                   (not in every release)
     tgi        tgi_queue_size                            tgi_request_queue_duration
                tgi_batch_current_size
+    llamacpp   llamacpp:requests_deferred                (none)
+               llamacpp:requests_processing              (`--metrics`; deferred: past the slots)
     refserver  refserver_num_requests_waiting            refserver_request_queue_time_seconds
                refserver_num_requests_running
                prefix cache (counters, prompt tokens):   refserver_prefix_cache_queries, _hits
@@ -30,7 +32,7 @@ CACHE_HIT_RATE = "prefix_cache_hit_rate"  # a gauge of the engine's own recent h
 
 @dataclass(frozen=True, slots=True)
 class Engine:
-    key: str  # vllm | sglang | tgi | refserver (summary.json's server_queue.engine)
+    key: str  # vllm | sglang | tgi | llamacpp | refserver (summary.json's server_queue.engine)
     name: str  # as shown: "vLLM"
     waiting: str  # gauge: requests queued now
     running: str  # gauge: requests being computed now
@@ -89,6 +91,13 @@ ENGINES: tuple[Engine, ...] = (
         "tgi_request_queue_duration",
     ),
     Engine(
+        "llamacpp",
+        "llama.cpp",
+        "llamacpp:requests_deferred",
+        "llamacpp:requests_processing",
+        None,  # no queue-time histogram: the wait shows in TTFB and TTFT
+    ),
+    Engine(
         "refserver",
         "the reference server",
         "refserver_num_requests_waiting",
@@ -106,6 +115,11 @@ def recognise(names: Collection[str]) -> Engine | None:
         if engine.waiting in names or engine.running in names:
             return engine
     return None
+
+
+def third_party_names() -> str:
+    """The engines a target may be, as a message lists them: "vLLM, SGLang, ..."."""
+    return ", ".join(e.name for e in ENGINES if e.key != "refserver")
 
 
 def engine_of(key: str) -> Engine:
