@@ -596,6 +596,22 @@ class RetryAfterFollowUp(_Record):
     send_late_p99: JsonFloat  # seconds the tries went out past their due time
 
 
+# --- requests the run's end cut ------------------------------------------------------
+
+
+class CutAtEnd(_Record):
+    """Requests still unanswered when the run ended (graceful stop over, a [stop] rule,
+    Ctrl-C): zqbench cut them (`transport:interrupted`); absent when none was."""
+
+    how: Literal["graceful_stop", "stop_rule", "interrupted"]  # what ended the run
+    grace: float | None  # seconds the in-flight requests were given; None: not known
+    requests: int  # cut
+    waiting: int  # of them, with no first token yet: still waiting to start
+    streaming: int  # of them, cut mid-answer
+    age_min: float  # seconds from their send to the cut
+    age_max: float
+
+
 # --- [stop] rules: a stage or the run ended at saturation ------------------------------
 
 
@@ -854,6 +870,8 @@ class Summary(_Document, _SparseRecord):
     retry_after_follow_up: RetryAfterFollowUp | None = None
     # The scenario's [stop] rules and what they ended; absent without rules.
     stop: Stop | None = None
+    # Requests the run's end cut, and why; absent when none was.
+    cut_at_end: CutAtEnd | None = None
 
     def _absent(self) -> Collection[str]:
         optional = (
@@ -867,6 +885,7 @@ class Summary(_Document, _SparseRecord):
             "outcomes",
             "retry_after_follow_up",
             "stop",
+            "cut_at_end",
         )
         return [k for k in optional if getattr(self, k) is None]
 

@@ -142,6 +142,7 @@ class LiveView:
         lines += sessions_lines(summary)
         lines += outcome_line(summary)
         lines += stop_lines(summary)
+        lines += cut_at_end_lines(summary)
         for line in [*lines, *packet_loss_lines(summary)]:
             console.print(line, markup=False, highlight=False)
         console.print(f"outputs: {out_dir}")
@@ -152,6 +153,14 @@ def outcome_line(summary: Summary) -> list[str]:
     from zqbench.outputs import outcomes_view
 
     return outcomes_view.outcome_line(summary.outcomes)
+
+
+def cut_at_end_lines(summary: Summary) -> list[str]:
+    """The requests the run's end cut, when there were any."""
+    from zqbench.outputs import outcomes_view
+
+    text = outcomes_view.cut_at_end_text(summary.cut_at_end)
+    return [] if text is None else [text]
 
 
 def stop_lines(summary: Summary) -> list[str]:

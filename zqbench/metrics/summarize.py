@@ -22,6 +22,7 @@ import pandas as pd
 
 from zqbench.load.spans import StageInfo
 from zqbench.metrics import quantiles
+from zqbench.metrics.cut_at_end import cut_at_end
 from zqbench.metrics.frame import (
     DURATION_METRICS,
     NS_PER_S,
@@ -390,4 +391,5 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
             else outcomes_summary(frame, frame.outcomes, run.outcome_basis, run.duration_s)
         ),
         stop=run.stop,
+        cut_at_end=cut_at_end(frame, run),
     )

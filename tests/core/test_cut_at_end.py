@@ -1,0 +1,66 @@
+"""Requests still unanswered at the run's end: how many, how many had not started, how old,
+and why they count as they do, in summary.json, summary.md and report.html.
+
+The program applies to the target's API checks too (a one-token request each, before the
+load), so it is kept short. The programmed server's truth decides: a program whose first
+token comes after 2.5 s leaves every request waiting at the cut; one that streams for
+2.5 s leaves them mid-answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.core.conftest import run_programmed
+
+pytestmark = pytest.mark.slow
+
+SCENARIO = """
+name = "cut"
+api = "anthropic"
+[load]
+executor = "constant-arrival-rate"
+rate = 10
+duration = "1s"
+graceful_stop = "1s"
+[request]
+max_tokens = 400
+prompt_tokens = 8
+[validity]
+min_samples = 5
+max_schedule_lag = "500ms"
+[outcomes]
+at_rest_probes = 0  # the probes would wait too
+"""
+
+
+@pytest.mark.parametrize(
+    ("program", "waiting"),
+    [
+        ("x-program: /anthropic?n=4&every=1&first=2500&head=1", True),
+        ("x-program: /anthropic?n=250&every=10&first=5&head=1", False),
+    ],
+)
+def test_requests_cut_by_the_graceful_stop_say_so(
+    tmp_path: Path, program: str, waiting: bool
+) -> None:
+    result, _ = run_programmed(tmp_path, SCENARIO, program)
+    summary = result.summary
+    cut = summary.cut_at_end
+    assert cut is not None
+    assert (cut.how, cut.grace) == ("graceful_stop", 1.0)
+    assert cut.requests == summary.requests.sent == 10  # every one: none finished
+    assert (cut.waiting, cut.streaming) == ((10, 0) if waiting else (0, 10))
+    # The last was sent at 0.9 s and cut 1 s after the schedule's end: at least 1 s old.
+    assert 1.0 <= cut.age_min <= cut.age_max < 2.5
+    assert summary.outcomes is not None and summary.outcomes.counts["interrupted"] == 10
+    md = (result.out_dir / "summary.md").read_text()
+    sentence = (
+        "10 requests were still unanswered when the graceful stop ended (1 s after the "
+        "last scheduled send), "
+    )
+    assert sentence in md
+    assert f"{cut.waiting} had no first token yet (still waiting to start)" in md
+    assert sentence in (result.out_dir / "report.html").read_text()
