@@ -25,7 +25,9 @@ must send `POST /v1/messages` can still pick a behaviour). Times are millisecond
                                  R-th request is refused at once (503, Retry-After: 1), its
                                  outcome `refused`, `in_flight` the streams then running;
                                  with lie=1 also every retry (an x-request-id with
-                                 `-retry`): its Retry-After lies
+                                 `-retry`): its Retry-After lies; with close_after=1 the
+                                 connection is closed (FIN) right after the stream,
+                                 although its head promised keep-alive (as llama.cpp's)
     /hang[?head=1]               never answer (or send the head, then nothing)
     /reset?bytes=N[&tcp=1]       head promising 2N bytes, N bytes, then a TCP RST
                                  (h2: RST_STREAM unless tcp=1)
@@ -276,6 +278,8 @@ async def handle(r: Responder, target: str, req_id: str, body: bytes, t_recv: in
                 await data(ANTHROPIC_DELTA)
             await data(ANTHROPIC_END % n)
             await end()
+            if "close_after" in q:  # llama.cpp's server: the connection ends with the stream
+                r.close_tcp()
         finally:
             STATE.streaming -= 1
     elif path == "/hang":

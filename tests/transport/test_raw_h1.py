@@ -167,6 +167,39 @@ def test_post_body_is_sent_and_echoed(programmed_server: ProgrammedServer) -> No
 # -- the pool
 
 
+def test_a_server_closing_after_each_stream_costs_no_request(
+    programmed_server: ProgrammedServer,
+) -> None:
+    """llama.cpp's server closes the connection after every streamed response although its
+    head promised keep-alive; a request written before the FIN lands dies before any byte
+    of an answer. 200 back to back: each is sent once more on a new connection when that
+    happens, none fails, and the server saw each exactly once (it never read the first)."""
+    programmed_server.reset()
+    path = "/anthropic?n=2&every=0&first=0&close_after=1"
+
+    async def go() -> tuple[list[Exchange], RawH1Transport]:
+        tr = make(programmed_server.url, max_connections=1, warm_connections=1)
+        await tr.open()
+        try:
+            done = []
+            for i in range(200):
+                ex, _ = await send(tr, get(path, f"raw-closing-{i}"))
+                done.append(ex)
+            return done, tr
+        finally:
+            await tr.close()
+
+    done, tr = run(go)
+    assert [ex.error for ex in done if ex.error is not None] == []
+    truth = programmed_server.all_truth()
+    assert truth["requests"] == 200  # none twice, none lost
+    assert {f"raw-closing-{i}" for i in range(200)} <= set(truth["truth"])
+    # Every connection served one stream: each later request found its connection either
+    # noticed closed (a new one) or closing under it (sent once more).
+    assert truth["conns"] >= 200
+    assert tr.opened == truth["conns"]  # each a connection this pool opened and counted
+
+
 def test_keep_alive_reuses_at_most_pool_size(programmed_server: ProgrammedServer) -> None:
     programmed_server.reset()
 

@@ -17,8 +17,12 @@ event loop's own pieces so a request costs one `transport.write` and one future:
   however large the response (its bytes keep the stamp of their read).
 
 A connection whose response was incomplete, failed, or followed by stray bytes is closed and
-never reused. No retries: a keep-alive connection the server closed while idle is dropped
-from the pool when noticed; one closed at the moment we write fails that request as `reset`.
+never reused. A keep-alive connection the server closed while idle is dropped from the pool
+when noticed. One closed as the request goes out (llama.cpp's server closes after every
+streamed response, its headers promising keep-alive, and the FIN can land just after the
+next request was written) fails before any byte of an answer: that request, and only it,
+is sent once more on a new connection, as curl does, from the same t_send. No other retry:
+a failure after any byte of the answer is the request's own.
 
 Measured (benchmarks/h1_clients.py, 2 shared cores, granian on the other one): about half
 aiohttp's CPU per request, and the open-loop schedule held to 11000 req/s (aiohttp: ~5000).
@@ -323,7 +327,8 @@ class _Conn(SlicedProtocol):
 
 
 class RawH1Transport(PoolBase):
-    """HTTP/1.1 keep-alive pool to one origin over asyncio Protocols. Never retries."""
+    """HTTP/1.1 keep-alive pool to one origin over asyncio Protocols. Retries only a request
+    whose reused connection was closed under it before any byte of an answer."""
 
     http_version = "1.1"
 
@@ -334,6 +339,9 @@ class RawH1Transport(PoolBase):
         self._conns: set[_Conn] = set()
         self._opened = False
         self.opened = 0  # connections opened so far (tests and diagnostics)
+        # Requests sent again on a new connection: their kept-alive one was closed by the
+        # server as they went out, before any byte of an answer (tests and diagnostics).
+        self.stale_retries = 0
         # One permit per connection: a request waits here, before `t_send`, when every
         # connection is busy, so the wait is the generator's lateness, never `latency`.
         self._permits = asyncio.Semaphore(self.limits.max_connections)
@@ -437,19 +445,25 @@ class RawH1Transport(PoolBase):
             conn: _Conn | None = None
             try:
                 with Deadline(timeout_s):
-                    idle = self._idle
-                    while idle:
-                        conn = idle.pop()
-                        if conn.reusable:
-                            break
-                        conn.drop()  # closed by the server while idle
-                        conn = None
+                    conn = self._idle_conn()
+                    # A connection in hand: write now; none: latency includes its setup.
+                    ex.t_send = perf_counter_ns()
                     if conn is None:
-                        ex.t_send = perf_counter_ns()  # latency includes the setup it needs
                         conn = await self._connect()
+                        await conn.request(wire, head_only, sink, ex)
                     else:
-                        ex.t_send = perf_counter_ns()  # a connection is in hand: write now
-                    await conn.request(wire, head_only, sink, ex)
+                        try:
+                            await conn.request(wire, head_only, sink, ex)
+                        except base.ConnectionReset:
+                            if conn.got_bytes:
+                                raise
+                            # The server closed this kept-alive connection as the request
+                            # went out, unread: once more, on a new connection, as curl does.
+                            conn.drop()
+                            self.stale_retries += 1
+                            ex.t_end = 0
+                            conn = await self._connect()
+                            await conn.request(wire, head_only, sink, ex)
             except base.TransportError as e:
                 if not ex.t_end:
                     ex.t_end = perf_counter_ns()
@@ -462,6 +476,16 @@ class RawH1Transport(PoolBase):
                     else:
                         conn.drop()  # incomplete, failed, or closing: never reused
         return ex
+
+    def _idle_conn(self) -> _Conn | None:
+        """The warmest idle connection still open; None: open a new one."""
+        idle = self._idle
+        while idle:
+            conn = idle.pop()
+            if conn.reusable:
+                return conn
+            conn.drop()  # closed by the server while idle
+        return None
 
     async def close(self) -> None:
         self._opened = False  # send() after close() is a bug, as with the aiohttp transport
