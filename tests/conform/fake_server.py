@@ -140,6 +140,7 @@ class FakeServer:
         models_body: bytes | None = None,
         queue: bool = False,
         any_model: bool = False,
+        props: bool = False,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -151,6 +152,9 @@ class FakeServer:
         self.models = models
         # As llama.cpp's server: any model asked for is answered, by the one it serves.
         self.any_model = any_model
+        # As llama.cpp's server too: /health says nothing of capacity, GET /props has
+        # `total_slots`.
+        self.props = props
         self.apis = apis
         self.models_body = models_body
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -261,11 +265,15 @@ class FakeServer:
         stamps = [("x-request-received-time", f"{received:.6f}")]
         if path == "/health":
             obj: dict[str, Any] = {"status": "healthy", "dispatch_jitter_us": 12.5}
-            if not self.queue:  # vLLM's shape advertises no capacity
+            if not self.queue and not self.props:  # vLLM's shape advertises no capacity
                 obj["slots"] = self.slots
             if "health_no_jitter" in self.faults:
                 del obj["dispatch_jitter_us"]
             await self._full(w, 200, json.dumps(obj).encode(), stamps)
+            return True
+        if path == "/props" and self.props:
+            props = {"total_slots": self.slots, "model_path": "fake.gguf"}
+            await self._full(w, 200, json.dumps(props).encode(), stamps)
             return True
         if path == "/metrics" and self.queue:
             await self._full(w, 200, self._metrics(), stamps, "text/plain; version=0.0.4")

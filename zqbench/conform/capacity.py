@@ -30,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zqbench.metrics.false_refusals import most_at_once
-from zqbench.target.capacity import stated
+from zqbench.target.capacity import stated, stated_by_props
 from zqbench.target.control import ControlClient
+from zqbench.telemetry.engines import ENGINES
 
 if TYPE_CHECKING:
     from zqbench.conform.evidence import Evidence
 
-RUNNING_GAUGES = ("vllm:num_requests_running", "refserver_num_requests_running")
+RUNNING_GAUGES = tuple(e.running for e in ENGINES)  # every engine's zqbench knows
 INTERVAL_S = 0.1
 MAX_CONCURRENCY = 256  # the widest step the detector sends (one connection a request)
 SCRAPE_TIMEOUT_S = 2.0
@@ -54,9 +55,9 @@ class Capacity:
     source: str  # "advertised by /health `slots`", "discovered: max vllm:num_requests_running"
 
 
-def advertised(health: Any) -> Capacity | None:
-    """The capacity a /health JSON object states, if any (as `zqbench run` reads it)."""
-    found = stated(health)
+def advertised(health: Any, props: Any = None) -> Capacity | None:
+    """The capacity /health states, else /props (llama.cpp's), as `zqbench run` reads it."""
+    found = stated(health) or stated_by_props(props)
     return None if found is None else Capacity(found.value, f"advertised by {found.detail}")
 
 

@@ -29,6 +29,7 @@ from zqbench.conform.options import ConformOptions
 from zqbench.conform.retry import RetryRun
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec
+from zqbench.target.capacity import PROPS_PATH
 from zqbench.target.control import ControlClient
 from zqbench.transport.base import HttpRequest
 from zqbench.transport.origin import Origin, parse_base_url
@@ -183,7 +184,10 @@ class Context:
     def _slope(self) -> SlopeRun:
         o = self.options
         asked = tuple(sorted(set(o.slope_steps)))
-        known = capacity.advertised(self.send(self.get("/health")).json())
+        health = self.send(self.get("/health")).json()
+        known = capacity.advertised(health)
+        if known is None:  # llama.cpp's server says its slots in GET /props
+            known = capacity.advertised(None, self.send(self.get(PROPS_PATH)).json())
         plan = past(asked, known)
         # Nothing advertised: watch a running-requests gauge while the steps run.
         sampler = capacity.RunningSampler(self.base + "/metrics") if known is None else None

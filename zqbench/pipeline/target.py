@@ -38,8 +38,10 @@ from zqbench.summary import (
     TargetResolution,
     Unavailable,
 )
+from zqbench.target import control
 from zqbench.target.at_rest import measure_at_rest, probe_sizes
 from zqbench.target.calibrate import Calibration, calibrate
+from zqbench.target.capacity import PROPS_PATH, stated_by_props
 from zqbench.target.capacity import stated as stated_capacity
 from zqbench.target.control import check_reachable
 from zqbench.target.embedded import EmbeddedServer, get_health
@@ -239,7 +241,7 @@ def fit_target(
         warnings=(*clamped, *problems),
         calibration=calibration,
         at_rest=at_rest,
-        capacity=stated_capacity(health),
+        capacity=stated_capacity(health) or _props_capacity(endpoint, options.insecure),
         note=endpoint.note,
         server=endpoint.server,
         resolution=endpoint.resolution,
@@ -278,6 +280,16 @@ def _health(endpoint: Endpoint, insecure: bool) -> dict[str, Any] | None:
         return dict(endpoint.server.health)
     with contextlib.suppress(Exception):  # any endpoint may lack /health or answer oddly
         return dict(get_health(endpoint.base_url, timeout_s=2.0, insecure=insecure))
+    return None
+
+
+def _props_capacity(endpoint: Endpoint, insecure: bool) -> Capacity | None:
+    """What GET /props states (llama.cpp's server), when /health stated nothing."""
+    if endpoint.server is not None:
+        return None  # the reference server states its slots in /health
+    with contextlib.suppress(Exception):  # most targets have no /props
+        url = endpoint.base_url + PROPS_PATH
+        return stated_by_props(control.get_json(url, insecure=insecure, timeout_s=2.0))
     return None
 
 
