@@ -141,6 +141,7 @@ class FakeServer:
         queue: bool = False,
         any_model: bool = False,
         props: bool = False,
+        coalesce: bool = False,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -155,6 +156,9 @@ class FakeServer:
         # As llama.cpp's server too: /health says nothing of capacity, GET /props has
         # `total_slots`.
         self.props = props
+        # As llama.cpp's server (a token ending inside a UTF-8 character) and a descheduled
+        # vLLM: the OpenAI stream's second chunk carries two tokens; usage counts them all.
+        self.coalesce = coalesce
         self.apis = apis
         self.models_body = models_body
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -618,9 +622,12 @@ class FakeServer:
                 }
 
             await ev(None, chunk({"role": "assistant", "content": ""}))
-            for _ in range(texts):
+            k = 0
+            while k < texts:
                 await asyncio.sleep(self.token_s)
-                await ev(None, chunk({"content": "a"}))
+                two = self.coalesce and k == 1 and k + 1 < texts
+                await ev(None, chunk({"content": "aa" if two else "a"}))
+                k += 2 if two else 1
             await ev(None, chunk({}, self._reason(api)))
             await ev(
                 None,

@@ -147,7 +147,8 @@ class OpenAIDialect(DialectBase):
     token_per_event = True
     shapes = openai_shapes.SHAPES
     usage_statement = (
-        "Usage output tokens equal the number of content chunks streamed (one per token)."
+        "Usage output tokens equal the content chunks streamed, one per token, or exceed "
+        "them where a chunk carried several; never fewer tokens than chunks."
     )
     parser_class = OpenAIParser
     # vLLM's and SGLang's sampling extensions; a server without them ignores or refuses them.
