@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import ssl
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import client_exceptions as cx
 from aiohttp import http_exceptions as hx
+from aiohttp.client_proto import ResponseHandler
 from yarl import URL
 
 from zqbench.transport import base
@@ -92,9 +94,37 @@ def _reason(e: BaseException) -> str:
     return first_line(e)
 
 
-# [request written, new connection started]: set in the request's own task by the two
-# classes below (a ContextVar carries the holder with no per-request object lookups).
-_SEND_STAMP: contextvars.ContextVar[list[int]] = contextvars.ContextVar("zq_send_stamp")
+class _Stamp:
+    """One attempt of one request: when its connection was in hand (`sent`), when it began
+    opening a new one (`connecting`, 0: it reused one), and that connection's protocol."""
+
+    __slots__ = ("connecting", "proto", "sent")
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.connecting = 0
+        self.proto: _Handler | None = None
+
+    def closed_unread(self) -> bool:
+        """A reused connection that ended before any byte of this attempt's answer."""
+        proto = self.proto
+        return bool(self.sent) and not self.connecting and proto is not None and not proto.got_bytes
+
+
+# Set in the request's own task by the classes below (a ContextVar carries the holder with
+# no per-request object lookups).
+_SEND_STAMP: contextvars.ContextVar[_Stamp] = contextvars.ContextVar("zq_send_stamp")
+
+
+class _Handler(ResponseHandler):
+    """aiohttp's protocol, noting whether any byte arrived since the request went out."""
+
+    got_bytes = False
+
+    def data_received(self, data: bytes) -> None:
+        if data:
+            self.got_bytes = True
+        super().data_received(data)
 
 
 class _StampedRequest(aiohttp.ClientRequest):
@@ -106,7 +136,11 @@ class _StampedRequest(aiohttp.ClientRequest):
     async def send(self, conn: Any) -> aiohttp.ClientResponse:
         stamp = _SEND_STAMP.get(None)
         if stamp is not None:
-            stamp[0] = now_ns()
+            stamp.sent = now_ns()
+            proto = conn.protocol
+            if isinstance(proto, _Handler):
+                proto.got_bytes = False
+                stamp.proto = proto
         return await super().send(conn)
 
 
@@ -115,15 +149,28 @@ class _StampedConnector(aiohttp.TCPConnector):
     starts there. Connection setup (and a server slow to accept) is the server's side of
     the exchange, not the generator's lateness."""
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._factory = functools.partial(_Handler, loop=self._loop)  # type: ignore[assignment]
+
     async def _create_connection(self, req: Any, traces: Any, timeout: Any) -> Any:
         stamp = _SEND_STAMP.get(None)
-        if stamp is not None and not stamp[1]:
-            stamp[1] = now_ns()
+        if stamp is not None and not stamp.connecting:
+            stamp.connecting = now_ns()
         return await super()._create_connection(req, traces, timeout)
+
+    def stop_reuse(self) -> None:
+        """No connection is pooled from now on; the idle ones are closed."""
+        self._force_close = True
+        idle = [proto for conns in self._conns.values() for proto, _ in conns]
+        self._conns.clear()
+        for proto in idle:
+            proto.close()
 
 
 class AiohttpTransport(PoolBase):
-    """HTTP/1.1 keep-alive pool to one origin. Never retries."""
+    """HTTP/1.1 keep-alive pool to one origin. Retries only a request whose reused connection
+    was closed under it before any byte of an answer (as raw_h1), once, on a new one."""
 
     http_version = "1.1"
 
@@ -135,6 +182,10 @@ class AiohttpTransport(PoolBase):
         # connection is busy, so the wait is the generator's lateness (schedule_lag and
         # latency_corrected), never hidden inside `latency`.
         self._permits = asyncio.Semaphore(self.limits.max_connections)
+        # Requests sent again on a new connection (tests and diagnostics), and whether the
+        # pool stopped reusing connections because one had to be.
+        self.stale_retries = 0
+        self.reuse_stopped = False
 
     async def _open(self) -> None:
         if self._session is not None:
@@ -167,6 +218,9 @@ class AiohttpTransport(PoolBase):
             request_class=_StampedRequest,
             raise_for_status=False,
         )
+        # aiohttp would resend an idempotent request itself, after any failure of a reused
+        # connection and unseen: the one resend is ours (`_exchange`), and only before a byte.
+        self._session._retry_connection = False
         await self._warm(min(self.limits.warm_connections, self.limits.max_connections))
 
     async def _warm(self, n: int) -> None:
@@ -227,22 +281,28 @@ class AiohttpTransport(PoolBase):
         cap, piece = self.limits.max_body_bytes, self.limits.slice_bytes
         url = URL(self._base + request.path, encoded=True)  # encoded: no re-quoting per request
         resp: aiohttp.ClientResponse | None = None
-        stamp = [0, 0]
+        stamp = _Stamp()
         _SEND_STAMP.set(stamp)
         try:
             with Deadline(timeout_s), _map_errors(self.origin.address):
                 ex.t_send = now_ns()  # replaced by the stamp once a connection is in hand
                 try:
-                    resp = await session.request(
-                        request.method,
-                        url,
-                        headers=request.headers,
-                        data=request.body or None,
-                        allow_redirects=False,
-                    )
+                    resp = await self._request(session, request, url)
+                except (cx.ServerDisconnectedError, cx.ClientOSError) as e:
+                    if isinstance(e, cx.ClientConnectorError) or not stamp.closed_unread():
+                        raise
+                    # The server closed this kept-alive connection as the request went out,
+                    # unread: once more, on a new connection (none is pooled from now on).
+                    self._resent(session, ex)
+                    first, stamp = stamp, _Stamp()
+                    _SEND_STAMP.set(stamp)
+                    try:
+                        resp = await self._request(session, request, url)
+                    finally:
+                        stamp = first  # latency runs from the first attempt's send
                 finally:
-                    if stamp[1] or stamp[0]:
-                        ex.t_send = stamp[1] or stamp[0]
+                    if stamp.connecting or stamp.sent:
+                        ex.t_send = stamp.connecting or stamp.sent
                 t = now_ns()
                 conn = resp.connection
                 if asks_to_close(request) and conn is not None and conn.protocol is not None:
@@ -273,6 +333,27 @@ class AiohttpTransport(PoolBase):
             ex.error = e
             if resp is not None:
                 resp.close()  # drop the connection: its state is unknown
+
+    async def _request(
+        self, session: aiohttp.ClientSession, request: HttpRequest, url: URL
+    ) -> aiohttp.ClientResponse:
+        return await session.request(
+            request.method,
+            url,
+            headers=request.headers,
+            data=request.body or None,
+            allow_redirects=False,
+        )
+
+    def _resent(self, session: aiohttp.ClientSession, ex: Exchange) -> None:
+        """A request sent once more: count it, and stop reusing connections."""
+        self.stale_retries += 1
+        ex.resent = True
+        if not self.reuse_stopped:
+            self.reuse_stopped = True
+            connector = session.connector
+            if isinstance(connector, _StampedConnector):
+                connector.stop_reuse()
 
     async def close(self) -> None:
         if self._session is not None:

@@ -84,6 +84,9 @@ class Exchange:
     bytes_in: int = 0
     http_version: str = "1.1"
     error: TransportError | None = None
+    # Sent once more on a new connection: the server closed the kept-alive one under the
+    # request before any byte of an answer (never the server's error; docs/design.md).
+    resent: bool = False
     extra: dict[str, object] = field(default_factory=dict)
 
 

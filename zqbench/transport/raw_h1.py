@@ -21,8 +21,10 @@ never reused. A keep-alive connection the server closed while idle is dropped fr
 when noticed. One closed as the request goes out (llama.cpp's server closes after every
 streamed response, its headers promising keep-alive, and the FIN can land just after the
 next request was written) fails before any byte of an answer: that request, and only it,
-is sent once more on a new connection, as curl does, from the same t_send. No other retry:
-a failure after any byte of the answer is the request's own.
+is sent once more on a new connection, as curl does, from the same t_send (its sample says
+`resent`). No other retry: a failure after any byte of the answer is the request's own, and
+so is a new connection's. After such a resend the pool stops reusing connections for the
+rest of the run (each request opens its own), so that no further request needs one.
 
 Measured (benchmarks/h1_clients.py, 2 shared cores, granian on the other one): about half
 aiohttp's CPU per request, and the open-loop schedule held to 11000 req/s (aiohttp: ~5000).
@@ -342,6 +344,9 @@ class RawH1Transport(PoolBase):
         # Requests sent again on a new connection: their kept-alive one was closed by the
         # server as they went out, before any byte of an answer (tests and diagnostics).
         self.stale_retries = 0
+        # Once one had to be sent again, the server is known to close kept-alive connections
+        # under requests: every later request opens its own connection, so none needs it.
+        self.reuse_stopped = False
         # One permit per connection: a request waits here, before `t_send`, when every
         # connection is busy, so the wait is the generator's lateness, never `latency`.
         self._permits = asyncio.Semaphore(self.limits.max_connections)
@@ -461,6 +466,8 @@ class RawH1Transport(PoolBase):
                             # went out, unread: once more, on a new connection, as curl does.
                             conn.drop()
                             self.stale_retries += 1
+                            ex.resent = True
+                            self._stop_reuse()
                             ex.t_end = 0
                             conn = await self._connect()
                             await conn.request(wire, head_only, sink, ex)
@@ -470,12 +477,23 @@ class RawH1Transport(PoolBase):
                 ex.error = e
             finally:
                 if conn is not None:
-                    reuse = self.limits.reuse_connections and not asks_to_close(request)
+                    reuse = (
+                        self.limits.reuse_connections
+                        and not self.reuse_stopped
+                        and not asks_to_close(request)
+                    )
                     if conn.reusable and reuse:
                         self._idle.append(conn)
                     else:
                         conn.drop()  # incomplete, failed, or closing: never reused
         return ex
+
+    def _stop_reuse(self) -> None:
+        """No connection is reused from now on; the idle ones are closed."""
+        self.reuse_stopped = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.drop()
 
     def _idle_conn(self) -> _Conn | None:
         """The warmest idle connection still open; None: open a new one."""
