@@ -134,6 +134,35 @@ llamacpp:requests_processing 4
 llamacpp:requests_deferred 28
 """
 
+# LMDeploy v0.16.0 (lmdeploy/metrics/loggers.py): labels model_name and engine (the DP rank).
+LMDEPLOY = """\
+# HELP lmdeploy:num_requests_running Number of requests in model execution batches.
+# TYPE lmdeploy:num_requests_running gauge
+lmdeploy:num_requests_running{engine="0",model_name="m"} 3.0
+# HELP lmdeploy:num_requests_waiting Number of requests waiting to be processed.
+# TYPE lmdeploy:num_requests_waiting gauge
+lmdeploy:num_requests_waiting{engine="0",model_name="m"} 5.0
+# HELP lmdeploy:request_queue_time_seconds Histogram of time spent in WAITING phase for request.
+# TYPE lmdeploy:request_queue_time_seconds histogram
+lmdeploy:request_queue_time_seconds_bucket{engine="0",le="0.3",model_name="m"} 1.0
+lmdeploy:request_queue_time_seconds_bucket{engine="0",le="+Inf",model_name="m"} 2.0
+lmdeploy:request_queue_time_seconds_sum{engine="0",model_name="m"} 0.9
+lmdeploy:request_queue_time_seconds_count{engine="0",model_name="m"} 2.0
+"""
+
+# trtllm-serve's /prometheus/metrics (tensorrt_llm/metrics/collector.py, prefix trtllm_).
+TRTLLM = """\
+# HELP trtllm_num_requests_running Number of active requests
+# TYPE trtllm_num_requests_running gauge
+trtllm_num_requests_running{model_name="m"} 6.0
+# HELP trtllm_num_requests_waiting Number of queued requests
+# TYPE trtllm_num_requests_waiting gauge
+trtllm_num_requests_waiting{model_name="m"} 11.0
+# HELP trtllm_max_num_active_requests Maximum number of active requests
+# TYPE trtllm_max_num_active_requests gauge
+trtllm_max_num_active_requests{model_name="m"} 64.0
+"""
+
 DCGM = """\
 # TYPE DCGM_FI_DEV_GPU_UTIL gauge
 DCGM_FI_DEV_GPU_UTIL{gpu="0"} 55
@@ -196,6 +225,8 @@ class FakeEngine(BaseHTTPRequestHandler):
                 "tgi": TGI,
                 "dcgm": DCGM,
                 "llamacpp": LLAMACPP,
+                "lmdeploy": LMDEPLOY,
+                "trtllm": TRTLLM,
             }[kind]
             self._send(200, text.encode(), "text/plain; version=0.0.4")
 
@@ -280,7 +311,9 @@ def test_queue_time_adds_series_and_counts_a_series_born_mid_run_from_zero() -> 
 @pytest.mark.parametrize(
     ("kind", "key", "waiting"),
     [("vllm", "vllm", "vllm:num_requests_waiting"), ("sglang", "sglang", "sglang:num_queue_reqs"),
-     ("tgi", "tgi", "tgi_queue_size"), ("llamacpp", "llamacpp", "llamacpp:requests_deferred")],
+     ("tgi", "tgi", "tgi_queue_size"), ("llamacpp", "llamacpp", "llamacpp:requests_deferred"),
+     ("lmdeploy", "lmdeploy", "lmdeploy:num_requests_waiting"),
+     ("trtllm", "trtllm", "trtllm_num_requests_waiting")],
 )  # fmt: skip
 def test_discover_recognises_each_engine(engine: str, kind: str, key: str, waiting: str) -> None:
     FakeEngine.metrics = kind
@@ -289,6 +322,60 @@ def test_discover_recognises_each_engine(engine: str, kind: str, key: str, waiti
     assert found.engine is not None and found.engine.key == key
     assert found.engine.waiting == waiting and found.reason == ""
     assert FakeEngine.metric_gets == 1
+
+
+@pytest.mark.parametrize(
+    ("names", "key"),
+    [
+        ({"lmdeploy:num_requests_waiting", "lmdeploy:num_requests_running"}, "lmdeploy"),
+        ({"trtllm_num_requests_waiting", "trtllm_num_requests_running"}, "trtllm"),
+        ({"trtllm_num_requests_running", "trtllm_max_num_active_requests"}, "trtllm"),
+        ({"sglang:num_queue_reqs", "sglang:num_running_reqs"}, "sglang"),  # current names
+    ],
+)
+def test_recognise_the_added_engines_from_their_gauge_names(names: set[str], key: str) -> None:
+    """A scrape's sample names with LMDeploy's or TensorRT-LLM's gauges is that engine."""
+    from zqbench.telemetry.engines import engine_of, recognise
+
+    found = recognise(names)
+    assert found is not None and found.key == key
+    engine = engine_of(key)
+    assert engine.series[engine.waiting] == "num_requests_waiting"
+    assert engine.series[engine.running] == "num_requests_running"
+    assert engine.queue_time is not None
+    assert engine.series[engine.queue_time + "_count"] == "request_queue_time_seconds_count"
+
+
+def test_recognise_leaves_triton_s_labelled_family_unknown() -> None:
+    """Triton's TensorRT-LLM backend tells waiting from active by a label, not a name."""
+    from zqbench.telemetry.engines import recognise
+
+    assert recognise({"nv_trt_llm_request_metrics", "nv_inference_queue_duration_us"}) is None
+
+
+def test_lmdeploy_series_become_the_server_queue(engine: str, tmp_path: Path) -> None:
+    """LMDeploy's gauges and its queue-time histogram, scraped as the server queue."""
+    import time
+
+    from zqbench.hooks.contract import HookContext
+    from zqbench.telemetry.engines import engine_of
+
+    FakeEngine.metrics = "lmdeploy"
+    scraper = PrometheusScraper(
+        engine + "/metrics", found_by="discovery", engine=engine_of("lmdeploy"), primary=False
+    )
+    scraper.start(HookContext("t", tmp_path, engine, "127.0.0.1", 1, time.perf_counter_ns(), []))
+    wait_for(lambda: FakeEngine.metric_gets >= 1, "the first scrape")
+    queue = scraper.stop().server_queue
+    assert isinstance(queue, ServerQueue) and (queue.engine, queue.engine_name) == (
+        "lmdeploy",
+        "LMDeploy",
+    )
+    waiting, running = queue.waiting, queue.running
+    assert not isinstance(waiting, Unavailable) and not isinstance(running, Unavailable)
+    assert (waiting.max, running.max) == (5.0, 3.0)
+    assert isinstance(queue.queue_time, QueueTime)
+    assert queue.queue_time.metric == "lmdeploy:request_queue_time_seconds"
 
 
 @pytest.mark.parametrize(
@@ -307,7 +394,8 @@ def test_discover_without_known_series_and_without_a_server(engine: str) -> None
     found = discover(engine)
     assert found.engine is None
     assert found.reason == (
-        f"GET {engine}/metrics: no known engine's series (vLLM, SGLang, TGI, llama.cpp)"
+        f"GET {engine}/metrics: no known engine's series "
+        "(vLLM, SGLang, TGI, llama.cpp, LMDeploy, TensorRT-LLM)"
     )
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     gone = discover(url, timeout_s=0.5)

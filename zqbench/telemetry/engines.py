@@ -10,6 +10,12 @@
                tgi_batch_current_size
     llamacpp   llamacpp:requests_deferred                (none)
                llamacpp:requests_processing              (`--metrics`; deferred: past the slots)
+    lmdeploy   lmdeploy:num_requests_waiting             lmdeploy:request_queue_time_seconds
+               lmdeploy:num_requests_running             (on by default; `--disable-metrics`)
+               prefix cache (gauge, hit rate):           lmdeploy:prefix_cache_hit_rate
+    trtllm     trtllm_num_requests_waiting               trtllm_request_queue_time_seconds
+               trtllm_num_requests_running               (trtllm-serve, at /prometheus/metrics)
+               KV cache (gauge, hit rate):               trtllm_kv_cache_hit_rate
     refserver  refserver_num_requests_waiting            refserver_request_queue_time_seconds
                refserver_num_requests_running
                prefix cache (counters, prompt tokens):   refserver_prefix_cache_queries, _hits
@@ -17,7 +23,9 @@
 An engine is recognised from the sample names of one scrape (`recognise`): the first whose
 waiting or running gauge is there. Names change between releases: a histogram the engine
 does not export leaves the queue time unavailable, never 0. Sources: each project's
-metrics reference (docs/telemetry.md).
+metrics source or reference, file and release (docs/telemetry.md). Not here: Triton's
+TensorRT-LLM backend, whose queue is one gauge family told apart by a label
+(`nv_trt_llm_request_metrics{request_type="waiting"}`), not by name.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ CACHE_HIT_RATE = "prefix_cache_hit_rate"  # a gauge of the engine's own recent h
 
 @dataclass(frozen=True, slots=True)
 class Engine:
-    key: str  # vllm | sglang | tgi | llamacpp | refserver (summary.json's server_queue.engine)
+    key: str  # vllm | sglang | tgi | llamacpp | lmdeploy | trtllm | refserver (server_queue.engine)
     name: str  # as shown: "vLLM"
     waiting: str  # gauge: requests queued now
     running: str  # gauge: requests being computed now
@@ -41,7 +49,8 @@ class Engine:
     # exposition adds `_total`); None: the engine exports none zqbench knows.
     cache_queries: str | None = None
     cache_hits: str | None = None
-    # A gauge of the recent hit rate, for an engine without the counters (SGLang's).
+    # A gauge of the recent hit rate, for an engine without the counters (SGLang's, LMDeploy's,
+    # TensorRT-LLM's).
     cache_hit_rate: str | None = None
 
     @property
@@ -96,6 +105,22 @@ ENGINES: tuple[Engine, ...] = (
         "llamacpp:requests_deferred",
         "llamacpp:requests_processing",
         None,  # no queue-time histogram: the wait shows in TTFB and TTFT
+    ),
+    Engine(
+        "lmdeploy",
+        "LMDeploy",
+        "lmdeploy:num_requests_waiting",
+        "lmdeploy:num_requests_running",
+        "lmdeploy:request_queue_time_seconds",
+        cache_hit_rate="lmdeploy:prefix_cache_hit_rate",
+    ),
+    Engine(
+        "trtllm",
+        "TensorRT-LLM",
+        "trtllm_num_requests_waiting",
+        "trtllm_num_requests_running",
+        "trtllm_request_queue_time_seconds",
+        cache_hit_rate="trtllm_kv_cache_hit_rate",
     ),
     Engine(
         "refserver",
