@@ -1,0 +1,30 @@
+"""A real llama.cpp server (llama-server built from source, the tiny random Llama) per session.
+
+Set up by tests/llamacpp/setup.sh (`.ci/run` runs it). Where it is missing, the tests skip with
+the reason; under CI=true a missing target is a failure, never a skip: CI must prove zqbench
+against a second real engine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.llamacpp.target import LlamaServer, free_port, llamacpp_available, start_llama_server
+
+
+@pytest.fixture(scope="session")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    reason = llamacpp_available()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the llama.cpp end-to-end tests: {reason}")
+        pytest.skip(reason)
+    log = tmp_path_factory.mktemp("llamacpp") / "llama-server.log"
+    server = start_llama_server(free_port(), log)
+    try:
+        yield server
+    finally:
+        server.stop()
