@@ -62,6 +62,7 @@ def build_samples(
         "cached_tokens": None,
         "session": None,
         "turn": None,
+        "resent": False,
     }
     data.update(columns)
     data.setdefault("t_last_token", data["t_end"])  # the last token ends the stream

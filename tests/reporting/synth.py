@@ -91,6 +91,7 @@ def write_synthetic_run(
         "cached_tokens": None,
         "session": None,
         "turn": None,
+        "resent": np.zeros(n, dtype=bool),
     }
     arrays = []
     for field in ARROW_SCHEMA:

@@ -248,6 +248,7 @@ class NativeWorker:
             cached_tokens=summary.cached_tokens,
             session=slot.session,
             turn=slot.turn,
+            resent=exchange.resent,
         )
         self.recorder.add(sample)
         counts = self.control.stats.counts

@@ -49,6 +49,9 @@ class Sample:
     cached_tokens: int | None = None  # prompt tokens from the server's prefix cache (usage)
     session: int | None = None  # the conversation it is a turn of (sessions executor)
     turn: int | None = None  # its turn in that conversation, from 0
+    # Sent once more on a new connection: the server closed the reused kept-alive one under
+    # it before any byte of an answer (zqbench.transport.base.Exchange.resent)
+    resent: bool = False
 
 
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sample))
@@ -85,6 +88,9 @@ ARROW_SCHEMA = pa.schema(
         pa.field("cached_tokens", pa.int64()),
         pa.field("session", pa.int64()),
         pa.field("turn", pa.int32()),
+        # Nullable only so that a run saved before the column existed still reads (as False);
+        # every run since writes True or False.
+        pa.field("resent", pa.bool_()),
     ]
 )
 
