@@ -612,6 +612,25 @@ class CutAtEnd(_Record):
     age_max: float
 
 
+# --- requests sent again on a new connection ----------------------------------------
+
+
+RESENT_WHY = (
+    "the server closed kept-alive connections under requests, before any byte of an answer"
+    " (llama.cpp's server does so after every stream, its head promising keep-alive): those"
+    " requests were sent again on a new connection, never counted as the server's errors,"
+    " and zqbench stopped reusing connections to the target for the rest of the run"
+)
+
+
+class Resent(_Record):
+    """Requests the HTTP/1.1 transport sent once more on a new connection (their samples'
+    `resent`); absent when none was."""
+
+    count: int  # requests sent again
+    why: str  # RESENT_WHY
+
+
 # --- [stop] rules: a stage or the run ended at saturation ------------------------------
 
 
@@ -872,6 +891,9 @@ class Summary(_Document, _SparseRecord):
     stop: Stop | None = None
     # Requests the run's end cut, and why; absent when none was.
     cut_at_end: CutAtEnd | None = None
+    # Requests sent again on a new connection (a kept-alive one closed under them); absent
+    # when none was.
+    resent: Resent | None = None
 
     def _absent(self) -> Collection[str]:
         optional = (
@@ -886,6 +908,7 @@ class Summary(_Document, _SparseRecord):
             "retry_after_follow_up",
             "stop",
             "cut_at_end",
+            "resent",
         )
         return [k for k in optional if getattr(self, k) is None]
 

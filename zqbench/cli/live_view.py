@@ -143,6 +143,7 @@ class LiveView:
         lines += outcome_line(summary)
         lines += stop_lines(summary)
         lines += cut_at_end_lines(summary)
+        lines += resent_lines(summary)
         for line in [*lines, *packet_loss_lines(summary)]:
             console.print(line, markup=False, highlight=False)
         console.print(f"outputs: {out_dir}")
@@ -160,6 +161,14 @@ def cut_at_end_lines(summary: Summary) -> list[str]:
     from zqbench.outputs import outcomes_view
 
     text = outcomes_view.cut_at_end_text(summary.cut_at_end)
+    return [] if text is None else [text]
+
+
+def resent_lines(summary: Summary) -> list[str]:
+    """The requests sent again on a new connection, when there were any."""
+    from zqbench.outputs import outcomes_view
+
+    text = outcomes_view.resent_text(summary.resent)
     return [] if text is None else [text]
 
 

@@ -80,6 +80,13 @@ def float_column(df: pd.DataFrame, name: str) -> np.ndarray:
     return df[name].to_numpy(dtype=np.float64, na_value=np.nan)
 
 
+def bool_column(df: pd.DataFrame, name: str) -> np.ndarray:
+    """A sample column as bool, False for null; all False when the samples lack it."""
+    if name not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return df[name].fillna(False).to_numpy(dtype=bool)
+
+
 def columns_of(
     samples: pd.DataFrame, *, start_epoch_ns: int = 0, clock_offset_ns: int = 0
 ) -> Columns:
@@ -329,6 +336,8 @@ class MetricFrame:
     # float64 a sessions run's conversation and turn per request, NaN outside one (sessions.py)
     session: np.ndarray = field(default_factory=lambda: np.empty(0))
     turn: np.ndarray = field(default_factory=lambda: np.empty(0))
+    # bool: sent again on a new connection (the transport's one resend); False when absent
+    resent: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
     # Each request's outcome (zqbench.metrics.outcomes); None: the run judged none (a run
     # saved before zqbench judged outcomes)
     outcomes: Classified | None = None
@@ -443,6 +452,7 @@ def build_frame(
         cached_tokens=float_column(samples, "cached_tokens"),
         session=float_column(samples, "session"),
         turn=float_column(samples, "turn"),
+        resent=bool_column(samples, "resent"),
     )
 
 

@@ -34,6 +34,7 @@ from zqbench.metrics.head_of_line import head_of_line
 from zqbench.metrics.migration import migration, retry_after, status_over_time
 from zqbench.metrics.outcomes import classify, outcomes_summary
 from zqbench.metrics.prefix_cache import prefix_cache
+from zqbench.metrics.resent import resent
 from zqbench.metrics.sessions import sessions_summary
 from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import (
@@ -392,4 +393,5 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
         ),
         stop=run.stop,
         cut_at_end=cut_at_end(frame, run),
+        resent=resent(frame),
     )

@@ -171,3 +171,17 @@ def cut_at_end_text(c: model.CutAtEnd | None) -> str | None:
         "client that gave up then would"
         + (" (a longer [load] graceful_stop lets them finish)" if c.how == "graceful_stop" else "")
     )
+
+
+def resent_text(r: model.Resent | None) -> str | None:
+    """The requests sent again on a new connection, and why they are not errors."""
+    if r is None:
+        return None
+    many = r.count != 1
+    errors = "errors" if many else "error"
+    return (
+        "The server closed kept-alive connections under requests, before any byte of an "
+        f"answer: {r.count:,} request{'s were' if many else ' was'} sent again on a new "
+        f"connection (their samples' `resent`), never counted as the server's {errors}, "
+        "and zqbench stopped reusing connections to the target for the rest of the run"
+    )

@@ -24,7 +24,12 @@ from zqbench.errors import UsageError
 from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import format_value, parse_slo
 from zqbench.outputs.json_out import redacted
-from zqbench.outputs.outcomes_view import OutcomesView, cut_at_end_text, outcomes_view
+from zqbench.outputs.outcomes_view import (
+    OutcomesView,
+    cut_at_end_text,
+    outcomes_view,
+    resent_text,
+)
 from zqbench.outputs.stop_view import stop_lines
 from zqbench.summary import JsonFloat, Summary
 
@@ -311,6 +316,7 @@ class ReportView:
     invalid_reasons: tuple[str, ...] | None  # None for a valid run
     stops: tuple[str, ...]  # what the [stop] rules ended (outputs/stop_view.py); ()
     cut_at_end: str | None  # the requests the run's end cut, in a sentence; None: none
+    resent: str | None  # the requests sent again on a new connection, in a sentence; None: none
     slos: tuple[SloRow, ...]
     metrics: tuple[MetricRow, ...]
     unavailable: tuple[Fact, ...]  # metric: why it has no value (never shown as zero)
@@ -350,6 +356,7 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
         invalid_reasons=None if s.validity.ok else tuple(s.validity.reasons),
         stops=stop_lines(s.stop),
         cut_at_end=cut_at_end_text(s.cut_at_end),
+        resent=resent_text(s.resent),
         slos=tuple(_slo_row(slo) for slo in s.slos),
         metrics=tuple(row for name, entry in metrics for row in _metric_rows(s, name, entry)),
         unavailable=tuple(
