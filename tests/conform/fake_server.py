@@ -74,6 +74,7 @@ FAULTS: dict[str, str | tuple[str, ...]] = {
     "wrong_header": "headers.1",
 }
 MODEL = "fake-zq"
+BUSY_DELAY_S = 0.05  # busy_after_oversize_s
 BODY_LIMIT = 1024 * 1024
 PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai"}
 REASONS = {
@@ -142,6 +143,7 @@ class FakeServer:
         any_model: bool = False,
         props: bool = False,
         coalesce: bool = False,
+        busy_after_oversize_s: float = 0.0,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -159,6 +161,10 @@ class FakeServer:
         # As llama.cpp's server (a token ending inside a UTF-8 character) and a descheduled
         # vLLM: the OpenAI stream's second chunk carries two tokens; usage counts them all.
         self.coalesce = coalesce
+        # As a one-core llama.cpp tokenizing errors.4's 32 MiB prompt after answering it: for
+        # this long after an oversize body, each request's first token is BUSY_DELAY_S late.
+        self.busy_after_oversize_s = busy_after_oversize_s
+        self.busy_until = 0.0
         self.apis = apis
         self.models_body = models_body
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -362,6 +368,7 @@ class FakeServer:
 
     def _parse(self, api: str, body: bytes) -> dict[str, Any]:
         if len(body) > BODY_LIMIT:
+            self.busy_until = time.monotonic() + self.busy_after_oversize_s
             raise BadRequest(400 if "oversize_400" in self.faults else 413, "too large")
         try:
             text = body.decode("utf-8")
@@ -409,6 +416,8 @@ class FakeServer:
 
     # ------------------------------------------------------------ admission and generation
     async def _admit(self, max_tokens: int) -> None:
+        if time.monotonic() < self.busy_until:
+            await asyncio.sleep(BUSY_DELAY_S)
         now = time.monotonic()
         sticky = "sticky_refusal" in self.faults and now < self.refuse_until
         if "refuse_idle" in self.faults and max_tokens <= 4 and self.in_use == 0:

@@ -11,8 +11,16 @@ import pytest
 from tests.conform.fake_server import FakeServer
 from tests.conform.util import fake_options, outcome
 from zqbench.conform import ConformReport, run_conformance
+from zqbench.conform.catalogue import CATALOGUE
+from zqbench.conform.options import ConformOptions
 
 pytestmark = pytest.mark.slow  # conform runs against a server, for seconds
+
+
+def _just(options: ConformOptions, *ids: str) -> ConformOptions:
+    """Only these checks: every other one skipped."""
+    skip = tuple(c.id for c in CATALOGUE if c.id not in ids)
+    return dataclasses.replace(options, only=(), skip=skip)
 
 
 def _run(slots: int, steps: tuple[int, ...], token_s: float = 0.003) -> ConformReport:
@@ -96,3 +104,34 @@ def test_steps_that_never_pass_capacity_are_a_skip_not_a_pass() -> None:
         "no step went past capacity (nothing refused up to 4 concurrent requests, "
         "capacity unknown): raise --slope-steps"
     )
+
+
+def test_the_slope_waits_until_a_heavy_check_has_left_the_server_at_rest() -> None:
+    """errors.4's oversize body keeps this server busy for 1.5 s after it answered (every first
+    token 50 ms late), as a one-core llama.cpp tokenizing it: the at-rest TTFT is measured
+    before that check, and the slope steps start only once the server answers so again."""
+    with FakeServer(queue=True, slots=4, busy_after_oversize_s=1.5) as srv:
+        options = fake_options(srv.base_url, slope_steps=(1, 2, 4, 8))
+        report = run_conformance(_just(options, "errors.4", "zeroqueue.5"))
+    ev = outcome(report, "zeroqueue.5").evidence
+    assert ev["baseline_ttft_ms"] < 40, ev  # measured before errors.4, not 50 ms late
+    settled = ev["settled"]
+    assert settled["at_rest"] is True and settled["bound_ms"] < 50, settled
+    assert 1.0 < settled["waited_s"] < 3.0 and settled["probes"] >= 4, settled
+    lowest = ev["steps"][0]
+    assert lowest["concurrency"] == 1 and lowest["ttft_p50_ms"] < 40, lowest
+
+
+def test_a_lowest_step_with_no_first_token_keeps_its_requests_in_the_evidence() -> None:
+    """Nothing to judge the steps by (every request refused at once): a skip whose evidence
+    still holds each step's outcomes, never an empty table."""
+    with FakeServer(slots=0) as srv:
+        options = fake_options(srv.base_url, slope_steps=(1, 2))
+        report = run_conformance(_just(options, "zeroqueue.5"))
+    check = outcome(report, "zeroqueue.5")
+    assert check.status == "skip"
+    assert check.reason == "no admitted request streamed a first token at the lowest step"
+    rows = check.evidence["steps"]
+    assert [r["concurrency"] for r in rows] == [1, 2]
+    assert all(r["requests"] > 0 and r["outcomes"] == {"refused": r["requests"]} for r in rows)
+    assert all(r["ttft_ms"] == [] for r in rows)

@@ -50,6 +50,20 @@ class SlopeStep:
         return [ex for burst in self.rounds for ex in burst]
 
 
+SETTLE_RUN = 3  # admitted requests in a row with an at-rest TTFT: back at rest
+SETTLE_FACTOR = 1.5  # of the at-rest median TTFT, plus SETTLE_MARGIN_MS for a busy client
+SETTLE_MARGIN_MS = 2.0
+
+
+@dataclass(frozen=True)
+class Settled:
+    probes: int  # requests sent until back at rest (or settle_s ran out)
+    waited_s: float
+    at_rest: bool | None  # False: still busy when settle_s ran out (measured anyway);
+    # None: no at-rest TTFT to compare with
+    bound_ms: float | None  # the TTFT that counts as at rest
+
+
 @dataclass
 class SlopeRun:
     steps: list[SlopeStep]  # the steps that ran, in order of rising concurrency
@@ -154,6 +168,34 @@ class Context:
             self._cache[key] = make()
         return cast(T, self._cache[key])
 
+    def settle(self, before: str) -> Settled:
+        """Sequential at-rest-sized requests until the endpoint answers as it did at rest,
+        before a measurement that needs it so. A heavy check before it (errors.4's 32 MiB
+        prompt) can keep a one-core server busy for tens of seconds after conform stopped
+        waiting for it, and a TTFT measured meanwhile is the leftover work's. At rest:
+        SETTLE_RUN admitted requests in a row, each within SETTLE_FACTOR of the at-rest
+        median TTFT (measured before any other check: run_conformance)."""
+        return self.once(f"settle:{before}", self._settle)
+
+    def _settle(self) -> Settled:
+        baseline = self.baseline_ttft_ms()
+        if baseline is None:
+            return Settled(0, 0.0, None, None)
+        bound = SETTLE_FACTOR * baseline + SETTLE_MARGIN_MS
+        req = self.generate(self.api, stream=True, max_tokens=4)  # as the at-rest requests
+        start = time.monotonic()
+        deadline = start + self.options.settle_s
+        run = probes = 0
+        while run < SETTLE_RUN and time.monotonic() < deadline:
+            ex = self.send(req)
+            probes += 1
+            ttft = ex.ttft_ms if ex.outcome == "admitted" else None
+            run = run + 1 if ttft is not None and ttft <= bound else 0
+            if ttft is None:
+                time.sleep(0.05)  # refused or failed: give it room (bounded by the deadline)
+        waited = round(time.monotonic() - start, 3)
+        return Settled(probes, waited, run >= SETTLE_RUN, round(bound, 3))
+
     def low_load(self) -> list[Evidence]:
         """Sequential streamed requests on one connection: the endpoint at rest."""
         return self.once("low_load", self._low_load)
@@ -189,6 +231,7 @@ class Context:
         if known is None:  # llama.cpp's server says its slots in GET /props
             known = capacity.advertised(None, self.send(self.get(PROPS_PATH)).json())
         plan = past(asked, known)
+        self.settle("slope")
         # Nothing advertised: watch a running-requests gauge while the steps run.
         sampler = capacity.RunningSampler(self.base + "/metrics") if known is None else None
         with sampler or contextlib.nullcontext():

@@ -10,11 +10,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
 from zqbench.conform import queueing
-from zqbench.conform.context import Context
+from zqbench.conform.context import Context, SlopeStep
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
 from zqbench.dialects.common import parse_epoch, parse_retry_after
@@ -131,6 +132,22 @@ def health(ctx: Context) -> CheckResult:
 
 
 # ------------------------------------------------------------------ the hidden-queue detector
+def _unjudged_row(step: SlopeStep) -> dict[str, Any]:
+    """A step with no threshold to judge it by (nothing streamed at the lowest step): what its
+    requests got, so the evidence still shows why."""
+    outcomes = Counter(ex.outcome for ex in step.exchanges)
+    errors = Counter(ex.error for ex in step.exchanges if ex.error)
+    statuses = Counter(str(ex.status) for ex in step.exchanges if ex.status)
+    return {
+        "concurrency": step.concurrency,
+        "requests": len(step.exchanges),
+        "outcomes": dict(outcomes),
+        "statuses": dict(statuses),
+        "errors": dict(errors),
+        "ttft_ms": sorted(_ms(t) for ex in step.exchanges if (t := ex.ttft_ms) is not None),
+    }
+
+
 def hidden_queue(ctx: Context) -> CheckResult:
     """Judged on each step's tail (zqbench.conform.queueing holds the rule and its reasons)."""
     o = ctx.options
@@ -144,7 +161,8 @@ def hidden_queue(ctx: Context) -> CheckResult:
         "capacity": None if run.capacity is None else asdict(run.capacity),
         "steps_asked": list(run.asked),
         "steps_added": list(run.added),
-        "steps": [s.row() for s in j.steps],
+        "steps": [s.row() for s in j.steps] or [_unjudged_row(s) for s in run.steps],
+        "settled": asdict(ctx.settle("slope")),
         "median_slope": queueing.slope_evidence(run.steps, o.seed),
     }
     if j.threshold_ms is None:
