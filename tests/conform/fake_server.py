@@ -74,7 +74,7 @@ FAULTS: dict[str, str | tuple[str, ...]] = {
     "wrong_header": "headers.1",
 }
 MODEL = "fake-zq"
-BUSY_DELAY_S = 0.05  # busy_after_oversize_s
+BUSY_DELAY_S = 0.05  # FakeServer.busy_for
 BODY_LIMIT = 1024 * 1024
 PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai"}
 REASONS = {
@@ -143,7 +143,6 @@ class FakeServer:
         any_model: bool = False,
         props: bool = False,
         coalesce: bool = False,
-        busy_after_oversize_s: float = 0.0,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -161,10 +160,7 @@ class FakeServer:
         # As llama.cpp's server (a token ending inside a UTF-8 character) and a descheduled
         # vLLM: the OpenAI stream's second chunk carries two tokens; usage counts them all.
         self.coalesce = coalesce
-        # As a one-core llama.cpp tokenizing errors.4's 32 MiB prompt after answering it: for
-        # this long after an oversize body, each request's first token is BUSY_DELAY_S late.
-        self.busy_after_oversize_s = busy_after_oversize_s
-        self.busy_until = 0.0
+        self.busy_until = 0.0  # busy_for
         self.apis = apis
         self.models_body = models_body
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -204,6 +200,11 @@ class FakeServer:
         self._thread.start()
         ready.wait(5)
         return self
+
+    def busy_for(self, seconds: float) -> None:
+        """Leftover work, as a one-core llama.cpp tokenizing errors.4's 32 MiB prompt long
+        after answering it: for `seconds`, each first token comes BUSY_DELAY_S late."""
+        self.busy_until = time.monotonic() + seconds
 
     def __exit__(self, *exc: object) -> None:
         loop, server = self._loop, self._server
@@ -368,7 +369,6 @@ class FakeServer:
 
     def _parse(self, api: str, body: bytes) -> dict[str, Any]:
         if len(body) > BODY_LIMIT:
-            self.busy_until = time.monotonic() + self.busy_after_oversize_s
             raise BadRequest(400 if "oversize_400" in self.faults else 413, "too large")
         try:
             text = body.decode("utf-8")

@@ -8,10 +8,12 @@ import dataclasses
 
 import pytest
 
-from tests.conform.fake_server import FakeServer
+from tests.conform.fake_server import MODEL, FakeServer
 from tests.conform.util import fake_options, outcome
 from zqbench.conform import ConformReport, run_conformance
 from zqbench.conform.catalogue import CATALOGUE
+from zqbench.conform.checks.zeroqueue import hidden_queue
+from zqbench.conform.context import Context
 from zqbench.conform.options import ConformOptions
 
 pytestmark = pytest.mark.slow  # conform runs against a server, for seconds
@@ -106,20 +108,46 @@ def test_steps_that_never_pass_capacity_are_a_skip_not_a_pass() -> None:
     )
 
 
-def test_the_slope_waits_until_a_heavy_check_has_left_the_server_at_rest() -> None:
-    """errors.4's oversize body keeps this server busy for 1.5 s after it answered (every first
-    token 50 ms late), as a one-core llama.cpp tokenizing it: the at-rest TTFT is measured
-    before that check, and the slope steps start only once the server answers so again."""
-    with FakeServer(queue=True, slots=4, busy_after_oversize_s=1.5) as srv:
-        options = fake_options(srv.base_url, slope_steps=(1, 2, 4, 8))
-        report = run_conformance(_just(options, "errors.4", "zeroqueue.5"))
-    ev = outcome(report, "zeroqueue.5").evidence
-    assert ev["baseline_ttft_ms"] < 40, ev  # measured before errors.4, not 50 ms late
+def test_the_slope_waits_until_the_server_is_back_at_rest() -> None:
+    """Leftover work after the at-rest requests (every first token 50 ms late for 1.5 s): the
+    slope steps start only once the server answers as it did at rest."""
+    with FakeServer(queue=True, slots=4) as srv:
+        ctx = Context(fake_options(srv.base_url, slope_steps=(1, 2, 4, 8)), model=MODEL)
+        try:
+            ctx.low_load()
+            srv.busy_for(1.5)
+            result = hidden_queue(ctx)
+        finally:
+            ctx.close()
+    ev = result.evidence
+    assert ev["baseline_ttft_ms"] < 40, ev  # measured before the leftover work
     settled = ev["settled"]
     assert settled["at_rest"] is True and settled["bound_ms"] < 50, settled
     assert 1.0 < settled["waited_s"] < 3.0 and settled["probes"] >= 4, settled
     lowest = ev["steps"][0]
     assert lowest["concurrency"] == 1 and lowest["ttft_p50_ms"] < 40, lowest
+
+
+def test_refusals_at_rest_neither_stall_nor_end_the_settling() -> None:
+    """A server that refuses one at-rest request in three (zeroqueue.11's fault) settles as
+    soon as 3 admitted probes answer in time: a refusal says nothing of leftover work."""
+    with FakeServer({"refuse_idle"}, queue=True, slots=4) as srv:
+        ctx = Context(fake_options(srv.base_url, slope_steps=(1, 2)), model=MODEL)
+        try:
+            ctx.low_load()
+            settled = ctx.settle("slope")
+        finally:
+            ctx.close()
+    assert settled.at_rest is True, settled
+    assert settled.probes >= 4 and settled.waited_s < 2.0, settled
+
+
+def test_the_errors_group_runs_after_every_load_check() -> None:
+    """errors.4's 32 MiB prompt stalled a one-core llama.cpp for over 10 s after 3 settling
+    probes had passed: the oversize body comes after the measurements it could spoil."""
+    ids = [c.id for c in CATALOGUE]
+    first_error = min(i for i, c in enumerate(ids) if c.startswith("errors."))
+    assert all(i < first_error for i, c in enumerate(ids) if c.startswith("zeroqueue."))
 
 
 def test_a_lowest_step_with_no_first_token_keeps_its_requests_in_the_evidence() -> None:

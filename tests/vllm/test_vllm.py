@@ -76,8 +76,11 @@ def test_burst_with_target_alone_is_a_valid_fail_that_shows_the_queue(
 def _outcomes_follow_vllms_waiting_gauge(summary: dict, out: Path) -> None:
     """vLLM sends no timing headers: each admitted request is judged by its TTFT against the
     at-rest probes' (#21). `queued` must sit where vLLM's own num_requests_waiting was above
-    0: a request counts as agreeing when it is queued and a scrape on either side of its
-    send saw a waiting request, or served and neither did."""
+    0. The gauge is known at a request's send when the scrapes on either side of it agree
+    (both saw a waiting request, or neither did); where they differ the queue filled or
+    drained between them, and the gauge cannot say which side the send fell on. On the
+    requests where it is known, 90% must agree. Counting either scrape as the truth failed
+    one CI run: 8 of 77 admitted requests were served beside a scrape that saw one waiting."""
     outcomes = summary["outcomes"]
     assert "unavailable" not in outcomes["basis"]["at_rest"], outcomes["basis"]
     assert outcomes["evidence"]["server_queue"] == 0
@@ -88,18 +91,21 @@ def _outcomes_follow_vllms_waiting_gauge(summary: dict, out: Path) -> None:
     series = summary["server_queue"]["over_time"]
     samples = pq.read_table(out / "samples.parquet").to_pandas()
     admitted = samples[samples["outcome"].isin(["served", "queued"])]
-    table = {(q, w): 0 for q in (True, False) for w in (True, False)}
+    table = {(q, w): 0 for q in (True, False) for w in (True, False, None)}
     for t_send, outcome in zip(admitted["t_send"] / 1e9, admitted["outcome"], strict=True):
         before = [w for t, w in zip(series["t"], series["waiting"], strict=True) if t <= t_send]
         after = [w for t, w in zip(series["t"], series["waiting"], strict=True) if t > t_send]
-        near = [w for w in (before[-1:] + after[:1]) if w is not None]
-        table[(outcome == "queued", any(w > 0 for w in near))] += 1
-    agree = (table[(True, True)] + table[(False, False)]) / len(admitted)
+        near = {w > 0 for w in (before[-1:] + after[:1]) if w is not None}
+        waiting = near.pop() if len(near) == 1 else None
+        table[(outcome == "queued", waiting)] += 1
+    known = sum(n for (_, w), n in table.items() if w is not None)
+    agree = (table[(True, True)] + table[(False, False)]) / max(known, 1)
     shown = {
-        f"{'queued' if q else 'served'}, waiting {'>0' if w else '=0'}": n
+        f"{'queued' if q else 'served'}, waiting {({True: '>0', False: '=0'}).get(w, 'edge')}": n
         for (q, w), n in table.items()
     }
     print(f"outcomes against vllm:num_requests_waiting: {shown}, agreement {agree:.1%}")
+    assert known >= len(admitted) / 2, shown
     assert agree >= 0.9, shown
 
 

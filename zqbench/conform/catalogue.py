@@ -16,10 +16,13 @@ from zqbench.dialects import DIALECTS
 
 CATALOGUE: tuple[Check, ...] = (
     *(check for api in DIALECTS for check in api_checks(api)),  # api.<name>.*, registry order
-    *errors.CHECKS,
     *transport.CHECKS,
     *zeroqueue.CHECKS,
     *slots.CHECKS,  # zeroqueue.11-13: after the load measurements they judge or follow
+    # After the load checks: errors.4's 32 MiB prompt kept a one-core llama.cpp busy for
+    # 14-50 s after conform gave up on it, a stall no at-rest probe between them could see
+    # (its HTTP thread tokenized while the slots still answered).
+    *errors.CHECKS,
     *headers.CHECKS,
 )
 
