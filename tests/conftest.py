@@ -1,8 +1,11 @@
-"""Suite-wide: the longest files are collected first.
+"""Suite-wide: the longest files are collected first, and the real engines share a worker.
 
-pytest-xdist (`--dist loadfile`) hands whole files to the workers in collection order. In
-name order the vLLM file, about 4 minutes on its own, came last: one worker ran it while the
-other sat idle. Started first, it runs beside everything else.
+pytest-xdist (`--dist loadgroup`) hands whole groups to the workers in collection order; each
+file is a group of its own (as `loadfile` would make it), but the vLLM and llama.cpp files
+are one: both servers are pinned to core 0 and their clients to core 1, so side by side each
+would measure the other's load. In name order the vLLM file, about 4 minutes on its own, came
+last: one worker ran it while the others sat idle. Started first, it runs beside everything
+else.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import pytest
 # The files that take a minute or more (the slowest of `pytest --durations`), longest first.
 LONGEST_FIRST = (
     "tests/vllm/test_vllm.py",
+    "tests/llamacpp/test_llamacpp.py",
     "tests/profile/test_gpu_check_dry_run.py",
     "tests/core/test_distributed.py",
     "tests/scenarios_e2e/test_mixed_length.py",
@@ -20,6 +24,9 @@ LONGEST_FIRST = (
     "tests/profile/test_profile_runs.py",
 )
 
+# The third-party servers under test, one after the other on one worker.
+REAL_ENGINES = ("tests/vllm/test_vllm.py", "tests/llamacpp/test_llamacpp.py")
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
@@ -27,3 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: each file keeps its own order, the rest theirs
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        group = "real-engines" if path in REAL_ENGINES else path
+        item.add_marker(pytest.mark.xdist_group(group))
