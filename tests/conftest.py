@@ -28,13 +28,16 @@ LONGEST_FIRST = (
 REAL_ENGINES = ("tests/vllm/test_vllm.py", "tests/llamacpp/test_llamacpp.py")
 
 
+def _path(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
-        path = item.nodeid.split("::", 1)[0]
+        path = _path(item)
         return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: each file keeps its own order, the rest theirs
     for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        group = "real-engines" if path in REAL_ENGINES else path
+        group = "real-engines" if _path(item) in REAL_ENGINES else _path(item)
         item.add_marker(pytest.mark.xdist_group(group))

@@ -189,15 +189,13 @@ class Context:
         while run < SETTLE_RUN and time.monotonic() < deadline:
             ex = self.send(req)
             probes += 1
-            if ex.outcome == "refused":
-                # Says nothing of leftover work: a server that refuses now and then at rest
-                # (zeroqueue.11's fault) would otherwise never settle and cost settle_s.
-                time.sleep(0.05)
-                continue
             ttft = ex.ttft_ms if ex.outcome == "admitted" else None
-            run = run + 1 if ttft is not None and ttft <= bound else 0
+            # A refusal says nothing of leftover work: a server that refuses now and then at
+            # rest (zeroqueue.11's fault) would otherwise never settle and cost settle_s.
+            if ex.outcome != "refused":
+                run = run + 1 if ttft is not None and ttft <= bound else 0
             if ttft is None:
-                time.sleep(0.05)  # failed: give it room (bounded by the deadline)
+                time.sleep(0.05)  # refused or failed: give it room (bounded by the deadline)
         waited = round(time.monotonic() - start, 3)
         return Settled(probes, waited, run >= SETTLE_RUN, round(bound, 3))
 
