@@ -143,6 +143,7 @@ class FakeServer:
         any_model: bool = False,
         props: bool = False,
         coalesce: bool = False,
+        hang_up_stalls: int = 0,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -161,6 +162,10 @@ class FakeServer:
         # vLLM: the OpenAI stream's second chunk carries two tokens; usage counts them all.
         self.coalesce = coalesce
         self.busy_until = 0.0  # busy_for
+        # As a GC pause or a descheduled engine: after each of the first `hang_up_stalls`
+        # rounds of client hang-ups, the next `slots` admissions each come BUSY_DELAY_S late.
+        self.hang_up_stalls = hang_up_stalls
+        self.stalls_left = 0
         self.apis = apis
         self.models_body = models_body
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -418,6 +423,9 @@ class FakeServer:
     async def _admit(self, max_tokens: int) -> None:
         if time.monotonic() < self.busy_until:
             await asyncio.sleep(BUSY_DELAY_S)
+        if self.stalls_left > 0:
+            self.stalls_left -= 1
+            await asyncio.sleep(BUSY_DELAY_S)
         now = time.monotonic()
         sticky = "sticky_refusal" in self.faults and now < self.refuse_until
         if "refuse_idle" in self.faults and max_tokens <= 4 and self.in_use == 0:
@@ -508,6 +516,9 @@ class FakeServer:
                 try:
                     await self._stream(w, api, req["max_tokens"], stamps)
                 except OSError:  # the client hung up (a failed write): the slot frees now...
+                    if self.hang_up_stalls > 0 and self.stalls_left == 0:
+                        self.hang_up_stalls -= 1
+                        self.stalls_left = self.slots
                     if "keep_cancelled" in self.faults:  # ...unless it generates on for nobody
                         end = t0 + self.token_s * req["max_tokens"]
                         await asyncio.sleep(max(0.0, end - time.monotonic()))

@@ -74,3 +74,24 @@ def test_the_disconnect_check_reads_the_running_gauge(keep: bool) -> None:
         assert gauge["fell_after_s"] is not None and gauge["fell_after_s"] < 0.5
         assert ev["new_requests"]["admitted"] == 2
         assert max(ev["new_requests"]["ttft_ms"]) < ev["threshold_ms"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stalls", [1, 2])
+def test_one_stalled_round_of_new_requests_is_judged_again(stalls: int) -> None:
+    """A stall after the hang-up delays the whole round of new requests past T (they share
+    a batch): zeroqueue.13 measures a second round, and fails only when it recurs."""
+    with FakeServer(queue=True, slots=2, hang_up_stalls=stalls) as srv:
+        report = run_conformance(fake_options(srv.base_url, only=("zeroqueue",)))
+    check = outcome(report, "zeroqueue.13")
+    ev = check.evidence
+    first = ev["first_round"]
+    assert first["ttft_max_ms"] > ev["threshold_ms"]  # the stall was past T
+    assert first["new_requests"]["admitted"] == 2 and ev["new_requests"]["admitted"] == 2
+    if stalls == 1:
+        assert check.status == "pass", check.reason
+        assert max(ev["new_requests"]["ttft_ms"]) < ev["threshold_ms"]
+    else:
+        assert check.status == "fail", check.reason
+        assert check.reason.endswith("queued behind the cut generations in both rounds")
+        assert max(ev["new_requests"]["ttft_ms"]) > ev["threshold_ms"]

@@ -331,6 +331,10 @@ class Context:
         requests (disconnect.py); None when the capacity is unknown."""
         return self.once("disconnect", self._disconnect)
 
+    def disconnect_again(self) -> DisconnectRun | None:
+        """One more disconnect round, measured afresh (zeroqueue.13's second look)."""
+        return self._disconnect()
+
     def _disconnect(self) -> DisconnectRun | None:
         o = self.options
         known = self.capacity()

@@ -169,7 +169,30 @@ def disconnect_frees(ctx: Context) -> CheckResult:
             f"first, {refused} never got in): the slots were never all held",
             **evidence,
         )
-    return _judge_disconnect(run, _threshold_ms(ctx), evidence)
+    threshold = _threshold_ms(ctx)
+    slow = _slowest_first_token(run, threshold)
+    if slow is not None:
+        # The new requests of one round share a batch: one stall of the server or of a busy
+        # client delays them all (vLLM on a shared core: 7 of 8 at 227 ms, T 213 ms, once in
+        # 4 runs). A slot a cut stream still holds delays every round: judge a second one.
+        again = ctx.disconnect_again()
+        if again is not None and again.error is None and again.live == again.n:
+            first = {"ttft_max_ms": _ms(slow), "new_requests": evidence["new_requests"]}
+            run, evidence = again, _disconnect_evidence(ctx, again)
+            evidence["first_round"] = first
+    return _judge_disconnect(run, threshold, evidence)
+
+
+def _slowest_first_token(run: DisconnectRun, threshold: float | None) -> float | None:
+    """The new requests' latest first token where it alone would fail the check (every
+    request admitted, the gauge back down, a TTFT past T), else None."""
+    if threshold is None or (run.gauge is not None and run.gauge.fell_s is None):
+        return None
+    admitted = [a[-1] for a in run.fresh if a[-1].outcome == "admitted"]
+    ttfts = [t for ex in admitted if (t := ex.ttft_ms) is not None]
+    if len(admitted) < run.n or not ttfts or max(ttfts) <= threshold:
+        return None
+    return max(ttfts)
 
 
 def _disconnect_evidence(ctx: Context, run: DisconnectRun) -> dict[str, Any]:
@@ -226,7 +249,7 @@ def _judge_disconnect(
         return failed(
             f"{run.n} new requests after {run.n} streams hung up were admitted, but waited up to "
             f"{max(ttfts):.0f} ms for a first token (> {threshold:.0f} ms): queued behind the "
-            "cut generations",
+            "cut generations" + (" in both rounds" if "first_round" in evidence else ""),
             **evidence,
         )
     latest = max((ex.t_send - run.t_hang_up) / 1e9 for ex in admitted)
