@@ -28,7 +28,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from zqbench.dialects import DEFAULT_API, DIALECTS
 from zqbench.errors import OptionError, ScenarioError
@@ -93,6 +93,7 @@ _OUTCOMES_KEYS = (
 MAX_AT_REST_PROBES = 20  # per prompt size: each is a request before the load
 MAX_RETRY_AFTER_FOLLOW_UPS = 100  # refusals followed per run: extra traffic, kept small
 MAX_RETRY_AFTER_ATTEMPTS = 10
+MAX_GRACEFUL_STOP_S = 24 * 3600.0  # --graceful-stop: a day is past any answer worth waiting for
 DEFAULT_RETRY_AFTER_ATTEMPTS = 3
 _SWEEP_KEYS = ("min_rate", "max_rate", "step_factor", "step_duration", "bisect_steps")
 
@@ -234,6 +235,7 @@ class Scenario:
         max_tokens: int | None = None,
         stream: bool | None = None,
         timeout_s: float | None = None,
+        graceful_stop_s: float | None = None,
         arrivals: str | None = None,
         burstiness: float | None = None,
         dataset: str | None = None,
@@ -261,6 +263,16 @@ class Scenario:
             if not (math.isfinite(timeout_s) and timeout_s > 0):
                 raise OptionError("timeout_s", "must be > 0", value=str(timeout_s))
             req = dataclasses.replace(req, timeout_s=float(timeout_s))
+        if graceful_stop_s is not None:
+            if not (math.isfinite(graceful_stop_s) and 0 <= graceful_stop_s <= MAX_GRACEFUL_STOP_S):
+                raise OptionError(
+                    "graceful_stop_s",
+                    f"must be 0 to {MAX_GRACEFUL_STOP_S:g} s, e.g. 5s",
+                    value=f"{graceful_stop_s:g} s",
+                )
+            # Every executor's LoadSpec is a frozen dataclass with this field (load/executor.py).
+            load = dataclasses.replace(cast(Any, out.load), graceful_stop_s=float(graceful_stop_s))
+            out = dataclasses.replace(out, load=load)
         if dataset is not None:
             # --dataset PATH: from the working directory; the file's other keys stay.
             if not Path(dataset).is_file():

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,9 +69,12 @@ def calibration_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ZQBENCH_CALIBRATION", str(tmp_path / "calibration.json"))
 
 
-def run_programmed(tmp_path: Path, scenario: str, program: str) -> tuple[RunResult, dict]:
+def run_programmed(
+    tmp_path: Path, scenario: str, program: str, **options: Any
+) -> tuple[RunResult, dict]:
     """`scenario` (TOML text) run against a fresh programmed server whose every request
-    follows `program` (an x-program header); the result and the server's ground truth."""
+    follows `program` (an x-program header); the result and the server's ground truth.
+    `options`: more RunOptions fields."""
     path = write_scenario(tmp_path, scenario)
     with ProgrammedServer() as server:
         result = run_scenario(
@@ -81,6 +85,7 @@ def run_programmed(tmp_path: Path, scenario: str, program: str) -> tuple[RunResu
                 headers=(program,),
                 out=tmp_path / "run",
                 calibration="off",
+                **options,
             )
         )
         truth = server.all_truth()

@@ -64,3 +64,15 @@ def test_requests_cut_by_the_graceful_stop_say_so(
     assert sentence in md
     assert f"{cut.waiting} had no first token yet (still waiting to start)" in md
     assert sentence in (result.out_dir / "report.html").read_text()
+
+
+def test_the_graceful_stop_flag_overrides_the_scenarios(tmp_path: Path) -> None:
+    """`--graceful-stop 1s` on a scenario that gives 30 s: the requests still waiting (first
+    token at 2.5 s) are cut 1 s after the schedule's end, said so with the flag's grace."""
+    scenario = SCENARIO.replace('graceful_stop = "1s"', 'graceful_stop = "30s"')
+    program = "x-program: /anthropic?n=4&every=1&first=2500&head=1"
+    result, _ = run_programmed(tmp_path, scenario, program, graceful_stop_s=1.0)
+    cut = result.summary.cut_at_end
+    assert cut is not None and (cut.how, cut.grace) == ("graceful_stop", 1.0)
+    assert (cut.requests, cut.waiting) == (10, 10)
+    assert 1.0 <= cut.age_min <= cut.age_max < 2.5  # never the scenario's 30 s

@@ -60,6 +60,7 @@ def test_burst_with_target_alone_shows_the_deferred_queue_and_what_the_stop_cut(
 ) -> None:
     out = tmp_path / "burst"
     args = ["run", "burst", "--target", llama.base_url, "--duration-scale", "0.2"]
+    args += ["--graceful-stop", "5s"]  # the scenario's 30 s would only wait on the queue
     result = zqbench_pinned(*args, "--rate-scale", "0.04", *LAG_OK, "-q", "--out", str(out))
     summary = _json(out / "summary.json")
     assert result.returncode == 1, summary["validity"]  # FAIL: a queue, measured validly

@@ -568,6 +568,24 @@ def test_overrides() -> None:
         load_scenario("closed-loop").with_overrides(arrivals="poisson")
 
 
+@pytest.mark.parametrize("name", ["burst", "closed-loop", "trace", "sessions"])
+def test_graceful_stop_override_applies_to_every_executor(name: str) -> None:
+    s = load_scenario(name)
+    assert s.load.graceful_stop_s == 30.0  # the k6 default, kept by every bundled scenario
+    short = s.with_overrides(graceful_stop_s=2.5)
+    assert short.load.graceful_stop_s == 2.5 and type(short.load) is type(s.load)
+    assert short.load.stages == s.load.stages  # the schedule is untouched
+    assert short.to_dict()["load"]["graceful_stop_s"] == 2.5  # what summary.json records
+    assert s.with_overrides(graceful_stop_s=0).load.graceful_stop_s == 0
+
+
+@pytest.mark.parametrize("bad", [-1.0, 86401.0, float("inf"), float("nan")])
+def test_graceful_stop_override_out_of_range(bad: float) -> None:
+    reason = r"^graceful_stop_s .* s: must be 0 to 86400 s, e\.g\. 5s$"
+    with pytest.raises(OptionError, match=reason):
+        load_scenario("burst").with_overrides(graceful_stop_s=bad)
+
+
 def test_max_tokens_override_replaces_class_values(tmp_path: Path) -> None:
     path = write(
         tmp_path,

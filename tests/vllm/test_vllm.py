@@ -42,7 +42,7 @@ def test_burst_with_target_alone_is_a_valid_fail_that_shows_the_queue(
 ) -> None:
     out = tmp_path / "burst"
     args = ["run", "burst", "--target", vllm.base_url, "--duration-scale", "0.3"]
-    args += ["--rate-scale", "0.04", *LAG_OK]
+    args += ["--rate-scale", "0.04", "--graceful-stop", "5s", *LAG_OK]  # not 30 s of queue
     result = zqbench_pinned(*args, "-q", "--out", str(out))
     summary = _json(out / "summary.json")
     assert result.returncode == 1, summary["validity"]  # FAIL: a queue, measured validly

@@ -183,6 +183,16 @@ MaxScheduleLagOpt = Annotated[
         help="Highest schedule_lag p99 of a valid run, e.g. 20ms (default 10ms).",
     ),
 ]
+GracefulStopOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--graceful-stop",
+        parser=lambda text: _duration_s(text, "graceful_stop_s"),
+        metavar="DURATION",
+        help="How long requests in flight may finish after the schedule ends, e.g. 5s "
+        "(overrides the scenario's; default 30s).",
+    ),
+]
 MinAchievedRatioOpt = Annotated[
     float | None,
     typer.Option(help="Lowest achieved/offered load of a valid run, 0..1 (default 0.97)."),

@@ -37,6 +37,7 @@ def run(
         typer.Option("--timeout", help="Per-request timeout in seconds (overrides scenario)."),
     ] = None,
     max_tokens: opt.MaxTokensOpt = None,
+    graceful_stop_s: opt.GracefulStopOpt = None,
     dataset: opt.DatasetOpt = None,
     max_connections: Annotated[int, typer.Option(help="Connection pool limit.")] = 1024,
     warm_connections: Annotated[

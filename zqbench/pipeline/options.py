@@ -62,6 +62,7 @@ class PlanOptions:
     duration_scale: float
     max_tokens: int | None
     timeout_s: float | None
+    graceful_stop_s: float | None  # --graceful-stop: overrides the scenario's [load] one
     slos: tuple[str, ...]
     seed: int
     workers: int
@@ -170,6 +171,7 @@ class RunOptions:
     max_connections: int = 1024
     warm_connections: int | None = None  # None: sized from the expected concurrency
     timeout_s: float | None = None  # overrides the scenario's per-request timeout
+    graceful_stop_s: float | None = None  # overrides the scenario's [load] graceful_stop
     max_tokens: int | None = None
     dataset: str | None = None  # a dataset file whose rows are the requests (from the cwd)
     insecure: bool = False

@@ -75,6 +75,7 @@ def prepare_scenario(options: PlanOptions) -> tuple[Scenario, tuple[Slo, ...]]:
         api=None if named is None else named.value,
         max_tokens=options.max_tokens,
         timeout_s=options.timeout_s,
+        graceful_stop_s=options.graceful_stop_s,
         dataset=options.dataset,
     )
     slo_checks = tuple(parse_slos((*scenario.slo, *options.slos)))
