@@ -144,6 +144,7 @@ class FakeServer:
         props: bool = False,
         coalesce: bool = False,
         hang_up_stalls: int = 0,
+        shared_prefill_s: float = 0.0,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -166,6 +167,9 @@ class FakeServer:
         # rounds of client hang-ups, the next `slots` admissions each come BUSY_DELAY_S late.
         self.hang_up_stalls = hang_up_stalls
         self.stalls_left = 0
+        # As vLLM on one core: a request admitted beside others waits this long for its
+        # first token, their prefills sharing the core.
+        self.shared_prefill_s = shared_prefill_s
         self.apis = apis
         self.models_body = models_body
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -493,6 +497,8 @@ class FakeServer:
         except Refuse:
             return await self._refuse(w, api, stamps)
         try:
+            if self.shared_prefill_s and self.in_use > 1:
+                await asyncio.sleep(self.shared_prefill_s)
             if "slow_dispatch" in self.faults:
                 await asyncio.sleep(0.02)
             # Admission is synchronous (no await since `received`), so dispatch is that same

@@ -183,6 +183,10 @@ MaxScheduleLagOpt = Annotated[
         help="Highest schedule_lag p99 of a valid run, e.g. 20ms (default 10ms).",
     ),
 ]
+RequestTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", help="Per-request timeout in seconds (overrides scenario)."),
+]
 GracefulStopOpt = Annotated[
     float | None,
     typer.Option(

@@ -32,10 +32,7 @@ def run(
     duration_scale: opt.DurationScaleOpt = 1.0,
     slos: opt.SlosOpt = None,
     out: opt.OutOpt = None,
-    timeout_s: Annotated[
-        float | None,
-        typer.Option("--timeout", help="Per-request timeout in seconds (overrides scenario)."),
-    ] = None,
+    timeout_s: opt.RequestTimeoutOpt = None,
     max_tokens: opt.MaxTokensOpt = None,
     graceful_stop_s: opt.GracefulStopOpt = None,
     dataset: opt.DatasetOpt = None,

@@ -1,6 +1,9 @@
 """A client that hangs up frees its slot (zeroqueue.13): fill the slots with long streams, cut
 them mid-generation, and see whether as many new requests get in at once.
 
+    0. N new small requests at once, with every slot free: how long N first tokens take
+       when they share a start (a batched prefill on a busy core), the TTFT the new
+       requests of step 4 are held to.
     1. N streams at once (N = the capacity), each asking for `max_tokens` tokens; one that
        is refused is sent again every POLL_S (a slot of an earlier check may still be
        freeing) for at most half of `time_s`.
@@ -62,6 +65,7 @@ class DisconnectRun:
     live: int  # streams generating at the hang-up
     t_hang_up: int = 0
     fresh: list[list[Evidence]] = field(default_factory=list)  # per new request: attempts
+    at_once: list[Evidence] = field(default_factory=list)  # step 0: N at once on free slots
     gauge: GaugeTrace | None = None
     error: str | None = None  # no connection could be opened
 
@@ -71,7 +75,14 @@ class DisconnectRun:
 
     @property
     def exchanges(self) -> list[Evidence]:
-        return [ex for group in (*self.streams, *self.fresh) for ex in group]
+        return self.at_once + [ex for group in (*self.streams, *self.fresh) for ex in group]
+
+    def at_once_ttft_ms(self) -> float | None:
+        """Step 0's median TTFT over its admitted requests (None when none was)."""
+        ttfts = sorted(
+            t for ex in self.at_once if ex.outcome == "admitted" and (t := ex.ttft_ms) is not None
+        )
+        return ttfts[(len(ttfts) - 1) // 2] if ttfts else None
 
     def would_run_s(self) -> float | None:
         """Seconds after the hang-up the first cut stream would have ended, at its own
@@ -106,6 +117,8 @@ def measure(
         if found is not None:
             run.gauge = GaugeTrace(*found)
         async with loadclient.pool(base, 2 * n) as transport:
+            at_once = (loadclient.send(transport, short, timeout_s) for _ in range(n))
+            run.at_once = list(await asyncio.gather(*at_once))
             hang_up = asyncio.Event()
             settled = [asyncio.Event() for _ in range(n)]
             open_until = perf_counter_ns() + int(time_s / 2 * 1e9)
