@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "zqbench"
 MAX_TOP_MODULES = 10
 MAX_FUNCTION_LINES = 80
@@ -32,3 +34,11 @@ def test_the_files_collected_first_exist() -> None:
 
     root = Path(__file__).resolve().parents[1]
     assert [p for p in LONGEST_FIRST if not (root / p).is_file()] == []
+
+
+def test_each_test_runs_in_its_files_group(request: pytest.FixtureRequest) -> None:
+    """Under pytest-xdist's loadgroup, a test's node id carries its group (tests/conftest.py):
+    pytest 9.2 silently dropped every group, and the real engines ran on both workers."""
+    if not request.config.getvalue("loadgroup"):
+        pytest.skip("not a pytest-xdist loadgroup worker (run with -n 0)")
+    assert request.node.nodeid.endswith("@tests/test_code_shape.py"), request.node.nodeid
