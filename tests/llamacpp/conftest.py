@@ -15,7 +15,9 @@ import pytest
 from tests.llamacpp.target import LlamaServer, free_port, llamacpp_available, start_llama_server
 
 
-@pytest.fixture(scope="session")
+# Per module: stopped once its file is done, not kept (vLLM: 1.6 GB) beside the other
+# engine, both pinned to core 0, for the rest of the run.
+@pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     reason = llamacpp_available()
     if reason is not None:

@@ -20,7 +20,9 @@ from tests.vllm.target import VllmServer, free_port, start_vllm, vllm_available
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
+# Per module: stopped once its file is done, not kept (vLLM: 1.6 GB) beside the other
+# engine, both pinned to core 0, for the rest of the run.
+@pytest.fixture(scope="module")
 def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     reason = vllm_available()
     if reason is not None:
