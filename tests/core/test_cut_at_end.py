@@ -3,8 +3,8 @@ and why they count as they do, in summary.json, summary.md and report.html.
 
 The program applies to the target's API checks too (a one-token request each, before the
 load), so it is kept short. The programmed server's truth decides: a program whose first
-token comes after 2.5 s leaves every request waiting at the cut; one that streams for
-2.5 s leaves them mid-answer.
+token comes after 1.5 s leaves every request waiting at the cut (1 s after the first send);
+one that streams for 1.5 s leaves them mid-answer.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ name = "cut"
 api = "anthropic"
 [load]
 executor = "constant-arrival-rate"
-rate = 10
-duration = "1s"
-graceful_stop = "1s"
+rate = 20
+duration = "0.5s"
+graceful_stop = "0.5s"
 [request]
 max_tokens = 400
 prompt_tokens = 8
@@ -39,8 +39,8 @@ at_rest_probes = 0  # the probes would wait too
 @pytest.mark.parametrize(
     ("program", "waiting"),
     [
-        ("x-program: /anthropic?n=4&every=1&first=2500&head=1", True),
-        ("x-program: /anthropic?n=250&every=10&first=5&head=1", False),
+        ("x-program: /anthropic?n=4&every=1&first=1500&head=1", True),
+        ("x-program: /anthropic?n=150&every=10&first=5&head=1", False),
     ],
 )
 def test_requests_cut_by_the_graceful_stop_say_so(
@@ -50,15 +50,15 @@ def test_requests_cut_by_the_graceful_stop_say_so(
     summary = result.summary
     cut = summary.cut_at_end
     assert cut is not None
-    assert (cut.how, cut.grace) == ("graceful_stop", 1.0)
+    assert (cut.how, cut.grace) == ("graceful_stop", 0.5)
     assert cut.requests == summary.requests.sent == 10  # every one: none finished
     assert (cut.waiting, cut.streaming) == ((10, 0) if waiting else (0, 10))
-    # The last was sent at 0.9 s and cut 1 s after the schedule's end: at least 1 s old.
-    assert 1.0 <= cut.age_min <= cut.age_max < 2.5
+    # The last was sent at 0.45 s and cut 0.5 s after the schedule's end: at least 0.5 s old.
+    assert 0.5 <= cut.age_min <= cut.age_max < 1.5
     assert summary.outcomes is not None and summary.outcomes.counts["interrupted"] == 10
     md = (result.out_dir / "summary.md").read_text()
     sentence = (
-        "10 requests were still unanswered when the graceful stop ended (1 s after the "
+        "10 requests were still unanswered when the graceful stop ended (0.5 s after the "
         "last scheduled send), "
     )
     assert sentence in md
@@ -67,12 +67,13 @@ def test_requests_cut_by_the_graceful_stop_say_so(
 
 
 def test_the_graceful_stop_flag_overrides_the_scenarios(tmp_path: Path) -> None:
-    """`--graceful-stop 1s` on a scenario that gives 30 s: the requests still waiting (first
-    token at 2.5 s) are cut 1 s after the schedule's end, said so with the flag's grace."""
-    scenario = SCENARIO.replace('graceful_stop = "1s"', 'graceful_stop = "30s"')
-    program = "x-program: /anthropic?n=4&every=1&first=2500&head=1"
-    result, _ = run_programmed(tmp_path, scenario, program, graceful_stop_s=1.0)
+    """`--graceful-stop 0.5s` on a scenario that gives 30 s: the requests still waiting
+    (first token at 1.5 s) are cut 0.5 s after the schedule's end, said so with the flag's
+    grace."""
+    scenario = SCENARIO.replace('graceful_stop = "0.5s"', 'graceful_stop = "30s"')
+    program = "x-program: /anthropic?n=4&every=1&first=1500&head=1"
+    result, _ = run_programmed(tmp_path, scenario, program, graceful_stop_s=0.5)
     cut = result.summary.cut_at_end
-    assert cut is not None and (cut.how, cut.grace) == ("graceful_stop", 1.0)
+    assert cut is not None and (cut.how, cut.grace) == ("graceful_stop", 0.5)
     assert (cut.requests, cut.waiting) == (10, 10)
-    assert 1.0 <= cut.age_min <= cut.age_max < 2.5  # never the scenario's 30 s
+    assert 0.5 <= cut.age_min <= cut.age_max < 1.5  # never the scenario's 30 s
