@@ -27,6 +27,11 @@ done
 
 # 4 slots (--parallel), each with 2048 tokens of context (-c is split among them), as vLLM's
 # --max-model-len 2048. One thread for decode and one for batches: it has one core.
+# --threads-http 128: by default its HTTP server keeps slots + 4 = 8 threads, and a kept-alive
+# connection holds one while idle, for up to its 5 s keep-alive. zqbench opens its
+# connections before it measures (conform: 32 for its widest step); on a busy machine
+# those past the 8th were left unread for 5 s, so a request at concurrency 1 timed out and
+# zeroqueue.5 skipped (2 of 3 conform runs with both cores loaded; 0 of 2 with 128 threads).
 # --metrics and --slots: the /metrics and /slots endpoints zqbench reads.
 exec taskset -c "$CPUS" "$BIN" -m "$GGUF" \
     --alias tiny \
@@ -34,4 +39,5 @@ exec taskset -c "$CPUS" "$BIN" -m "$GGUF" \
     --parallel 4 -c 8192 \
     -t 1 -tb 1 \
     --metrics --slots \
+    --threads-http 128 \
     "$@"
