@@ -40,6 +40,9 @@ def one_run(target: str, out: Path, extra: list[str]) -> dict[str, Any]:
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     elapsed = time.monotonic() - t0
+    if not (out / "conform.json").is_file():  # the target is down, or conform refused
+        tail = (done.stdout + done.stderr).strip().splitlines()[-1:]
+        raise SystemExit(f"conform_repeat: conform exited {done.returncode}: {' '.join(tail)}")
     report = json.loads((out / "conform.json").read_text())
     checks = {
         c["id"]: {

@@ -77,13 +77,6 @@ class DisconnectRun:
     def exchanges(self) -> list[Evidence]:
         return self.at_once + [ex for group in (*self.streams, *self.fresh) for ex in group]
 
-    def at_once_ttft_ms(self) -> float | None:
-        """Step 0's median TTFT over its admitted requests (None when none was)."""
-        ttfts = sorted(
-            t for ex in self.at_once if ex.outcome == "admitted" and (t := ex.ttft_ms) is not None
-        )
-        return ttfts[(len(ttfts) - 1) // 2] if ttfts else None
-
     def would_run_s(self) -> float | None:
         """Seconds after the hang-up the first cut stream would have ended, at its own
         pace (token events are tokens on the OpenAI route; on the Messages route a delta

@@ -148,6 +148,12 @@ def retry_after_honoured(ctx: Context) -> CheckResult:
 
 
 # ------------------------------------------------------------------ .13
+def _at_once_ttft_ms(run: DisconnectRun) -> float | None:
+    """The median TTFT of the N requests sent at once on free slots (disconnect.py step 0)."""
+    ttfts = queueing.admitted_ttfts(run.at_once)
+    return queueing.percentile(ttfts, 0.5) if ttfts else None
+
+
 def _threshold_ms(ctx: Context, run: DisconnectRun) -> float | None:
     """zeroqueue.5's T, 2 B + max(margin, H / 2) (queueing.py), with B the median TTFT of
     the N requests sent at once on free slots (step 0) where that is the longer: N first
@@ -155,7 +161,7 @@ def _threshold_ms(ctx: Context, run: DisconnectRun) -> float | None:
     of them against an at-rest 68 ms (T 222 ms). A slot a cut stream still holds adds
     the rest of its generation on top, which T still sees."""
     judged = queueing.run_judgement(ctx)
-    at_once, baseline = run.at_once_ttft_ms(), judged.baseline_ms
+    at_once, baseline = _at_once_ttft_ms(run), judged.baseline_ms
     if judged.threshold_ms is None or at_once is None or baseline is None:
         return judged.threshold_ms
     return judged.threshold_ms + queueing.BASELINE_FACTOR * max(0.0, at_once - baseline)
@@ -234,7 +240,7 @@ def _disconnect_evidence(ctx: Context, run: DisconnectRun) -> dict[str, Any]:
         "sent": len(run.at_once),
         "admitted": len(at_once),
         "ttft_ms": [_ms(t) for t in at_once],
-        "median_ttft_ms": _ms(run.at_once_ttft_ms()),
+        "median_ttft_ms": _ms(_at_once_ttft_ms(run)),
     }
     admitted = [a[-1] for a in run.fresh if a[-1].outcome == "admitted"]
     evidence["new_requests"] = {
