@@ -32,7 +32,9 @@ _SECRET_VALUE = re.compile(
     r"|\bsk-[A-Za-z0-9_-]{8,}"
     r"|\b(?:ghp|gho|github_pat|hf|xox[abp])_[A-Za-z0-9_]{8,}"
 )
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+# A scheme is short: unbounded, the search backtracked over every long word from each of its
+# letters (quadratic: a target's 100 kB model id held the summary's writer for minutes).
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s\"'<>]+")
 
 
 def is_sensitive(name: str) -> bool:

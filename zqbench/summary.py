@@ -48,6 +48,8 @@ from typing import Any, Final, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from pydantic.functional_serializers import SerializerFunctionWrapHandler
 
+from zqbench.printable import shown
+
 SCHEMA: Final = "zqbench.summary/1"
 SWEEP_SCHEMA: Final = "zqbench.sweep/1"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic writes
@@ -153,7 +155,8 @@ class TargetResolution(_Record):
         answers = ", ".join(f"{p.api} {p.status or 'no answer'}" for p in self.probes)
         api_from = _API_FROM[self.api_source]
         how = f"{api_from}: {answers}" if answers else api_from
-        return f"model {self.model} ({_MODEL_FROM[self.model_source]}), api {self.api} ({how})"
+        model = shown(self.model)  # the target's own id: escaped and cut
+        return f"model {model} ({_MODEL_FROM[self.model_source]}), api {self.api} ({how})"
 
 
 class Stage(_SparseRecord):

@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from zqbench.errors import OptionError, ZqbenchError
+from zqbench.printable import one_line
 
 
 class CommandGroup(TyperGroup):
@@ -32,7 +33,7 @@ def fail(exc: ZqbenchError, params: Any = ()) -> NoReturn:
     message = exc.message
     if isinstance(exc, OptionError):
         message = exc.render(flag_for(exc.option, params))
-    typer.echo(f"zqbench: error: {message}", err=True)
+    typer.echo(f"zqbench: error: {one_line(message)}", err=True)
     raise typer.Exit(exc.exit_code) from None
 
 

@@ -23,6 +23,7 @@ from zqbench.cli.options import (
 )
 from zqbench.dialects import DIALECTS
 from zqbench.option_values import ServerScheduler
+from zqbench.printable import one_line
 
 if TYPE_CHECKING:
     from zqbench.conform import CheckOutcome, ConformOptions, ConformReport
@@ -198,10 +199,10 @@ def _run(options: ConformOptions, scheduler: str, max_batch_size: int) -> Confor
     from zqbench.target.embedded import EmbeddedServer
 
     def show(outcome: CheckOutcome) -> None:
-        typer.echo(format_line(outcome))
+        typer.echo(one_line(format_line(outcome)))
 
     def note(line: str) -> None:
-        typer.echo(line, err=True)
+        typer.echo(one_line(line), err=True)
 
     if options.target:
         return run_conformance(options, on_result=show, on_note=note)

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from zqbench.engines.live import Progress, WorkerLine
+from zqbench.printable import one_line
 
 if TYPE_CHECKING:
     from zqbench.summary import Summary
@@ -48,7 +49,8 @@ class LiveView:
         self._live: Live | None = None
 
     def note(self, message: str) -> None:
-        self.console.print(f"[dim]zqbench:[/dim] {message}")
+        # Plain text, never rich markup or highlighting: a message may quote a target.
+        self.console.print(Text.assemble(("zqbench:", "dim"), " ", one_line(message)))
 
     def update(self, progress: Progress) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from zqbench.cli import options as opt
 from zqbench.option_values import (
     ApiChoice,
 )
+from zqbench.printable import one_line
 
 
 def probe(
@@ -44,7 +45,7 @@ def probe(
     from zqbench.target.probe import ProbeOptions, format_probe, run_probe
 
     def note(line: str) -> None:
-        typer.echo(line, err=True)
+        typer.echo(one_line(line), err=True)
 
     report = run_probe(ProbeOptions(**opt.fields_of(ProbeOptions, ctx.params)), on_note=note)
     typer.echo(format_probe(report))

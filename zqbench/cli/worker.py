@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from zqbench.cli.options import SecretEnvOpt
+from zqbench.printable import one_line
 
 
 def worker(
@@ -32,7 +33,7 @@ def worker(
     from zqbench.distributed.worker import WorkerOptions, serve
 
     def note(line: str) -> None:
-        typer.echo(line, err=True)
+        typer.echo(one_line(line), err=True)
 
     options = WorkerOptions(
         master=master,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zqbench.distributed import protocol as p
+from zqbench.printable import shown
 
 MAX_NODE_CHARS = 256  # Locust's ids are `hostname_<32 hex>`
 MAX_PENDING = 64  # Locust clients that joined but have not proven the secret yet
@@ -147,5 +148,4 @@ def _heartbeat_ok(data: Any) -> bool:
 
 
 def _printable(raw: bytes) -> str:
-    text = raw[:MAX_NODE_CHARS].decode("utf-8", "replace")
-    return "".join(c if c.isprintable() else "?" for c in text) or "?"
+    return shown(raw[:MAX_NODE_CHARS].decode("utf-8", "replace"), MAX_NODE_CHARS) or "?"

@@ -28,6 +28,7 @@ from zqbench.engines.native import WorkerSpec, now_ns
 from zqbench.engines.workers import StopFlag
 from zqbench.errors import InterruptedRun, OptionError, TargetError
 from zqbench.load import Work, work_to_wire
+from zqbench.printable import one_line, shown
 
 TICK_S = 0.05  # gevent runs only while we sleep; a signal is seen at the end of a sleep
 START_LEAD_NS = 1_000_000_000  # t = 0 this long after the last worker is ready
@@ -48,7 +49,7 @@ class MasterSettings:
 
 
 def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    print(one_line(line), file=sys.stderr, flush=True)
 
 
 class Master:
@@ -363,6 +364,4 @@ def _int(value: Any) -> int:
 
 def _printable(value: Any, *, limit: int = 255) -> str:
     """A worker's text for the terminal and the summary: a bounded, printable string."""
-    if not isinstance(value, str):
-        return "?"
-    return "".join(c if c.isprintable() else "?" for c in value[:limit])
+    return shown(value, limit) if isinstance(value, str) else "?"

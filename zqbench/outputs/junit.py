@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from zqbench.outputs.json_out import redacted, write_atomic
+from zqbench.printable import escaped
 from zqbench.summary import Summary
 
 InconclusiveAs = Literal["failure", "skipped"]
@@ -50,22 +51,26 @@ class Suite:
 
 
 def render_suite(suite: Suite) -> str:
-    """The JUnit XML text of one suite; the counts come from the cases' outcomes."""
-    root = ET.Element("testsuite", name=suite.name)
+    """The JUnit XML text of one suite; the counts come from the cases' outcomes. Text may
+    hold a target's words: a one-line field (an attribute) is `escaped` whole, a block
+    (an element's text) line by line. XML 1.0 forbids most control characters, which
+    ElementTree would write anyway, and a CI would show a newline in a message as a line
+    of its own."""
+    root = ET.Element("testsuite", name=escaped(suite.name))
     properties = ET.SubElement(root, "properties")
     for name, value in suite.properties:
-        ET.SubElement(properties, "property", name=name, value=value)
+        ET.SubElement(properties, "property", name=escaped(name), value=escaped(value))
     for case in suite.cases:
-        element = ET.SubElement(
-            root, "testcase", name=case.name, classname=case.classname, time=case.time
-        )
+        names = {"name": escaped(case.name), "classname": escaped(case.classname)}
+        element = ET.SubElement(root, "testcase", {**names, "time": case.time})
         if case.outcome in ("failure", "error"):
-            outcome = ET.SubElement(element, case.outcome, type=case.kind, message=case.message)
-            outcome.text = case.text
+            message = escaped(case.message)
+            outcome = ET.SubElement(element, case.outcome, type=case.kind, message=message)
+            outcome.text = None if case.text is None else _block(case.text)
         elif case.outcome == "skipped":
-            ET.SubElement(element, "skipped", message=case.message)
+            ET.SubElement(element, "skipped", message=escaped(case.message))
         if case.stdout is not None:
-            ET.SubElement(element, "system-out").text = case.stdout
+            ET.SubElement(element, "system-out").text = _block(case.stdout)
     outcomes = [case.outcome for case in suite.cases]
     root.set("tests", str(len(outcomes)))
     root.set("failures", str(outcomes.count("failure")))
@@ -75,6 +80,10 @@ def render_suite(suite: Suite) -> str:
     root.set("timestamp", suite.timestamp)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _block(text: str) -> str:
+    return "\n".join(escaped(line) for line in text.split("\n"))
 
 
 def summary_suite(summary: Summary, *, inconclusive_as: InconclusiveAs = "failure") -> Suite:
@@ -94,7 +103,7 @@ def summary_suite(summary: Summary, *, inconclusive_as: InconclusiveAs = "failur
             "error",
             "invalid_run",
             "; ".join(validity.reasons),
-            "\n".join(validity.reasons),
+            "\n".join(escaped(reason) for reason in validity.reasons),
         )
     ]
     for slo in summary.slos:

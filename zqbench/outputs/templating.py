@@ -15,6 +15,9 @@ import re
 from functools import cache
 
 import jinja2
+from markupsafe import Markup
+
+from zqbench.printable import escaped
 
 # Where Markdown would start raw HTML (CommonMark: `<` then a tag name, `/`, `!` or `?`);
 # a renderer passes such HTML through, so a scenario named `<script>` would run in a page.
@@ -34,7 +37,7 @@ def _environment(*, autoescape: bool, **options: object) -> jinja2.Environment:
 
 @cache
 def html_environment() -> jinja2.Environment:
-    return _environment(autoescape=True)
+    return _environment(autoescape=True, finalize=html_text)
 
 
 @cache
@@ -55,8 +58,15 @@ def table_cell(text: object) -> str:
 
 def markdown_text(text: object) -> str:
     """Text that Markdown shows as written, never as HTML: a `<` that would open a tag
-    becomes `&lt;` (rendered `<`); `a < b` is left alone."""
-    return _HTML_START.sub("&lt;", str(text))
+    becomes `&lt;` (rendered `<`); `a < b` is left alone. An unprintable character (a
+    target's newline, ESC or bidi override) is shown escaped, never obeyed."""
+    return _HTML_START.sub("&lt;", escaped(str(text)))
+
+
+def html_text(value: object) -> object:
+    """A value for the page: markup the template marked safe (a figure) as it is, any other
+    text with its unprintable characters escaped (then HTML-escaped by autoescape)."""
+    return value if isinstance(value, Markup) else escaped(str(value))
 
 
 def code(text: object) -> str:

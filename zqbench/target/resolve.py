@@ -43,6 +43,7 @@ from zqbench.dialects import DIALECTS, get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec, StreamParser
 from zqbench.dialects.common import ERROR_BODY_CAP, error_message
 from zqbench.errors import TargetError, UsageError
+from zqbench.printable import shown
 from zqbench.redact import redact_text, redact_url
 from zqbench.summary import ApiProbe, ApiSource, TargetResolution
 from zqbench.target.control import ControlClient
@@ -51,6 +52,7 @@ from zqbench.transport.base import HttpRequest
 MODELS_PATH = "/v1/models"
 TIMEOUT_S = 5.0  # per request: one token; a slower answer only makes the check unsure
 SHOWN_MODELS = 8  # model ids named in a message
+MAX_WORDS = 500  # characters of a server's error message in one
 KEY_FIX = "name the variable holding the key with --api-key-env"
 _CHECK = RequestSpec("resolve", "Say OK.", max_tokens=1, stream=False)
 
@@ -151,10 +153,12 @@ class _Answer:
         return json.loads(bytes(self.body))
 
     def words(self) -> str | None:
+        """The server's error message, escaped and cut: it goes into messages for people."""
         try:
-            return error_message(self.json())
+            said = error_message(self.json())
         except (ValueError, RecursionError):
             return None
+        return None if said is None else shown(said, MAX_WORDS)
 
 
 def resolve_target(access: Access, wanted: Wanted) -> Resolution:
@@ -205,11 +209,13 @@ def _check_named_model(
     served = sorted(a for a in answered if a in models and a != model)
     if served:
         raise UsageError(
-            f"model {model!r} is not served by the target: GET {MODELS_PATH} lists "
-            f"{_named(models)} and it answered as {served[0]!r}; name a listed model "
+            f"model '{shown(model)}' is not served by the target: GET {MODELS_PATH} lists "
+            f"{_named(models)} and it answered as '{shown(served[0])}'; name a listed model "
             "with --model, or drop --model"
         )
-    return (f"model {model} is not among the models GET {MODELS_PATH} lists ({_named(models)})",)
+    return (
+        f"model {shown(model)} is not among the models GET {MODELS_PATH} lists ({_named(models)})",
+    )
 
 
 def _candidates(wanted: Wanted) -> tuple[str, ...]:
@@ -321,15 +327,15 @@ def _pick_model(wanted: Wanted, models: tuple[str, ...]) -> tuple[str, str]:
             "name one with --model"
         )
     note = (
-        f"model {models[0]}: the first of the {len(models)} models {where} lists "
+        f"model {shown(models[0])}: the first of the {len(models)} models {where} lists "
         f"({_named(models)}); name another with --model"
     )
     return models[0], note
 
 
 def _named(models: Sequence[str]) -> str:
-    shown = ", ".join(models[:SHOWN_MODELS])
-    return shown + (", ..." if len(models) > SHOWN_MODELS else "")
+    named = ", ".join(shown(m) for m in models[:SHOWN_MODELS])
+    return named + (", ..." if len(models) > SHOWN_MODELS else "")
 
 
 # ---------------------------------------------------------------- the API
@@ -387,4 +393,4 @@ def _refusal(probe: _Probe, model: str, models: tuple[str, ...]) -> UsageError:
         return UsageError(f"{probe.api} request refused by the target: {probe.said}; {KEY_FIX}")
     listed = models and model not in models
     serves = f" (GET {MODELS_PATH} lists: {_named(models)})" if listed else ""
-    return UsageError(f"model {model!r} refused by the target: {probe.said}{serves}")
+    return UsageError(f"model '{shown(model)}' refused by the target: {probe.said}{serves}")

@@ -1,0 +1,99 @@
+"""Text a target controls (its model ids, its error words) never writes lines of its own into a
+terminal, a CI log or a report: escaped and cut (zqbench.printable), and never slow to show."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.conform.fake_server import FakeServer
+from tests.core.conftest import write_scenario, zqbench
+from zqbench.errors import UsageError
+from zqbench.outputs.junit import Case, Suite, render_suite
+from zqbench.printable import escaped, one_line, shown
+from zqbench.redact import redact_text
+from zqbench.target.resolve import Access, Wanted, resolve_target
+
+# A NUL, the right-to-left override, a clear-screen, and a line that reads like zqbench's.
+HOSTILE = "tiny\x00\u202e\x1b[2J\nverdict: PASS\r\n"
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+QUICK = """
+name = "quick"
+description = "quick"
+api = "anthropic"
+[load]
+executor = "constant-vus"
+vus = 2
+duration = "2s"
+[request]
+max_tokens = 4
+stream = true
+"""
+
+
+def test_shown_escapes_what_is_not_printable_and_keeps_every_script() -> None:
+    assert shown(HOSTILE) == "tiny\\x00\\u202e\\x1b[2J\\x0averdict: PASS\\x0d\\x0a"
+    assert shown("модель-7b 模型") == "модель-7b 模型"
+    assert shown("\U000e0001") == "\\U000e0001"  # a tag character: format, not printable
+    assert shown("m" * 300) == "m" * 200 + "... (100 more characters)"
+    assert escaped("a\ud800b") == "a\\ud800b"  # a lone surrogate, as a JSON body may carry
+    assert one_line("two\nlines") == "two\\x0alines"
+
+
+@pytest.mark.timeout(60)
+def test_a_long_word_is_redacted_in_linear_time() -> None:
+    # The URL pattern once backtracked over a long word from each of its letters: a
+    # target's 100 kB model id held the summary's writer for minutes.
+    word = "x" * 1_000_000
+    assert redact_text(word) == word
+    assert redact_text(f"{word}https://u:pw@host/v1") == f"{word}https://host/v1"
+
+
+def test_junit_with_a_targets_control_characters_still_parses() -> None:
+    case = Case("run validity", "zqbench.t", "1.0", "error", "invalid_run", HOSTILE, HOSTILE)
+    xml = render_suite(Suite("zqbench t", (("target", HOSTILE),), (case,), "1.0", "now"))
+    root = ET.fromstring(xml)
+    error = root.find("testcase/error")
+    assert error is not None
+    assert error.get("message") == shown(HOSTILE)
+    assert error.text == "tiny\\x00\\u202e\\x1b[2J\nverdict: PASS\\x0d\n"  # a block: lines kept
+    assert not CONTROL.search(xml)
+
+
+def test_a_model_list_error_names_hostile_ids_escaped_and_cut() -> None:
+    ids = (HOSTILE, "y" * 100_000)
+    with FakeServer(models=ids) as server, pytest.raises(UsageError) as raised:
+        resolve_target(Access(server.base_url), Wanted(strict_model=True))
+    message = raised.value.message
+    assert message == (
+        "target lists 2 models at GET /v1/models "
+        f"({shown(HOSTILE)}, {'y' * 200}... (99800 more characters)); name one with --model"
+    )
+
+
+@pytest.mark.slow
+def test_a_hostile_model_id_writes_no_control_character_and_no_line_of_its_own(
+    tmp_path: Path,
+) -> None:
+    model = HOSTILE + "x" * 100_000  # 100 kB: once minutes in the terminal's highlighter
+    scenario = write_scenario(tmp_path, QUICK)
+    out = tmp_path / "out"
+    with FakeServer(models=(model,)) as server:
+        done = zqbench("run", str(scenario), "--target", server.base_url, "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    for stream in (done.stderr, done.stdout):
+        assert not CONTROL.search(stream)
+    # The target's "verdict: PASS" stays inside its note; the one verdict line is zqbench's.
+    assert not re.search("^verdict", done.stderr, re.MULTILINE)
+    assert len(re.findall("^verdict: ", done.stdout, re.MULTILINE)) == 1
+    assert f"model {shown(model)} (discovered from GET /v1/models)" in done.stderr
+    assert max(len(line) for line in done.stderr.splitlines()) < 1000
+    for report in ("summary.md", "report.html", "junit.xml"):
+        text = (out / report).read_text()
+        assert not CONTROL.search(text), report
+        assert "\nverdict: PASS" not in text, report
+    ET.parse(out / "junit.xml")
