@@ -69,3 +69,65 @@ def test_a_load_past_30_days_is_refused(tmp_path: Path) -> None:
 def test_the_largest_schedule_allowed_still_plans(tmp_path: Path) -> None:
     load = 'executor = "constant-arrival-rate"\nrate = 2000\nduration = "1000s"'  # 2,000,000
     assert make_plan(_options(_file(tmp_path, load))).load.offered == 2_000_000
+
+
+USERS = "a run holds at most 100,000: lower it (or --rate-scale)"
+
+
+@pytest.mark.parametrize(
+    ("load", "what"),
+    [
+        ('executor = "sessions"\nusers = 1e9\nturns = 2\nduration = "10s"', "1e+09 session users"),
+        ('executor = "constant-vus"\nvus = 1e9\nduration = "10s"', "1e+09 virtual users"),
+        ('executor = "ramping-vus"\nstages = [{duration = "1s", target = 1e9}]',
+         "1e+09 virtual users"),
+    ],
+)  # fmt: skip
+def test_users_past_the_bound_are_refused_before_they_are_allocated(
+    tmp_path: Path, load: str, what: str
+) -> None:
+    # Unbounded, `users = 1e9` took 21 GiB before the kernel stopped it (#44 item 1).
+    with pytest.raises(UsageError) as info:
+        make_plan(_options(_file(tmp_path, load)))
+    assert info.value.message == f"the load asks for {what} at once; {USERS}"
+
+
+@pytest.mark.parametrize(
+    ("load", "what"),
+    [
+        ('executor = "sessions"\nusers = 8\nturns = 2\nduration = "10s"', "session users"),
+        ('executor = "constant-vus"\nvus = 8\nduration = "10s"', "virtual users"),
+    ],
+)
+def test_a_rate_scale_past_the_users_bound_is_refused(tmp_path: Path, load: str, what: str) -> None:
+    with pytest.raises(UsageError) as info:
+        make_plan(_options(_file(tmp_path, load), rate_scale=1e308))
+    assert info.value.message == f"the load asks for inf {what} at once; {USERS}"
+
+
+@pytest.mark.parametrize(
+    ("load", "message"),
+    [
+        ('executor = "sessions"\nrate = 1e308\nturns = 2\nduration = "10s"',
+         f"inf requests (rate x duration x turns); {REQUESTS}"),
+        ('executor = "sessions"\nrate = 1e-300\nturns = 2\nduration = "2s"',
+         "4e-300 requests (rate x duration x turns); a run plans at least one: raise the rate "
+         "or the duration (or --rate-scale, --duration-scale)"),
+        ('executor = "constant-arrival-rate"\nrate = 1e-300\nduration = "2s"',
+         "2e-300 requests (rate x duration); a run plans at least one: raise the rate "
+         "or the duration (or --rate-scale, --duration-scale)"),
+    ],
+)  # fmt: skip
+def test_sessions_and_rates_that_plan_no_request_or_too_many_are_refused(
+    tmp_path: Path, load: str, message: str
+) -> None:
+    # Once exit 5 after the target was contacted (#44 item 5).
+    with pytest.raises(UsageError) as info:
+        make_plan(_options(_file(tmp_path, load)))
+    assert info.value.message == f"the load asks for {message}"
+
+
+def test_the_most_users_allowed_still_plan(tmp_path: Path) -> None:
+    load = 'executor = "constant-vus"\nvus = 100000\nduration = "10s"'
+    plan = make_plan(_options(_file(tmp_path, load)))
+    assert plan.scenario.load.concurrency_guess() == 100_000

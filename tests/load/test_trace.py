@@ -186,3 +186,13 @@ def test_trace_scenario_errors(tmp_path: Path, load: str, req: str, message: str
     with pytest.raises(ScenarioError) as e:
         _scenario(tmp_path, load, req)
     assert str(e.value).split(": ", 1)[1].startswith(message.format(folder=tmp_path)), str(e.value)
+
+
+def test_a_line_past_16_mib_is_refused_before_the_rest_of_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    row = {"timestamp": 1, "input_length": 5, "output_length": 3, "hash_ids": [1]}
+    big = json.dumps({**row, "x": "a" * (17 << 20)})
+    path.write_text(json.dumps({**row, "timestamp": 0}) + "\n" + big + "\n")
+    with pytest.raises(TraceError) as e:
+        scan(path, "auto", 8)
+    assert str(e.value) == f"trace {path} line 2: longer than 16 MiB; give one request a line"

@@ -138,7 +138,8 @@ _BAD = [
      'dataset {p} line 1: "messages[0].role" is "tool"; give user or assistant'
      " (a system message only first)"),
     ('[{"conversations": [{"from": "human", "value": "x"}]}', "auto",
-     "dataset {p} element 2: not valid JSON, or the array is not closed; fix the file"),
+     "dataset {p} element 2: not valid JSON, the array is not closed, or longer than 16 MiB; "
+     "fix the file"),
     ('[{"conversations": [{"from": "bot", "value": "x"}]}]', "auto",
      'dataset {p} element 1: "conversations[0].from" is "bot"; give human or gpt'),
     ('[{"conversations": [{"from": "gpt", "value": "x"}]}]', "auto",
@@ -159,6 +160,22 @@ def test_a_bad_dataset_is_one_line_naming_the_row_and_the_fix(
         scan(path, fmt)
     assert info.value.message == message.format(p=path)
     assert info.value.exit_code == EXIT_USAGE
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_row_past_16_mib_is_refused_before_the_rest_of_it_is_read(
+    tmp_path: Path, first: bool
+) -> None:
+    # Unbounded, a 1 GiB line took over 10 GiB (#44 item 1). The row here is 17 MiB.
+    path = tmp_path / "big.jsonl"
+    row = json.dumps({"prompt": "a" * (17 << 20)}) + "\n"
+    path.write_text(row if first else '{"prompt": "hi"}\n' + row)
+    line = 1 if first else 2
+    with pytest.raises(DatasetError) as info:
+        scan(path, "auto")
+    assert info.value.message == (
+        f"dataset {path} line {line}: longer than 16 MiB; give one request a row"
+    )
 
 
 def test_scenario_keys_are_checked_before_any_load(tmp_path: Path) -> None:

@@ -43,6 +43,21 @@ YIELD_EVERY = 32  # when behind schedule, still let responses be read between se
 MAX_PLANNED_REQUESTS = 20_000_000
 
 
+def check_planned(asked: float, how: str) -> None:
+    """UsageError (exit 2) before any allocation or traffic unless the load asks for at
+    least one request and at most MAX_PLANNED_REQUESTS (`how` says how they were counted)."""
+    if not math.isfinite(asked) or asked > MAX_PLANNED_REQUESTS:
+        fix = f"at most {MAX_PLANNED_REQUESTS:,}: lower"
+    elif asked < 1:
+        fix = "at least one: raise"  # a run that sends nothing measures nothing
+    else:
+        return
+    raise UsageError(
+        f"the load asks for {asked:.3g} requests ({how}); a run plans {fix} the rate or the "
+        "duration (or --rate-scale, --duration-scale)"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ArrivalRateLoad:
     executor: str  # constant-arrival-rate or ramping-arrival-rate
@@ -75,12 +90,7 @@ class ArrivalRateLoad:
         for stage in self.stages:  # Python floats: an overflow is inf, not an exception
             asked += 0.5 * (rate + stage.target) * stage.duration_s
             rate = stage.target
-        if not math.isfinite(asked) or asked > MAX_PLANNED_REQUESTS:
-            raise UsageError(
-                f"the load asks for {asked:.3g} requests (rate x duration); a run plans at "
-                f"most {MAX_PLANNED_REQUESTS:,}: lower the rate or the duration "
-                "(or --rate-scale, --duration-scale)"
-            )
+        check_planned(asked, "rate x duration")
 
     def scaled(self, rate_scale: float, duration_scale: float, label: str) -> ArrivalRateLoad:
         stages = scaled_stages(self.stages, lambda x: x * rate_scale, duration_scale)

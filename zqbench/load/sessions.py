@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from zqbench.errors import OptionError, ScenarioError
-from zqbench.load.arrival_rate import ARRIVALS, constant
+from zqbench.load.arrival_rate import ARRIVALS, check_planned, constant
 from zqbench.load.arrival_schedule import arrival_times
 from zqbench.load.executor import (
     Driver,
@@ -45,6 +45,7 @@ from zqbench.load.executor import (
     LoadPlan,
     Slot,
     Stage,
+    check_users,
     graceful_stop,
     scheduled_missing,
     stage_spans,
@@ -80,6 +81,7 @@ class SessionsLoad:
         return schedule.times_ns, schedule.request_ids
 
     def plan(self, n_workers: int, seed: int) -> LoadPlan:
+        self._check_size()
         end = round(self.duration_s * 1e9)
         common: dict[str, Any] = {"turns": self.turns, "think_ns": round(self.think_time_s * 1e9)}
         common |= {"think": self.think, "seed": seed, "until_ns": end}
@@ -106,7 +108,16 @@ class SessionsLoad:
             loop="open" if self.rate is not None else "closed",
         )
 
+    def _check_size(self) -> None:
+        """The users, or the requests the sessions ask for, bounded before allocation."""
+        if self.users is not None:
+            check_users("session users", self.users)
+            return
+        check_planned((self.rate or 0.0) * self.duration_s * self.turns, "rate x duration x turns")
+
     def scaled(self, rate_scale: float, duration_scale: float, label: str) -> SessionsLoad:
+        if self.users is not None:
+            check_users("session users", self.users * rate_scale)  # before round(inf)
         users = None if self.users is None else round(self.users * rate_scale)
         if users is not None and users < 1:
             raise OptionError(

@@ -245,7 +245,9 @@ class _Rows:
         self._csv_columns: dict[str, int] | None = None
 
     def all(self, f: BinaryIO) -> Iterator[TraceRow]:
-        for raw in f:
+        # A line past _MAX_LINE comes cut, one byte past it, for parse to refuse: the rest of
+        # it is never read.
+        for raw in iter(lambda: f.readline(_MAX_LINE + 1), b""):
             row = self.parse(raw)
             if row is not None:
                 yield row

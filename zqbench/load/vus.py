@@ -18,7 +18,15 @@ import numpy as np
 
 from zqbench.errors import OptionError
 from zqbench.load.arrival_rate import ArrivalRateLoad, constant
-from zqbench.load.executor import Driver, LoadPlan, Slot, Stage, scaled_stages, stage_spans
+from zqbench.load.executor import (
+    Driver,
+    LoadPlan,
+    Slot,
+    Stage,
+    check_users,
+    scaled_stages,
+    stage_spans,
+)
 from zqbench.load.vu_schedule import VuPlan, vu_plan
 
 KEYS = ("think_time", "graceful_stop")  # besides each executor's own
@@ -35,6 +43,7 @@ class VuLoad:
     graceful_stop_s: float
 
     def plan(self, n_workers: int, seed: int) -> LoadPlan:
+        check_users("virtual users", self.most_users())
         plan = vu_plan(self)
         works: list[Any] = [VuWork(plan, w, n_workers) for w in range(n_workers)]
         bounds = plan.bounds_ns
@@ -47,7 +56,11 @@ class VuLoad:
             loop="closed",
         )
 
+    def most_users(self) -> float:
+        return max(self.start_vus, *(s.target for s in self.stages))
+
     def scaled(self, rate_scale: float, duration_scale: float, label: str) -> VuLoad:
+        check_users("virtual users", self.most_users() * rate_scale)  # before round(inf)
         stages = scaled_stages(self.stages, lambda x: float(round(x * rate_scale)), duration_scale)
         if self.executor == "constant-vus" and stages[0].target < 1:
             raise OptionError(

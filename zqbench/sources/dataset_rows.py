@@ -33,7 +33,9 @@ import numpy as np
 from zqbench.errors import UsageError
 
 _PIECE = 1 << 20  # bytes read at a time
-_MAX_ELEMENT = 64 << 20  # an array element longer than this is a broken file, not a row
+# A row longer than this (4 million tokens of text, past any model's context) is a broken
+# file, not a row; checked before more of it is read: a 1 GiB line once took 10 GiB.
+_MAX_ROW = 16 << 20
 _ROLES = ("user", "assistant")
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}
 
@@ -96,7 +98,7 @@ def scan(path: Path, fmt: str) -> Index:
                 f"dataset {path}: a JSON array is read as format sharegpt only; give one "
                 f'object a line for format {fmt}, or set format = "sharegpt"'
             )
-        spans = _array_spans(f, digest, path) if is_array else _line_spans(f, digest)
+        spans = _array_spans(f, digest, path) if is_array else _line_spans(f, digest, path)
         # array('q'): 8 bytes an entry, where a list of ints costs about 36
         offsets, lengths, prompt_bytes, outputs, answers = (array("q") for _ in range(5))
         for number, offset, raw in spans:
@@ -143,12 +145,14 @@ def _first_byte(f: Any) -> bytes:
 
 def _sniff_jsonl(path: Path, f: Any) -> str:
     """jsonl, sharegpt or chat-completions, from the first row's keys."""
-    for line in f:
+    for line in _lines(f):
         if line.strip():
             break
     else:
         line = b""
     f.seek(0)
+    if len(line) > _MAX_ROW:
+        raise _too_long(path, "line 1")
     try:
         obj = json.loads(line)
     except ValueError:
@@ -163,10 +167,24 @@ def _sniff_jsonl(path: Path, f: Any) -> str:
     return "jsonl"
 
 
-def _line_spans(f: Any, digest: Any) -> Iterator[tuple[int, int, bytes]]:
+def _lines(f: Any) -> Iterator[bytes]:
+    """The file's lines; one longer than _MAX_ROW comes cut, one byte past it (the caller
+    refuses it), and the rest of it is never read."""
+    return iter(lambda: f.readline(_MAX_ROW + 1), b"")
+
+
+def _too_long(path: Path, where: str) -> DatasetError:
+    return DatasetError(
+        f"dataset {path} {where}: longer than {_MAX_ROW >> 20} MiB; give one request a row"
+    )
+
+
+def _line_spans(f: Any, digest: Any, path: Path) -> Iterator[tuple[int, int, bytes]]:
     """(line number, byte offset, bytes) of each line that is not blank."""
     offset = 0
-    for number, line in enumerate(f, start=1):
+    for number, line in enumerate(_lines(f), start=1):
+        if len(line) > _MAX_ROW:
+            raise _too_long(path, f"line {number}")
         digest.update(line)
         if line.strip():
             yield number, offset, line
@@ -190,10 +208,10 @@ def _array_spans(f: Any, digest: Any, path: Path) -> Iterator[tuple[int, int, by
                 raise ValueError("need more")
             _, end = decoder.raw_decode(buf, pos)
         except ValueError:
-            if done or len(buf) - pos > _MAX_ELEMENT:
+            if done or len(buf) - pos > _MAX_ROW:
                 raise DatasetError(
-                    f"dataset {path} element {number + 1}: not valid JSON, or the array is "
-                    "not closed; fix the file"
+                    f"dataset {path} element {number + 1}: not valid JSON, the array is not "
+                    f"closed, or longer than {_MAX_ROW >> 20} MiB; fix the file"
                 ) from None
             piece = f.read(_PIECE)
             digest.update(piece)
