@@ -130,6 +130,20 @@ _BAD = [
      'dataset {p} line 1: "max_tokens" is -3, not a positive integer; fix it or leave it out'),
     ('{"prompt": ""}\n', "auto",
      'dataset {p} line 1: "prompt" is not a non-empty string; give the text'),
+    # Each of these four ended a run with exit 5 (#44 item 5).
+    ('{"prompt": "a", "output_tokens": 10000000}\n', "auto",
+     'dataset {p} line 1: "output_tokens" is 10000000, past 1,000,000 (longer than any model '
+     "answers); fix it or leave it out"),
+    ('{"prompt": "a"}\n{"prompt": "a", "max_tokens": 9200000000000000000}\n', "auto",
+     'dataset {p} line 2: "max_tokens" is 9200000000000000000, past 1,000,000 (longer than '
+     "any model answers); fix it or leave it out"),
+    ('{"prompt": "a \\ud800 b"}\n', "auto",
+     "dataset {p} line 1: the text holds a lone UTF-16 surrogate ('\\ud800'), which no request "
+     "can carry; fix the text"),
+    ('{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "auto",
+     "dataset {p} line 1: nested deeper than a JSON reader goes; give one flat object a row"),
+    ('[{"conversations": ' + "[" * 100_000 + "]" * 100_000 + "}]", "auto",
+     "dataset {p} element 1: nested deeper than a JSON reader goes; give one flat object a row"),
     ('{"text": "a"}\n', "jsonl",
      'dataset {p} line 1: no "prompt" or "messages"; give the request\'s text there'),
     (_NO_USER_END + "\n", "auto",
@@ -150,7 +164,7 @@ _BAD = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("content", "fmt", "message"), _BAD)
+@pytest.mark.parametrize(("content", "fmt", "message"), _BAD, ids=lambda v: str(v)[:40])
 def test_a_bad_dataset_is_one_line_naming_the_row_and_the_fix(
     tmp_path: Path, content: str, fmt: str, message: str
 ) -> None:

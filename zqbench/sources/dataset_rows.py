@@ -36,6 +36,10 @@ _PIECE = 1 << 20  # bytes read at a time
 # A row longer than this (4 million tokens of text, past any model's context) is a broken
 # file, not a row; checked before more of it is read: a 1 GiB line once took 10 GiB.
 _MAX_ROW = 16 << 20
+# An answer's length a row may ask for: past any model's longest answer (the largest give
+# about 128k tokens today); 9.2e18 once ended a run with an internal error.
+_MAX_OUTPUT_TOKENS = 1_000_000
+_NESTED = "nested deeper than a JSON reader goes; give one flat object a row"
 _ROLES = ("user", "assistant")
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}
 
@@ -102,10 +106,11 @@ def scan(path: Path, fmt: str) -> Index:
         # array('q'): 8 bytes an entry, where a list of ints costs about 36
         offsets, lengths, prompt_bytes, outputs, answers = (array("q") for _ in range(5))
         for number, offset, raw in spans:
-            row = parse_row(raw, fmt, where=f"dataset {path} {_where(is_array, number)}")
+            where = f"dataset {path} {_where(is_array, number)}"
+            row = parse_row(raw, fmt, where=where)
             offsets.append(offset)
             lengths.append(len(raw))
-            prompt_bytes.append(_prompt_bytes(row))
+            prompt_bytes.append(_prompt_bytes(row, where))
             outputs.append(-1 if row.output_tokens is None else row.output_tokens)
             answer = _sharegpt_answer_bytes(raw) if fmt == "sharegpt" else None
             answers.append(-1 if answer is None else answer)
@@ -155,6 +160,8 @@ def _sniff_jsonl(path: Path, f: Any) -> str:
         raise _too_long(path, "line 1")
     try:
         obj = json.loads(line)
+    except RecursionError:
+        return "jsonl"  # parse_row refuses the row, naming it
     except ValueError:
         raise DatasetError(
             f"dataset {path} line 1: not JSON; give one JSON object a line, or a JSON array"
@@ -207,6 +214,8 @@ def _array_spans(f: Any, digest: Any, path: Path) -> Iterator[tuple[int, int, by
             if pos >= len(buf):
                 raise ValueError("need more")
             _, end = decoder.raw_decode(buf, pos)
+        except RecursionError:
+            raise DatasetError(f"dataset {path} element {number + 1}: {_NESTED}") from None
         except ValueError:
             if done or len(buf) - pos > _MAX_ROW:
                 raise DatasetError(
@@ -231,6 +240,8 @@ def parse_row(raw: bytes, fmt: str, *, where: str) -> Row:
         obj = json.loads(raw)
     except ValueError:
         raise DatasetError(f"{where}: not JSON; give one JSON object") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: {_NESTED}") from None
     if not isinstance(obj, dict):
         raise DatasetError(f"{where}: not a JSON object; give one object a row")
     if fmt == "sharegpt":
@@ -256,6 +267,11 @@ def parse_row(raw: bytes, fmt: str, *, where: str) -> Row:
             raise DatasetError(
                 f'{where}: "{given[0]}" is {json.dumps(output)}, not a positive integer; '
                 "fix it or leave it out"
+            )
+        if output > _MAX_OUTPUT_TOKENS:
+            raise DatasetError(
+                f'{where}: "{given[0]}" is {output}, past {_MAX_OUTPUT_TOKENS:,} (longer than '
+                "any model answers); fix it or leave it out"
             )
     return Row(system, history, prompt, output)
 
@@ -337,6 +353,12 @@ def _sharegpt_answer_bytes(raw: bytes) -> int | None:
     return None
 
 
-def _prompt_bytes(row: Row) -> int:
+def _prompt_bytes(row: Row, where: str) -> int:
     texts = [row.system or "", *(t for _, t in row.history), row.prompt]
-    return sum(len(t.encode()) for t in texts)
+    try:
+        return sum(len(t.encode()) for t in texts)
+    except UnicodeEncodeError as e:  # JSON's "\\ud800" without its pair: no UTF-8 for it
+        raise DatasetError(
+            f"{where}: the text holds a lone UTF-16 surrogate ({e.object[e.start]!a}), which "
+            "no request can carry; fix the text"
+        ) from None
