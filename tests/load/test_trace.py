@@ -73,6 +73,25 @@ def test_the_plan_scales_time_deals_rows_round_robin_and_cuts(tmp_path: Path) ->
     assert back.due(1_000_000_000) == 1
 
 
+@pytest.mark.parametrize(
+    ("scales", "message"),
+    [
+        ((1e308, 1.0), "rate_scale 1e+308: replays the trace's 3 s in 3e-308 s"),
+        ((1.0, 1e-308), "duration_scale 1e-308: replays the trace's 3 s in 3e-308 s"),
+    ],
+)
+def test_a_trace_scaled_to_nothing_is_refused(
+    tmp_path: Path, scales: tuple[float, float], message: str
+) -> None:
+    # --rate-scale 1e308 once ended the run with exit 5: its mean rate was infinite.
+    _jsonl(tmp_path / "t.jsonl", ROWS)
+    s = _scenario(tmp_path, 'trace = "t.jsonl"\nblock_tokens = 8')
+    with pytest.raises(OptionError) as e:
+        s.scaled(rate_scale=scales[0], duration_scale=scales[1])
+    assert str(e.value) == f"{message}; a replay lasts at least 1 ms"
+    assert s.scaled(rate_scale=1000.0, duration_scale=1.0).load.duration_s == 0.003
+
+
 def test_arrival_overrides_and_sweeps_are_refused(tmp_path: Path) -> None:
     _jsonl(tmp_path / "t.jsonl", ROWS)
     s = _scenario(tmp_path, 'trace = "t.jsonl"\nblock_tokens = 8')

@@ -49,6 +49,8 @@ from zqbench.load.trace_file import (
 )
 from zqbench.strict_toml import Table
 
+MIN_REPLAY_S = 0.001  # a trace scaled shorter than this is a typo, not a replay
+
 
 @dataclass(frozen=True, slots=True)
 class TraceLoad:
@@ -104,7 +106,18 @@ class TraceLoad:
         cut = self.cut_s / rate_scale if self.cut_s is not None else None
         if duration_scale != 1.0:
             cut = self.duration_s / rate_scale * duration_scale
-        return dataclasses.replace(self, time_scale=self.time_scale / rate_scale, cut_s=cut)
+        out = dataclasses.replace(self, time_scale=self.time_scale / rate_scale, cut_s=cut)
+        if self.duration_s > 0 and not out.duration_s >= MIN_REPLAY_S:
+            # Shorter, its rows all go at once and its mean rate is past any float (an
+            # internal error once, writing summary.json).
+            option = "duration_scale" if duration_scale != 1.0 else "rate_scale"
+            raise OptionError(
+                option,
+                f"replays the trace's {self.duration_s:.3g} s in {out.duration_s:.3g} s; a "
+                f"replay lasts at least {MIN_REPLAY_S * 1e3:g} ms",
+                value=f"{duration_scale if option == 'duration_scale' else rate_scale:g}",
+            )
+        return out
 
     def with_arrivals(self, arrivals: str | None, burstiness: float | None) -> TraceLoad:
         if arrivals is not None or burstiness is not None:
