@@ -8,18 +8,23 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import h2.config
 import h2.connection
 import h2.events
 import pytest
+from hyperframe.frame import PushPromiseFrame
 
 from tests.transport.util import get, make, run, send
+from zqbench.errors import TargetError
+from zqbench.target.control import check_reachable
 from zqbench.transport.base import ProtocolViolation
 
 
-def _serve(sock: socket.socket, status: bytes) -> None:
-    """One h2c connection: every request answered with `:status: <status>`, unchecked."""
+def _serve(sock: socket.socket, status: bytes, push: bool = False) -> None:
+    """One h2c connection: every request answered with `:status: <status>`, unchecked;
+    with `push`, a PUSH_PROMISE first (which the client never allowed)."""
     conn_sock, _ = sock.accept()
     config = h2.config.H2Configuration(
         client_side=False, validate_outbound_headers=False, normalize_outbound_headers=False
@@ -34,18 +39,38 @@ def _serve(sock: socket.socket, status: bytes) -> None:
                 return
             for ev in conn.receive_data(data):
                 if isinstance(ev, h2.events.RequestReceived):
+                    if push:
+                        conn_sock.sendall(conn.data_to_send() + _push_promise(conn, ev.stream_id))
                     conn.send_headers(ev.stream_id, [(b":status", status)], end_stream=True)
             conn_sock.sendall(conn.data_to_send())
 
 
+def _push_promise(conn: h2.connection.H2Connection, stream_id: int) -> bytes:
+    """A PUSH_PROMISE frame on `stream_id`, written by hand: h2 refuses to push to a client
+    that disabled push, as zqbench's clients do."""
+    frame = PushPromiseFrame(stream_id, promised_stream_id=2, flags=["END_HEADERS"])
+    frame.data = conn.encoder.encode(
+        [(":method", "GET"), (":path", "/x"), (":scheme", "http"), (":authority", "a")]
+    )
+    return bytes(frame.serialize())
+
+
+@contextmanager
+def _server(status: bytes, push: bool = False) -> Iterator[str]:
+    sock = socket.create_server(("127.0.0.1", 0))
+    thread = threading.Thread(target=_serve, args=(sock, status, push), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
+        thread.join(5)
+
+
 @pytest.fixture
 def odd_status_url() -> Iterator[str]:
-    sock = socket.create_server(("127.0.0.1", 0))
-    thread = threading.Thread(target=_serve, args=(sock, b"abc"), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    sock.close()
-    thread.join(5)
+    with _server(b"abc") as url:
+        yield url
 
 
 def test_a_status_that_is_no_code_is_a_protocol_error(odd_status_url: str) -> None:
@@ -61,3 +86,19 @@ def test_a_status_that_is_no_code_is_a_protocol_error(odd_status_url: str) -> No
         assert isinstance(ex.error, ProtocolViolation)
         assert str(ex.error) == "invalid HTTP/2 :status 'abc'"
         assert sink.status == 0  # the sink never heard a status
+
+
+@pytest.mark.parametrize(
+    ("status", "push", "reason"),
+    [
+        (b"abc", False, "malformed answer: invalid literal for int() with base 10: 'abc'"),
+        (b"200", True, "Received pushed stream"),
+    ],
+)
+def test_the_control_client_calls_a_malformed_answer_the_targets_fault(
+    status: bytes, push: bool, reason: str
+) -> None:
+    # httpcore let int()'s ValueError through: `run --http2` and `probe --http2` exit 5 (#44).
+    with _server(status, push) as url, pytest.raises(TargetError) as e:
+        check_reachable(url, http2=True)
+    assert e.value.message == f"cannot reach {url.removeprefix('http://')}: {reason}"

@@ -36,10 +36,11 @@ import os
 import socket
 import ssl
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from time import perf_counter_ns
 from typing import Any
 
+import h2.exceptions
 import httpx
 
 from zqbench.errors import TargetError
@@ -113,6 +114,24 @@ def _translate(exc: httpx.HTTPError) -> TransportError:
     if isinstance(exc, httpx.ProtocolError | httpx.UnsupportedProtocol):
         return ProtocolViolation(reason)
     return TransportError(reason)
+
+
+# What httpcore lets through on a malformed HTTP/2 answer: int() of a `:status` that is no
+# number (ValueError), and h2's own errors (a PUSH_PROMISE, which zqbench never allows). The
+# target's fault: a protocol violation, never an internal error.
+_MALFORMED = (ValueError, h2.exceptions.H2Error)
+
+
+def _malformed(exc: Exception) -> ProtocolViolation:
+    return ProtocolViolation(f"malformed answer: {_reason(exc)}")
+
+
+def _raw(resp: httpx.Response) -> Iterator[bytes]:
+    """The body's bytes as they arrive; a malformed frame on the way is the target's."""
+    try:
+        yield from resp.iter_raw()
+    except _MALFORMED as exc:
+        raise _malformed(exc) from None
 
 
 def _joined(items: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -230,13 +249,16 @@ class ControlClient:
             extensions={"trace": self._trace},
         )
         ex.t_send = perf_counter_ns()
-        resp = self._http.send(req, stream=True)
+        try:
+            resp = self._http.send(req, stream=True)
+        except _MALFORMED as exc:
+            raise _malformed(exc) from None
         try:
             ex.http_version = resp.http_version.removeprefix("HTTP/")
             sink.on_headers(
                 resp.status_code, _joined(resp.headers.multi_items()), perf_counter_ns()
             )
-            for data in resp.iter_raw():
+            for data in _raw(resp):
                 ex.bytes_in += len(data)
                 if ex.bytes_in > self.max_body_bytes:
                     raise BodyTooLarge(f"the body passed the {self.max_body_bytes}-byte cap")

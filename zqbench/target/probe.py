@@ -139,7 +139,7 @@ class ProbeRequest:
 def resolve(options: ProbeOptions) -> Resolution:
     """The target reachable, its model and API resolved as a run resolves them."""
     base_url = options.target.rstrip("/")
-    check_reachable(base_url, timeout_s=min(options.timeout_s, 5.0))
+    check_reachable(base_url, timeout_s=min(options.timeout_s, 5.0), http2=options.http2)
     named = options.api.api()
     access = Access(
         base_url,
