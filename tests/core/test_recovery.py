@@ -83,10 +83,25 @@ def test_a_run_killed_with_sigkill_is_recovered_by_report(
 
 
 @pytest.mark.slow
-def test_streams_without_a_start_record_are_recovered_as_unknown(tmp_path: Path) -> None:
-    """A folder with only a worker's stream: what the run was is unknown, and said so."""
+@pytest.mark.parametrize(
+    "record",
+    [
+        None,
+        '{"schema": "zqbench.run-start/1", "slos": [], "run": "x"}',  # once exit 5 (#44)
+        '{"schema": "zqbench.run-start/1", "slos": 5, "run": {}}',
+        '{"schema": "zqbench.run-start/1", "slos": [], "run": {"scenario": [], "stages": 1}}',
+        "[1, 2]",
+    ],
+)
+def test_streams_without_a_start_record_are_recovered_as_unknown(
+    tmp_path: Path, record: str | None
+) -> None:
+    """A folder with only a worker's stream, or one whose run-start.json is damaged: what
+    the run was is unknown, and said so."""
     out = tmp_path / "run"
     out.mkdir()
+    if record is not None:
+        (out / "run-start.json").write_text(record)
     rec = recorder.SampleRecorder(recorder.stream_path(out, 0))
     for i in range(7):
         rec.add(_sample(i))
@@ -101,5 +116,6 @@ def test_streams_without_a_start_record_are_recovered_as_unknown(tmp_path: Path)
         "unknown": ["scenario", "target", "clock", "schedule", "SLOs"],
     }
     assert summary["validity"]["reasons"][0].endswith(
-        "(scenario, target, clock, schedule, SLOs not known: run-start.json is missing)"
+        "(scenario, target, clock, schedule, SLOs not known: run-start.json "
+        + ("is missing)" if record is None else "is unreadable)")
     )

@@ -17,15 +17,14 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+
+from pydantic import TypeAdapter
 
 from zqbench.hooks.contract import HookContext, HookResult
-from zqbench.load.spans import StageInfo
-from zqbench.metrics.summarize import RunInfo, ValidityThresholds
+from zqbench.metrics.summarize import RunInfo
 from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.paths import RUN_START_JSON
 from zqbench.redact import redact
-from zqbench.summary import OutcomeBasis
 
 START_SCHEMA = "zqbench.run-start/1"
 
@@ -65,22 +64,19 @@ def write_start(out_dir: Path, info: RunInfo, slos: Sequence[str]) -> Path:
 
 
 def read_start(out_dir: Path) -> tuple[RunInfo, tuple[str, ...]] | None:
-    """The record of `out_dir`, or None when it has none or one this version cannot read."""
+    """The record of `out_dir`, or None when it has none, or one this version cannot read
+    (another schema, or a damaged file: every field is checked against RunInfo's types,
+    so a record that says `"run": "x"` is unreadable, never an internal error)."""
     try:
         data = json.loads((out_dir / RUN_START_JSON).read_text(encoding="utf-8"))
-        if data["schema"] != START_SCHEMA:
+        if not isinstance(data, dict) or data.get("schema") != START_SCHEMA:
             return None
-        return _run_info(data["run"]), tuple(str(s) for s in data["slos"])
-    except (OSError, ValueError, KeyError, TypeError):  # pydantic's ValidationError is one
+        slos = data["slos"]
+        if not isinstance(slos, list):
+            return None
+        return _RUN_INFO.validate_python(data["run"]), tuple(str(s) for s in slos)
+    except (OSError, ValueError, KeyError):  # pydantic's ValidationError is a ValueError
         return None
 
 
-def _run_info(run: dict[str, Any]) -> RunInfo:
-    stages = [
-        StageInfo(**{**s, "classes": None if s["classes"] is None else tuple(s["classes"])})
-        for s in run.pop("stages")
-    ]
-    validity = ValidityThresholds(**run.pop("validity"))
-    basis = run.pop("outcome_basis", None)  # absent from records written before outcomes
-    outcome_basis = None if basis is None else OutcomeBasis.model_validate(basis)
-    return RunInfo(**run, stages=stages, validity=validity, outcome_basis=outcome_basis)
+_RUN_INFO = TypeAdapter(RunInfo)

@@ -66,7 +66,8 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
         writer.add_columns(folder, table, columns)
         samples = samples.assign(**columns)
     summary = summarize_frame(frame, run=info, slos=parse_slos(list(slos)))
-    return _marked_interrupted(summary, len(samples), unknown), samples
+    why = "is unreadable" if (folder / RUN_START_JSON).exists() else "is missing"
+    return _marked_interrupted(summary, len(samples), unknown, why), samples
 
 
 def _unknown_run() -> RunInfo:
@@ -87,13 +88,13 @@ def _last_end_s(samples: pd.DataFrame) -> float:
     return float(samples["t_end"].max()) / 1e9 if len(samples) else 0.0
 
 
-def _marked_interrupted(summary: Summary, n: int, unknown: list[str]) -> Summary:
+def _marked_interrupted(summary: Summary, n: int, unknown: list[str], why: str) -> Summary:
     reason = (
         f"interrupted: the run was stopped before it finished; {n} samples were recovered "
         f"from its sample streams by `zqbench report`"
     )
     if unknown:
-        reason += f" ({', '.join(unknown)} not known: {RUN_START_JSON} is missing)"
+        reason += f" ({', '.join(unknown)} not known: {RUN_START_JSON} {why})"
     validity = summary.validity.model_copy(
         update={"ok": False, "reasons": [reason, *summary.validity.reasons]}
     )
