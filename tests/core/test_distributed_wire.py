@@ -18,7 +18,7 @@ from zqbench.load import work_from_wire, work_to_wire
 from zqbench.load.arrival_rate import ArrivalWork
 from zqbench.load.vu_schedule import VuPlan
 from zqbench.load.vus import VuWork
-from zqbench.samples.sample import SAMPLE_FIELDS, Sample
+from zqbench.samples.sample import ARROW_SCHEMA, SAMPLE_FIELDS, Sample
 from zqbench.samples.writer import SampleRecorder, read_stream
 from zqbench.sources.synthetic import ClassSpec, SyntheticSource
 from zqbench.transport.base import PoolLimits
@@ -149,3 +149,20 @@ def test_a_worker_refuses_a_run_name_that_would_write_outside_its_folder(
         "a/b",
         "a/b/workers",
     ]
+
+
+def test_a_batch_with_nulls_where_the_schema_allows_none_is_refused() -> None:
+    # A peer holding the secret sent null request ids: they read as NaN and the master died
+    # with IndexError (#44 item 5); a refused batch is dropped as malformed content.
+    columns = [
+        pa.nulls(3, f.type)
+        if f.nullable or f.name == "request_id"
+        else pa.array([1] * 3).cast(f.type)
+        if not pa.types.is_string(f.type)
+        else pa.array(["x"] * 3, f.type)
+        for f in ARROW_SCHEMA
+    ]
+    batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+    with pytest.raises(ValueError) as e:
+        p.batch_from_bytes(p.batch_to_bytes(batch))
+    assert str(e.value) == "a sample batch with nulls in request_id"

@@ -227,8 +227,14 @@ def batch_to_bytes(batch: pa.RecordBatch) -> bytes:
 
 
 def batch_from_bytes(data: bytes) -> pa.Table:
-    """The batch's rows; a batch with another schema is refused (ValueError)."""
+    """The batch's rows; a batch with another schema, or with a null where the schema
+    allows none, is refused (ValueError). Arrow's IPC keeps a field's nullable flag but
+    not its promise: a peer's null request ids read as NaN and crashed the master."""
     table = ipc.open_stream(pa.py_buffer(data)).read_all()
     if not table.schema.equals(ARROW_SCHEMA):
         raise ValueError("a sample batch with another schema (a different zqbench version?)")
+    table.validate(full=True)  # ArrowInvalid, a ValueError, for a damaged buffer
+    nulls = [f.name for f in ARROW_SCHEMA if not f.nullable and table.column(f.name).null_count]
+    if nulls:
+        raise ValueError(f"a sample batch with nulls in {', '.join(nulls)}")
     return table
