@@ -225,6 +225,12 @@ def test_stream_without_usage_estimates():
     assert s.error is None and s.output_tokens == 4 and not s.tokens_from_usage
 
 
+def test_a_message_stop_before_message_start_is_an_empty_stream():
+    body = b'event: message_stop\ndata: {"type": "message_stop"}\n\n'
+    s = parse(body)
+    assert (s.error, s.token_times) == ("empty_stream", [])
+
+
 def test_non_json_data_is_bad_json():
     stream = a_stream(A_EVENTS[:3]) + a_frame("content_block_delta", "{not json") + A_STREAM
     assert parse(stream).error == "bad_json"

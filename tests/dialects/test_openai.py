@@ -176,6 +176,15 @@ def test_garbage_never_raises(pieces, status):
     assert parse(pieces, spec=NOSTREAM, status=status).error is not None
 
 
+def test_a_stream_of_nothing_but_done_is_an_empty_stream():
+    # Hypothesis found it: a 200 whose whole answer is `data: [DONE]` read as a success with
+    # 0 tokens (#44 item 9). An answer that never began is an error.
+    for body in (b"data:[DONE]\n\n", b": keep-alive\n\ndata: [DONE]\n\n"):
+        s = parse(body)
+        assert (s.error, s.output_tokens, s.token_times) == ("empty_stream", None, [])
+    assert parse(O_STREAM).error is None  # a chunk before [DONE] opens the stream
+
+
 def test_timing_headers():
     headers = {
         "x-request-received-time": "1764400009.5",

@@ -60,6 +60,7 @@ class AnthropicParser(ResponseParser):
         if name == "content_block_delta":
             self._text(obj.get("delta"), "text_delta", t_ns, empty_counts=True)
         elif name == "message_start":
+            self._began = True
             message = obj.get("message")
             usage = message.get("usage") if isinstance(message, dict) else None
             if isinstance(usage, dict):

@@ -62,6 +62,7 @@ class OpenAIParser(ResponseParser):
         obj = self._json_object(data, at_eof)
         if obj is None:
             return
+        self._began = True  # any chunk opens the stream
         err = _error_of(obj)
         if err is None and event.event == "error":
             err = obj  # `event: error`, as some OpenAI-compatible servers send

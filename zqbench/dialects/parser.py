@@ -13,6 +13,8 @@ Error classes a parser can leave in `summary.error` (first one wins):
     stream_error       an error reported inside a 2xx response (`event: error`, an `error` key);
     stream_<type>        with the error's type when it has a plain one: stream_overloaded_error
     incomplete_stream  the body ended before the stream's end marker
+    empty_stream       the end marker came before the stream's opening (OpenAI: `[DONE]`
+                         before any chunk; Anthropic: `message_stop` before `message_start`)
     too_large          what is kept of a non-streamed body passed `max_body_bytes`: the whole
                          body while it is small, then its skeleton (memory stays bounded)
     parse_error        a bug in the parser itself; it is caught so the run goes on
@@ -84,6 +86,7 @@ class ResponseParser(abc.ABC):
     """
 
     __slots__ = (
+        "_began",
         "_body",
         "_body_len",
         "_cap",
@@ -125,6 +128,7 @@ class ResponseParser(abc.ABC):
         self._skim: JsonSkim | None = None  # a large non-streamed body, as it arrives
         self._skim_decoder: codecs.IncrementalDecoder | None = None
         self._skimmed: SkimmedStrings = NO_SKIMMED  # of the JSON being read
+        self._began = False  # the stream's opening (a dialect says which) was seen
         self._done = False  # the stream's end marker was seen
         self._stopped = False  # done or failed: later stream bytes are ignored
         self._ended = False
@@ -227,6 +231,10 @@ class ResponseParser(abc.ABC):
         self._fail(stream_error_class(err))
 
     def _finish_stream(self) -> None:
+        """The stream's end marker. One that came before the stream's opening ended an
+        answer that never began: a 200 of nothing is no success."""
+        if not self._began:
+            self._fail("empty_stream")
         self._done = True
         self._stopped = True
 
