@@ -49,7 +49,8 @@ from typing import Any
 from zqbench.conform.capacity import Capacity
 from zqbench.conform.context import Context, SlopeStep
 from zqbench.conform.evidence import Evidence
-from zqbench.conform.stats import median_slope, wilson_interval
+from zqbench.conform.stats import median_slope
+from zqbench.metrics.quantiles import wilson_interval
 
 BASELINE_FACTOR = 2.0  # T allows an unqueued TTFT to double under load (see the docstring)
 HOLD_FRACTION = 0.5  # ... plus half of the least wait a queue adds
@@ -97,8 +98,8 @@ class StepVerdict:
     ttfts: tuple[float, ...]
     judged: int
     waited: int
-    ci_low: float
-    ci_high: float
+    ci_low: float | None  # None: nothing judged (the interval of 0 of 0 has no value)
+    ci_high: float | None
     rounds: int
     rounds_waited: int  # rounds with at least one waited request
     queues: bool
@@ -116,7 +117,9 @@ class StepVerdict:
             "ttft_max_ms": _ms(max(t)) if t else None,
             "waited": self.waited,
             "waited_share": round(self.waited / self.judged, 4) if self.judged else None,
-            "waited_share_ci95": [round(self.ci_low, 4), round(self.ci_high, 4)],
+            "waited_share_ci95": None
+            if self.ci_low is None or self.ci_high is None
+            else [round(self.ci_low, 4), round(self.ci_high, 4)],
             "rounds": self.rounds,
             "rounds_waited": self.rounds_waited,
             "queues": self.queues,
@@ -150,7 +153,7 @@ def judge_step(step: SlopeStep, threshold_ms: float, share: float) -> StepVerdic
         ci_high=high,
         rounds=len(step.rounds),
         rounds_waited=rounds_waited,
-        queues=judged > 0 and low > share and 2 * rounds_waited > len(step.rounds),
+        queues=low is not None and low > share and 2 * rounds_waited > len(step.rounds),
     )
 
 

@@ -18,11 +18,11 @@ from dataclasses import asdict
 from typing import Any
 
 from zqbench.conform import queueing, refusals
-from zqbench.conform.capacity import GRACE_S
 from zqbench.conform.context import Context
 from zqbench.conform.disconnect import DisconnectRun
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
+from zqbench.metrics.outcomes import DEFAULT_MARGIN_S
 
 LISTED = 5  # false refusals shown in the evidence
 
@@ -60,7 +60,7 @@ def false_refusals(ctx: Context) -> CheckResult:
         "false_share_under_load": round(share, 4),
         "bound": bound,
         "capacity": _capacity(ctx),
-        "grace_ms": GRACE_S * 1e3,
+        "grace_ms": DEFAULT_MARGIN_S * 1e3,
         "first_false": [
             {
                 "where": j.where,
