@@ -12,19 +12,20 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from zqbench.engines.live import Completion, Progress
+from zqbench.engines.live import Progress
 from zqbench.load.arrival_rate import ArrivalWork, constant
 from zqbench.load.spans import StageInfo
+from zqbench.metrics.classify import ANSWERS, LIVE_ANSWER
 from zqbench.pipeline import stopping
 from zqbench.pipeline.stopping import StopWatch
-from zqbench.samples.live_counts import OUTCOMES
 from zqbench.stop.config import ErrorRateRule, QueuedShareRule, QueueGrowthRule, StopConfig
-from zqbench.stop.control import EndedAt
+from zqbench.stop.ended import EndedAt
 from zqbench.summary import AtRest, AtRestProbe, OutcomeBasis, OutcomeRules, Unavailable
 
 NS = 1_000_000_000
+Completion = tuple[int, ...]  # a LIVE_ANSWER row, in its field order
 OK, REFUSED, TIMED_OUT, INTERRUPTED, FAILED = (
-    OUTCOMES.index(k) for k in ("ok", "refused", "timed_out", "interrupted", "failed")
+    ANSWERS.index(k) for k in ("ok", "refused", "timed_out", "interrupted", "failed")
 )
 STAGES = [
     StageInfo("warm", 0.0, 10.0),
@@ -54,7 +55,7 @@ def done(
     tokens: int = -1,
     outcome: int = OK,
 ) -> Completion:
-    """One answered request; times in seconds (-1: none), as the Completion's ns."""
+    """One answered request; times in seconds (-1: none), as a LIVE_ANSWER row's ns."""
 
     def ns(s: float) -> int:
         return -1 if s < 0 else round(s * NS)
@@ -63,7 +64,8 @@ def done(
 
 
 def progress(*batches: tuple[int, int, Sequence[Completion]], inflight: int = 0) -> Progress:
-    return Progress(inflight=inflight, completions=tuple((w, s, tuple(b)) for w, s, b in batches))
+    rows = tuple((w, s, np.array(list(b), dtype=LIVE_ANSWER)) for w, s, b in batches)
+    return Progress(inflight=inflight, completions=rows)
 
 
 def watcher(

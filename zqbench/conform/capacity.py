@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zqbench.metrics.classify import DEFAULT_MARGIN_S
 from zqbench.metrics.false_refusals import most_at_once
-from zqbench.metrics.outcomes import DEFAULT_MARGIN_S
 from zqbench.target.capacity import stated, stated_by_props
 from zqbench.target.control import ControlClient
 from zqbench.telemetry.engines import ENGINES

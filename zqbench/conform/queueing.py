@@ -13,7 +13,8 @@ A step *queues* when the Wilson 95% lower bound of waited / judged is above `que
 (10%), and waited requests recur: they show in more than half of the step's rounds. The
 check fails when a step queues; the evidence names the first such step.
 
-Why T. A request that waits for a slot waits for the request ahead of it to finish: its
+Why T (`zqbench run` judges a request queued by the same bound: zqbench.metrics.classify).
+A request that waits for a slot waits for the request ahead of it to finish: its
 first token comes no sooner than B (the one ahead's first token) + H (the rest of that
 stream) + B (its own prefill), 2 B + H. A request that got a slot at once sees B, stretched
 by its neighbours (a batched prefill, a busy client): 2 B allows that doubling. The margin
@@ -50,10 +51,8 @@ from zqbench.conform.capacity import Capacity
 from zqbench.conform.context import Context, SlopeStep
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.stats import median_slope
+from zqbench.metrics.classify import BASELINE_FACTOR, allowance
 from zqbench.metrics.quantiles import wilson_interval
-
-BASELINE_FACTOR = 2.0  # T allows an unqueued TTFT to double under load (see the docstring)
-HOLD_FRACTION = 0.5  # ... plus half of the least wait a queue adds
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -192,7 +191,7 @@ def judge(
     hold = _median([h for ex in lowest if (h := hold_ms(ex)) is not None])
     if baseline is None or hold is None:
         return Judgement(baseline, hold, None, (), capacity)
-    threshold = BASELINE_FACTOR * baseline + max(margin_ms, HOLD_FRACTION * hold)
+    threshold = BASELINE_FACTOR * baseline + allowance(margin_ms, hold)
     verdicts = tuple(judge_step(s, threshold, share) for s in steps)
     return Judgement(baseline, hold, threshold, verdicts, capacity)
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from zqbench.conform.evidence import Evidence
+from zqbench.metrics.classify import DEFAULT_MARGIN_S
 from zqbench.metrics.false_refusals import overlapping
-from zqbench.metrics.outcomes import DEFAULT_MARGIN_S
 
 REFUSED = ("refused", "refused_in_stream")
 

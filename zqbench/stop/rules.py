@@ -1,8 +1,10 @@
 """Each `[stop]` rule's judgement over one window of evidence: pure functions, no clock.
 
-A window holds the completed requests of the stage under watch whose response ended in
-the last `window` seconds, and the run's in-flight count as the progress reports saw it.
-Each rule returns a `Trip` (what it saw, one sentence) or None.
+A `Window` holds the completed requests of the stage under watch whose response ended in
+the last `window` seconds, each classified by the outcome kernel (zqbench.metrics.classify),
+and the run's in-flight count as the progress reports saw it. Each rule type's `judge`
+(zqbench.stop.config) reads it through one of the functions here, which return a `Trip`
+(what it saw, one sentence) or None.
 
 queue_growth asks for two rises at once, each a one-sided lower confidence bound on an
 ordinary least-squares slope above zero: the in-flight count over time, and the wait of
@@ -19,10 +21,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from zqbench.stop.config import ErrorRateRule, QueuedShareRule, QueueGrowthRule
+from zqbench.metrics.classify import (
+    DEFAULT_MARGIN_S,
+    FAILED,
+    INTERRUPTED,
+    QUEUED,
+    REFUSED_FAST,
+    REFUSED_SLOW,
+    SERVED,
+    TIMED_OUT,
+    UNDETERMINED,
+)
+
+if TYPE_CHECKING:
+    from zqbench.stop.config import ErrorRateRule, QueuedShareRule, QueueGrowthRule
 
 MIN_INFLIGHT_POINTS = 4  # in-flight readings in the window before its slope means anything
 
@@ -49,6 +65,58 @@ class Trip:
     bound: float  # what it passed
     requests: int  # in the window, judged
     growth: Growth | None = None
+
+
+@dataclass(frozen=True)
+class Window:
+    """One rule's window: its answers (one value per answer, in one order) and the run's
+    in-flight readings within it."""
+
+    outcome: np.ndarray  # the kernel's class (zqbench.metrics.classify.OUTCOMES index)
+    send_s: np.ndarray  # t_send
+    ttft_s: np.ndarray  # NaN: none
+    server_queue_s: np.ndarray  # NaN: no timing headers
+    inflight_t_s: np.ndarray
+    inflight: np.ndarray
+    allowance_s: float | None  # the outcome allowance; None: no outcome basis, nothing judged
+
+    def errors(self, count_refusals: bool) -> tuple[int, int]:
+        """(failed or timed out, answered): an interrupted request was not answered."""
+        o = self.outcome
+        bad = (o == FAILED) | (o == TIMED_OUT)
+        if count_refusals:
+            bad |= self.refused()
+        return int(np.count_nonzero(bad)), int(np.count_nonzero(o != INTERRUPTED))
+
+    def refused(self) -> np.ndarray:
+        return (self.outcome == REFUSED_FAST) | (self.outcome == REFUSED_SLOW)
+
+    def admitted(self) -> np.ndarray:
+        return np.isin(self.outcome, (SERVED, QUEUED, UNDETERMINED))
+
+    def queued(self) -> tuple[int, int]:
+        """(queued, judged) among the admitted; none judged without an outcome basis."""
+        if self.allowance_s is None:
+            return 0, 0
+        judged = (self.outcome == SERVED) | (self.outcome == QUEUED)
+        return int(np.count_nonzero(self.outcome == QUEUED)), int(np.count_nonzero(judged))
+
+    def waits(self) -> tuple[str, np.ndarray, np.ndarray]:
+        """(wait_by, send_s, wait_s) of the admitted answers: one scale, never both, the
+        server's own wait where most answers carry it."""
+        ok = self.admitted()
+        queue, ttft, send = self.server_queue_s[ok], self.ttft_s[ok], self.send_s[ok]
+        by_header = ~np.isnan(queue)
+        if np.count_nonzero(by_header) * 2 >= max(1, len(queue)):
+            return "server_queue", send[by_header], queue[by_header]
+        by_ttft = ~np.isnan(ttft)
+        return "ttft", send[by_ttft], ttft[by_ttft]
+
+    def min_rise_s(self, rule: QueueGrowthRule) -> float:
+        """The rule's own, else the outcome allowance (the margin without a basis)."""
+        if rule.min_rise_s is not None:
+            return rule.min_rise_s
+        return DEFAULT_MARGIN_S if self.allowance_s is None else self.allowance_s
 
 
 EXACT_T_DOF = 30  # below this Student's t is computed exactly; above, the expansion

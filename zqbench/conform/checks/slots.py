@@ -22,7 +22,7 @@ from zqbench.conform.context import Context
 from zqbench.conform.disconnect import DisconnectRun
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
-from zqbench.metrics.outcomes import DEFAULT_MARGIN_S
+from zqbench.metrics.classify import BASELINE_FACTOR, DEFAULT_MARGIN_S
 
 LISTED = 5  # false refusals shown in the evidence
 
@@ -164,7 +164,7 @@ def _threshold_ms(ctx: Context, run: DisconnectRun) -> float | None:
     at_once, baseline = _at_once_ttft_ms(run), judged.baseline_ms
     if judged.threshold_ms is None or at_once is None or baseline is None:
         return judged.threshold_ms
-    return judged.threshold_ms + queueing.BASELINE_FACTOR * max(0.0, at_once - baseline)
+    return judged.threshold_ms + BASELINE_FACTOR * max(0.0, at_once - baseline)
 
 
 def disconnect_frees(ctx: Context) -> CheckResult:
