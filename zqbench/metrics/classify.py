@@ -1,45 +1,26 @@
-"""The outcome kernel: one judgement of a batch of requests, after the run and while it runs.
+"""The outcome kernel: the one judgement of a batch of requests, after the run and live.
 
-Two words, two roles:
+answer   how the server answered, from status and error alone (ANSWERS): ok (2xx, no
+         error), refused (429, 503, 529, the answer whole), timed_out, interrupted (cut by
+         the run's end), failed. One sample decides it: the live exposition's `outcome`
+         label (samples/live_counts.py) is the answer.
+outcome  what the request met (OUTCOMES): served, queued, refused_fast, refused_slow,
+         timed_out, failed, interrupted, undetermined (admitted, nothing to judge its start
+         by). The evidence, best first (docs/metrics.md, "Outcomes", says why):
 
-    answer   how the server answered, from a request's status and error alone (ANSWERS):
-             ok (2xx, no error), refused (429, 503, 529, the answer whole), timed_out,
-             interrupted (cut by the run's end), failed (anything else). One sample decides
-             it, so the live exposition's `outcome` label (samples/live_counts.py) is it.
-    outcome  what the request met (OUTCOMES), the product's judgement:
+    server_queue    admitted with timing headers: queued when dispatch - received exceeds
+                    `[outcomes] server_queue` (5 ms, conform's zeroqueue.3 bound)
+    ttft            else queued when TTFT > T(p) = 2 B(p) + max(margin, H / 2), B(p) =
+                    base + slope * p the target's TTFT at rest (zqbench.target.at_rest),
+                    p the prompt's tokens (unknown: the largest probe's), H the median hold
+    time_to_reject  a refusal is slow past max(margin, H / 2) + 2 B0, B0 the fastest probe
+                    size's TTFT at rest: longer than a wait for the slot ahead would take
+    status, none    failures by kind; undetermined
 
-    served        admitted (2xx, no error) and its work started at once
-    queued        admitted, but it waited before its work started
-    refused_fast  refused (429, 503, 529) at once: the zero-queue answer past capacity
-    refused_slow  refused after waiting as long as a queued request: a queue in disguise
-    timed_out     no complete answer within the request timeout
-    failed        any other failure (a transport error, another status, a broken stream)
-    interrupted   cut by the run's end (graceful stop), not by the server
-    undetermined  admitted, with nothing to judge its start by
-
-The evidence, best first (docs/metrics.md, "Outcomes"):
-
-server_queue  The server's own timing headers: X-Request-Dispatch-Time minus
-              X-Request-Received-Time, on the server's clock. Queued when it exceeds
-              `[outcomes] server_queue` (5 ms, conform's zeroqueue.3 bound).
-ttft          Without the headers: TTFT against the target's unloaded TTFT for the request's
-              prompt, B(p) = base + slope * p, fitted over the run's own set-up probes
-              (zqbench.target.at_rest). Queued when TTFT > T(p) = 2 B(p) + max(margin, H / 2),
-              H the median hold (how long a successful request streamed after its first
-              token). The reasoning is conform's hidden-queue detector's, which takes its
-              threshold from `allowance` here (zqbench.conform.queueing): a request that waits
-              for a slot waits for the one ahead to finish, at least B + H + B, while one
-              that got a slot sees B stretched by its neighbours, which 2 B allows; T sits
-              between the two, the margin keeps it above the client's own scheduling noise.
-              p is the request's prompt tokens from its usage, else the largest probe's (the
-              more lenient bound).
-time_to_reject  A refusal is slow when it took longer than max(margin, H / 2) + 2 B0, B0 the
-              fastest probe size's TTFT at rest: longer than a request waiting for the slot
-              ahead would. A server that knows it is full knows it at once.
-
-`classify` is the one place this is decided: metrics/outcomes.py calls it on the run's
-frame, the [stop] watcher (pipeline/stopping.py) on its window of live answers. The margin
-is also conform's grace and the false refusals' (metrics/false_refusals.py).
+`classify` is called by metrics/outcomes.py on the run's frame and by the [stop] watcher
+(pipeline/stopping.py) on its live window; conform's hidden-queue threshold is `allowance`'s
+(zqbench.conform.queueing), and the margin is also the grace of false refusals, conform's
+included.
 """
 
 from __future__ import annotations
@@ -84,14 +65,8 @@ DEFAULT_RULES = OutcomeRules(
 )
 
 
-class Answer(IntEnum):
-    """Index into ANSWERS."""
-
-    OK = 0
-    REFUSED = 1
-    TIMED_OUT = 2
-    INTERRUPTED = 3
-    FAILED = 4
+class Answer(IntEnum):  # index into ANSWERS
+    OK, REFUSED, TIMED_OUT, INTERRUPTED, FAILED = range(len(ANSWERS))
 
 
 def answer_of(status: int, error: str | None) -> Answer:
@@ -111,18 +86,8 @@ def answer_of(status: int, error: str | None) -> Answer:
 # One answered request as the live listeners get it (zqbench.engines.live.live_answer): ns on
 # the run's clock, -1 where there is none (or prompt tokens are unknown); `answer` indexes
 # ANSWERS. A batch is an array of these, read by field name (`rows["ttft"]`).
-LIVE_ANSWER = np.dtype(
-    [
-        ("stage", np.int64),
-        ("t_send", np.int64),
-        ("t_end", np.int64),
-        ("ttft", np.int64),
-        ("server_queue", np.int64),
-        ("hold", np.int64),
-        ("prompt_tokens", np.int64),
-        ("answer", np.int64),
-    ]
-)
+_LIVE_FIELDS = ("stage", "t_send", "t_end", "ttft", "server_queue", "hold", "prompt_tokens")
+LIVE_ANSWER = np.dtype([(name, np.int64) for name in (*_LIVE_FIELDS, "answer")])
 
 
 @dataclass(frozen=True)

@@ -85,14 +85,10 @@ def overlapping(
     admitted_end: np.ndarray,
     grace: float,
 ) -> np.ndarray:
-    """Per refusal [send, end]: the admitted spans [send, end + grace] overlapping it (any
-    dtype: conform passes its integer clocks, a run its frame's floats)."""
+    """Per refusal [send, end]: the admitted spans [send, end + grace] overlapping it."""
     starts, stops = np.sort(admitted_send), np.sort(admitted_end + grace)
-    # Overlapping = started before its end, minus those stopped by its send (a span stopped
-    # by then began before its end, as the grace is positive).
-    over: np.ndarray = np.searchsorted(starts, end, side="left") - np.searchsorted(
-        stops, send, side="right"
-    )
+    # Overlapping: started before its end, minus those stopped by its send (which began before).
+    over: np.ndarray = np.searchsorted(starts, end) - np.searchsorted(stops, send, side="right")
     return over
 
 
@@ -101,9 +97,8 @@ def occupancy(
 ) -> np.ndarray:
     """Per refusal: admitted spans [send, end + grace] overlapping [its send, its end]."""
     out = np.full(frame.n, np.nan)
-    if refused.any():
-        c = frame.columns
-        out[refused] = overlapping(c.t_send[refused], c.t_end[refused], send, end, grace_ns)
+    c = frame.columns
+    out[refused] = overlapping(c.t_send[refused], c.t_end[refused], send, end, grace_ns)
     return out
 
 

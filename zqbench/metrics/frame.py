@@ -433,8 +433,6 @@ def _status_keys(status: np.ndarray, error: pd.Series) -> tuple[np.ndarray, np.n
         name = None if err == 0 else str(error_names[err - 1])
         keys.append(status_key(code, name))
         answers.append(answer_of(code, name))
-    if not len(pairs):
-        return np.empty(0, dtype=object), np.empty(0, dtype=np.int8)
     return np.array(keys, dtype=object)[inverse], np.array(answers, dtype=np.int8)[inverse]
 
 

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zqbench.metrics import classify as kernel
 from zqbench.metrics import false_refusals
-from zqbench.metrics.classify import EVIDENCE, OUTCOMES, Batch, Classes
+from zqbench.metrics.classify import EVIDENCE, OUTCOMES, Batch, Classes, classify
 from zqbench.metrics.false_refusals import Judged
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.metrics.migration import send_bins
@@ -58,7 +57,7 @@ def hold_s(frame: MetricFrame) -> float | None:
     return float(np.median(hold)) / NS_PER_S if len(hold) else None
 
 
-def classify(
+def classify_frame(
     frame: MetricFrame,
     basis: OutcomeBasis,
     server_queue: ServerQueue | Unavailable | None = None,
@@ -76,7 +75,7 @@ def classify(
     )
     at_rest = basis.at_rest if isinstance(basis.at_rest, AtRest) else None
     hold = hold_s(frame)
-    classes = kernel.classify(batch, basis.rules, at_rest, hold)
+    classes = classify(batch, basis.rules, at_rest, hold)
     refusals = false_refusals.judge(frame, classes.refused, basis, server_queue)
     return Classified(
         classes.outcome, classes.evidence, classes.measure_s, classes.bound_s, hold, refusals

@@ -32,7 +32,7 @@ from zqbench.metrics.frame import (
 )
 from zqbench.metrics.head_of_line import head_of_line
 from zqbench.metrics.migration import migration, retry_after, status_over_time
-from zqbench.metrics.outcomes import classify, outcomes_summary
+from zqbench.metrics.outcomes import classify_frame, outcomes_summary
 from zqbench.metrics.prefix_cache import prefix_cache
 from zqbench.metrics.resent import resent
 from zqbench.metrics.sessions import sessions_summary
@@ -323,7 +323,7 @@ def run_frame(samples: pd.DataFrame, run: RunInfo) -> MetricFrame:
     )
     if run.outcome_basis is None:
         return frame
-    outcomes = classify(frame, run.outcome_basis, run.server_queue)
+    outcomes = classify_frame(frame, run.outcome_basis, run.server_queue)
     return dataclasses.replace(frame, outcomes=outcomes)
 
 

@@ -61,10 +61,6 @@ def status_label(status: int) -> str:
     return "other"
 
 
-def answer_label(status: int, error: str | None) -> str:
-    return ANSWERS[answer_of(status, error)]
-
-
 RequestKey = tuple[int, str, str, str]  # stage, class, status, answer
 HistogramKey = tuple[str, int, str]  # metric, stage, class
 

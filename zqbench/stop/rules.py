@@ -82,17 +82,9 @@ class Window:
 
     def errors(self, count_refusals: bool) -> tuple[int, int]:
         """(failed or timed out, answered): an interrupted request was not answered."""
-        o = self.outcome
-        bad = (o == FAILED) | (o == TIMED_OUT)
-        if count_refusals:
-            bad |= self.refused()
-        return int(np.count_nonzero(bad)), int(np.count_nonzero(o != INTERRUPTED))
-
-    def refused(self) -> np.ndarray:
-        return (self.outcome == REFUSED_FAST) | (self.outcome == REFUSED_SLOW)
-
-    def admitted(self) -> np.ndarray:
-        return np.isin(self.outcome, (SERVED, QUEUED, UNDETERMINED))
+        bad = (FAILED, TIMED_OUT, *((REFUSED_FAST, REFUSED_SLOW) if count_refusals else ()))
+        answered = self.outcome != INTERRUPTED
+        return int(np.count_nonzero(np.isin(self.outcome, bad))), int(np.count_nonzero(answered))
 
     def queued(self) -> tuple[int, int]:
         """(queued, judged) among the admitted; none judged without an outcome basis."""
@@ -104,7 +96,7 @@ class Window:
     def waits(self) -> tuple[str, np.ndarray, np.ndarray]:
         """(wait_by, send_s, wait_s) of the admitted answers: one scale, never both, the
         server's own wait where most answers carry it."""
-        ok = self.admitted()
+        ok = np.isin(self.outcome, (SERVED, QUEUED, UNDETERMINED))
         queue, ttft, send = self.server_queue_s[ok], self.ttft_s[ok], self.send_s[ok]
         by_header = ~np.isnan(queue)
         if np.count_nonzero(by_header) * 2 >= max(1, len(queue)):
@@ -182,36 +174,27 @@ def slope_bound(x: np.ndarray, y: np.ndarray, confidence: float) -> tuple[float,
 
 
 def error_rate(rule: ErrorRateRule, errors: int, answered: int) -> Trip | None:
-    if answered < rule.min_requests or answered == 0:
-        return None
-    share = errors / answered
-    if share <= rule.above:
-        return None
     what = "failed, timed out or were refused" if rule.count_refusals else "failed or timed out"
-    return Trip(
-        "error_rate",
-        f"{errors} of {answered} requests answered in the last {rule.window_s:g} s {what} "
-        f"({_share(share, rule.above)} > {rule.above:.0%})",
-        share,
-        rule.above,
-        answered,
+    return _past(
+        rule, errors, answered, f"requests answered in the last {rule.window_s:g} s {what}"
     )
 
 
 def queued_share(rule: QueuedShareRule, queued: int, judged: int) -> Trip | None:
-    if judged < rule.min_requests or judged == 0:
+    return _past(
+        rule, queued, judged, f"admitted requests in the last {rule.window_s:g} s were queued"
+    )
+
+
+def _past(rule: ErrorRateRule | QueuedShareRule, hits: int, n: int, what: str) -> Trip | None:
+    """The share rules' trip: hits / n past `above`, with at least `min_requests` judged."""
+    if n < rule.min_requests or n == 0:
         return None
-    share = queued / judged
+    share = hits / n
     if share <= rule.above:
         return None
-    return Trip(
-        "queued_share",
-        f"{queued} of {judged} admitted requests in the last {rule.window_s:g} s were "
-        f"queued ({_share(share, rule.above)} > {rule.above:.0%})",
-        share,
-        rule.above,
-        judged,
-    )
+    reason = f"{hits} of {n} {what} ({_share(share, rule.above)} > {rule.above:.0%})"
+    return Trip(rule.NAME, reason, share, rule.above, n)
 
 
 def _share(share: float, bound: float) -> str:
