@@ -60,7 +60,7 @@ def advertised(health: Any, props: Any = None) -> Capacity | None:
 
 def estimated(exchanges: Iterable[Evidence]) -> Capacity | None:
     """The most admitted requests in flight at once among `exchanges` (see the docstring)."""
-    spans = [(ex.t_send, ex.t_end) for ex in exchanges if ex.outcome == "admitted" and ex.t_end]
+    spans = [(ex.t_send, ex.t_end) for ex in exchanges if ex.admission == "admitted" and ex.t_end]
     if not spans:
         return None
     send, end = (np.array(x, dtype=np.float64) for x in zip(*spans, strict=True))

@@ -71,7 +71,7 @@ def _median(values: Sequence[float]) -> float | None:
 
 def admitted_ttfts(exchanges: Sequence[Evidence]) -> list[float]:
     """TTFT (ms) of each admitted request that streamed a first token."""
-    return [t for ex in exchanges if ex.outcome == "admitted" and (t := ex.ttft_ms) is not None]
+    return [t for ex in exchanges if ex.admission == "admitted" and (t := ex.ttft_ms) is not None]
 
 
 def _timed_out(ex: Evidence) -> bool:
@@ -82,7 +82,7 @@ def _timed_out(ex: Evidence) -> bool:
 def hold_ms(ex: Evidence) -> float | None:
     """How long an admitted request streamed after its first token (its slot's hold)."""
     ttft = ex.ttft_ms
-    if ex.outcome != "admitted" or ttft is None:
+    if ex.admission != "admitted" or ttft is None:
         return None
     return (ex.t_end - ex.t_send) / 1e6 - ttft
 
@@ -133,7 +133,7 @@ def _waited(exchanges: Sequence[Evidence], threshold_ms: float) -> tuple[int, in
 
 
 def judge_step(step: SlopeStep, threshold_ms: float, share: float) -> StepVerdict:
-    kinds = [ex.outcome for ex in step.exchanges]
+    kinds = [ex.admission for ex in step.exchanges]
     judged, waited = _waited(step.exchanges, threshold_ms)
     low, high = wilson_interval(waited, judged)
     # Recurrence: the requests of one round share the server's fate (one batch, one stall),

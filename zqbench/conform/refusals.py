@@ -52,8 +52,8 @@ def judge(
     """Every refusal of every group, in order; the group named `at_rest` is the endpoint
     at rest (any refusal false), the others are judged by occupancy against `capacity`
     (None: not judged, so never called false)."""
-    admitted = [ex for _, exs in groups for ex in exs if ex.outcome == "admitted" and ex.t_end]
-    refused = [(where, ex) for where, exs in groups for ex in exs if ex.outcome in REFUSED]
+    admitted = [ex for _, exs in groups for ex in exs if ex.admission == "admitted" and ex.t_end]
+    refused = [(where, ex) for where, exs in groups for ex in exs if ex.admission in REFUSED]
     occupancy = overlapping(
         *_spans([ex for _, ex in refused]), *_spans(admitted), round(DEFAULT_MARGIN_S * 1e9)
     )
