@@ -30,7 +30,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from zqbench.summary import AtRest, OutcomeRules
+from zqbench.summary import AtRest, OutcomeBasis, OutcomeRules
 
 REFUSAL_STATUSES = (429, 503, 529)
 ANSWERS = ("ok", "refused", "timed_out", "interrupted", "failed")
@@ -159,12 +159,12 @@ def _fastest_size_ttft(at_rest: AtRest) -> float:
     return min(float(np.median(v)) for v in by_size.values())
 
 
-def classify(
-    batch: Batch, rules: OutcomeRules, at_rest: AtRest | None, hold_s: float | None
-) -> Classes:
-    """Every request's outcome and the evidence that decided it (vectorised); `at_rest`
-    None: no baseline, so an admitted request without headers is undetermined; `hold_s`:
-    the median hold of the answers it is judged with."""
+def classify(batch: Batch, basis: OutcomeBasis | None, hold_s: float | None) -> Classes:
+    """Every request's outcome and the evidence that decided it (vectorised), by `basis`'s
+    rules and TTFT at rest (None, or no baseline: an admitted request without headers is
+    undetermined); `hold_s`: the median hold of the answers it is judged with."""
+    rules = DEFAULT_RULES if basis is None else basis.rules
+    at_rest = None if basis is None or not isinstance(basis.at_rest, AtRest) else basis.at_rest
     a = batch.answer
     n = len(a)
     outcome = np.full(n, FAILED, dtype=np.int8)

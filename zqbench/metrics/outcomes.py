@@ -20,7 +20,6 @@ from zqbench.metrics.false_refusals import Judged
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.metrics.migration import send_bins
 from zqbench.summary import (
-    AtRest,
     OutcomeBasis,
     Outcomes,
     OutcomesOverTime,
@@ -73,9 +72,8 @@ def classify_frame(
         reject_s=(c.t_end - c.t_send) / NS_PER_S,
         prompt_tokens=frame.prompt_tokens,
     )
-    at_rest = basis.at_rest if isinstance(basis.at_rest, AtRest) else None
     hold = hold_s(frame)
-    classes = classify(batch, basis.rules, at_rest, hold)
+    classes = classify(batch, basis, hold)
     refusals = false_refusals.judge(frame, classes.refused, basis, server_queue)
     return Classified(
         classes.outcome, classes.evidence, classes.measure_s, classes.bound_s, hold, refusals

@@ -28,12 +28,11 @@ import numpy as np
 from zqbench.engines.live import NO_ANSWERS, Progress
 from zqbench.load import Work
 from zqbench.load.spans import StageInfo
-from zqbench.metrics import classify as kernel
-from zqbench.metrics.classify import DEFAULT_RULES, Answer, allowance, live_batch
+from zqbench.metrics.classify import Answer, allowance, classify, live_batch
 from zqbench.stop.config import Rule, StopConfig
 from zqbench.stop.ended import EndedAt
 from zqbench.stop.rules import Trip, Window
-from zqbench.summary import AtRest, OutcomeBasis, Stop, StopEvent, StopGrowth
+from zqbench.summary import OutcomeBasis, Stop, StopEvent, StopGrowth
 
 HOLDS_KEPT = 2048  # the latest holds, for the running median
 NS = 1e9
@@ -116,14 +115,7 @@ class StopWatch:
         rows = self._answers[self._answers["t_end"] >= (now_s - window_s) * NS]
         batch = live_batch(rows)
         hold = float(np.median(self._holds)) if self._holds else None
-        basis = self.basis
-        at_rest = basis.at_rest if basis is not None else None
-        classes = kernel.classify(
-            batch,
-            DEFAULT_RULES if basis is None else basis.rules,
-            at_rest if isinstance(at_rest, AtRest) else None,
-            hold,
-        )
+        classes = classify(batch, self.basis, hold)
         points = [(t, n) for t, n in self._inflight if t >= now_s - window_s]
         return Window(
             outcome=classes.outcome,
@@ -132,7 +124,7 @@ class StopWatch:
             server_queue_s=batch.server_queue_s,
             inflight_t_s=np.array([t for t, _ in points]),
             inflight=np.array([n for _, n in points]),
-            allowance_s=None if basis is None else allowance(basis.rules.margin, hold),
+            allowance_s=None if self.basis is None else allowance(self.basis.rules.margin, hold),
         )
 
     # ------------------------------------------------------------------ the verdict

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from zqbench.errors import ScenarioError
+from zqbench.metrics.classify import DEFAULT_MARGIN_S
 from zqbench.stop import rules
 from zqbench.stop.rules import Trip, Window
 from zqbench.strict_toml import Table
@@ -94,10 +95,10 @@ class QueueGrowthRule:
         )
 
     def judge(self, w: Window) -> Trip | None:
-        wait_by, send_s, wait_s = w.waits()
-        return rules.queue_growth(
-            self, wait_by, send_s, wait_s, w.inflight_t_s, w.inflight, w.min_rise_s(self)
-        )
+        min_rise = self.min_rise_s
+        if min_rise is None:  # the outcome allowance; the margin itself without a basis
+            min_rise = DEFAULT_MARGIN_S if w.allowance_s is None else w.allowance_s
+        return rules.queue_growth(self, *w.waits(), w.inflight_t_s, w.inflight, min_rise)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from zqbench.metrics.classify import (
-    DEFAULT_MARGIN_S,
     FAILED,
     INTERRUPTED,
     QUEUED,
@@ -103,12 +102,6 @@ class Window:
             return "server_queue", send[by_header], queue[by_header]
         by_ttft = ~np.isnan(ttft)
         return "ttft", send[by_ttft], ttft[by_ttft]
-
-    def min_rise_s(self, rule: QueueGrowthRule) -> float:
-        """The rule's own, else the outcome allowance (the margin without a basis)."""
-        if rule.min_rise_s is not None:
-            return rule.min_rise_s
-        return DEFAULT_MARGIN_S if self.allowance_s is None else self.allowance_s
 
 
 EXACT_T_DOF = 30  # below this Student's t is computed exactly; above, the expansion
