@@ -33,10 +33,9 @@ ADMITTED = [
 
 def occupancy(refusal: Evidence, admitted: list[Evidence], grace_ns: int) -> int:
     """The one occupancy (zqbench.metrics.false_refusals), as conform's judge calls it."""
-    send = np.array([ex.t_send for ex in admitted])
-    end = np.array([ex.t_end for ex in admitted])
-    one = overlapping(np.array([refusal.t_send]), np.array([refusal.t_end]), send, end, grace_ns)
-    return int(one[0])
+    send, end = np.array([(ex.t_send, ex.t_end) for ex in admitted]).T
+    (one,) = overlapping(np.array([refusal.t_send]), np.array([refusal.t_end]), send, end, grace_ns)
+    return int(one)
 
 
 def test_occupancy_counts_the_spans_that_overlap_the_refusal_with_the_grace() -> None:

@@ -33,7 +33,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from zqbench.metrics.classify import ANSWERS, Answer, answer_of
+from zqbench.metrics.classify import ANSWERS, answer_of
 from zqbench.samples.sample import Sample
 
 BUCKETS_S: tuple[float, ...] = (
@@ -111,14 +111,14 @@ class LiveCounts:
 
     def record(self, s: Sample) -> None:
         cls = self._class(s.request_class)
-        answer = answer_of(s.status, s.error)
-        key = (s.stage, cls, status_label(s.status), ANSWERS[answer])
+        answer = ANSWERS[answer_of(s.status, s.error)]
+        key = (s.stage, cls, status_label(s.status), answer)
         self._requests[key] = self._requests.get(key, 0) + 1
-        if answer == Answer.OK:
+        if answer == "ok":
             self._observe("latency", s.stage, cls, s.t_end - s.t_send)
             if s.t_first_token is not None:
                 self._observe("ttft", s.stage, cls, s.t_first_token - s.t_send)
-        elif answer == Answer.REFUSED:
+        elif answer == "refused":
             self._observe("time_to_reject", s.stage, cls, s.t_end - s.t_send)
         if s.t_intended is not None:
             self._observe("schedule_lag", s.stage, cls, s.t_send - s.t_intended)
