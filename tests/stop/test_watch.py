@@ -23,7 +23,7 @@ from zqbench.stop.ended import EndedAt
 from zqbench.summary import AtRest, AtRestProbe, OutcomeBasis, OutcomeRules, Unavailable
 
 NS = 1_000_000_000
-Completion = tuple[int, ...]  # a LIVE_ANSWER row, in its field order
+Row = tuple[int, ...]  # a LIVE_ANSWER row, in its field order
 OK, REFUSED, TIMED_OUT, INTERRUPTED, FAILED = (
     ANSWERS.index(k) for k in ("ok", "refused", "timed_out", "interrupted", "failed")
 )
@@ -54,7 +54,7 @@ def done(
     hold: float = -1.0,
     tokens: int = -1,
     outcome: int = OK,
-) -> Completion:
+) -> Row:
     """One answered request; times in seconds (-1: none), as a LIVE_ANSWER row's ns."""
 
     def ns(s: float) -> int:
@@ -63,7 +63,7 @@ def done(
     return (stage, ns(t_send), ns(t_end), ns(ttft), ns(queue), ns(hold), tokens, outcome)
 
 
-def progress(*batches: tuple[int, int, Sequence[Completion]], inflight: int = 0) -> Progress:
+def progress(*batches: tuple[int, int, Sequence[Row]], inflight: int = 0) -> Progress:
     rows = tuple((w, s, np.array(list(b), dtype=LIVE_ANSWER)) for w, s, b in batches)
     return Progress(inflight=inflight, completions=rows)
 
@@ -301,7 +301,7 @@ def test_ending_the_last_stage_ends_the_run() -> None:
 # --------------------------------------------------------------------------- queue_growth
 
 
-def growing(n: int = 20, *, header: bool = True, hold: float = -1.0) -> list[Completion]:
+def growing(n: int = 20, *, header: bool = True, hold: float = -1.0) -> list[Row]:
     """Stage 1's admitted requests sent 11.6 s to 12.55 s, each waiting 0.2 s longer per
     second of send time (no noise); `header`: with its server_queue."""
     out = []

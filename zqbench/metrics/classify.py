@@ -70,11 +70,9 @@ _OK, _REFUSED, _TIMED_OUT, _INTERRUPTED, _FAILED = Answer
 
 def answer_of(status: int, error: str | None) -> Answer:
     """How the server answered one request (the module's docstring)."""
-    if error is None:
-        if 200 <= status < 300:
-            return _OK
-        return _REFUSED if status in REFUSAL_STATUSES else _FAILED
-    if error == f"http_{status}":  # the server's own answer, whole
+    if error is None and 200 <= status < 300:
+        return _OK
+    if error is None or error == f"http_{status}":  # the server's own answer, whole
         return _REFUSED if status in REFUSAL_STATUSES else _FAILED
     if error == "timeout":
         return _TIMED_OUT
