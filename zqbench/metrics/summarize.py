@@ -114,7 +114,7 @@ class RunInfo:
     # How the model and API were chosen (summary.TargetResolution's fields), when known.
     target_resolution: Mapping[str, Any] | None = None
     packet_loss: PacketLoss | None = None  # zqbench.impair.packet_loss_record, from the samples
-    # How each request's outcome is judged (zqbench.metrics.outcomes); None: not judged
+    # How each request's outcome is judged (zqbench.metrics.classify); None: not judged
     # (a run saved before zqbench judged outcomes keeps its summary as it was)
     outcome_basis: OutcomeBasis | None = None
     stop: Stop | None = None  # what the scenario's [stop] rules ended; None: no rules

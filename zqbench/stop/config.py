@@ -15,7 +15,7 @@
     min_requests = 10
     ends = "stage"
 
-    [stop.queued_share]    too many admitted requests judged `queued` (zqbench.metrics.outcomes)
+    [stop.queued_share]    too many admitted requests judged `queued` (zqbench.metrics.classify)
     above = 0.5
     window = "5s"
     min_requests = 20
