@@ -29,6 +29,22 @@ def test_no_function_is_longer_than_80_lines() -> None:
     assert long == []
 
 
+def test_one_outcome_kernel_and_one_wilson_interval() -> None:
+    """How a request is judged, and the Wilson interval, are each defined once (#39): the
+    copies that were judged apart (after the run, live, in conform) had drifted apart."""
+    once = {"answer_of", "classify", "wilson_interval"}
+    found: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name in once:
+                found.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
+    assert found == {
+        "answer_of": ["metrics/classify.py"],
+        "classify": ["metrics/classify.py"],
+        "wilson_interval": ["metrics/quantiles.py"],
+    }
+
+
 def test_the_files_collected_first_exist() -> None:
     from tests.conftest import LONGEST_FIRST
 

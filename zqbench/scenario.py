@@ -177,7 +177,7 @@ class MetricsConfig:
 @dataclass(frozen=True, slots=True)
 class OutcomesConfig:
     """`[outcomes]`: how each request is judged served, queued or refused (docs/metrics.md,
-    "Outcomes"). None keeps zqbench's default (zqbench.metrics.outcomes.DEFAULT_RULES)."""
+    "Outcomes"). None keeps zqbench's default (zqbench.metrics.classify.DEFAULT_RULES)."""
 
     server_queue_s: float | None = None  # admitted with timing headers: queued past this
     margin_s: float | None = None  # without headers: the least allowance past 2x at rest

@@ -30,7 +30,7 @@ def record(status: int, pieces: list[bytes], *, failure: bool = False) -> Eviden
 def test_an_admitted_stream_as_the_dialect_reads_it() -> None:
     cut = A_STREAM.index(b"text_delta")  # the first text event ends in the second piece
     ex = record(200, [A_STREAM[:cut], A_STREAM[cut:]])
-    assert ex.outcome == "admitted" and ex.error is None and ex.http_version == "HTTP/1.1"
+    assert ex.admission == "admitted" and ex.error is None and ex.http_version == "HTTP/1.1"
     assert ex.text_events == 3 and ex.usage_output_tokens == 4 and ex.stop_reason == "max_tokens"
     assert ex.ttft_ms == 12.0  # ms from the send (t=0) to the piece that completed it
     assert ex.events[0][0].event == "message_start" and ex.events[-1][0].event == "message_stop"
@@ -38,11 +38,11 @@ def test_an_admitted_stream_as_the_dialect_reads_it() -> None:
 
 
 def test_refusals_in_the_status_or_in_the_stream_and_failures() -> None:
-    assert record(529, [A_ERROR_BODY]).outcome == "refused"
+    assert record(529, [A_ERROR_BODY]).admission == "refused"
     in_stream = a_frame("error", '{"type":"error","error":{"type":"overloaded_error"}}')
-    assert record(200, [in_stream]).outcome == "refused_in_stream"
+    assert record(200, [in_stream]).admission == "refused_in_stream"
     failed = record(200, [A_STREAM[:100]], failure=True)
-    assert failed.outcome == "failed" and failed.error == "reset"
+    assert failed.admission == "failed" and failed.error == "reset"
     assert failed.evidence()["error"] == "reset"
 
 

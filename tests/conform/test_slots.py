@@ -3,6 +3,7 @@ disconnect check read from a running gauge (vLLM's shape: a queue, /metrics, no 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.conform.fake_server import FakeServer
@@ -10,7 +11,8 @@ from tests.conform.util import fake_options, outcome
 from zqbench.conform import run_conformance
 from zqbench.conform.capacity import ESTIMATE, Capacity, estimated
 from zqbench.conform.evidence import Evidence
-from zqbench.conform.refusals import judge, occupancy
+from zqbench.conform.refusals import judge
+from zqbench.metrics.false_refusals import overlapping
 
 MS = 1_000_000
 
@@ -27,6 +29,13 @@ ADMITTED = [
     _ex(140, 300),  # in flight across it
     _ex(152, 200),  # sent after the refusal's answer
 ]
+
+
+def occupancy(refusal: Evidence, admitted: list[Evidence], grace_ns: int) -> int:
+    """The one occupancy (zqbench.metrics.false_refusals), as conform's judge calls it."""
+    send, end = np.array([(ex.t_send, ex.t_end) for ex in admitted]).T
+    (one,) = overlapping(np.array([refusal.t_send]), np.array([refusal.t_end]), send, end, grace_ns)
+    return int(one)
 
 
 def test_occupancy_counts_the_spans_that_overlap_the_refusal_with_the_grace() -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from tests.core.conftest import run_programmed, write_scenario
 from zqbench.errors import EXIT_SLO_FAILED
-from zqbench.metrics.frame import REFUSAL_STATUSES
+from zqbench.metrics.classify import REFUSAL_STATUSES
 from zqbench.pipeline.run import RunOptions, run_scenario
 from zqbench.summary import Stop
 from zqbench.target.embedded import EmbeddedServer

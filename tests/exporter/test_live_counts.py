@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from zqbench.exporter import live_slos
+from zqbench.metrics.classify import ANSWERS, answer_of
 from zqbench.metrics.slo import parse_slo
 from zqbench.samples.live_counts import (
     BUCKETS_S,
@@ -16,7 +17,6 @@ from zqbench.samples.live_counts import (
     LiveCounts,
     bucket_quantile,
     merge,
-    outcome,
     status_label,
 )
 from zqbench.samples.sample import Sample
@@ -67,7 +67,7 @@ def test_counts_are_the_samples_by_stage_class_status_and_outcome() -> None:
     for (stage, cls, status, result), n in snap.requests.items():
         assert n == sum(
             s.stage == stage and s.request_class == cls and str(s.status) == status
-            and outcome(s.status, s.error) == result
+            and ANSWERS[answer_of(s.status, s.error)] == result
             for s in samples
         )  # fmt: skip
     assert {k[3] for k in snap.requests} == {"ok", "refused", "timed_out", "failed", "interrupted"}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from zqbench.metrics.classify import DEFAULT_RULES
 from zqbench.metrics.false_refusals import most_at_once
-from zqbench.metrics.outcomes import DEFAULT_RULES
 from zqbench.metrics.slo import Evidence, evaluate_slo, parse_slo
 from zqbench.metrics.summarize import run_frame, summarize
 from zqbench.summary import (

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from zqbench.load.spans import StageInfo
-from zqbench.metrics.outcomes import DEFAULT_RULES, OUTCOMES
+from zqbench.metrics.classify import DEFAULT_RULES, OUTCOMES
 from zqbench.metrics.summarize import run_frame, summarize
 from zqbench.saved.run import run_info as saved_run_info
 from zqbench.summary import AtRest, AtRestProbe, OutcomeBasis, Summary, Unavailable

@@ -12,19 +12,20 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from zqbench.engines.live import Completion, Progress
+from zqbench.engines.live import Progress
 from zqbench.load.arrival_rate import ArrivalWork, constant
 from zqbench.load.spans import StageInfo
+from zqbench.metrics.classify import ANSWERS, LIVE_ANSWER
 from zqbench.pipeline import stopping
 from zqbench.pipeline.stopping import StopWatch
-from zqbench.samples.live_counts import OUTCOMES
 from zqbench.stop.config import ErrorRateRule, QueuedShareRule, QueueGrowthRule, StopConfig
-from zqbench.stop.control import EndedAt
+from zqbench.stop.ended import EndedAt
 from zqbench.summary import AtRest, AtRestProbe, OutcomeBasis, OutcomeRules, Unavailable
 
 NS = 1_000_000_000
+Row = tuple[int, ...]  # a LIVE_ANSWER row, in its field order
 OK, REFUSED, TIMED_OUT, INTERRUPTED, FAILED = (
-    OUTCOMES.index(k) for k in ("ok", "refused", "timed_out", "interrupted", "failed")
+    ANSWERS.index(k) for k in ("ok", "refused", "timed_out", "interrupted", "failed")
 )
 STAGES = [
     StageInfo("warm", 0.0, 10.0),
@@ -53,8 +54,8 @@ def done(
     hold: float = -1.0,
     tokens: int = -1,
     outcome: int = OK,
-) -> Completion:
-    """One answered request; times in seconds (-1: none), as the Completion's ns."""
+) -> Row:
+    """One answered request; times in seconds (-1: none), as a LIVE_ANSWER row's ns."""
 
     def ns(s: float) -> int:
         return -1 if s < 0 else round(s * NS)
@@ -62,8 +63,9 @@ def done(
     return (stage, ns(t_send), ns(t_end), ns(ttft), ns(queue), ns(hold), tokens, outcome)
 
 
-def progress(*batches: tuple[int, int, Sequence[Completion]], inflight: int = 0) -> Progress:
-    return Progress(inflight=inflight, completions=tuple((w, s, tuple(b)) for w, s, b in batches))
+def progress(*batches: tuple[int, int, Sequence[Row]], inflight: int = 0) -> Progress:
+    rows = tuple((w, s, np.array(list(b), dtype=LIVE_ANSWER)) for w, s, b in batches)
+    return Progress(inflight=inflight, completions=rows)
 
 
 def watcher(
@@ -299,7 +301,7 @@ def test_ending_the_last_stage_ends_the_run() -> None:
 # --------------------------------------------------------------------------- queue_growth
 
 
-def growing(n: int = 20, *, header: bool = True, hold: float = -1.0) -> list[Completion]:
+def growing(n: int = 20, *, header: bool = True, hold: float = -1.0) -> list[Row]:
     """Stage 1's admitted requests sent 11.6 s to 12.55 s, each waiting 0.2 s longer per
     second of send time (no noise); `header`: with its server_queue."""
     out = []

@@ -3,7 +3,7 @@
 options.py     ConformOptions, validated when built       model.py     checks, results, report
 catalogue.py   the ordered checks (ids, statements)       checks/      one module per group
 context.py     what checks share (requests, measurements) exchange.py  one request's evidence
-loadclient.py  concurrent bursts (the load transport)     stats.py     Wilson, the slope's CI
+loadclient.py  concurrent bursts (the load transport)     stats.py     the slope's CI
 capacity.py    the endpoint's capacity (/health, /metrics) queueing.py  zeroqueue.5's rule
 runner.py      run_conformance(options) -> ConformReport
 

@@ -10,9 +10,9 @@ discovered  the highest value of a running-requests gauge (RUNNING_GAUGES, summe
             offered says only "at least this many".
 estimated  neither: the most requests this run saw admitted at once (zeroqueue.11-13 judge
             by it, named an estimate in their evidence). Each admitted span is shrunk by
-            GRACE_S at both ends, as `zqbench run` counts it (zqbench.metrics.false_refusals),
-            so two requests in transit at a turnover never count together: the estimate is
-            never above the truth.
+            the outcomes' margin (DEFAULT_MARGIN_S) at both ends, as `zqbench run` counts
+            it (zqbench.metrics.false_refusals), so two requests in transit at a turnover
+            never count together: the estimate is never above the truth.
 
 Scrapes run on a thread of their own, every INTERVAL_S, each line scanned by prefix (no
 full parse), so the load client measuring TTFT beside it loses little CPU. A /metrics that
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zqbench.metrics.classify import DEFAULT_MARGIN_S
 from zqbench.metrics.false_refusals import most_at_once
 from zqbench.target.capacity import stated, stated_by_props
 from zqbench.target.control import ControlClient
@@ -42,10 +43,6 @@ INTERVAL_S = 0.1
 MAX_CONCURRENCY = 256  # the widest step the detector sends (one connection a request)
 SCRAPE_TIMEOUT_S = 2.0
 ACCEPT = (("accept", "text/plain; version=0.0.4"),)  # the text format, not protobuf
-# A server may free a slot a moment after the client read the last byte of its answer (it
-# writes the last byte, then releases): an admitted request counts as holding its slot
-# this long after its end. `zqbench run` uses the same grace (its [outcomes] margin).
-GRACE_S = 0.020
 ESTIMATE = "estimated: the most requests this run saw admitted at once"
 
 
@@ -63,11 +60,11 @@ def advertised(health: Any, props: Any = None) -> Capacity | None:
 
 def estimated(exchanges: Iterable[Evidence]) -> Capacity | None:
     """The most admitted requests in flight at once among `exchanges` (see the docstring)."""
-    spans = [(ex.t_send, ex.t_end) for ex in exchanges if ex.outcome == "admitted" and ex.t_end]
+    spans = [(ex.t_send, ex.t_end) for ex in exchanges if ex.admission == "admitted" and ex.t_end]
     if not spans:
         return None
     send, end = (np.array(x, dtype=np.float64) for x in zip(*spans, strict=True))
-    seen = most_at_once(send, end, GRACE_S * 1e9)
+    seen = most_at_once(send, end, DEFAULT_MARGIN_S * 1e9)
     return Capacity(seen, ESTIMATE) if seen >= 1 else None
 
 

@@ -189,10 +189,10 @@ class Context:
         while run < SETTLE_RUN and time.monotonic() < deadline:
             ex = self.send(req)
             probes += 1
-            ttft = ex.ttft_ms if ex.outcome == "admitted" else None
+            ttft = ex.ttft_ms if ex.admission == "admitted" else None
             # A refusal says nothing of leftover work: a server that refuses now and then at
             # rest (zeroqueue.11's fault) would otherwise never settle and cost settle_s.
-            if ex.outcome != "refused":
+            if ex.admission != "refused":
                 run = run + 1 if ttft is not None and ttft <= bound else 0
             if ttft is None:
                 time.sleep(0.05)  # refused or failed: give it room (bounded by the deadline)
@@ -217,7 +217,7 @@ class Context:
         ttfts = sorted(
             t
             for ex in self.low_load()
-            if ex.outcome == "admitted" and (t := ex.ttft_ms) is not None
+            if ex.admission == "admitted" and (t := ex.ttft_ms) is not None
         )
         return ttfts[len(ttfts) // 2] if ttfts else None
 
@@ -281,7 +281,7 @@ class Context:
         while time.monotonic() - t_end < o.recovery_s + 1.0 and len(recovery) < 200:
             ex = self.send(small)
             recovery.append(ex)
-            if ex.outcome == "admitted":
+            if ex.admission == "admitted":
                 if in_a_row == 0:
                     recovered_at = time.monotonic() - t_end
                 in_a_row += 1

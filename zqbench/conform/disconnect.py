@@ -173,7 +173,7 @@ async def _open_one(
             attempts.append(await stream)
             return attempts, True
         attempts.append(stream.result())
-        if attempts[-1].outcome == "admitted" or perf_counter_ns() > open_until:
+        if attempts[-1].admission == "admitted" or perf_counter_ns() > open_until:
             settled.set()
             return attempts, False
         await asyncio.sleep(POLL_S)
@@ -184,7 +184,7 @@ async def _fresh_one(
 ) -> list[Evidence]:
     """Step 4 for one new request: sent, and sent again every POLL_S until `deadline`."""
     attempts = [await loadclient.send(transport, short, timeout_s)]
-    while attempts[-1].outcome != "admitted" and perf_counter_ns() < deadline:
+    while attempts[-1].admission != "admitted" and perf_counter_ns() < deadline:
         await asyncio.sleep(POLL_S)
         attempts.append(await loadclient.send(transport, short, timeout_s))
     return attempts

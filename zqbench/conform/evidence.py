@@ -64,7 +64,7 @@ class Evidence:
         return None if self.parsed is None else self.parsed.sse_error
 
     @property
-    def outcome(self) -> Admission:
+    def admission(self) -> Admission:
         if self.status == 0 or self.error:
             return "failed"
         if not 200 <= self.status < 300:

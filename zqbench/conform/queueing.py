@@ -13,7 +13,8 @@ A step *queues* when the Wilson 95% lower bound of waited / judged is above `que
 (10%), and waited requests recur: they show in more than half of the step's rounds. The
 check fails when a step queues; the evidence names the first such step.
 
-Why T. A request that waits for a slot waits for the request ahead of it to finish: its
+Why T (`zqbench run` judges a request queued by the same bound: zqbench.metrics.classify).
+A request that waits for a slot waits for the request ahead of it to finish: its
 first token comes no sooner than B (the one ahead's first token) + H (the rest of that
 stream) + B (its own prefill), 2 B + H. A request that got a slot at once sees B, stretched
 by its neighbours (a batched prefill, a busy client): 2 B allows that doubling. The margin
@@ -49,10 +50,9 @@ from typing import Any
 from zqbench.conform.capacity import Capacity
 from zqbench.conform.context import Context, SlopeStep
 from zqbench.conform.evidence import Evidence
-from zqbench.conform.stats import median_slope, wilson_interval
-
-BASELINE_FACTOR = 2.0  # T allows an unqueued TTFT to double under load (see the docstring)
-HOLD_FRACTION = 0.5  # ... plus half of the least wait a queue adds
+from zqbench.conform.stats import median_slope
+from zqbench.metrics.classify import BASELINE_FACTOR, allowance
+from zqbench.metrics.quantiles import wilson_interval
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -71,7 +71,7 @@ def _median(values: Sequence[float]) -> float | None:
 
 def admitted_ttfts(exchanges: Sequence[Evidence]) -> list[float]:
     """TTFT (ms) of each admitted request that streamed a first token."""
-    return [t for ex in exchanges if ex.outcome == "admitted" and (t := ex.ttft_ms) is not None]
+    return [t for ex in exchanges if ex.admission == "admitted" and (t := ex.ttft_ms) is not None]
 
 
 def _timed_out(ex: Evidence) -> bool:
@@ -82,7 +82,7 @@ def _timed_out(ex: Evidence) -> bool:
 def hold_ms(ex: Evidence) -> float | None:
     """How long an admitted request streamed after its first token (its slot's hold)."""
     ttft = ex.ttft_ms
-    if ex.outcome != "admitted" or ttft is None:
+    if ex.admission != "admitted" or ttft is None:
         return None
     return (ex.t_end - ex.t_send) / 1e6 - ttft
 
@@ -97,8 +97,8 @@ class StepVerdict:
     ttfts: tuple[float, ...]
     judged: int
     waited: int
-    ci_low: float
-    ci_high: float
+    ci_low: float | None  # None: nothing judged (the interval of 0 of 0 has no value)
+    ci_high: float | None
     rounds: int
     rounds_waited: int  # rounds with at least one waited request
     queues: bool
@@ -116,7 +116,9 @@ class StepVerdict:
             "ttft_max_ms": _ms(max(t)) if t else None,
             "waited": self.waited,
             "waited_share": round(self.waited / self.judged, 4) if self.judged else None,
-            "waited_share_ci95": [round(self.ci_low, 4), round(self.ci_high, 4)],
+            "waited_share_ci95": None
+            if self.ci_low is None or self.ci_high is None
+            else [round(self.ci_low, 4), round(self.ci_high, 4)],
             "rounds": self.rounds,
             "rounds_waited": self.rounds_waited,
             "queues": self.queues,
@@ -131,7 +133,7 @@ def _waited(exchanges: Sequence[Evidence], threshold_ms: float) -> tuple[int, in
 
 
 def judge_step(step: SlopeStep, threshold_ms: float, share: float) -> StepVerdict:
-    kinds = [ex.outcome for ex in step.exchanges]
+    kinds = [ex.admission for ex in step.exchanges]
     judged, waited = _waited(step.exchanges, threshold_ms)
     low, high = wilson_interval(waited, judged)
     # Recurrence: the requests of one round share the server's fate (one batch, one stall),
@@ -150,7 +152,7 @@ def judge_step(step: SlopeStep, threshold_ms: float, share: float) -> StepVerdic
         ci_high=high,
         rounds=len(step.rounds),
         rounds_waited=rounds_waited,
-        queues=judged > 0 and low > share and 2 * rounds_waited > len(step.rounds),
+        queues=low is not None and low > share and 2 * rounds_waited > len(step.rounds),
     )
 
 
@@ -189,7 +191,7 @@ def judge(
     hold = _median([h for ex in lowest if (h := hold_ms(ex)) is not None])
     if baseline is None or hold is None:
         return Judgement(baseline, hold, None, (), capacity)
-    threshold = BASELINE_FACTOR * baseline + max(margin_ms, HOLD_FRACTION * hold)
+    threshold = BASELINE_FACTOR * baseline + allowance(margin_ms, hold)
     verdicts = tuple(judge_step(s, threshold, share) for s in steps)
     return Judgement(baseline, hold, threshold, verdicts, capacity)
 

@@ -8,15 +8,10 @@ at rest     the low-load requests, one at a time with nothing else in flight: an
 under load  the slope steps and the overload burst: a refusal is false when fewer of the
             run's admitted requests were in flight across its window than the capacity.
 
-occupancy   the admitted requests whose [send, end + GRACE_S] overlaps the refusal's
-            [send, end]: every request that could have held a slot at any moment of the
-            refusal's life, counted together. The client's span of a request holds the
-            server's (it sends before the server receives, it reads the last byte after the
-            server wrote it), and the grace covers a server that frees the slot just after
-            writing that byte (capacity.GRACE_S). So occupancy is never below what the
-            server held for this client: a refusal called false had a free slot.
+occupancy   `zqbench run`'s (zqbench.metrics.false_refusals.overlapping, with its grace,
+            the outcomes' margin): the admitted requests whose [send, end + grace] overlaps
+            the refusal's [send, end], so never below what the server held for this client.
 
-The same definitions as `zqbench run`'s false refusals (zqbench.metrics.false_refusals).
 Another client's requests are invisible here: conform assumes the endpoint is its own.
 """
 
@@ -25,8 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zqbench.conform.capacity import GRACE_S
+import numpy as np
+
 from zqbench.conform.evidence import Evidence
+from zqbench.metrics.classify import DEFAULT_MARGIN_S
+from zqbench.metrics.false_refusals import overlapping
 
 REFUSED = ("refused", "refused_in_stream")
 
@@ -39,10 +37,10 @@ class Judged:
     false: bool
 
 
-def occupancy(refusal: Evidence, admitted: Sequence[Evidence], grace_ns: int) -> int:
-    """Admitted spans [send, end + grace] overlapping the refusal's [send, end]."""
-    a, b = refusal.t_send, refusal.t_end
-    return sum(1 for ex in admitted if ex.t_send < b and ex.t_end + grace_ns > a)
+def _spans(exchanges: Sequence[Evidence]) -> tuple[np.ndarray, np.ndarray]:
+    """(send, end) of each exchange, integer ns: the clock's own, never rounded."""
+    send = np.array([ex.t_send for ex in exchanges], dtype=np.int64)
+    return send, np.array([ex.t_end for ex in exchanges], dtype=np.int64)
 
 
 def judge(
@@ -54,14 +52,12 @@ def judge(
     """Every refusal of every group, in order; the group named `at_rest` is the endpoint
     at rest (any refusal false), the others are judged by occupancy against `capacity`
     (None: not judged, so never called false)."""
-    admitted = [ex for _, exs in groups for ex in exs if ex.outcome == "admitted" and ex.t_end]
-    grace_ns = int(GRACE_S * 1e9)
-    out = []
-    for where, exchanges in groups:
-        for ex in exchanges:
-            if ex.outcome not in REFUSED:
-                continue
-            occ = occupancy(ex, admitted, grace_ns)
-            false = where == at_rest or (capacity is not None and occ < capacity)
-            out.append(Judged(ex, where, occ, false))
-    return out
+    admitted = [ex for _, exs in groups for ex in exs if ex.admission == "admitted" and ex.t_end]
+    refused = [(where, ex) for where, exs in groups for ex in exs if ex.admission in REFUSED]
+    occupancy = overlapping(
+        *_spans([ex for _, ex in refused]), *_spans(admitted), round(DEFAULT_MARGIN_S * 1e9)
+    )
+    return [
+        Judged(ex, where, int(occ), where == at_rest or (capacity is not None and occ < capacity))
+        for (where, ex), occ in zip(refused, occupancy.tolist(), strict=True)
+    ]

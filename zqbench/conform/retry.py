@@ -41,13 +41,13 @@ class Retried:
 
     @property
     def honoured(self) -> bool:
-        return bool(self.attempts) and self.attempts[0].outcome == "admitted"
+        return bool(self.attempts) and self.attempts[0].admission == "admitted"
 
     @property
     def admitted_after_s(self) -> float | None:
         """Seconds from the refusal's end to the send of the retry that was admitted."""
         for ex in self.attempts:
-            if ex.outcome == "admitted":
+            if ex.admission == "admitted":
                 return (ex.t_send - self.refusal.t_end) / 1e9
         return None
 
@@ -92,9 +92,9 @@ async def _retry(
         last = await loadclient.send(transport, req, timeout_s)
         r.attempts.append(last)
         r.due.append(due)
-        if last.outcome == "admitted":
+        if last.admission == "admitted":
             return
-        again = parse_retry_after(last.headers) if last.outcome == "refused" else None
+        again = parse_retry_after(last.headers) if last.admission == "refused" else None
         if again is None:
             r.gave_up = f"retry answered {last.status or last.error} without a Retry-After"
             return
@@ -117,7 +117,7 @@ def measure(
 
             async def one() -> Evidence:
                 ex = await loadclient.send(transport, req, timeout_s)
-                wait_s = parse_retry_after(ex.headers) if ex.outcome == "refused" else None
+                wait_s = parse_retry_after(ex.headers) if ex.admission == "refused" else None
                 if wait_s is None:
                     return ex
                 counted[0] += 1

@@ -1,11 +1,4 @@
-"""The hidden-queue detector's statistics.
-
-`wilson_interval(k, n)`: the Wilson score interval of a binomial share k/n (95% by default).
-Unlike the normal approximation it stays inside [0, 1] and is sound for small n and for
-shares near 0 or 1, which is where the detector judges ("did a tenth or more of these 12
-requests wait?"):
-
-    centre = (p + z^2/2n) / (1 + z^2/n),  half = z sqrt(p(1-p)/n + z^2/4n^2) / (1 + z^2/n)
+"""The hidden-queue detector's slope (its Wilson interval is zqbench.metrics.quantiles').
 
 `median_slope(steps)`: a least-squares slope with a bootstrap interval, kept as secondary
 evidence (a median hides a queue that holds half the requests or fewer, so it never decides):
@@ -19,27 +12,10 @@ and 97.5% points of the resampled slopes (percentile bootstrap, 95%).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-Z95 = 1.959964  # two-sided 95%: the interval zqbench reports everywhere
-
-
-def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of the share k/n; (0, 1) when n is 0 (nothing known)."""
-    if not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    z2 = z * z
-    denom = 1 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,10 +20,10 @@ from zqbench.dialects.base import DialectConfig
 from zqbench.engines.live import WorkerProgress
 from zqbench.engines.native import WorkerSpec
 from zqbench.errors import UsageError
+from zqbench.metrics.classify import ANSWERS
 from zqbench.samples.live_counts import (
     HISTOGRAMS,
     N_BINS,
-    OUTCOMES,
     HistogramCounts,
     HistogramKey,
     LiveCountsSnapshot,
@@ -164,7 +164,7 @@ def counts_from_wire(data: Any) -> LiveCountsSnapshot:
         stage, cls, status, outcome, n = row
         if not (is_int64(stage) and _label(cls) and _label(status) and is_int64(n) and n >= 0):
             raise ValueError("a live request count is not stage, class, status, outcome, n")
-        if outcome not in OUTCOMES:
+        if outcome not in ANSWERS:
             raise ValueError(f"a live request count has no known outcome: {str(outcome)[:20]}")
         requests[(stage, cls, status, outcome)] = n
     histograms: dict[HistogramKey, HistogramCounts] = {}

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from zqbench.dialects.base import Dialect, RequestSpec
-from zqbench.metrics.frame import REFUSAL_STATUSES
+from zqbench.metrics.classify import REFUSAL_STATUSES
 from zqbench.samples.follow_up_file import worker_path, write_lines
 from zqbench.transport.base import Exchange, HttpRequest, Transport
 

@@ -8,16 +8,28 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zqbench.metrics.classify import LIVE_ANSWER, answer_of
 from zqbench.samples.live_counts import LiveCounts, LiveCountsSnapshot, merge
+from zqbench.samples.sample import Sample
 
 RECENT = 2048  # latencies (and schedule lags) kept for the "so far" percentiles
 _SUMMED = ("sent", "due", "done", "ok", "inflight")  # counters that add up across workers
 
-# One answered request as the [stop] watcher reads it (zqbench.pipeline.stopping): stage, t_send,
-# t_end, TTFT, server_queue and hold in ns (-1: none), prompt tokens (-1: unknown), and its
-# outcome as an index into zqbench.samples.live_counts.OUTCOMES. Kept only under [stop].
-Completion = tuple[int, int, int, int, int, int, int, int]
 MAX_COMPLETIONS = 20_000  # per snapshot (0.5 s): past 40k req/s the watcher sees a sample
+NO_ANSWERS = np.empty(0, dtype=LIVE_ANSWER)
+
+
+def live_answer(s: Sample) -> tuple[int, ...]:
+    """What the [stop] watcher needs of one sample: a row of LIVE_ANSWER, in its field order
+    (a plain tuple here, on the event loop; the snapshot makes the batch's array)."""
+    ttft = hold = queue = -1
+    if s.t_first_token is not None:
+        ttft = s.t_first_token - s.t_send
+        hold = s.t_end - s.t_first_token
+    if s.srv_dispatch is not None and s.srv_received is not None:
+        queue = max(0, int((s.srv_dispatch - s.srv_received) * 1e9))
+    tokens = s.prompt_tokens if s.prompt_tokens is not None else -1
+    return (s.stage, s.t_send, s.t_end, ttft, queue, hold, tokens, answer_of(s.status, s.error))
 
 
 def _keep(ring: list[float], cursor: int, value: float) -> int:
@@ -50,12 +62,12 @@ class LiveStats:
     # Kept only when the run serves live metrics (--metrics-port): the samples' counts.
     counts: LiveCounts | None = None
     # Kept only when the scenario has [stop] rules: the answers since the last snapshot.
-    completions: list[Completion] | None = None
+    completions: list[tuple[int, ...]] | None = None
     completions_seq: int = 0  # snapshots that carried completions, so far
 
-    def complete(self, completion: Completion) -> None:
+    def complete(self, sample: Sample) -> None:
         if self.completions is not None and len(self.completions) < MAX_COMPLETIONS:
-            self.completions.append(completion)
+            self.completions.append(live_answer(sample))
 
     def record(self, status_key: str, ok: bool, latency_ms: float) -> None:
         self.done += 1
@@ -70,9 +82,9 @@ class LiveStats:
     def snapshot(self) -> WorkerProgress:
         counters = {name: getattr(self, name) for name in (*_SUMMED, "stage")}
         lags = np.sort(np.asarray(self.recent_lag_ms))
-        batch: tuple[Completion, ...] = ()
+        batch = NO_ANSWERS
         if self.completions:
-            batch = tuple(self.completions)
+            batch = np.array(self.completions, dtype=LIVE_ANSWER)
             self.completions.clear()
             self.completions_seq += 1
         return WorkerProgress(
@@ -102,7 +114,8 @@ class WorkerProgress:
     worker: int = 0
     lag_p99_ms: float | None = None  # open loop: of its latest sends; None: none yet
     counts: LiveCountsSnapshot | None = None  # with --metrics-port only
-    completions: tuple[Completion, ...] = ()  # under [stop]: answered since the last one
+    # Under [stop]: answered since the last one, a LIVE_ANSWER array (zqbench.metrics.classify)
+    completions: np.ndarray = field(default_factory=lambda: NO_ANSWERS, compare=False)
     completions_seq: int = 0  # this batch's number (the watcher takes each batch once)
 
 
@@ -135,7 +148,7 @@ class Progress:
     counts: LiveCountsSnapshot | None = None  # every worker's, summed (--metrics-port only)
     # Under [stop]: each worker's latest batch of completions, (worker, batch number, batch).
     # The same batch arrives again with other workers' later snapshots: take it once.
-    completions: tuple[tuple[int, int, tuple[Completion, ...]], ...] = ()
+    completions: tuple[tuple[int, int, np.ndarray], ...] = ()
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -178,6 +191,6 @@ def merge_snapshots(snapshots: Sequence[WorkerProgress]) -> Progress:
         per_worker=lines,
         counts=merge(counted) if counted else None,
         completions=tuple(
-            (s.worker, s.completions_seq, s.completions) for s in snapshots if s.completions
+            (s.worker, s.completions_seq, s.completions) for s in snapshots if len(s.completions)
         ),
     )

@@ -22,13 +22,13 @@ import pyarrow as pa
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, ResponseSummary
 from zqbench.engines.follow_up import FollowUps, FollowUpSpec
-from zqbench.engines.live import Completion, LiveStats, WorkerProgress
+from zqbench.engines.live import LiveStats, WorkerProgress
 from zqbench.load import Slot, Work
-from zqbench.samples.live_counts import OUTCOMES, LiveCounts, outcome
+from zqbench.samples.live_counts import LiveCounts
 from zqbench.samples.sample import Sample
 from zqbench.samples.writer import SampleRecorder, stream_path
 from zqbench.sources import Requests, RequestSource
-from zqbench.stop.control import EndedAt
+from zqbench.stop.ended import EndedAt
 from zqbench.transport.base import Cancelled, Exchange, HttpRequest, PoolLimits, Transport
 from zqbench.transport.factory import make_transport
 
@@ -58,7 +58,7 @@ class WorkerSpec:
     live_counts: bool = False  # count samples for the live exposition (--metrics-port)
     # Refusals followed at their Retry-After ([outcomes] retry_after_follow_ups); None: off
     follow_ups: FollowUpSpec | None = None
-    watched: bool = False  # the scenario has [stop] rules: report every answer (Completion)
+    watched: bool = False  # the scenario has [stop] rules: report every answer (live_answer)
 
 
 @dataclass(slots=True)
@@ -72,13 +72,12 @@ class WorkerControl:
     stats: LiveStats = field(default_factory=LiveStats)
     # Each batch of samples once it is on disk (zqbench.distributed ships it to the master).
     on_batch: Callable[[pa.RecordBatch], None] | None = None
-    # When [stop] rules ended each stage and the run (zqbench.stop.control); None: no rules.
+    # When [stop] rules ended each stage and the run (zqbench.stop.ended); None: no rules.
     ended: EndedAt | None = None
 
 
 _INT64 = (-(2**63), 2**63 - 1)
 SKIP_PAUSE_S = 0.05  # a virtual user of a stage a [stop] rule ended idles this long a turn
-_OUTCOME_INDEX = {name: i for i, name in enumerate(OUTCOMES)}
 OUT_OF_RANGE = "out_of_range"  # the error class of a sample whose number no column holds
 
 
@@ -257,7 +256,7 @@ class NativeWorker:
         key = str(status) if error is None or status else f"transport:{error}"
         self.control.stats.record(key, error is None, (t_end - t_send) / 1e6)
         if self.control.stats.completions is not None:
-            self.control.stats.complete(_completion(sample))
+            self.control.stats.complete(sample)
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -342,19 +341,6 @@ class NativeWorker:
             if self.control.on_progress is not None:
                 self.control.on_progress(self.control.stats.snapshot())
         return self.control.stats
-
-
-def _completion(s: Sample) -> Completion:
-    """What the [stop] watcher needs of one sample (engines.live.Completion)."""
-    ttft = hold = queue = -1
-    if s.t_first_token is not None:
-        ttft = s.t_first_token - s.t_send
-        hold = s.t_end - s.t_first_token
-    if s.srv_dispatch is not None and s.srv_received is not None:
-        queue = max(0, int((s.srv_dispatch - s.srv_received) * 1e9))
-    tokens = s.prompt_tokens if s.prompt_tokens is not None else -1
-    kind = _OUTCOME_INDEX[outcome(s.status, s.error)]
-    return (s.stage, s.t_send, s.t_end, ttft, queue, hold, tokens, kind)
 
 
 async def open_worker(spec: WorkerSpec, control: WorkerControl) -> NativeWorker:

@@ -33,7 +33,7 @@ from zqbench.engines.native import (
 )
 from zqbench.errors import InterruptedRun, TargetError
 from zqbench.load import Work
-from zqbench.stop.control import EndedAt
+from zqbench.stop.ended import EndedAt
 from zqbench.transport.base import ConnectError
 
 START_LEAD_NS = 50_000_000  # the first intended send is this long after everyone is ready

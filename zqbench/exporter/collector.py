@@ -117,10 +117,11 @@ class Exposition:
         return "".join(out)
 
     def _requests(self, out: list[str], counts: LiveCountsSnapshot) -> None:
+        # The answer keeps the label name `outcome`: a public name (docs/telemetry.md).
         rows = [
             (_labels([("stage", str(stage)), ("stage_name", self._stage_name(stage)),
-                      ("class", cls), ("status", status), ("outcome", outcome)]), n)
-            for (stage, cls, status, outcome), n in sorted(counts.requests.items())
+                      ("class", cls), ("status", status), ("outcome", answer)]), n)
+            for (stage, cls, status, answer), n in sorted(counts.requests.items())
         ]  # fmt: skip
         doc = "requests ended, by stage, request class, HTTP status and outcome"
         _family(out, "zqbench_requests_total", "counter", doc, rows)

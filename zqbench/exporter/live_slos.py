@@ -43,7 +43,7 @@ def _rate(slo: Slo, snap: LiveCountsSnapshot) -> float | None:
     if n == 0:
         return None
     if slo.metric == "errors":
-        return sum(k for (_, _, _, outcome), k in snap.requests.items() if outcome != "ok") / n
+        return sum(k for (_, _, _, answer), k in snap.requests.items() if answer != "ok") / n
     code = int(slo.metric.removeprefix("status_"))
     if code != 0 and code not in KNOWN_STATUSES:
         return None  # folded into its class ("4xx") in the counts: no exact share

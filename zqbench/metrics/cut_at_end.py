@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zqbench.metrics.classify import INTERRUPTED
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
-from zqbench.metrics.outcomes import INTERRUPTED
 from zqbench.summary import CutAtEnd
 
 if TYPE_CHECKING:

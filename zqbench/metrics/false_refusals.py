@@ -78,18 +78,27 @@ def most_at_once(send: np.ndarray, end: np.ndarray, grace_ns: float) -> int:
     return int(open_now.max())
 
 
+def overlapping(
+    send: np.ndarray,
+    end: np.ndarray,
+    admitted_send: np.ndarray,
+    admitted_end: np.ndarray,
+    grace: float,
+) -> np.ndarray:
+    """Per refusal [send, end]: the admitted spans [send, end + grace] overlapping it."""
+    starts, stops = np.sort(admitted_send), np.sort(admitted_end + grace)
+    # Overlapping: started before its end, minus those stopped by its send (which began before).
+    over: np.ndarray = np.searchsorted(starts, end) - np.searchsorted(stops, send, side="right")
+    return over
+
+
 def occupancy(
     frame: MetricFrame, refused: np.ndarray, send: np.ndarray, end: np.ndarray, grace_ns: float
 ) -> np.ndarray:
     """Per refusal: admitted spans [send, end + grace] overlapping [its send, its end]."""
     out = np.full(frame.n, np.nan)
-    if not refused.any():
-        return out
     c = frame.columns
-    a, b = c.t_send[refused], c.t_end[refused]
-    starts, stops = np.sort(send), np.sort(end + grace_ns)
-    # Overlapping = started before b, minus those stopped by a (a stopped span began before b).
-    out[refused] = np.searchsorted(starts, b, side="left") - np.searchsorted(stops, a, side="right")
+    out[refused] = overlapping(c.t_send[refused], c.t_end[refused], send, end, grace_ns)
     return out
 
 

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from zqbench.metrics.classify import REFUSAL_STATUSES, answer_of
+
 if TYPE_CHECKING:
     from zqbench.metrics.outcomes import Classified
 
 NS_PER_S = 1_000_000_000
 JITTER_WINDOW = 100  # successful requests per dispatch_jitter window
-REFUSAL_STATUSES = (429, 503, 529)
 
 
 @dataclass(frozen=True)
@@ -328,6 +329,7 @@ class MetricFrame:
     classes: tuple[str, ...]  # sorted
     stages: tuple[int, ...]  # sorted
     status_keys: np.ndarray  # object array of str
+    answers: np.ndarray  # int8: how the server answered (zqbench.metrics.classify.ANSWERS)
     retry_after_s: np.ndarray  # float64: a refusal's Retry-After in s, NaN when none
     values: dict[str, np.ndarray] = field(default_factory=dict)
     # float64 token counts from the responses' usage, NaN when not given (prefix_cache.py)
@@ -420,16 +422,18 @@ class MetricFrame:
         return spec.missing
 
 
-def _status_keys(status: np.ndarray, error: pd.Series) -> np.ndarray:
-    """The status key of every request, computed once per distinct (status, error) pair."""
+def _status_keys(status: np.ndarray, error: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(status key, answer) of every request, computed once per distinct (status, error)."""
     error_code, error_names = pd.factorize(error, use_na_sentinel=True)  # null -> -1
     pair = status.astype(np.int64) * (len(error_names) + 1) + (error_code + 1)
     pairs, inverse = np.unique(pair, return_inverse=True)
-    keys = []
+    keys, answers = [], []
     for value in pairs.tolist():
         code, err = divmod(value, len(error_names) + 1)
-        keys.append(status_key(code, None if err == 0 else str(error_names[err - 1])))
-    return np.array(keys, dtype=object)[inverse] if len(pairs) else np.empty(0, dtype=object)
+        name = None if err == 0 else str(error_names[err - 1])
+        keys.append(status_key(code, name))
+        answers.append(answer_of(code, name))
+    return np.array(keys, dtype=object)[inverse], np.array(answers, dtype=np.int8)[inverse]
 
 
 def build_frame(
@@ -439,13 +443,15 @@ def build_frame(
     c = columns_of(samples, start_epoch_ns=start_epoch_ns, clock_offset_ns=clock_offset_ns)
     class_code, class_names = pd.factorize(samples["request_class"].astype(str), sort=True)
     stage = samples["stage"].to_numpy(dtype=np.int64)
+    status_keys, answers = _status_keys(c.status, samples["error"])
     return MetricFrame(
         columns=c,
         stage=stage,
         class_code=class_code.astype(np.int64),
         classes=tuple(str(name) for name in class_names),
         stages=tuple(int(s) for s in np.unique(stage)),
-        status_keys=_status_keys(c.status, samples["error"]),
+        status_keys=status_keys,
+        answers=answers,
         values=_request_values(c),
         retry_after_s=float_column(samples, "retry_after_s"),
         prompt_tokens=float_column(samples, "prompt_tokens"),

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from zqbench.metrics import quantiles
-from zqbench.metrics.frame import NS_PER_S, REFUSAL_STATUSES, MetricFrame
+from zqbench.metrics.classify import REFUSAL_STATUSES
+from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.summary import (
     Migration,
     MigrationRow,

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from zqbench.metrics.frame import NS_PER_S, REFUSAL_STATUSES
+from zqbench.metrics.classify import REFUSAL_STATUSES
+from zqbench.metrics.frame import NS_PER_S
 from zqbench.summary import RetryAfterFollowUp, json_number
 
 CUT = ("ended_with_run", "stopped")  # a try cut by the run, not answered by the target

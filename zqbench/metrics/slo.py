@@ -37,8 +37,8 @@ import numpy as np
 
 from zqbench.errors import UsageError
 from zqbench.metrics import quantiles
+from zqbench.metrics.classify import OUTCOMES
 from zqbench.metrics.frame import DURATION_METRICS, GOODPUT_METRICS, MetricFrame
-from zqbench.metrics.outcomes import OUTCOMES
 from zqbench.metrics.sig_digits import significant
 from zqbench.summary import SloVerdict, Verdict
 

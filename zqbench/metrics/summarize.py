@@ -32,7 +32,7 @@ from zqbench.metrics.frame import (
 )
 from zqbench.metrics.head_of_line import head_of_line
 from zqbench.metrics.migration import migration, retry_after, status_over_time
-from zqbench.metrics.outcomes import classify, outcomes_summary
+from zqbench.metrics.outcomes import classify_frame, outcomes_summary
 from zqbench.metrics.prefix_cache import prefix_cache
 from zqbench.metrics.resent import resent
 from zqbench.metrics.sessions import sessions_summary
@@ -114,7 +114,7 @@ class RunInfo:
     # How the model and API were chosen (summary.TargetResolution's fields), when known.
     target_resolution: Mapping[str, Any] | None = None
     packet_loss: PacketLoss | None = None  # zqbench.impair.packet_loss_record, from the samples
-    # How each request's outcome is judged (zqbench.metrics.outcomes); None: not judged
+    # How each request's outcome is judged (zqbench.metrics.classify); None: not judged
     # (a run saved before zqbench judged outcomes keeps its summary as it was)
     outcome_basis: OutcomeBasis | None = None
     stop: Stop | None = None  # what the scenario's [stop] rules ended; None: no rules
@@ -323,7 +323,7 @@ def run_frame(samples: pd.DataFrame, run: RunInfo) -> MetricFrame:
     )
     if run.outcome_basis is None:
         return frame
-    outcomes = classify(frame, run.outcome_basis, run.server_queue)
+    outcomes = classify_frame(frame, run.outcome_basis, run.server_queue)
     return dataclasses.replace(frame, outcomes=outcomes)
 
 

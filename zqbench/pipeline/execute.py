@@ -39,7 +39,7 @@ from zqbench.redact import redact_url
 from zqbench.samples.writer import stream_path
 from zqbench.scenario import Scenario
 from zqbench.sources import RequestSource, fit_source
-from zqbench.stop.control import EndedAt
+from zqbench.stop.ended import EndedAt
 from zqbench.summary import Stop
 from zqbench.transport.base import PoolLimits
 

@@ -2,17 +2,18 @@
 
 `StopWatch.observe` is a progress callback (zqbench.engines.live.Progress, every 0.5 s per
 worker). It keeps the answers of the stage under watch (each worker's batches of
-`Completion`s, each batch taken once) and the run's in-flight count, and after each
-update asks every rule (zqbench.stop.rules) about its own window. The first rule to trip
-ends the stage or the run through `EndedAt`, which every worker reads before each send.
+LIVE_ANSWER rows, each batch taken once) and the run's in-flight count, and after each
+update gives every rule its own window (zqbench.stop.rules.Window) to judge. The first rule
+to trip ends the stage or the run through `EndedAt`, which every worker reads before each
+send.
 
 The stage under watch is the plan's stage at the present moment; only requests sent in it
 count, so a queue still draining from an ended stage never trips the next one. Ending the
 last stage ends the run: nothing is left to send.
 
-Admitted requests are judged queued or served as zqbench.metrics.outcomes judges them after
-the run, by the same bounds, with the hold (median time from first token to end) of the
-run's answers so far in place of the whole run's.
+Each answer is classified by the outcome kernel (zqbench.metrics.classify) that judges the
+run after it, with the hold (median time from first token to end) of the run's answers so
+far in place of the whole run's.
 """
 
 from __future__ import annotations
@@ -24,25 +25,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from zqbench.engines.live import Completion, Progress
+from zqbench.engines.live import NO_ANSWERS, Progress
 from zqbench.load import Work
 from zqbench.load.spans import StageInfo
-from zqbench.metrics.outcomes import allowance_s, queued_bound_s
-from zqbench.samples.live_counts import OUTCOMES
-from zqbench.stop.config import (
-    ErrorRateRule,
-    QueuedShareRule,
-    QueueGrowthRule,
-    Rule,
-    StopConfig,
-)
-from zqbench.stop.control import EndedAt
-from zqbench.stop.rules import Trip, error_rate, queue_growth, queued_share
-from zqbench.summary import AtRest, OutcomeBasis, Stop, StopEvent, StopGrowth
+from zqbench.metrics.classify import Answer, allowance, classify, live_batch
+from zqbench.stop.config import Rule, StopConfig
+from zqbench.stop.ended import EndedAt
+from zqbench.stop.rules import Trip, Window
+from zqbench.summary import OutcomeBasis, Stop, StopEvent, StopGrowth
 
-OK, REFUSED, TIMED_OUT, INTERRUPTED, FAILED = (
-    OUTCOMES.index(k) for k in ("ok", "refused", "timed_out", "interrupted", "failed")
-)
 HOLDS_KEPT = 2048  # the latest holds, for the running median
 NS = 1e9
 
@@ -67,7 +58,7 @@ class StopWatch:
         self._longest_s = max(r.window_s for _, r in self._rules)
         self._taken: dict[int, int] = {}  # worker -> the last batch number taken
         self._stage = -1
-        self._answers: deque[Completion] = deque()
+        self._answers = NO_ANSWERS  # LIVE_ANSWER rows of the stage under watch
         self._inflight: deque[tuple[float, int]] = deque()
         self._holds: deque[float] = deque(maxlen=HOLDS_KEPT)
 
@@ -82,15 +73,15 @@ class StopWatch:
         stage = self._stage_at(now_s)
         if stage != self._stage:
             self._stage = stage
-            self._answers.clear()
+            self._answers = NO_ANSWERS
             self._inflight.clear()
         self._take(progress)
         self._inflight.append((now_s, progress.inflight))
         self._trim(now_s)
         if stage < 0 or self.ended.stage(stage):
             return
-        for name, rule in self._rules:
-            trip = self._judge(name, rule, now_s)
+        for _, rule in self._rules:
+            trip = rule.judge(self._window(rule.window_s, now_s))
             if trip is not None:
                 self._end(rule, trip, stage, now_s)
                 return
@@ -102,86 +93,38 @@ class StopWatch:
         return -1  # past the plan (the graceful stop): nothing left to end
 
     def _take(self, progress: Progress) -> None:
+        taken = [self._answers]
         for worker, seq, batch in progress.completions:
             if seq <= self._taken.get(worker, 0):
                 continue
             self._taken[worker] = seq
-            for c in batch:
-                if c[7] == OK and c[5] >= 0:
-                    self._holds.append(c[5] / NS)
-                if c[0] == self._stage:
-                    self._answers.append(c)
+            held = batch["hold"][(batch["answer"] == Answer.OK) & (batch["hold"] >= 0)]
+            self._holds.extend((held / NS).tolist())
+            taken.append(batch[batch["stage"] == self._stage])
+        self._answers = np.concatenate(taken)
 
     def _trim(self, now_s: float) -> None:
-        oldest_ns = (now_s - self._longest_s) * NS
-        while self._answers and self._answers[0][2] < oldest_ns:
-            self._answers.popleft()
+        self._answers = self._answers[self._answers["t_end"] >= (now_s - self._longest_s) * NS]
         while self._inflight and self._inflight[0][0] < now_s - self._longest_s:
             self._inflight.popleft()
 
     # ------------------------------------------------------------------ the rules
-    def _window(self, window_s: float, now_s: float) -> np.ndarray:
-        """The answers that ended in the last `window_s`, one row each (Completion's)."""
-        rows = np.array(self._answers, dtype=np.int64).reshape(-1, 8)
-        return rows[rows[:, 2] >= (now_s - window_s) * NS]
-
-    def _judge(self, name: str, rule: Rule, now_s: float) -> Trip | None:
-        rows = self._window(rule.window_s, now_s)
-        kind = rows[:, 7]
-        if isinstance(rule, ErrorRateRule):
-            answered = kind != INTERRUPTED
-            bad = (kind == FAILED) | (kind == TIMED_OUT)
-            if rule.count_refusals:
-                bad |= kind == REFUSED
-            return error_rate(rule, int(np.count_nonzero(bad)), int(np.count_nonzero(answered)))
-        if isinstance(rule, QueuedShareRule):
-            queued = self._queued(rows[kind == OK])
-            judged = queued[~np.isnan(queued)]
-            return queued_share(rule, int(np.count_nonzero(judged)), len(judged))
-        assert isinstance(rule, QueueGrowthRule)
-        return self._growth(rule, rows[kind == OK], now_s)
-
-    def _allowance(self) -> float:
-        assert self.basis is not None
+    def _window(self, window_s: float, now_s: float) -> Window:
+        """The answers that ended in the last `window_s`, classified, with the in-flight
+        readings of the same span."""
+        rows = self._answers[self._answers["t_end"] >= (now_s - window_s) * NS]
+        batch = live_batch(rows)
         hold = float(np.median(self._holds)) if self._holds else None
-        return allowance_s(self.basis.rules, hold)
-
-    def _queued(self, ok: np.ndarray) -> np.ndarray:
-        """1 queued, 0 served, NaN undetermined, per admitted row (outcomes' evidence order:
-        the server's own server_queue, else TTFT against the set-up probes)."""
-        out = np.full(len(ok), np.nan)
-        if self.basis is None or not len(ok):
-            return out
-        queue, ttft = ok[:, 4], ok[:, 3]
-        by_header = queue >= 0
-        out[by_header] = queue[by_header] / NS > self.basis.rules.server_queue
-        at_rest = self.basis.at_rest
-        by_ttft = ~by_header & (ttft >= 0)
-        if isinstance(at_rest, AtRest) and by_ttft.any():
-            tokens = np.where(ok[:, 6] >= 0, ok[:, 6], np.nan).astype(float)
-            bound = queued_bound_s(at_rest, tokens, self._allowance())
-            out[by_ttft] = (ttft / NS > bound)[by_ttft]
-        return out
-
-    def _growth(self, rule: QueueGrowthRule, ok: np.ndarray, now_s: float) -> Trip | None:
-        queue, ttft = ok[:, 4], ok[:, 3]
-        # One scale, never both: the server's own wait where most answers carry it.
-        if np.count_nonzero(queue >= 0) * 2 >= max(1, len(ok)):
-            wait_by, keep, wait = "server_queue", queue >= 0, queue
-        else:
-            wait_by, keep, wait = "ttft", ttft >= 0, ttft
-        points = [(t, n) for t, n in self._inflight if t >= now_s - rule.window_s]
-        min_rise = rule.min_rise_s
-        if min_rise is None:
-            min_rise = self._allowance() if self.basis is not None else 0.020
-        return queue_growth(
-            rule,
-            wait_by,
-            ok[keep, 1] / NS,
-            wait[keep] / NS,
-            np.array([t for t, _ in points]),
-            np.array([n for _, n in points]),
-            min_rise,
+        classes = classify(batch, self.basis, hold)
+        points = [(t, n) for t, n in self._inflight if t >= now_s - window_s]
+        return Window(
+            outcome=classes.outcome,
+            send_s=rows["t_send"] / NS,
+            ttft_s=batch.ttft_s,
+            server_queue_s=batch.server_queue_s,
+            inflight_t_s=np.array([t for t, _ in points]),
+            inflight=np.array([n for _, n in points]),
+            allowance_s=None if self.basis is None else allowance(self.basis.rules.margin, hold),
         )
 
     # ------------------------------------------------------------------ the verdict

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from zqbench.dialects.base import DialectConfig
 from zqbench.errors import TargetError, UsageError
-from zqbench.metrics.outcomes import DEFAULT_AT_REST_PROBES, DEFAULT_RULES
+from zqbench.metrics.classify import DEFAULT_AT_REST_PROBES, DEFAULT_RULES
 from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
 from zqbench.pipeline.options import TargetOptions
 from zqbench.redact import redact_url

@@ -13,11 +13,10 @@ target sends:
               distinct names, "other"
     status    the HTTP status if it is one of KNOWN_STATUSES, else its class ("4xx",
               "5xx"), "0" when no status came back, "other" outside 100-599
-    outcome   ok (2xx, no error), refused (429, 503, 529: a refusal, honest or not),
-              timed_out (the request's deadline passed), interrupted (cut by the run's
-              end), failed (anything else): the summary's outcomes (zqbench.metrics.
-              outcomes) as far as one sample decides them. served/queued and fast/slow
-              refusals need the run's hold and set-up probes, so they are judged after it
+    answer    how the server answered (zqbench.metrics.classify.ANSWERS: ok, refused,
+              timed_out, interrupted, failed), as far as one sample decides it; the
+              exposition names this label `outcome`. served/queued and fast/slow refusals
+              need the run's hold and set-up probes, so they are judged after it
 
 Histograms hold seconds in fixed buckets (BUCKETS_S, about 1.5x apart from 1 ms to
 120 s, so a quantile read from them is within one bucket of the truth):
@@ -34,7 +33,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from zqbench.metrics.frame import REFUSAL_STATUSES
+from zqbench.metrics.classify import ANSWERS, answer_of
 from zqbench.samples.sample import Sample
 
 BUCKETS_S: tuple[float, ...] = (
@@ -44,8 +43,6 @@ BUCKETS_S: tuple[float, ...] = (
 )  # fmt: skip
 N_BINS = len(BUCKETS_S) + 1  # the last bin is +Inf
 HISTOGRAMS = ("latency", "ttft", "time_to_reject", "schedule_lag")
-OUTCOMES = ("ok", "refused", "timed_out", "interrupted", "failed")
-REFUSALS = frozenset(REFUSAL_STATUSES)  # the summary's refusals, the same three
 KNOWN_STATUSES = frozenset(
     {200, 201, 204, 400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504, 529}
 )
@@ -64,19 +61,7 @@ def status_label(status: int) -> str:
     return "other"
 
 
-def outcome(status: int, error: str | None) -> str:
-    if error is None and 200 <= status < 300:
-        return "ok"
-    if status in REFUSALS:
-        return "refused"
-    if error == "timeout":
-        return "timed_out"
-    if error == "interrupted":
-        return "interrupted"
-    return "failed"
-
-
-RequestKey = tuple[int, str, str, str]  # stage, class, status, outcome
+RequestKey = tuple[int, str, str, str]  # stage, class, status, answer
 HistogramKey = tuple[str, int, str]  # metric, stage, class
 
 
@@ -126,14 +111,14 @@ class LiveCounts:
 
     def record(self, s: Sample) -> None:
         cls = self._class(s.request_class)
-        result = outcome(s.status, s.error)
-        key = (s.stage, cls, status_label(s.status), result)
+        answer = ANSWERS[answer_of(s.status, s.error)]
+        key = (s.stage, cls, status_label(s.status), answer)
         self._requests[key] = self._requests.get(key, 0) + 1
-        if result == "ok":
+        if answer == "ok":
             self._observe("latency", s.stage, cls, s.t_end - s.t_send)
             if s.t_first_token is not None:
                 self._observe("ttft", s.stage, cls, s.t_first_token - s.t_send)
-        elif result == "refused":
+        elif answer == "refused":
             self._observe("time_to_reject", s.stage, cls, s.t_end - s.t_send)
         if s.t_intended is not None:
             self._observe("schedule_lag", s.stage, cls, s.t_send - s.t_intended)

@@ -1,13 +1,11 @@
 """`[stop]` rules: end a stage, or the run, when the target saturates.
 
-    config.py    the [stop] table -> StopConfig (one-line ScenarioErrors)
-    rules.py     each rule's judgement over a window (pure)
-    control.py   EndedAt: the stops, shared with the workers, read before each send
+    config.py    the rule types (RULE_TYPES), each its [stop.NAME] keys, parser and `judge`
+    rules.py     the judgements over a Window: the outcome kernel's classes (pure)
+    ended.py     EndedAt: the stops, shared with the workers, read before each send
 
 The watcher that applies them while the load runs is the pipeline's (pipeline/stopping.py:
-StopWatch, progress in, stages ended), since it reads the engines' progress.
-
-A new rule: its dataclass and parser in config.py (and its name in RULES), its judgement in
-rules.py, its window in pipeline/stopping.py's StopWatch._judge, its name in
-summary.StopEvent.rule.
+StopWatch, progress in, a Window to each rule, stages ended), since it reads the engines'
+progress. A new rule: its class in config.py and a line in RULE_TYPES, a StopConfig field,
+its name in summary.StopEvent.rule.
 """

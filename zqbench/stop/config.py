@@ -15,7 +15,7 @@
     min_requests = 10
     ends = "stage"
 
-    [stop.queued_share]    too many admitted requests judged `queued` (zqbench.metrics.outcomes)
+    [stop.queued_share]    too many admitted requests judged `queued` (zqbench.metrics.classify)
     above = 0.5
     window = "5s"
     min_requests = 20
@@ -23,54 +23,115 @@
 
 `ends = "stage"` skips the rest of the stage (later stages keep their planned times);
 `ends = "run"` ends the load as a graceful stop does, with a 1 s grace for the requests in
-flight. zqbench.pipeline.stopping applies them while the load runs.
+flight. zqbench.pipeline.stopping applies them while the load runs: each rule's `judge`
+reads its window (zqbench.stop.rules.Window), so the watcher never asks which rule it is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from zqbench.errors import ScenarioError
+from zqbench.metrics.classify import DEFAULT_MARGIN_S
+from zqbench.stop import rules
+from zqbench.stop.rules import Trip, Window
 from zqbench.strict_toml import Table
 
 Ends = Literal["stage", "run"]
 ENDS: tuple[Ends, ...] = ("stage", "run")
-RULES = ("error_rate", "queue_growth", "queued_share")
-STOP_KEYS = RULES
-_ERROR_RATE_KEYS = ("above", "window", "min_requests", "count_refusals", "ends")
-_QUEUE_GROWTH_KEYS = ("window", "confidence", "min_rise", "min_requests", "ends")
-_QUEUED_SHARE_KEYS = ("above", "window", "min_requests", "ends")
 MAX_WINDOW_S = 600.0  # evidence older than this says nothing about the server now
 
 
 @dataclass(frozen=True, slots=True)
 class ErrorRateRule:
+    NAME: ClassVar[str] = "error_rate"
+    KEYS: ClassVar[tuple[str, ...]] = ("above", "window", "min_requests", "count_refusals", "ends")
     above: float  # share of the window's answered requests that failed or timed out
     window_s: float = 5.0
     min_requests: int = 20
     count_refusals: bool = False
     ends: Ends = "run"  # a breaker: nothing later is worth sending to a failing target
 
+    @classmethod
+    def parse(cls, t: Table) -> ErrorRateRule:
+        d = cls(above=1.0)
+        return cls(
+            above=_share(t),
+            window_s=_window(t, d.window_s),
+            min_requests=_min_requests(t, d.min_requests),
+            count_refusals=t.boolean("count_refusals", d.count_refusals),
+            ends=_ends(t, d.ends),
+        )
+
+    def judge(self, w: Window) -> Trip | None:
+        return rules.error_rate(self, *w.errors(self.count_refusals))
+
 
 @dataclass(frozen=True, slots=True)
 class QueueGrowthRule:
+    NAME: ClassVar[str] = "queue_growth"
+    KEYS: ClassVar[tuple[str, ...]] = ("window", "confidence", "min_rise", "min_requests", "ends")
     window_s: float = 3.0
     confidence: float = 0.95
     min_rise_s: float | None = None  # None: the outcome allowance (module docstring)
     min_requests: int = 10
     ends: Ends = "stage"
 
+    @classmethod
+    def parse(cls, t: Table) -> QueueGrowthRule:
+        d = cls()
+        confidence = d.confidence
+        if t.has("confidence"):
+            confidence = t.number("confidence", minimum=0.5, strict=True)
+            if confidence >= 1:
+                raise t.fail("confidence", "must be below 1 (0.95: a one-sided 95% bound)")
+        return cls(
+            window_s=_window(t, d.window_s),
+            confidence=confidence,
+            min_rise_s=t.duration("min_rise", positive=True) if t.has("min_rise") else None,
+            min_requests=_min_requests(t, d.min_requests),
+            ends=_ends(t, d.ends),
+        )
+
+    def judge(self, w: Window) -> Trip | None:
+        min_rise = self.min_rise_s
+        if min_rise is None:  # the outcome allowance; the margin itself without a basis
+            min_rise = DEFAULT_MARGIN_S if w.allowance_s is None else w.allowance_s
+        return rules.queue_growth(self, *w.waits(), w.inflight_t_s, w.inflight, min_rise)
+
 
 @dataclass(frozen=True, slots=True)
 class QueuedShareRule:
+    NAME: ClassVar[str] = "queued_share"
+    KEYS: ClassVar[tuple[str, ...]] = ("above", "window", "min_requests", "ends")
     above: float  # share of the window's judged admitted requests that were queued
     window_s: float = 5.0
     min_requests: int = 20
     ends: Ends = "stage"
 
+    @classmethod
+    def parse(cls, t: Table) -> QueuedShareRule:
+        d = cls(above=1.0)
+        return cls(
+            above=_share(t),
+            window_s=_window(t, d.window_s),
+            min_requests=_min_requests(t, d.min_requests),
+            ends=_ends(t, d.ends),
+        )
+
+    def judge(self, w: Window) -> Trip | None:
+        return rules.queued_share(self, *w.queued())
+
 
 Rule = ErrorRateRule | QueueGrowthRule | QueuedShareRule
+# The rule types by [stop] name, in the order they are judged: a new rule is its class
+# (NAME, KEYS, `parse`, `judge`), a line here and its StopConfig field.
+RULE_TYPES: dict[str, type[Rule]] = {
+    r.NAME: r for r in (ErrorRateRule, QueueGrowthRule, QueuedShareRule)
+}
+RULES = tuple(RULE_TYPES)
+STOP_KEYS = RULES
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +152,12 @@ def parse_stop(t: Table) -> StopConfig:
             f"{t.label}: [stop] names no rule; add one of "
             + ", ".join(f"[stop.{name}]" for name in RULES)
         )
-    return StopConfig(
-        error_rate=_error_rate(_sub(t, "error_rate", _ERROR_RATE_KEYS)),
-        queue_growth=_queue_growth(_sub(t, "queue_growth", _QUEUE_GROWTH_KEYS)),
-        queued_share=_queued_share(_sub(t, "queued_share", _QUEUED_SHARE_KEYS)),
-    )
-
-
-def _sub(t: Table, name: str, keys: tuple[str, ...]) -> Table | None:
-    if not t.has(name):
-        return None
-    return Table(t.label, t.key(name), t.data[name], keys)
+    given = {
+        name: rule.parse(Table(t.label, t.key(name), t.data[name], rule.KEYS))
+        for name, rule in RULE_TYPES.items()
+        if t.has(name)
+    }
+    return StopConfig(**given)  # type: ignore[arg-type]
 
 
 def _share(t: Table) -> float:
@@ -129,46 +185,3 @@ def _min_requests(t: Table, default: int) -> int:
 def _ends(t: Table, default: Ends) -> Ends:
     value = t.choice("ends", ENDS, default)
     return "run" if value == "run" else "stage"
-
-
-def _error_rate(t: Table | None) -> ErrorRateRule | None:
-    if t is None:
-        return None
-    d = ErrorRateRule(above=1.0)
-    return ErrorRateRule(
-        above=_share(t),
-        window_s=_window(t, d.window_s),
-        min_requests=_min_requests(t, d.min_requests),
-        count_refusals=t.boolean("count_refusals", d.count_refusals),
-        ends=_ends(t, d.ends),
-    )
-
-
-def _queue_growth(t: Table | None) -> QueueGrowthRule | None:
-    if t is None:
-        return None
-    d = QueueGrowthRule()
-    confidence = d.confidence
-    if t.has("confidence"):
-        confidence = t.number("confidence", minimum=0.5, strict=True)
-        if confidence >= 1:
-            raise t.fail("confidence", "must be below 1 (0.95: a one-sided 95% bound)")
-    return QueueGrowthRule(
-        window_s=_window(t, d.window_s),
-        confidence=confidence,
-        min_rise_s=t.duration("min_rise", positive=True) if t.has("min_rise") else None,
-        min_requests=_min_requests(t, d.min_requests),
-        ends=_ends(t, d.ends),
-    )
-
-
-def _queued_share(t: Table | None) -> QueuedShareRule | None:
-    if t is None:
-        return None
-    d = QueuedShareRule(above=1.0)
-    return QueuedShareRule(
-        above=_share(t),
-        window_s=_window(t, d.window_s),
-        min_requests=_min_requests(t, d.min_requests),
-        ends=_ends(t, d.ends),
-    )

@@ -1,8 +1,10 @@
 """Each `[stop]` rule's judgement over one window of evidence: pure functions, no clock.
 
-A window holds the completed requests of the stage under watch whose response ended in
-the last `window` seconds, and the run's in-flight count as the progress reports saw it.
-Each rule returns a `Trip` (what it saw, one sentence) or None.
+A `Window` holds the completed requests of the stage under watch whose response ended in
+the last `window` seconds, each classified by the outcome kernel (zqbench.metrics.classify),
+and the run's in-flight count as the progress reports saw it. Each rule type's `judge`
+(zqbench.stop.config) reads it through one of the functions here, which return a `Trip`
+(what it saw, one sentence) or None.
 
 queue_growth asks for two rises at once, each a one-sided lower confidence bound on an
 ordinary least-squares slope above zero: the in-flight count over time, and the wait of
@@ -19,10 +21,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from zqbench.stop.config import ErrorRateRule, QueuedShareRule, QueueGrowthRule
+from zqbench.metrics.classify import (
+    FAILED,
+    INTERRUPTED,
+    QUEUED,
+    REFUSED_FAST,
+    REFUSED_SLOW,
+    SERVED,
+    TIMED_OUT,
+    UNDETERMINED,
+)
+
+if TYPE_CHECKING:
+    from zqbench.stop.config import ErrorRateRule, QueuedShareRule, QueueGrowthRule
 
 MIN_INFLIGHT_POINTS = 4  # in-flight readings in the window before its slope means anything
 
@@ -49,6 +64,44 @@ class Trip:
     bound: float  # what it passed
     requests: int  # in the window, judged
     growth: Growth | None = None
+
+
+@dataclass(frozen=True)
+class Window:
+    """One rule's window: its answers (one value per answer, in one order) and the run's
+    in-flight readings within it."""
+
+    outcome: np.ndarray  # the kernel's class (zqbench.metrics.classify.OUTCOMES index)
+    send_s: np.ndarray  # t_send
+    ttft_s: np.ndarray  # NaN: none
+    server_queue_s: np.ndarray  # NaN: no timing headers
+    inflight_t_s: np.ndarray
+    inflight: np.ndarray
+    allowance_s: float | None  # the outcome allowance; None: no outcome basis, nothing judged
+
+    def errors(self, count_refusals: bool) -> tuple[int, int]:
+        """(failed or timed out, answered): an interrupted request was not answered."""
+        bad = (FAILED, TIMED_OUT, *((REFUSED_FAST, REFUSED_SLOW) if count_refusals else ()))
+        answered = self.outcome != INTERRUPTED
+        return int(np.count_nonzero(np.isin(self.outcome, bad))), int(np.count_nonzero(answered))
+
+    def queued(self) -> tuple[int, int]:
+        """(queued, judged) among the admitted; none judged without an outcome basis."""
+        if self.allowance_s is None:
+            return 0, 0
+        judged = (self.outcome == SERVED) | (self.outcome == QUEUED)
+        return int(np.count_nonzero(self.outcome == QUEUED)), int(np.count_nonzero(judged))
+
+    def waits(self) -> tuple[str, np.ndarray, np.ndarray]:
+        """(wait_by, send_s, wait_s) of the admitted answers: one scale, never both, the
+        server's own wait where most answers carry it."""
+        ok = np.isin(self.outcome, (SERVED, QUEUED, UNDETERMINED))
+        queue, ttft, send = self.server_queue_s[ok], self.ttft_s[ok], self.send_s[ok]
+        by_header = ~np.isnan(queue)
+        if np.count_nonzero(by_header) * 2 >= max(1, len(queue)):
+            return "server_queue", send[by_header], queue[by_header]
+        by_ttft = ~np.isnan(ttft)
+        return "ttft", send[by_ttft], ttft[by_ttft]
 
 
 EXACT_T_DOF = 30  # below this Student's t is computed exactly; above, the expansion
@@ -114,36 +167,27 @@ def slope_bound(x: np.ndarray, y: np.ndarray, confidence: float) -> tuple[float,
 
 
 def error_rate(rule: ErrorRateRule, errors: int, answered: int) -> Trip | None:
-    if answered < rule.min_requests or answered == 0:
-        return None
-    share = errors / answered
-    if share <= rule.above:
-        return None
     what = "failed, timed out or were refused" if rule.count_refusals else "failed or timed out"
-    return Trip(
-        "error_rate",
-        f"{errors} of {answered} requests answered in the last {rule.window_s:g} s {what} "
-        f"({_share(share, rule.above)} > {rule.above:.0%})",
-        share,
-        rule.above,
-        answered,
+    return _past(
+        rule, errors, answered, f"requests answered in the last {rule.window_s:g} s {what}"
     )
 
 
 def queued_share(rule: QueuedShareRule, queued: int, judged: int) -> Trip | None:
-    if judged < rule.min_requests or judged == 0:
+    return _past(
+        rule, queued, judged, f"admitted requests in the last {rule.window_s:g} s were queued"
+    )
+
+
+def _past(rule: ErrorRateRule | QueuedShareRule, hits: int, n: int, what: str) -> Trip | None:
+    """The share rules' trip: hits / n past `above`, with at least `min_requests` judged."""
+    if n < rule.min_requests or n == 0:
         return None
-    share = queued / judged
+    share = hits / n
     if share <= rule.above:
         return None
-    return Trip(
-        "queued_share",
-        f"{queued} of {judged} admitted requests in the last {rule.window_s:g} s were "
-        f"queued ({_share(share, rule.above)} > {rule.above:.0%})",
-        share,
-        rule.above,
-        judged,
-    )
+    reason = f"{hits} of {n} {what} ({_share(share, rule.above)} > {rule.above:.0%})"
+    return Trip(rule.NAME, reason, share, rule.above, n)
 
 
 def _share(share: float, bound: float) -> str:

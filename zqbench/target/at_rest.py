@@ -1,5 +1,5 @@
 """The target's unloaded TTFT, measured before the load: the baseline a request's outcome is
-judged by when the server sends no timing headers (zqbench.metrics.outcomes).
+judged by when the server sends no timing headers (zqbench.metrics.classify).
 
 Sequential streamed requests of a few output tokens (MAX_TOKENS), `per_size` at each prompt
 size, each with a prompt of its own (a seed per probe, so no probe hits another's prefix

@@ -18,11 +18,11 @@ from dataclasses import asdict
 from typing import Any
 
 from zqbench.conform import queueing, refusals
-from zqbench.conform.capacity import GRACE_S
 from zqbench.conform.context import Context
 from zqbench.conform.disconnect import DisconnectRun
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
+from zqbench.metrics.classify import BASELINE_FACTOR, DEFAULT_MARGIN_S
 
 LISTED = 5  # false refusals shown in the evidence
 
@@ -60,7 +60,7 @@ def false_refusals(ctx: Context) -> CheckResult:
         "false_share_under_load": round(share, 4),
         "bound": bound,
         "capacity": _capacity(ctx),
-        "grace_ms": GRACE_S * 1e3,
+        "grace_ms": DEFAULT_MARGIN_S * 1e3,
         "first_false": [
             {
                 "where": j.where,
@@ -102,7 +102,7 @@ def retry_after_honoured(ctx: Context) -> CheckResult:
         return failed(f"the burst could not start: {run.error}")
     counts: dict[str, int] = {}
     for ex in run.burst:
-        counts[ex.outcome] = counts.get(ex.outcome, 0) + 1
+        counts[ex.admission] = counts.get(ex.admission, 0) + 1
     summary: dict[str, Any] = {
         "concurrency": ctx.options.overload_concurrency,
         "counts": dict(sorted(counts.items())),
@@ -164,7 +164,7 @@ def _threshold_ms(ctx: Context, run: DisconnectRun) -> float | None:
     at_once, baseline = _at_once_ttft_ms(run), judged.baseline_ms
     if judged.threshold_ms is None or at_once is None or baseline is None:
         return judged.threshold_ms
-    return judged.threshold_ms + queueing.BASELINE_FACTOR * max(0.0, at_once - baseline)
+    return judged.threshold_ms + BASELINE_FACTOR * max(0.0, at_once - baseline)
 
 
 def disconnect_frees(ctx: Context) -> CheckResult:
@@ -176,8 +176,8 @@ def disconnect_frees(ctx: Context) -> CheckResult:
     evidence = _disconnect_evidence(ctx, run)
     if run.live < run.n:
         last = [a[-1] for a in run.streams if a]
-        ended = sum(1 for ex in last if ex.outcome == "admitted")
-        refused = sum(1 for ex in last if ex.outcome != "admitted" and ex.error != "interrupted")
+        ended = sum(1 for ex in last if ex.admission == "admitted")
+        refused = sum(1 for ex in last if ex.admission != "admitted" and ex.error != "interrupted")
         return skipped(
             f"only {run.live} of {run.n} streams were generating at the hang-up ({ended} ended "
             f"first, {refused} never got in): the slots were never all held",
@@ -207,7 +207,7 @@ def _slowest_first_token(run: DisconnectRun, threshold: float | None) -> float |
     request admitted, the gauge back down, a TTFT past T), else None."""
     if threshold is None or (run.gauge is not None and run.gauge.fell_s is None):
         return None
-    admitted = [a[-1] for a in run.fresh if a[-1].outcome == "admitted"]
+    admitted = [a[-1] for a in run.fresh if a[-1].admission == "admitted"]
     ttfts = [t for ex in admitted if (t := ex.ttft_ms) is not None]
     if len(admitted) < run.n or not ttfts or max(ttfts) <= threshold:
         return None
@@ -235,14 +235,14 @@ def _disconnect_evidence(ctx: Context, run: DisconnectRun) -> dict[str, Any]:
             "fell_after_s": g.fell_s,
             "readings": g.readings[:60],
         }
-    at_once = [ex.ttft_ms for ex in run.at_once if ex.outcome == "admitted"]
+    at_once = [ex.ttft_ms for ex in run.at_once if ex.admission == "admitted"]
     evidence["at_once_on_free_slots"] = {
         "sent": len(run.at_once),
         "admitted": len(at_once),
         "ttft_ms": [_ms(t) for t in at_once],
         "median_ttft_ms": _ms(_at_once_ttft_ms(run)),
     }
-    admitted = [a[-1] for a in run.fresh if a[-1].outcome == "admitted"]
+    admitted = [a[-1] for a in run.fresh if a[-1].admission == "admitted"]
     evidence["new_requests"] = {
         "admitted": len(admitted),
         "attempts": [len(a) for a in run.fresh],
@@ -257,7 +257,7 @@ def _judge_disconnect(
 ) -> CheckResult:
     bound, would = run.bound_s, run.would_run_s()
     evidence["threshold_ms"] = _ms(threshold)
-    admitted = [a[-1] for a in run.fresh if a[-1].outcome == "admitted"]
+    admitted = [a[-1] for a in run.fresh if a[-1].admission == "admitted"]
     ttfts = [t for ex in admitted if (t := ex.ttft_ms) is not None]
     if run.gauge is not None and run.gauge.fell_s is None:
         return failed(

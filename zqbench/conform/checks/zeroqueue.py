@@ -46,7 +46,7 @@ def _stamps(ex: Evidence) -> tuple[float | None, ...]:
 
 
 def _admitted(exchanges: list[Evidence]) -> list[Evidence]:
-    return [ex for ex in exchanges if ex.outcome == "admitted"]
+    return [ex for ex in exchanges if ex.admission == "admitted"]
 
 
 # ------------------------------------------------------------------ at rest
@@ -135,7 +135,7 @@ def health(ctx: Context) -> CheckResult:
 def _unjudged_row(step: SlopeStep) -> dict[str, Any]:
     """A step with no threshold to judge it by (nothing streamed at the lowest step): what its
     requests got, so the evidence still shows why."""
-    outcomes = Counter(ex.outcome for ex in step.exchanges)
+    outcomes = Counter(ex.admission for ex in step.exchanges)
     errors = Counter(ex.error for ex in step.exchanges if ex.error)
     statuses = Counter(str(ex.status) for ex in step.exchanges if ex.status)
     return {
@@ -197,7 +197,7 @@ def hidden_queue(ctx: Context) -> CheckResult:
 def _kinds(exchanges: list[Evidence]) -> dict[str, list[Evidence]]:
     out: dict[str, list[Evidence]] = {}
     for ex in exchanges:
-        out.setdefault(ex.outcome, []).append(ex)
+        out.setdefault(ex.admission, []).append(ex)
     return out
 
 
