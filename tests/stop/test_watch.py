@@ -466,3 +466,20 @@ def test_not_sent_nothing_ended() -> None:
     assert ended.run() == 0 and ended.stage(1) == 0
     stop = watch.record(uniform_works())
     assert (stop.events, stop.ended_run, stop.not_sent) == ([], False, 0)
+
+
+def test_a_future_timing_stamp_is_an_unknown_wait_not_a_lost_run() -> None:
+    # X-Request-Dispatch-Time 99999999999.5 (under the parsers' 1e11 bound) gave a wait no
+    # int64 of ns holds: the watcher raised OverflowError and every sample was lost (#44).
+    from zqbench.engines.live import live_answer
+    from zqbench.samples.sample import Sample
+
+    def sample(dispatch: float) -> Sample:
+        return Sample(
+            1, 0, 0, "default", None, 0, 10, 20, 30, 40, 200, None, 5, 3, True,
+            None, None, None, 3, 1764400009.5, dispatch, None, None, "1.1", 100, None,
+        )  # fmt: skip
+
+    far, near = live_answer(sample(99999999999.5)), live_answer(sample(1764400009.75))
+    rows = np.array([far, near], dtype=LIVE_ANSWER)
+    assert rows["server_queue"].tolist() == [-1, 250_000_000]

@@ -19,6 +19,9 @@ MAX_COMPLETIONS = 20_000  # per snapshot (0.5 s): past 40k req/s the watcher see
 NO_ANSWERS = np.empty(0, dtype=LIVE_ANSWER)
 
 
+_MAX_NS = float(2**62)  # past any wait, inside int64
+
+
 def live_answer(s: Sample) -> tuple[int, ...]:
     """What the [stop] watcher needs of one sample: a row of LIVE_ANSWER, in its field order
     (a plain tuple here, on the event loop; the snapshot makes the batch's array)."""
@@ -27,7 +30,11 @@ def live_answer(s: Sample) -> tuple[int, ...]:
         ttft = s.t_first_token - s.t_send
         hold = s.t_end - s.t_first_token
     if s.srv_dispatch is not None and s.srv_received is not None:
-        queue = max(0, int((s.srv_dispatch - s.srv_received) * 1e9))
+        # The parsers accept stamps up to 1e11 s: a wait no int64 of ns holds (a target's
+        # future stamp once raised OverflowError here and lost every sample) is unknown.
+        wait_ns = (s.srv_dispatch - s.srv_received) * 1e9
+        if wait_ns < _MAX_NS:
+            queue = max(0, int(wait_ns))
     tokens = s.prompt_tokens if s.prompt_tokens is not None else -1
     return (s.stage, s.t_send, s.t_end, ttft, queue, hold, tokens, answer_of(s.status, s.error))
 
