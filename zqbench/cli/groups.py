@@ -1,0 +1,267 @@
+"""The flags of each `RunOptions` group, declared once for `run`, `sweep` and `profile`.
+
+A group's flags are the parameters of one function, which makes the group from them: each
+parameter is named after the group's field it fills, so adding a flag is a parameter here and
+a field of the group (zqbench/pipeline/options.py). A command takes groups with
+`takes(PLAN, ENDPOINT, ...)` (zqbench/cli/options.py), whole or `.only(...)` some flags.
+
+Not `from __future__ import annotations`: typer reads these parameters' annotations, which
+must be objects; the return types, which nothing reads at run time, are quoted instead.
+Imported by the CLI at startup, so the options module is imported only when a group is built.
+"""
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from zqbench import option_values as values
+from zqbench.cli.options import (
+    ApiKeyEnvOpt,
+    Flags,
+    HeadersOpt,
+    Http2Opt,
+    InconclusiveOkOpt,
+    ModelOpt,
+    ScenarioArg,
+    SecretEnvOpt,
+    ServerSchedulerOpt,
+    StrictModelOpt,
+    TargetOpt,
+    choice_option,
+    duration_s,
+    fields_of,
+    refuse_embedded_options_with_target,
+)
+
+if TYPE_CHECKING:
+    from zqbench.pipeline import options as o
+
+
+def _plan(
+    scenario: ScenarioArg = "burst",
+    workers: Annotated[int, typer.Option(help="Processes that split the schedule.")] = 1,
+    seed: Annotated[int, typer.Option(help="Seed of the arrival and mix RNG.")] = 0,
+    rate_scale: Annotated[float, typer.Option(help="Multiply every rate or VU count.")] = 1.0,
+    duration_scale: Annotated[float, typer.Option(help="Multiply every duration.")] = 1.0,
+    slos: Annotated[
+        list[str] | None, typer.Option("--slo", help="Extra SLO, e.g. 'latency:p99<150ms'.")
+    ] = None,
+    timeout_s: Annotated[
+        float | None,
+        typer.Option("--timeout", help="Per-request timeout in seconds (overrides scenario)."),
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Override max_tokens.")] = None,
+    graceful_stop_s: Annotated[
+        float | None,
+        typer.Option(
+            "--graceful-stop",
+            parser=lambda text: duration_s(text, "graceful_stop_s"),
+            metavar="DURATION",
+            help="How long requests in flight may finish after the schedule ends, e.g. 5s "
+            "(overrides the scenario's; default 30s).",
+        ),
+    ] = None,
+    dataset: Annotated[
+        str | None, typer.Option(help="Send a dataset file's rows as the requests.")
+    ] = None,
+) -> "o.PlanOptions":
+    from zqbench.pipeline.options import PlanOptions
+
+    return PlanOptions(**fields_of(PlanOptions, locals()))
+
+
+def _endpoint(
+    target: TargetOpt = None,
+    api: Annotated[
+        values.ApiChoice | None,
+        choice_option(
+            values.ApiChoice,
+            "api",
+            "The API the target speaks. Default with --target: auto (one small request per API "
+            "finds it, the scenario's preferred when both answer); without: the scenario's.",
+        ),
+    ] = None,
+    model: ModelOpt = None,
+    strict_model: StrictModelOpt = False,
+    headers: HeadersOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    http2: Http2Opt = False,
+    insecure: Annotated[bool, typer.Option(help="Do not verify TLS certificates.")] = False,
+    max_context: Annotated[
+        int | None,
+        typer.Option(
+            help="Clamp request classes whose prompt + max_tokens exceed this many tokens "
+            "(default: the target's /health max_context, when it says)."
+        ),
+    ] = None,
+    calibration: Annotated[
+        values.CalibrationMode,
+        choice_option(
+            values.CalibrationMode,
+            "calibration",
+            "Prompt sizing: auto (calibrate once per target, cached), fresh, or off.",
+        ),
+    ] = values.CalibrationMode.auto,
+) -> "o.TargetOptions":
+    from zqbench.pipeline.options import TargetOptions
+
+    return TargetOptions(**fields_of(TargetOptions, locals()))
+
+
+def _server(
+    ctx: typer.Context,
+    server_scheduler: ServerSchedulerOpt = values.ServerScheduler.zero_queue,
+    server_engine: Annotated[
+        values.ServerEngine,
+        choice_option(
+            values.ServerEngine, "server_engine", "Embedded reference server: compute engine."
+        ),
+    ] = values.ServerEngine.auto,
+    server_args: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--server-arg",
+            help="Flag for the embedded server, e.g. --server-arg=--max-context=32768.",
+        ),
+    ] = None,
+) -> "o.ServerOptions":
+    from zqbench.pipeline.options import ServerOptions
+
+    refuse_embedded_options_with_target(ctx)
+    return ServerOptions(**fields_of(ServerOptions, locals()))
+
+
+def _connection(
+    h1_client: Annotated[
+        values.H1Client,
+        choice_option(
+            values.H1Client, "h1_client", "HTTP/1.1 transport: raw (fastest measured) or aiohttp."
+        ),
+    ] = values.H1Client.raw,
+    max_connections: Annotated[int, typer.Option(help="Connection pool limit.")] = 1024,
+    warm_connections: Annotated[
+        int | None, typer.Option(help="Connections opened before the schedule starts.")
+    ] = None,
+    spin_us: Annotated[
+        int,
+        # Hidden: benchmarks measure CPU per request without the spin (0: sleep only).
+        typer.Option(hidden=True, help="Spin this long before each open-loop send."),
+    ] = 1500,
+) -> "o.ConnectionOptions":
+    from zqbench.pipeline.options import ConnectionOptions
+
+    return ConnectionOptions(**fields_of(ConnectionOptions, locals()))
+
+
+def _beside(
+    telemetry: Annotated[
+        list[str] | None,
+        typer.Option(help="GPU telemetry: nvml, auto, or prometheus:URL; repeatable."),
+    ] = None,
+    server_metrics: Annotated[
+        bool,
+        typer.Option(
+            "--server-metrics/--no-server-metrics",
+            help="Scrape the target's /metrics during the run when it serves a known engine's "
+            "(vLLM, SGLang, TGI, the reference server): the server's own queue.",
+        ),
+    ] = True,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve the run so far as Prometheus metrics on this port (0: any free one) "
+            "until the outputs are written; overrides the scenario's [metrics] port.",
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str | None,
+        typer.Option(
+            help="--metrics-port: the address to listen on; default 127.0.0.1. Another address "
+            "shows the scenario, the target and the counts to that network, unauthenticated.",
+        ),
+    ] = None,
+) -> "o.HookOptions":
+    from zqbench.pipeline.options import HookOptions
+
+    return HookOptions(**fields_of(HookOptions, locals()))
+
+
+def _validity(
+    # None keeps the scenario's [validity], else zqbench's default.
+    min_samples: Annotated[
+        int | None, typer.Option(help="Fewest requests a valid run sends (default 100).")
+    ] = None,
+    max_schedule_lag_s: Annotated[
+        float | None,
+        typer.Option(
+            "--max-schedule-lag",
+            parser=lambda text: duration_s(text, "max_schedule_lag_s"),
+            metavar="DURATION",
+            help="Highest schedule_lag p99 of a valid run, e.g. 20ms (default 10ms).",
+        ),
+    ] = None,
+    min_achieved_ratio: Annotated[
+        float | None,
+        typer.Option(help="Lowest achieved/offered load of a valid run, 0..1 (default 0.97)."),
+    ] = None,
+    min_ratio_samples: Annotated[
+        int | None,
+        typer.Option(
+            help="Fewest samples a request class needs for a p99/p50 ratio (default 100)."
+        ),
+    ] = None,
+) -> "o.ValidityOptions":
+    from zqbench.pipeline.options import ValidityOptions
+
+    return ValidityOptions(**fields_of(ValidityOptions, locals()))
+
+
+def _distribution(
+    distributed: Annotated[
+        bool, typer.Option(help="Split the load over `zqbench worker`s (Locust's runners).")
+    ] = False,
+    expect_workers: Annotated[
+        int, typer.Option(help="--distributed: workers to wait for; each runs a share.")
+    ] = 1,
+    master_bind: Annotated[
+        str,
+        typer.Option(
+            help="--distributed: HOST:PORT the workers connect to. Loopback by default; "
+            "0.0.0.0:5557 accepts workers from other machines. Only workers that prove the "
+            "shared secret join; the channel is not encrypted (--header values cross it).",
+        ),
+    ] = "127.0.0.1:5557",
+    secret_env: SecretEnvOpt = None,
+    worker_wait_s: Annotated[
+        float, typer.Option("--worker-wait", help="--distributed: seconds to wait for them.")
+    ] = 60.0,
+    max_lost_share: Annotated[
+        float,
+        typer.Option(help="--distributed: share of the run lost with dead workers, still valid."),
+    ] = 0.0,
+) -> "o.DistributedOptions":
+    from zqbench.pipeline.options import DistributedOptions
+
+    return DistributedOptions(**fields_of(DistributedOptions, locals()))
+
+
+def _output(
+    out: Annotated[Path | None, typer.Option(help="Output folder.")] = None,
+    html: Annotated[bool, typer.Option(help="Render report.html for every step.")] = True,
+    inconclusive_ok: InconclusiveOkOpt = False,
+) -> "o.OutputOptions":
+    from zqbench.pipeline.options import OutputOptions
+
+    return OutputOptions(out=out, html=html, inconclusive_fails=not inconclusive_ok)
+
+
+# Each named as the RunOptions field it fills, so `RunOptions(**groups)` takes them.
+PLAN = Flags("plan", _plan)
+ENDPOINT = Flags("endpoint", _endpoint)
+SERVER = Flags("server", _server)
+CONNECTION = Flags("connection", _connection)
+BESIDE = Flags("beside", _beside)
+VALIDITY = Flags("validity", _validity)
+DISTRIBUTION = Flags("distribution", _distribution)
+OUTPUT = Flags("output", _output)
