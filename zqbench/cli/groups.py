@@ -1,17 +1,16 @@
 """The flags of each `RunOptions` group, declared once for `run`, `sweep` and `profile`.
 
-A group's flags are the parameters of one function, which makes the group from them: each
-parameter is named after the group's field it fills, so adding a flag is a parameter here and
-a field of the group (zqbench/pipeline/options.py). A command takes groups with
-`takes(PLAN, ENDPOINT, ...)` (zqbench/cli/options.py), whole or `.only(...)` some flags.
-
-Not `from __future__ import annotations`: typer reads these parameters' annotations, which
-must be objects; the return types, which nothing reads at run time, are quoted instead.
-Imported by the CLI at startup, so the options module is imported only when a group is built.
+A group's flags are the parameters of one function, each named after the group's field it
+fills, and the function returns the fields (its `locals()`, or the few it renames): adding a
+flag is a parameter here and a field of the group (zqbench/pipeline/options.py). A command
+takes groups with `takes(PLAN, ENDPOINT, ...)` (zqbench/cli/options.py), whole or `.only(...)`
+some of their flags.
 """
 
+from __future__ import annotations
+
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -29,13 +28,9 @@ from zqbench.cli.options import (
     StrictModelOpt,
     TargetOpt,
     choice_option,
-    duration_s,
-    fields_of,
+    duration_option,
     refuse_embedded_options_with_target,
 )
-
-if TYPE_CHECKING:
-    from zqbench.pipeline import options as o
 
 
 def _plan(
@@ -54,21 +49,18 @@ def _plan(
     max_tokens: Annotated[int | None, typer.Option(help="Override max_tokens.")] = None,
     graceful_stop_s: Annotated[
         float | None,
-        typer.Option(
+        duration_option(
             "--graceful-stop",
-            parser=lambda text: duration_s(text, "graceful_stop_s"),
-            metavar="DURATION",
-            help="How long requests in flight may finish after the schedule ends, e.g. 5s "
+            "graceful_stop_s",
+            "How long requests in flight may finish after the schedule ends, e.g. 5s "
             "(overrides the scenario's; default 30s).",
         ),
     ] = None,
     dataset: Annotated[
         str | None, typer.Option(help="Send a dataset file's rows as the requests.")
     ] = None,
-) -> "o.PlanOptions":
-    from zqbench.pipeline.options import PlanOptions
-
-    return PlanOptions(**fields_of(PlanOptions, locals()))
+) -> dict[str, Any]:
+    return locals()
 
 
 def _endpoint(
@@ -103,10 +95,8 @@ def _endpoint(
             "Prompt sizing: auto (calibrate once per target, cached), fresh, or off.",
         ),
     ] = values.CalibrationMode.auto,
-) -> "o.TargetOptions":
-    from zqbench.pipeline.options import TargetOptions
-
-    return TargetOptions(**fields_of(TargetOptions, locals()))
+) -> dict[str, Any]:
+    return locals()
 
 
 def _server(
@@ -125,11 +115,9 @@ def _server(
             help="Flag for the embedded server, e.g. --server-arg=--max-context=32768.",
         ),
     ] = None,
-) -> "o.ServerOptions":
-    from zqbench.pipeline.options import ServerOptions
-
+) -> dict[str, Any]:
     refuse_embedded_options_with_target(ctx)
-    return ServerOptions(**fields_of(ServerOptions, locals()))
+    return locals()
 
 
 def _connection(
@@ -148,10 +136,8 @@ def _connection(
         # Hidden: benchmarks measure CPU per request without the spin (0: sleep only).
         typer.Option(hidden=True, help="Spin this long before each open-loop send."),
     ] = 1500,
-) -> "o.ConnectionOptions":
-    from zqbench.pipeline.options import ConnectionOptions
-
-    return ConnectionOptions(**fields_of(ConnectionOptions, locals()))
+) -> dict[str, Any]:
+    return locals()
 
 
 def _beside(
@@ -181,10 +167,8 @@ def _beside(
             "shows the scenario, the target and the counts to that network, unauthenticated.",
         ),
     ] = None,
-) -> "o.HookOptions":
-    from zqbench.pipeline.options import HookOptions
-
-    return HookOptions(**fields_of(HookOptions, locals()))
+) -> dict[str, Any]:
+    return locals()
 
 
 def _validity(
@@ -194,11 +178,10 @@ def _validity(
     ] = None,
     max_schedule_lag_s: Annotated[
         float | None,
-        typer.Option(
+        duration_option(
             "--max-schedule-lag",
-            parser=lambda text: duration_s(text, "max_schedule_lag_s"),
-            metavar="DURATION",
-            help="Highest schedule_lag p99 of a valid run, e.g. 20ms (default 10ms).",
+            "max_schedule_lag_s",
+            "Highest schedule_lag p99 of a valid run, e.g. 20ms (default 10ms).",
         ),
     ] = None,
     min_achieved_ratio: Annotated[
@@ -211,10 +194,8 @@ def _validity(
             help="Fewest samples a request class needs for a p99/p50 ratio (default 100)."
         ),
     ] = None,
-) -> "o.ValidityOptions":
-    from zqbench.pipeline.options import ValidityOptions
-
-    return ValidityOptions(**fields_of(ValidityOptions, locals()))
+) -> dict[str, Any]:
+    return locals()
 
 
 def _distribution(
@@ -240,20 +221,16 @@ def _distribution(
         float,
         typer.Option(help="--distributed: share of the run lost with dead workers, still valid."),
     ] = 0.0,
-) -> "o.DistributedOptions":
-    from zqbench.pipeline.options import DistributedOptions
-
-    return DistributedOptions(**fields_of(DistributedOptions, locals()))
+) -> dict[str, Any]:
+    return locals()
 
 
 def _output(
     out: Annotated[Path | None, typer.Option(help="Output folder.")] = None,
     html: Annotated[bool, typer.Option(help="Render report.html for every step.")] = True,
     inconclusive_ok: InconclusiveOkOpt = False,
-) -> "o.OutputOptions":
-    from zqbench.pipeline.options import OutputOptions
-
-    return OutputOptions(out=out, html=html, inconclusive_fails=not inconclusive_ok)
+) -> dict[str, Any]:
+    return {"out": out, "html": html, "inconclusive_fails": not inconclusive_ok}
 
 
 # Each named as the RunOptions field it fills, so `RunOptions(**groups)` takes them.

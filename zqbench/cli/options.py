@@ -22,7 +22,7 @@ import typer
 from zqbench import option_values as values
 
 
-def duration_s(text: str, option: str) -> float:
+def _duration_s(text: str, option: str) -> float:
     from zqbench.errors import OptionError, ScenarioError
     from zqbench.scenario import parse_duration
 
@@ -32,6 +32,14 @@ def duration_s(text: str, option: str) -> float:
         raise OptionError(
             option, 'is not a duration: use a number with a unit, e.g. "20ms"', value=text
         ) from None
+
+
+def duration_option(flag: str, option: str, help: str) -> Any:
+    """A typer option taking a duration with its unit (`20ms`), as seconds; a bad one is
+    the library's OptionError about `option` (the parameter's name)."""
+    return typer.Option(
+        flag, parser=lambda text: _duration_s(text, option), metavar="DURATION", help=help
+    )
 
 
 def choice_option(kind: type[values.Choice], option: str, help: str) -> Any:
@@ -58,14 +66,16 @@ def fields_of(kind: type[Any], params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Flags:
-    """One options group's flags: the parameters of `build`, which makes the group from
-    them (typer `Annotated` declarations, in --help order). `name` is the group's keyword
-    for the command (the RunOptions field it fills)."""
+    """One `RunOptions` group's flags: the parameters of `declare` (typer `Annotated`
+    declarations, in --help order), which returns the group's fields from them. `name` is
+    the group's RunOptions field, and the keyword the command gets it under."""
 
-    def __init__(self, name: str, build: Callable[..., Any], only: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, name: str, declare: Callable[..., dict[str, Any]], only: tuple[str, ...] = ()
+    ) -> None:
         self.name = name
-        self.build = build
-        self.accepts = inspect.signature(build).parameters
+        self.declare = declare
+        self.accepts = inspect.signature(declare, eval_str=True).parameters
         # One without a default is the command's context (`ctx`), which typer gives: always.
         self.offered = [
             p for p in self.accepts.values() if not only or p.name in only or p.default is p.empty
@@ -73,7 +83,15 @@ class Flags:
 
     def only(self, *names: str) -> Flags:
         """The group with only these flags on a command; the others keep their defaults."""
-        return Flags(self.name, self.build, names)
+        return Flags(self.name, self.declare, names)
+
+    def build(self, given: Mapping[str, Any]) -> Any:
+        """The group from the command's parameters; a flag left unset keeps its default."""
+        from zqbench.pipeline.options import GROUPS
+
+        kind = GROUPS[self.name]
+        fields = self.declare(**{k: v for k, v in given.items() if k in self.accepts})
+        return kind(**fields_of(kind, fields))
 
 
 def takes(*groups: Flags) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -95,10 +113,7 @@ def takes(*groups: Flags) -> Callable[[Callable[..., None]], Callable[..., None]
 
         @functools.wraps(command)
         def with_groups(**given: Any) -> None:
-            built = {
-                g.name: g.build(**{k: v for k, v in given.items() if k in g.accepts})
-                for g in groups
-            }
+            built = {g.name: g.build(given) for g in groups}
             command(**{name: given[name] for name in names}, **built)
 
         with_groups.__signature__ = signature.replace(parameters=[*first, *flags, *last])  # type: ignore[attr-defined]
