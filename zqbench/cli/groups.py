@@ -15,26 +15,11 @@ from typing import Annotated, Any
 import typer
 
 from zqbench import option_values as values
-from zqbench.cli.options import (
-    ApiKeyEnvOpt,
-    Flags,
-    HeadersOpt,
-    Http2Opt,
-    InconclusiveOkOpt,
-    ModelOpt,
-    ScenarioArg,
-    SecretEnvOpt,
-    ServerSchedulerOpt,
-    StrictModelOpt,
-    TargetOpt,
-    choice_option,
-    duration_option,
-    refuse_embedded_options_with_target,
-)
+from zqbench.cli import options as opt
 
 
 def _plan(
-    scenario: ScenarioArg = "burst",
+    scenario: opt.ScenarioArg = "burst",
     workers: Annotated[int, typer.Option(help="Processes that split the schedule.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed of the arrival and mix RNG.")] = 0,
     rate_scale: Annotated[float, typer.Option(help="Multiply every rate or VU count.")] = 1.0,
@@ -49,7 +34,7 @@ def _plan(
     max_tokens: Annotated[int | None, typer.Option(help="Override max_tokens.")] = None,
     graceful_stop_s: Annotated[
         float | None,
-        duration_option(
+        opt.duration_option(
             "--graceful-stop",
             "graceful_stop_s",
             "How long requests in flight may finish after the schedule ends, e.g. 5s "
@@ -64,21 +49,21 @@ def _plan(
 
 
 def _endpoint(
-    target: TargetOpt = None,
+    target: opt.TargetOpt = None,
     api: Annotated[
         values.ApiChoice | None,
-        choice_option(
+        opt.choice_option(
             values.ApiChoice,
             "api",
             "The API the target speaks. Default with --target: auto (one small request per API "
             "finds it, the scenario's preferred when both answer); without: the scenario's.",
         ),
     ] = None,
-    model: ModelOpt = None,
-    strict_model: StrictModelOpt = False,
-    headers: HeadersOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    http2: Http2Opt = False,
+    model: opt.ModelOpt = None,
+    strict_model: opt.StrictModelOpt = False,
+    headers: opt.HeadersOpt = None,
+    api_key_env: opt.ApiKeyEnvOpt = None,
+    http2: opt.Http2Opt = False,
     insecure: Annotated[bool, typer.Option(help="Do not verify TLS certificates.")] = False,
     max_context: Annotated[
         int | None,
@@ -89,7 +74,7 @@ def _endpoint(
     ] = None,
     calibration: Annotated[
         values.CalibrationMode,
-        choice_option(
+        opt.choice_option(
             values.CalibrationMode,
             "calibration",
             "Prompt sizing: auto (calibrate once per target, cached), fresh, or off.",
@@ -101,10 +86,10 @@ def _endpoint(
 
 def _server(
     ctx: typer.Context,
-    server_scheduler: ServerSchedulerOpt = values.ServerScheduler.zero_queue,
+    server_scheduler: opt.ServerSchedulerOpt = values.ServerScheduler.zero_queue,
     server_engine: Annotated[
         values.ServerEngine,
-        choice_option(
+        opt.choice_option(
             values.ServerEngine, "server_engine", "Embedded reference server: compute engine."
         ),
     ] = values.ServerEngine.auto,
@@ -116,14 +101,14 @@ def _server(
         ),
     ] = None,
 ) -> dict[str, Any]:
-    refuse_embedded_options_with_target(ctx)
+    opt.refuse_embedded_options_with_target(ctx)
     return locals()
 
 
 def _connection(
     h1_client: Annotated[
         values.H1Client,
-        choice_option(
+        opt.choice_option(
             values.H1Client, "h1_client", "HTTP/1.1 transport: raw (fastest measured) or aiohttp."
         ),
     ] = values.H1Client.raw,
@@ -178,7 +163,7 @@ def _validity(
     ] = None,
     max_schedule_lag_s: Annotated[
         float | None,
-        duration_option(
+        opt.duration_option(
             "--max-schedule-lag",
             "max_schedule_lag_s",
             "Highest schedule_lag p99 of a valid run, e.g. 20ms (default 10ms).",
@@ -213,7 +198,7 @@ def _distribution(
             "shared secret join; the channel is not encrypted (--header values cross it).",
         ),
     ] = "127.0.0.1:5557",
-    secret_env: SecretEnvOpt = None,
+    secret_env: opt.SecretEnvOpt = None,
     worker_wait_s: Annotated[
         float, typer.Option("--worker-wait", help="--distributed: seconds to wait for them.")
     ] = 60.0,
@@ -228,17 +213,17 @@ def _distribution(
 def _output(
     out: Annotated[Path | None, typer.Option(help="Output folder.")] = None,
     html: Annotated[bool, typer.Option(help="Render report.html for every step.")] = True,
-    inconclusive_ok: InconclusiveOkOpt = False,
+    inconclusive_ok: opt.InconclusiveOkOpt = False,
 ) -> dict[str, Any]:
     return {"out": out, "html": html, "inconclusive_fails": not inconclusive_ok}
 
 
 # Each named as the RunOptions field it fills, so `RunOptions(**groups)` takes them.
-PLAN = Flags("plan", _plan)
-ENDPOINT = Flags("endpoint", _endpoint)
-SERVER = Flags("server", _server)
-CONNECTION = Flags("connection", _connection)
-BESIDE = Flags("beside", _beside)
-VALIDITY = Flags("validity", _validity)
-DISTRIBUTION = Flags("distribution", _distribution)
-OUTPUT = Flags("output", _output)
+PLAN = opt.Flags("plan", _plan)
+ENDPOINT = opt.Flags("endpoint", _endpoint)
+SERVER = opt.Flags("server", _server)
+CONNECTION = opt.Flags("connection", _connection)
+BESIDE = opt.Flags("beside", _beside)
+VALIDITY = opt.Flags("validity", _validity)
+DISTRIBUTION = opt.Flags("distribution", _distribution)
+OUTPUT = opt.Flags("output", _output)

@@ -10,7 +10,7 @@ groups it uses by attribute (`make_plan(options.plan, options.endpoint)`):
     connection    ConnectionOptions   execute  the load's pool, warm-up, HTTP/1.1 client, spin
     distribution  DistributedOptions  execute  --distributed: the master and its workers
     validity      ValidityOptions     analyze  when a run is invalid rather than slow
-    output        OutputOptions       run      where the outputs go, which, the exit code
+    output        OutputOptions       run      the output folder, report.html or not, exit code
 
 Every field is in one group only. How the endpoint is reached (TLS, HTTP/2, headers, the key's
 variable) travels on with the `Endpoint` the target stage returns, for the stages after it.
