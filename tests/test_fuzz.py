@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from tests.reporting.synth import write_synthetic_run
 from zqbench.errors import ZqbenchError
 from zqbench.metrics.slo import parse_slo
-from zqbench.pipeline.options import RunOptions, TargetOptions
+from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import make_plan
 from zqbench.saved.gate import gate_run
 from zqbench.scenario import parse_scenario
@@ -112,7 +112,7 @@ def test_a_mutated_scenario_plans_or_is_a_scenario_error(data: st.DataObject) ->
         scenario = parse_scenario(
             copy.deepcopy(doc), path.name, default_name=path.stem, source=str(path)
         )
-        make_plan(RunOptions.of(scenario=scenario).plan, TargetOptions())
+        make_plan(RunOptions.of(scenario=scenario).plan)
     except ZqbenchError:
         pass
 

@@ -7,13 +7,12 @@ from pathlib import Path
 import pytest
 
 from zqbench.errors import EXIT_USAGE, UsageError
-from zqbench.pipeline.options import PlanOptions, TargetOptions
-from zqbench.pipeline.plan import Plan, make_plan
+from zqbench.pipeline.options import PlanOptions
+from zqbench.pipeline.plan import make_plan
 
 
-def _plan(scenario: str, **overrides: object) -> Plan:
-    options = PlanOptions(scenario=scenario, **overrides)  # type: ignore[arg-type]
-    return make_plan(options, TargetOptions())
+def _options(scenario: str, **overrides: object) -> PlanOptions:
+    return PlanOptions(scenario=scenario, **overrides)  # type: ignore[arg-type]
 
 
 def _file(tmp_path: Path, load: str) -> str:
@@ -40,7 +39,7 @@ def test_a_schedule_past_the_bound_is_refused_before_it_is_allocated(
     tmp_path: Path, load: str, asked: str
 ) -> None:
     with pytest.raises(UsageError) as info:
-        _plan(_file(tmp_path, load))
+        make_plan(_options(_file(tmp_path, load)))
     assert info.value.message == f"the load asks for {asked} requests (rate x duration); {REQUESTS}"
     assert info.value.exit_code == EXIT_USAGE
 
@@ -48,7 +47,7 @@ def test_a_schedule_past_the_bound_is_refused_before_it_is_allocated(
 @pytest.mark.parametrize("scenario", ["smoke", "closed-loop"])
 def test_a_duration_scale_past_30_days_is_refused(scenario: str) -> None:
     with pytest.raises(UsageError) as info:
-        _plan(scenario, duration_scale=1e308)
+        make_plan(_options(scenario, duration_scale=1e308))
     assert info.value.message == (
         "the load lasts inf s; a run lasts at most 2,592,000 s (30 days): shorten its stages "
         "(or --duration-scale)"
@@ -58,10 +57,10 @@ def test_a_duration_scale_past_30_days_is_refused(scenario: str) -> None:
 def test_a_load_past_30_days_is_refused(tmp_path: Path) -> None:
     load = 'executor = "constant-vus"\nvus = 2\nduration = "100000h"'
     with pytest.raises(UsageError) as info:
-        _plan(_file(tmp_path, load))
+        make_plan(_options(_file(tmp_path, load)))
     assert info.value.message.startswith("the load lasts 3.6e+08 s; a run lasts at most")
 
 
 def test_the_largest_schedule_allowed_still_plans(tmp_path: Path) -> None:
     load = 'executor = "constant-arrival-rate"\nrate = 2000\nduration = "1000s"'  # 2,000,000
-    assert _plan(_file(tmp_path, load)).load.offered == 2_000_000
+    assert make_plan(_options(_file(tmp_path, load))).load.offered == 2_000_000

@@ -19,6 +19,7 @@ from zqbench.scenario import Scenario, load_scenario
 from zqbench.sources import check_source
 
 MAX_RUN_S = 30 * 86_400  # nanosecond clocks and schedules stay far inside int64
+NOTHING_NAMED = TargetOptions()  # no --api, no --http2: the scenario's own
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Plan:
         return self.load.offered_rate
 
 
-def make_plan(options: PlanOptions, endpoint: TargetOptions) -> Plan:
+def make_plan(options: PlanOptions, endpoint: TargetOptions = NOTHING_NAMED) -> Plan:
     """`endpoint`: its --api overrides the scenario's; its --http2 is checked against it."""
     scenario, slo_checks = prepare_scenario(options, endpoint)
     return Plan(
@@ -60,7 +61,7 @@ def make_plan(options: PlanOptions, endpoint: TargetOptions) -> Plan:
 
 
 def prepare_scenario(
-    options: PlanOptions, endpoint: TargetOptions
+    options: PlanOptions, endpoint: TargetOptions = NOTHING_NAMED
 ) -> tuple[Scenario, tuple[Slo, ...]]:
     """Load, scale and override the scenario; parse every SLO it will be gated on (the
     scenario's, then the options'), so a bad one fails before any traffic (exit 2)."""
