@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -129,6 +131,63 @@ def test_each_groups_flags_are_named_after_its_fields() -> None:
         fields = {f.name for f in dataclasses.fields(GROUPS[group.name])}
         assert set(group.accepts) - {"ctx"} <= fields, group.name
     assert set(g.OUTPUT.accepts) == {"out", "html", "inconclusive_ok"}  # inconclusive_fails
+
+
+class _Called(Exception):
+    """Raised by a stand-in for the library: the command got this far."""
+
+
+def _options_of(monkeypatch: pytest.MonkeyPatch, module: str, name: str, argv: list[str]) -> dict:
+    """What the command at `argv` passed to the library function `module.name`."""
+    import importlib
+
+    seen: dict = {}
+
+    def called(options: RunOptions, **kw: object) -> None:
+        seen.update(kw, options=options)
+        raise _Called
+
+    monkeypatch.setattr(importlib.import_module(module), name, called)
+    result = runner.invoke(app, argv)
+    assert isinstance(result.exception, _Called), result.output
+    return seen
+
+
+def test_run_builds_every_group_from_its_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from zqbench.pipeline import options as o
+
+    argv = ["run", "smoke", "-q", "-H", "X-A: 1", "--http2", "--h1-client", "aiohttp",
+            "--workers", "2", "--max-schedule-lag", "20ms", "--telemetry", "nvml",
+            "--inconclusive-ok", "--server-arg=--x", "--out", "o"]  # fmt: skip
+    options = _options_of(monkeypatch, "zqbench.pipeline.run", "run_scenario", argv)["options"]
+    assert options == o.RunOptions(
+        plan=o.PlanOptions(scenario="smoke", workers=2),
+        endpoint=o.TargetOptions(headers=("X-A: 1",), http2=True),
+        server=o.ServerOptions(server_args=("--x",)),
+        beside=o.HookOptions(telemetry=("nvml",)),
+        connection=o.ConnectionOptions(h1_client=H1Client.aiohttp),
+        validity=o.ValidityOptions(max_schedule_lag_s=0.02),
+        output=o.OutputOptions(out=Path("o"), inconclusive_fails=False),
+    )
+
+
+def test_a_command_that_takes_part_of_a_group_leaves_the_rest_at_their_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`sweep` offers some flags of a group: they fill it, its own flags stay its own."""
+    from zqbench.pipeline import options as o
+
+    argv = ["sweep", "smoke", "--seed", "7", "--max-context", "64", "--no-html",
+            "--no-server-metrics", "--server-engine", "sim", "--min-rate", "2"]  # fmt: skip
+    seen = _options_of(monkeypatch, "zqbench.pipeline.sweep", "run_sweep", argv)
+    assert seen["options"] == o.RunOptions(
+        plan=o.PlanOptions(scenario="smoke", seed=7),
+        endpoint=o.TargetOptions(max_context=64),
+        server=o.ServerOptions(server_engine=ServerEngine.sim),
+        beside=o.HookOptions(server_metrics=False),
+        output=o.OutputOptions(html=False),
+    )
+    assert seen["overrides"] == {"min_rate": 2.0}
 
 
 @pytest.mark.parametrize(
