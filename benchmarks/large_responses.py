@@ -270,7 +270,7 @@ def child(url: str, scenario_path: str, out: str, big: str) -> None:
     rss = RssSampler()
     cpu0 = time.process_time()
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=scenario_path,
             target=url,
             model="bench",

@@ -112,7 +112,7 @@ def test_a_mutated_scenario_plans_or_is_a_scenario_error(data: st.DataObject) ->
         scenario = parse_scenario(
             copy.deepcopy(doc), path.name, default_name=path.stem, source=str(path)
         )
-        make_plan(RunOptions(scenario=scenario).plan)
+        make_plan(RunOptions.of(scenario=scenario).plan)
     except ZqbenchError:
         pass
 

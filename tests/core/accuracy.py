@@ -60,7 +60,7 @@ def measure(server: ProgrammedServer, out: Path, *, rate: float, duration_s: flo
     scenario.write_text(OPEN_LOOP.format(rate=rate, duration=f"{duration_s}s"))
     server.reset()
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=str(scenario),
             target=server.url,
             model="m",

@@ -78,7 +78,7 @@ def run_programmed(
     path = write_scenario(tmp_path, scenario)
     with ProgrammedServer() as server:
         result = run_scenario(
-            RunOptions(
+            RunOptions.of(
                 scenario=str(path),
                 target=server.url,
                 model="m",

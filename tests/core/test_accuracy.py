@@ -80,7 +80,7 @@ def test_a_server_stall_shows_in_latency_corrected_not_only_in_latency(
     thread = threading.Thread(target=staller, daemon=True)
     thread.start()
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=str(scenario),
             target=server.url,
             model="m",

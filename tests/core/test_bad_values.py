@@ -54,7 +54,7 @@ def test_a_worker_count_past_the_bound_is_refused_before_any_plan(option: str) -
 
     extra = {"distributed": True} if option == "expect_workers" else {}
     with pytest.raises(OptionError) as err:
-        RunOptions(scenario="smoke", **{option: 100_000_000}, **extra)  # type: ignore[arg-type]
+        RunOptions.of(scenario="smoke", **{option: 100_000_000}, **extra)  # type: ignore[arg-type]
     assert err.value.option == option
     assert "at most 1024 (one process, or machine, each)" in str(err.value)
 
@@ -81,7 +81,7 @@ def test_the_library_refuses_an_empty_target() -> None:
     from zqbench.pipeline.options import RunOptions
 
     with pytest.raises(OptionError) as err:
-        RunOptions(scenario="smoke", target="  ")
+        RunOptions.of(scenario="smoke", target="  ")
     assert err.value.option == "target"
 
 

@@ -67,7 +67,7 @@ def test_a_run_takes_the_capacity_props_states(tmp_path: Path) -> None:
     path = write_scenario(tmp_path, QUICK)
     with FakeServer(props=True, slots=3) as server:
         result = run_scenario(
-            RunOptions(
+            RunOptions.of(
                 scenario=str(path),
                 target=server.base_url,
                 model=MODEL,

@@ -50,7 +50,7 @@ def test_only_the_class_with_the_header_is_prefilled_low_latency(
 ) -> None:
     before = _low_latency_prefills(ref_server)
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=str(write_scenario(tmp_path, SCENARIO)),
             target=ref_server.base_url,
             model=MODEL,

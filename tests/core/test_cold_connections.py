@@ -35,7 +35,7 @@ def _load_conns(server: ProgrammedServer) -> list[int]:
 def _run(tmp_path: Path, server: ProgrammedServer, *, cold: bool, h1_client: str) -> list:
     scenario = write_scenario(tmp_path, SCENARIO.format(cold=str(cold).lower()))
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=str(scenario),
             target=server.url,
             model="m",
@@ -72,7 +72,9 @@ def test_cold_connections_refuse_http2(tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path, SCENARIO.format(cold="true"))
     with pytest.raises(OptionError) as err:
         run_scenario(
-            RunOptions(scenario=str(scenario), target="http://127.0.0.1:9", model="m", http2=True)
+            RunOptions.of(
+                scenario=str(scenario), target="http://127.0.0.1:9", model="m", http2=True
+            )
         )
     assert str(err.value) == (
         "http2: the scenario sets cold_connections = true, a new connection per request; "

@@ -34,7 +34,7 @@ def test_the_bundled_dataset_scenario_sends_each_row_as_written(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario="dataset",
             target=ref_server.base_url,
             model=MODEL,

@@ -41,7 +41,7 @@ PROBE = textwrap.dedent(
 
 
 def test_the_master_is_loopback_only_unless_widened() -> None:
-    assert RunOptions(scenario="smoke").master_bind == "127.0.0.1:5557"
+    assert RunOptions.of(scenario="smoke").distribution.master_bind == "127.0.0.1:5557"
     port = free_port()
     for bind, expected in ((f":{port}", ("127.0.0.1", "127.0.0.1", "True")),
                            (f"0.0.0.0:{port}", ("0.0.0.0", "0.0.0.0", "True"))):  # fmt: skip

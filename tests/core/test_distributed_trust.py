@@ -127,7 +127,7 @@ def test_a_distributed_run_needs_the_secret_before_anything_starts(
         " every worker"
     )
     with pytest.raises(OptionError):
-        RunOptions(scenario="smoke", distributed=True)  # the library refuses it too
+        RunOptions.of(scenario="smoke", distributed=True)  # the library refuses it too
     monkeypatch.setenv("ZQ_SHORT", "0123456789")
     result = zqbench_here("worker", "--master", "127.0.0.1:1", "--secret-env", "ZQ_SHORT")
     assert result.returncode == EXIT_USAGE

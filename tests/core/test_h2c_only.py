@@ -42,7 +42,7 @@ def test_http2_reaches_resolves_calibrates_and_runs_on_an_h2c_only_server(
     h2c_only: str, tmp_path: Path
 ) -> None:
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario="smoke",
             target=h2c_only,
             http2=True,

@@ -53,7 +53,7 @@ def test_hook_gets_t0_and_stage_times_and_feeds_the_summary(
 ) -> None:
     hook = Recorder()
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=str(write_scenario(tmp_path, TWO_STAGES)),
             target=ref_server.base_url,
             model=MODEL,
@@ -77,7 +77,7 @@ def test_a_hook_that_fails_to_start_is_still_stopped(
     hook = Recorder(fail_on_start=True)
     with pytest.raises(TargetError, match="cannot apply the impairment"):
         run_scenario(
-            RunOptions(
+            RunOptions.of(
                 scenario=str(write_scenario(tmp_path, TWO_STAGES)),
                 target=ref_server.base_url,
                 model=MODEL,
@@ -122,7 +122,7 @@ def test_a_packet_loss_record_becomes_the_runs_analysis_and_section(
 ) -> None:
     out = tmp_path / "run"
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=str(write_scenario(tmp_path, THREE_STAGES)),
             target=ref_server.base_url,
             model=MODEL,

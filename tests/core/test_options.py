@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -21,19 +23,16 @@ runner = CliRunner()
 
 
 def test_choice_strings_become_the_librarys_enums() -> None:
-    options = RunOptions(
-        api="openai",  # type: ignore[arg-type]
-        h1_client="aiohttp",  # type: ignore[arg-type]
-        calibration="off",  # type: ignore[arg-type]
-        server_engine="sim",  # type: ignore[arg-type]
-        server_scheduler="fifo",  # type: ignore[arg-type]
-    )
-    assert options.api is ApiChoice.openai
-    assert options.h1_client is H1Client.aiohttp
-    assert options.calibration is CalibrationMode.off
-    assert options.server_engine is ServerEngine.sim
-    assert options.server_scheduler is ServerScheduler.fifo
-    assert f"{options.server_scheduler}" == "fifo"
+    options = RunOptions.of(
+        api="openai", h1_client="aiohttp", calibration="off", server_engine="sim",
+        server_scheduler="fifo",
+    )  # fmt: skip
+    assert options.endpoint.api is ApiChoice.openai
+    assert options.connection.h1_client is H1Client.aiohttp
+    assert options.endpoint.calibration is CalibrationMode.off
+    assert options.server.server_engine is ServerEngine.sim
+    assert options.server.server_scheduler is ServerScheduler.fifo
+    assert f"{options.server.server_scheduler}" == "fifo"
     assert ProbeOptions(target="http://x", api="openai").api is ApiChoice.openai  # type: ignore[arg-type]
 
 
@@ -69,7 +68,7 @@ def test_a_bad_option_is_an_option_error_naming_the_field(
     fields: dict[str, object], option: str, message: str
 ) -> None:
     with pytest.raises(OptionError) as caught:
-        RunOptions(**fields)  # type: ignore[arg-type]
+        RunOptions.of(**fields)
     assert caught.value.option == option
     assert caught.value.message == message
 
@@ -102,32 +101,93 @@ def test_help_lists_the_values_of_every_choice(command: str) -> None:
         assert "[auto|fresh|off]" in result.output
 
 
-def test_every_option_reaches_a_stage_through_exactly_the_groups_that_name_it() -> None:
-    """RunOptions is flat; each stage takes groups of it. No field is left out of every
-    group (it would reach no stage), and each group carries the run's own values."""
+def test_every_option_is_in_exactly_one_group() -> None:
+    """RunOptions is its groups, and no two groups share a field: a flat name (the command
+    line's, `RunOptions.of`) fills one group, the one the stage that uses it takes."""
     import dataclasses
 
     from zqbench.pipeline import options as o
 
-    groups = {
-        "plan": o.PlanOptions,
-        "endpoint": o.TargetOptions,
-        "beside": o.HookOptions,
-        "connection": o.ConnectionOptions,
-        "distribution": o.DistributedOptions,
-        "validity": o.ValidityOptions,
-        "output": o.OutputOptions,
-    }
-    run = o.RunOptions(seed=7, http2=True, min_samples=3, target="http://127.0.0.1:9")
-    grouped: set[str] = set()
-    for prop, kind in groups.items():
-        group = getattr(run, prop)
-        assert isinstance(group, kind)
-        for f in dataclasses.fields(kind):
-            assert getattr(group, f.name) == getattr(run, f.name)
-            grouped.add(f.name)
-    assert grouped == {f.name for f in dataclasses.fields(o.RunOptions)}
-    assert (run.plan.seed, run.connection.http2, run.validity.min_samples) == (7, True, 3)
+    names = [f.name for kind in o.GROUPS.values() for f in dataclasses.fields(kind)]
+    assert len(names) == len(set(names))
+    run = o.RunOptions.of(seed=7, http2=True, min_samples=3, target="http://127.0.0.1:9")
+    assert {name: type(getattr(run, name)) for name in o.GROUPS} == o.GROUPS
+    assert (run.plan.seed, run.endpoint.http2, run.validity.min_samples) == (7, True, 3)
+    with pytest.raises(TypeError, match="no option 'sed'"):
+        o.RunOptions.of(sed=7)
+
+
+def test_each_groups_flags_are_named_after_its_fields() -> None:
+    """A group's flags are declared once (zqbench/cli/groups.py), each named after the field
+    it fills: a flag is added there and as the group's field, and none is dropped."""
+    import dataclasses
+
+    from zqbench.cli import groups as g
+    from zqbench.pipeline.options import GROUPS
+
+    flags = [g.PLAN, g.ENDPOINT, g.SERVER, g.CONNECTION, g.BESIDE, g.VALIDITY, g.DISTRIBUTION]
+    assert {f.name for f in [*flags, g.OUTPUT]} == set(GROUPS)
+    for group in flags:
+        fields = {f.name for f in dataclasses.fields(GROUPS[group.name])}
+        assert set(group.accepts) - {"ctx"} <= fields, group.name
+    assert set(g.OUTPUT.accepts) == {"out", "html", "inconclusive_ok"}  # inconclusive_fails
+
+
+class _Called(Exception):
+    """Raised by a stand-in for the library: the command got this far."""
+
+
+def _options_of(monkeypatch: pytest.MonkeyPatch, module: str, name: str, argv: list[str]) -> dict:
+    """What the command at `argv` passed to the library function `module.name`."""
+    import importlib
+
+    seen: dict = {}
+
+    def called(options: RunOptions, **kw: object) -> None:
+        seen.update(kw, options=options)
+        raise _Called
+
+    monkeypatch.setattr(importlib.import_module(module), name, called)
+    result = runner.invoke(app, argv)
+    assert isinstance(result.exception, _Called), result.output
+    return seen
+
+
+def test_run_builds_every_group_from_its_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from zqbench.pipeline import options as o
+
+    argv = ["run", "smoke", "-q", "-H", "X-A: 1", "--http2", "--h1-client", "aiohttp",
+            "--workers", "2", "--max-schedule-lag", "20ms", "--telemetry", "nvml",
+            "--inconclusive-ok", "--server-arg=--x", "--out", "o"]  # fmt: skip
+    options = _options_of(monkeypatch, "zqbench.pipeline.run", "run_scenario", argv)["options"]
+    assert options == o.RunOptions(
+        plan=o.PlanOptions(scenario="smoke", workers=2),
+        endpoint=o.TargetOptions(headers=("X-A: 1",), http2=True),
+        server=o.ServerOptions(server_args=("--x",)),
+        beside=o.HookOptions(telemetry=("nvml",)),
+        connection=o.ConnectionOptions(h1_client=H1Client.aiohttp),
+        validity=o.ValidityOptions(max_schedule_lag_s=0.02),
+        output=o.OutputOptions(out=Path("o"), inconclusive_fails=False),
+    )
+
+
+def test_a_command_that_takes_part_of_a_group_leaves_the_rest_at_their_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`sweep` offers some flags of a group: they fill it, its own flags stay its own."""
+    from zqbench.pipeline import options as o
+
+    argv = ["sweep", "smoke", "--seed", "7", "--max-context", "64", "--no-html",
+            "--no-server-metrics", "--server-engine", "sim", "--min-rate", "2"]  # fmt: skip
+    seen = _options_of(monkeypatch, "zqbench.pipeline.sweep", "run_sweep", argv)
+    assert seen["options"] == o.RunOptions(
+        plan=o.PlanOptions(scenario="smoke", seed=7),
+        endpoint=o.TargetOptions(max_context=64),
+        server=o.ServerOptions(server_engine=ServerEngine.sim),
+        beside=o.HookOptions(server_metrics=False),
+        output=o.OutputOptions(html=False),
+    )
+    assert seen["overrides"] == {"min_rate": 2.0}
 
 
 @pytest.mark.parametrize(
@@ -146,6 +206,7 @@ def test_a_header_that_cannot_go_on_the_wire_is_refused_before_the_load(
     from zqbench.pipeline.options import RunOptions
 
     with pytest.raises(OptionError) as err:
-        RunOptions(headers=(header,))
+        RunOptions.of(headers=(header,))
     assert (err.value.option, err.value.problem, err.value.value) == ("headers", problem, "'X-A'")
-    assert RunOptions(headers=("X-A: a\tb",)).headers == ("X-A: a\tb",)  # a tab is allowed
+    tab = RunOptions.of(headers=("X-A: a\tb",))  # a tab is allowed
+    assert tab.endpoint.headers == ("X-A: a\tb",)

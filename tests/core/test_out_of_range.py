@@ -42,7 +42,7 @@ def _run(tmp_path: Path, url: str) -> RunResult:
     """SCENARIO against `url`, the OpenAI API, no calibration and no server metrics."""
     path = tmp_path / "tiny.toml"
     path.write_text(SCENARIO)
-    options = RunOptions(
+    options = RunOptions.of(
         scenario=load_scenario(str(path)), target=url, api="openai", model="m",
         calibration="off", out=tmp_path / "run", server_metrics=False,
     )  # type: ignore[arg-type]  # fmt: skip

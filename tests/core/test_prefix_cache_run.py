@@ -13,7 +13,7 @@ from zqbench.target.embedded import EmbeddedServer
 
 def _run(server: EmbeddedServer, scenario: str, out):  # type: ignore[no-untyped-def]
     return run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=scenario,
             target=server.base_url,
             model=MODEL,

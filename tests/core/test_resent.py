@@ -43,7 +43,7 @@ def test_resent_requests_are_no_errors_and_the_summary_says_so(
     path = write_scenario(tmp_path, SCENARIO)
     with ProgrammedServer() as server:
         result = run_scenario(
-            RunOptions(
+            RunOptions.of(
                 scenario=str(path),
                 target=server.url,
                 model="m",

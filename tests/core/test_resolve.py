@@ -329,10 +329,12 @@ def test_a_failed_start_leaves_no_folder(tmp_path: Path, failure: str) -> None:
         target = (
             server.base_url if failure == "wrong model" else f"http://127.0.0.1:{closed_port()}"
         )
-        options = RunOptions(scenario="smoke", target=target, model="wrong", reports_root=root)
+        options = RunOptions.of(scenario="smoke", target=target, model="wrong", reports_root=root)
         with pytest.raises((UsageError, TargetError)):
             run_scenario(options)
-        out = RunOptions(scenario="smoke", target=target, model="wrong", out=tmp_path / "a" / "b")
+        out = RunOptions.of(
+            scenario="smoke", target=target, model="wrong", out=tmp_path / "a" / "b"
+        )
         with pytest.raises((UsageError, TargetError)):
             run_scenario(out)
     assert list(tmp_path.iterdir()) == []

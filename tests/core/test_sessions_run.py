@@ -18,7 +18,7 @@ def test_each_turn_carries_the_conversation_and_the_summary_splits_by_turn(
     ref_server: EmbeddedServer, tmp_path
 ) -> None:
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario="sessions",
             target=ref_server.base_url,
             model=MODEL,

@@ -55,7 +55,7 @@ def overloaded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         engine="sim", scheduler=request.param, max_batch_size=8, log_path=folder / "server.log"
     ) as server:
         result = run_scenario(
-            RunOptions(
+            RunOptions.of(
                 scenario=str(path),
                 target=server.base_url,
                 model=str(server.health["model"]),

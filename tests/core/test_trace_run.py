@@ -22,7 +22,7 @@ def test_the_bundled_trace_is_replayed_row_by_row_at_its_times(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:
     result = run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario="trace",
             target=ref_server.base_url,
             model=MODEL,

@@ -32,7 +32,7 @@ prompt_tokens = 8
 def _run(tmp_path: Path, ref_server: EmbeddedServer, validity: str, **options: object):
     scenario = write_scenario(tmp_path, SMOKE.format(validity=validity))
     return run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=str(scenario),
             target=ref_server.base_url,
             model=MODEL,

@@ -57,7 +57,7 @@ class Scraper:
 def test_the_last_scrape_agrees_with_summary_json(tmp_path: Path) -> None:
     with Scraper() as scraper:
         result = run_scenario(
-            RunOptions(
+            RunOptions.of(
                 scenario="burst", server_engine="sim", rate_scale=0.2, duration_scale=0.1,
                 out=tmp_path / "run", metrics_port=0, html=False,
             ),

@@ -70,7 +70,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             _wait_ready(api, prom, tmp / "prometheus.log")
             start = time.time()
             result = run_scenario(
-                RunOptions(
+                RunOptions.of(
                     # Half the pulse an earlier version sent (0.2): it shares 2 cores with the
                     # other xdist worker, and the packet-loss test there failed once beside it.
                     scenario="burst", target=server.base_url, rate_scale=0.1,

@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
     scenario, target, out = argv[0], argv[1], Path(argv[2])
     scale = float(argv[3]) if len(argv) > 3 else 1.0
     try:
-        options = RunOptions(
+        options = RunOptions.of(
             scenario=scenario,
             target=target,
             model="zq-reference",

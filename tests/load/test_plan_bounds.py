@@ -12,12 +12,7 @@ from zqbench.pipeline.plan import make_plan
 
 
 def _options(scenario: str, **overrides: object) -> PlanOptions:
-    fields: dict[str, object] = dict(
-        scenario=scenario, api=None, rate_scale=1.0, duration_scale=1.0, max_tokens=None,
-        timeout_s=None, graceful_stop_s=None, slos=(), seed=0, workers=1, http2=False, dataset=None,
-    )  # fmt: skip
-    fields.update(overrides)
-    return PlanOptions(**fields)  # type: ignore[arg-type]
+    return PlanOptions(scenario=scenario, **overrides)  # type: ignore[arg-type]
 
 
 def _file(tmp_path: Path, load: str) -> str:

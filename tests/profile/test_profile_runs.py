@@ -23,7 +23,7 @@ SMALL_TORCH = ("--device", "cpu", "--preset", "tiny", "--max-batch-size", "4")
 
 
 def _options(scenario: Path, out: Path, **kw: object) -> RunOptions:
-    return RunOptions(scenario=str(scenario), out=out, server_scheduler="fifo", **kw)  # type: ignore[arg-type]
+    return RunOptions.of(scenario=str(scenario), out=out, server_scheduler="fifo", **kw)  # type: ignore[arg-type]
 
 
 def test_torch_profile_of_the_pulse(
@@ -121,7 +121,7 @@ def test_torch_profile_of_a_server_command(scenario_file: Path, tmp_path: Path) 
     command = (sys.executable, "-m", "reference_server", "--engine", "sim", "--port", str(port))
     out = tmp_path / "run"
     job = ProfileJob("torch", WindowSpec(start_s=1.5, end_s=3.0), server_command=command)
-    options = RunOptions(scenario=str(scenario_file), out=out, target=f"http://127.0.0.1:{port}")
+    options = RunOptions.of(scenario=str(scenario_file), out=out, target=f"http://127.0.0.1:{port}")
     result = profile(options, job)
     assert result is not None and result.summary.profile is not None
     prof = result.summary.profile

@@ -21,7 +21,7 @@ def run_bundled(
 ) -> RunResult:
     """One run of a bundled scenario on a fresh embedded sim server with `slots` slots."""
     return run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=scenario,
             server_engine="sim",
             server_scheduler=scheduler,

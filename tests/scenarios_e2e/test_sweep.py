@@ -50,7 +50,7 @@ def test_sweep_finds_the_knee_between_a_pass_and_a_fail(tmp_path: Path) -> None:
     config = tmp_path / "sim.yaml"
     config.write_text(SLOW_SIM)
     result = run_sweep(
-        RunOptions(
+        RunOptions.of(
             scenario=str(path),
             server_engine="sim",
             server_args=("--max-batch-size", "4", "--config", str(config)),
@@ -96,7 +96,7 @@ def test_a_sweep_with_stop_rules_ends_at_its_first_saturated_step_the_knee(
     config = tmp_path / "sim.yaml"
     config.write_text(SLOW_SIM)
     result = run_sweep(
-        RunOptions(
+        RunOptions.of(
             scenario=str(path),
             server_engine="sim",
             server_scheduler="fifo",

@@ -38,7 +38,7 @@ def run_with(hooks: list[RunHook], server: EmbeddedServer, tmp_path: Path) -> Ru
     scenario = tmp_path / "telemetry.toml"
     scenario.write_text(TWO_SECONDS)
     return run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=str(scenario),
             target=server.base_url,
             model=MODEL,

@@ -53,7 +53,7 @@ def test_torch_engine_on_cuda_reports_a_real_gpu_density(tmp_path: Path) -> None
         )
         assert [h.name for h in hooks] == ["nvml"]
         result = run_scenario(
-            RunOptions(
+            RunOptions.of(
                 scenario=str(scenario_path),
                 target=server.base_url,
                 model=str(server.health.get("model")),

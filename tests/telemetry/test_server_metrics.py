@@ -256,7 +256,7 @@ def run_against(url: str, tmp_path: Path, **options: object) -> RunResult:
     scenario = tmp_path / "queue.toml"
     scenario.write_text(SCENARIO)
     return run_scenario(
-        RunOptions(
+        RunOptions.of(
             scenario=str(scenario),
             target=url,
             model="m",
@@ -596,7 +596,7 @@ def test_embedded_reference_server_run_shows_its_queue(tmp_path: Path) -> None:
     scenario = tmp_path / "queue.toml"
     scenario.write_text(SCENARIO.replace('api = "openai"', 'api = "anthropic"'))
     result = run_scenario(
-        RunOptions(scenario=str(scenario), server_engine="sim", out=tmp_path / "run")
+        RunOptions.of(scenario=str(scenario), server_engine="sim", out=tmp_path / "run")
     )
     queue = result.summary.server_queue
     assert isinstance(queue, ServerQueue)

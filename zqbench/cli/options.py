@@ -1,16 +1,19 @@
-"""The options zqbench's commands share, declared once as `Annotated` types.
+"""The options zqbench's commands share: option types declared once, and option groups.
 
 A command names each parameter after the field of the options dataclass it fills
-(`headers` for `--header`, `timeout_s` for `--timeout`), so `fields_of` maps the parsed
-parameters onto it, and an `OptionError` about a field is shown with that parameter's flag.
-Choices are the library's enums: `--help` lists their values and the library parses them.
-Imported by the CLI at startup, so it imports nothing heavy.
+(`headers` for `--header`, `timeout_s` for `--timeout`), so an `OptionError` about a field
+is shown with that parameter's flag. `RunOptions`' groups have their flags in
+`zqbench.cli.groups`; a command takes them with `takes`. Choices are the library's enums:
+`--help` lists their values and the library parses them. Imported by the CLI at startup, so
+it imports nothing heavy.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import functools
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +32,14 @@ def _duration_s(text: str, option: str) -> float:
         raise OptionError(
             option, 'is not a duration: use a number with a unit, e.g. "20ms"', value=text
         ) from None
+
+
+def duration_option(flag: str, option: str, help: str) -> Any:
+    """A typer option taking a duration with its unit (`20ms`), as seconds; a bad one is
+    the library's OptionError about `option` (the parameter's name)."""
+    return typer.Option(
+        flag, parser=lambda text: _duration_s(text, option), metavar="DURATION", help=help
+    )
 
 
 def choice_option(kind: type[values.Choice], option: str, help: str) -> Any:
@@ -52,6 +63,64 @@ def fields_of(kind: type[Any], params: Mapping[str, Any]) -> dict[str, Any]:
         for name, value in params.items()
         if name in names and value is not None
     }
+
+
+class Flags:
+    """One `RunOptions` group's flags: the parameters of `declare` (typer `Annotated`
+    declarations, in --help order), which returns the group's fields from them. `name` is
+    the group's RunOptions field, and the keyword the command gets it under."""
+
+    def __init__(
+        self, name: str, declare: Callable[..., dict[str, Any]], only: tuple[str, ...] = ()
+    ) -> None:
+        self.name = name
+        self.declare = declare
+        self.accepts = inspect.signature(declare, eval_str=True).parameters
+        # One without a default is the command's context (`ctx`), which typer gives: always.
+        self.offered = [
+            p for p in self.accepts.values() if not only or p.name in only or p.default is p.empty
+        ]
+
+    def only(self, *names: str) -> Flags:
+        """The group with only these flags on a command; the others keep their defaults."""
+        return Flags(self.name, self.declare, names)
+
+    def build(self, given: Mapping[str, Any]) -> Any:
+        """The group from the command's parameters; a flag left unset keeps its default."""
+        from zqbench.pipeline.options import GROUPS
+
+        kind = GROUPS[self.name]
+        fields = self.declare(**{k: v for k, v in given.items() if k in self.accepts})
+        return kind(**fields_of(kind, fields))
+
+
+def takes(*groups: Flags) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The command with each group's flags after its own parameters, but for its keyword-only
+    ones, which come last (`--quiet`); its signature ends in `**groups`.
+
+    It is called with its own parameters and each group built (`plan=PlanOptions(...)`).
+    A group's parameter the command declares itself (`scenario`, an argument whose default
+    is the command's; `ctx`) is given the command's value and is not a flag twice."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        names = {p.name for p in own}
+        first = [p for p in own if p.kind is not p.KEYWORD_ONLY]
+        last = [p for p in own if p.kind is p.KEYWORD_ONLY]
+        flags = [p.replace(kind=p.KEYWORD_ONLY) for g in groups for p in g.offered]
+        flags = [p for p in flags if p.name not in names]
+
+        @functools.wraps(command)
+        def with_groups(**given: Any) -> None:
+            built = {g.name: g.build(given) for g in groups}
+            command(**{name: given[name] for name in names}, **built)
+
+        with_groups.__signature__ = signature.replace(parameters=[*first, *flags, *last])  # type: ignore[attr-defined]
+        with_groups.__annotations__ = {}  # typer reads the signature's, already evaluated
+        return with_groups
+
+    return decorate
 
 
 EMBEDDED_ONLY = ("server_scheduler", "server_engine", "server_args", "server_max_batch_size")
@@ -85,15 +154,6 @@ TargetOpt = Annotated[
         help="Base URL of the endpoint. Default: start the bundled reference server.",
     ),
 ]
-ApiOpt = Annotated[
-    values.ApiChoice | None,
-    choice_option(
-        values.ApiChoice,
-        "api",
-        "The API the target speaks. Default with --target: auto (one small request per API "
-        "finds it, the scenario's preferred when both answer); without: the scenario's.",
-    ),
-]
 ModelOpt = Annotated[
     str | None,
     typer.Option(
@@ -116,38 +176,6 @@ ApiKeyEnvOpt = Annotated[
     typer.Option(help="Environment variable holding the API key (never pass keys in argv)."),
 ]
 Http2Opt = Annotated[bool, typer.Option("--http2", help="HTTP/2 (h2c or ALPN).")]
-H1ClientOpt = Annotated[
-    values.H1Client,
-    choice_option(
-        values.H1Client, "h1_client", "HTTP/1.1 transport: raw (fastest measured) or aiohttp."
-    ),
-]
-SeedOpt = Annotated[int, typer.Option(help="Seed of the arrival and mix RNG.")]
-SlosOpt = Annotated[
-    list[str] | None, typer.Option("--slo", help="Extra SLO, e.g. 'latency:p99<150ms'.")
-]
-OutOpt = Annotated[Path | None, typer.Option(help="Output folder.")]
-MaxContextOpt = Annotated[
-    int | None,
-    typer.Option(
-        help="Clamp request classes whose prompt + max_tokens exceed this many tokens "
-        "(default: the target's /health max_context, when it says)."
-    ),
-]
-CalibrationOpt = Annotated[
-    values.CalibrationMode,
-    choice_option(
-        values.CalibrationMode,
-        "calibration",
-        "Prompt sizing: auto (calibrate once per target, cached), fresh, or off.",
-    ),
-]
-ServerEngineOpt = Annotated[
-    values.ServerEngine,
-    choice_option(
-        values.ServerEngine, "server_engine", "Embedded reference server: compute engine."
-    ),
-]
 ServerSchedulerOpt = Annotated[
     values.ServerScheduler,
     choice_option(
@@ -157,89 +185,13 @@ ServerSchedulerOpt = Annotated[
 InconclusiveOkOpt = Annotated[
     bool, typer.Option(help="Exit 0 when the verdict is inconclusive rather than 1.")
 ]
-RateScaleOpt = Annotated[float, typer.Option(help="Multiply every rate or VU count.")]
-DurationScaleOpt = Annotated[float, typer.Option(help="Multiply every duration.")]
-MaxTokensOpt = Annotated[int | None, typer.Option(help="Override max_tokens.")]
-DatasetOpt = Annotated[str | None, typer.Option(help="Send a dataset file's rows as the requests.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No live view (CI logs).")]
-ServerArgsOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--server-arg",
-        help="Flag for the embedded server, e.g. --server-arg=--max-context=32768.",
-    ),
-]
 RunDirArg = Annotated[Path, typer.Argument(help="A run folder (holds summary.json).")]
-# Validity limits: None keeps the scenario's [validity], else zqbench's default.
-MinSamplesOpt = Annotated[
-    int | None, typer.Option(help="Fewest requests a valid run sends (default 100).")
-]
-MaxScheduleLagOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--max-schedule-lag",
-        parser=lambda text: _duration_s(text, "max_schedule_lag_s"),
-        metavar="DURATION",
-        help="Highest schedule_lag p99 of a valid run, e.g. 20ms (default 10ms).",
-    ),
-]
-RequestTimeoutOpt = Annotated[
-    float | None,
-    typer.Option("--timeout", help="Per-request timeout in seconds (overrides scenario)."),
-]
-GracefulStopOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--graceful-stop",
-        parser=lambda text: _duration_s(text, "graceful_stop_s"),
-        metavar="DURATION",
-        help="How long requests in flight may finish after the schedule ends, e.g. 5s "
-        "(overrides the scenario's; default 30s).",
-    ),
-]
-MinAchievedRatioOpt = Annotated[
-    float | None,
-    typer.Option(help="Lowest achieved/offered load of a valid run, 0..1 (default 0.97)."),
-]
-MasterBindOpt = Annotated[
-    str,
-    typer.Option(
-        help="--distributed: HOST:PORT the workers connect to. Loopback by default; "
-        "0.0.0.0:5557 accepts workers from other machines. Only workers that prove the "
-        "shared secret join; the channel is not encrypted (--header values cross it).",
-    ),
-]
 SecretEnvOpt = Annotated[
     str | None,
     typer.Option(
         metavar="NAME",
         help="Environment variable holding the secret the master and its workers share and "
         "prove (never sent); default ZQBENCH_SECRET, at least 16 characters.",
-    ),
-]
-MinRatioSamplesOpt = Annotated[
-    int | None,
-    typer.Option(help="Fewest samples a request class needs for a p99/p50 ratio (default 100)."),
-]
-MetricsPortOpt = Annotated[
-    int | None,
-    typer.Option(
-        help="Serve the run so far as Prometheus metrics on this port (0: any free one) "
-        "until the outputs are written; overrides the scenario's [metrics] port.",
-    ),
-]
-MetricsHostOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="--metrics-port: the address to listen on; default 127.0.0.1. Another address "
-        "shows the scenario, the target and the counts to that network, unauthenticated.",
-    ),
-]
-ServerMetricsOpt = Annotated[
-    bool,
-    typer.Option(
-        "--server-metrics/--no-server-metrics",
-        help="Scrape the target's /metrics during the run when it serves a known engine's "
-        "(vLLM, SGLang, TGI, the reference server): the server's own queue.",
     ),
 ]

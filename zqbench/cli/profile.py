@@ -12,8 +12,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
+from zqbench.cli import groups as g
 from zqbench.cli import options as opt
-from zqbench.option_values import ServerEngine, ServerScheduler
 
 
 class ServerCommand(TyperCommand):
@@ -31,6 +31,12 @@ class ServerCommand(TyperCommand):
 SERVER_COMMAND = "zqbench.profile.server_command"
 
 
+@opt.takes(
+    g.ENDPOINT.only("target", "api", "model", "headers", "api_key_env"),
+    g.PLAN.only("seed", "rate_scale", "duration_scale", "slos", "max_tokens"),
+    g.OUTPUT.only("out", "inconclusive_ok"),
+    g.SERVER,
+)
 def profile(
     ctx: typer.Context,
     tool: Annotated[str, typer.Argument(help="The profiler: nsys, ncu or torch.")],
@@ -48,22 +54,9 @@ def profile(
     launch_count: Annotated[int, typer.Option(help="ncu: kernel launches to profile.")] = 20,
     ncu_set: Annotated[str, typer.Option(help="ncu: the section set (--set).")] = "full",
     slowest: Annotated[int, typer.Option(help="Slowest requests (TTFT) to list.")] = 10,
-    target: opt.TargetOpt = None,
-    api: opt.ApiOpt = None,
-    model: opt.ModelOpt = None,
-    headers: opt.HeadersOpt = None,
-    api_key_env: opt.ApiKeyEnvOpt = None,
-    seed: opt.SeedOpt = 0,
-    rate_scale: opt.RateScaleOpt = 1.0,
-    duration_scale: opt.DurationScaleOpt = 1.0,
-    slos: opt.SlosOpt = None,
-    out: opt.OutOpt = None,
-    max_tokens: opt.MaxTokensOpt = None,
-    server_scheduler: opt.ServerSchedulerOpt = ServerScheduler.zero_queue,
-    server_engine: opt.ServerEngineOpt = ServerEngine.auto,
-    server_args: opt.ServerArgsOpt = None,
-    inconclusive_ok: opt.InconclusiveOkOpt = False,
+    *,
     quiet: opt.QuietOpt = False,
+    **groups: Any,
 ) -> None:
     """Run a scenario with the server under nsys, ncu or torch.profiler, captured in a window
     (a stage or START:END seconds); without `--`, the bundled reference server (torch)."""
@@ -74,10 +67,7 @@ def profile(
     from zqbench.profile.tools import NcuLimits
     from zqbench.profile.window import WindowSpec
 
-    params = dict(locals())
-    options = RunOptions(
-        **opt.fields_of(RunOptions, params), inconclusive_fails=not inconclusive_ok
-    )
+    options = RunOptions(**groups)
     job = ProfileJob(
         tool=tool,
         window=WindowSpec.parse(capture_stage, capture_window),

@@ -1,6 +1,6 @@
 """A run as five stages, each in its own module, data passed forward only:
 
-    options.py   RunOptions: every option, checked when built
+    options.py   RunOptions: every option, a group per concern, checked when built
     plan.py      scenario + options          -> Plan (scenario, works, stages)
     target.py    embedded or remote endpoint -> Target (URL, model, fitted prompts)
     execute.py   plan + target               -> Execution (clocks, hooks, interrupted)

@@ -192,7 +192,7 @@ def _environment(options: PlanOptions, target: Target) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "hostname": socket.gethostname(),
         "workers": options.workers,
-        "http2": options.http2,
+        "http2": target.access.http2,
         "seed": options.seed,
         "rate_scale": options.rate_scale,
         "duration_scale": options.duration_scale,

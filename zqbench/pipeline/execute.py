@@ -103,7 +103,7 @@ def execute(
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()
     stop = stop or StopFlag()
-    master = _master(distribution, out_dir)
+    master = _master(distribution, out_dir, target.access.api_key_env)
     try:
         if master is None:
             start_ns, interrupted = run_workers(
@@ -167,7 +167,7 @@ def _both(first: Callable[[int], None], then: Callable[[int], None]) -> Callable
     return both
 
 
-def _master(options: DistributedOptions, out_dir: Path) -> Master | None:
+def _master(options: DistributedOptions, out_dir: Path, api_key_env: str | None) -> Master | None:
     """A --distributed run's Locust master, listening before anything else starts."""
     if not options.distributed:
         return None
@@ -177,7 +177,7 @@ def _master(options: DistributedOptions, out_dir: Path) -> Master | None:
         expect_workers=options.expect_workers,
         wait_s=options.worker_wait_s,
         max_lost_share=options.max_lost_share,
-        api_key_env=options.api_key_env,
+        api_key_env=api_key_env,
     )
     return Master(settings, out_dir)
 
@@ -193,7 +193,7 @@ def _worker_specs(
     scenario = target.scenario
     limits = PoolLimits(
         max_connections=options.max_connections,
-        warm_connections=_warm_connections(options, scenario),
+        warm_connections=_warm_connections(options, scenario, target.access.http2),
         reuse_connections=not scenario.request.cold_connections,
     )
     return [
@@ -201,7 +201,7 @@ def _worker_specs(
             worker=w,
             n_workers=n_workers,
             base_url=target.base_url,
-            http2=options.http2,
+            http2=target.access.http2,
             limits=limits,
             api=scenario.api,
             dialect_config=target.dialect_config,
@@ -209,7 +209,7 @@ def _worker_specs(
             timeout_s=scenario.request.timeout_s,
             out_dir=str(out_dir),
             spin_ns=options.spin_us * 1000,
-            insecure=options.insecure,
+            insecure=target.access.insecure,
             h1_client=options.h1_client.value,
             drain_timeout_s=scenario.load.graceful_stop_s,
             cold_connections=scenario.request.cold_connections,
@@ -229,13 +229,13 @@ def _follow_ups(scenario: Scenario, worker: int, n_workers: int) -> FollowUpSpec
     return FollowUpSpec(budget=budget, attempts=o.retry_after_attempts)
 
 
-def _warm_connections(options: ConnectionOptions, scenario: Scenario) -> int:
+def _warm_connections(options: ConnectionOptions, scenario: Scenario, http2: bool) -> int:
     """Connections opened before t = 0: given, or sized from the expected concurrency."""
     if scenario.request.cold_connections:
         return 0  # every request opens its own: one opened early would be warm
     if options.warm_connections is not None:
         return max(0, min(options.warm_connections, options.max_connections))
-    if options.http2:
+    if http2:
         return 1
     guess = scenario.load.concurrency_guess()
     return max(1, min(guess, 64, options.max_connections))

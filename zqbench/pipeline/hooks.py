@@ -154,7 +154,7 @@ def build_hooks(
         server_metrics=ServerMetrics(
             endpoint.base_url,
             enabled=options.server_metrics,
-            insecure=options.insecure,
+            insecure=endpoint.access.insecure,
             on_note=on_note or _no_note,
         ),
     )

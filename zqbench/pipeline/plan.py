@@ -14,11 +14,12 @@ from zqbench.errors import OptionError, UsageError
 from zqbench.load import LoadPlan, Work
 from zqbench.load.spans import StageInfo
 from zqbench.metrics.slo import Slo, parse_slos
-from zqbench.pipeline.options import PlanOptions
+from zqbench.pipeline.options import PlanOptions, TargetOptions
 from zqbench.scenario import Scenario, load_scenario
 from zqbench.sources import check_source
 
 MAX_RUN_S = 30 * 86_400  # nanosecond clocks and schedules stay far inside int64
+NOTHING_NAMED = TargetOptions()  # no --api, no --http2: the scenario's own
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,9 @@ class Plan:
         return self.load.offered_rate
 
 
-def make_plan(options: PlanOptions) -> Plan:
-    scenario, slo_checks = prepare_scenario(options)
+def make_plan(options: PlanOptions, endpoint: TargetOptions = NOTHING_NAMED) -> Plan:
+    """`endpoint`: its --api overrides the scenario's; its --http2 is checked against it."""
+    scenario, slo_checks = prepare_scenario(options, endpoint)
     return Plan(
         scenario=scenario,
         slos=tuple(s.expr for s in slo_checks),
@@ -58,7 +60,9 @@ def make_plan(options: PlanOptions) -> Plan:
     )
 
 
-def prepare_scenario(options: PlanOptions) -> tuple[Scenario, tuple[Slo, ...]]:
+def prepare_scenario(
+    options: PlanOptions, endpoint: TargetOptions = NOTHING_NAMED
+) -> tuple[Scenario, tuple[Slo, ...]]:
     """Load, scale and override the scenario; parse every SLO it will be gated on (the
     scenario's, then the options'), so a bad one fails before any traffic (exit 2)."""
     loaded = options.scenario
@@ -70,7 +74,7 @@ def prepare_scenario(options: PlanOptions) -> tuple[Scenario, tuple[Slo, ...]]:
             f"the load lasts {scenario.load.duration_s:.3g} s; a run lasts at most "
             f"{MAX_RUN_S:,} s (30 days): shorten its stages (or --duration-scale)"
         )
-    named = None if options.api is None else options.api.api()  # None: the scenario's, or auto
+    named = None if endpoint.api is None else endpoint.api.api()  # None: the scenario's, or auto
     scenario = scenario.with_overrides(
         api=None if named is None else named.value,
         max_tokens=options.max_tokens,
@@ -80,7 +84,7 @@ def prepare_scenario(options: PlanOptions) -> tuple[Scenario, tuple[Slo, ...]]:
     )
     slo_checks = tuple(parse_slos((*scenario.slo, *options.slos)))
     check_source(scenario)
-    if scenario.request.cold_connections and options.http2:
+    if scenario.request.cold_connections and endpoint.http2:
         raise OptionError(
             "http2",
             "the scenario sets cold_connections = true, a new connection per request; "

@@ -62,12 +62,11 @@ def run_scenario(
     `stop`, once set, ends the load early, as Ctrl-C does (exit code 130). From the load's
     start to the last output, SIGINT and SIGTERM only set `stop`: a second signal never
     cuts the outputs short. A run that fails before it wrote anything leaves no folder."""
-    plan = make_plan(options.plan)
+    plan = make_plan(options.plan, options.endpoint)
     stop = stop or StopFlag()
-    kept = existing_ancestor(Path(options.out) if options.out else options.reports_root)
-    out_dir = make_out_dir(
-        options.out, plan.scenario.name, now=plan.started_at, root=options.reports_root
-    )
+    out = options.output
+    kept = existing_ancestor(Path(out.out) if out.out else out.reports_root)
+    out_dir = make_out_dir(out.out, plan.scenario.name, now=plan.started_at, root=out.reports_root)
     with removed_if_empty_on_error(out_dir, kept), contextlib.ExitStack() as signals:
         # Bound before the target is contacted (a port in use is exit 2 before any load);
         # served until the outputs are written, so the last scrapes see the final counts.
@@ -75,11 +74,14 @@ def run_scenario(
         if live is not None:
             signals.enter_context(live)
             on_progress = tee(live.observe, on_progress)
-        with open_endpoint(options.endpoint, plan.scenario, out_dir, on_note=on_target) as endpoint:
+        opened = open_endpoint(
+            options.endpoint, options.server, plan.scenario, out_dir, on_note=on_target
+        )
+        with opened as endpoint:
             hooks = build_hooks(options.beside, plan.scenario, endpoint, on_note=on_target)
             if live is not None:
                 _watch(live, endpoint, hooks)
-            target = fit_target(endpoint, plan.scenario, options.endpoint, on_note=on_target)
+            target = fit_target(endpoint, plan.scenario, on_note=on_target)
             hooks.append(_start_record(options, plan, target, out_dir))
             signals.enter_context(stop_on_signals(stop))
             execution = execute(
@@ -87,7 +89,7 @@ def run_scenario(
                 target,
                 hooks,
                 out_dir,
-                seed=options.seed,
+                seed=options.plan.seed,
                 connection=options.connection,
                 distribution=options.distribution,
                 on_progress=on_progress,
@@ -102,8 +104,8 @@ def run_scenario(
                 analysis.summary,
                 analysis.samples,
                 analysis.frame,
-                inconclusive_fails=options.inconclusive_fails,
-                html=options.html,
+                inconclusive_fails=out.inconclusive_fails,
+                html=out.html,
             )
     interrupted = execution.interrupted or stop.is_set()
     code = _exit_code(analysis.summary.verdict, interrupted, options)
@@ -174,4 +176,4 @@ def _disk_errors(out_dir: Path) -> Iterator[None]:
 def _exit_code(verdict: str, interrupted: bool, options: RunOptions) -> int:
     if interrupted:
         return EXIT_INTERRUPTED
-    return exit_code_for_verdict(verdict, inconclusive_fails=options.inconclusive_fails)
+    return exit_code_for_verdict(verdict, inconclusive_fails=options.output.inconclusive_fails)

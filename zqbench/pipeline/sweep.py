@@ -136,21 +136,21 @@ def run_sweep(
     on_step: StepCallback | None = None,
 ) -> SweepResult:
     """Search the knee; `overrides` replace fields of the scenario's [sweep] table."""
-    scenario, _ = prepare_scenario(options.plan)  # the plan stage's checks, before any traffic
+    # The plan stage's checks, before any traffic.
+    scenario, _ = prepare_scenario(options.plan, options.endpoint)
     config = sweep_config(scenario, overrides)
     started = datetime.now(timezone.utc)
-    kept = existing_ancestor(Path(options.out) if options.out else options.reports_root)
-    out_dir = make_out_dir(
-        options.out, f"sweep-{scenario.name}", now=started, root=options.reports_root
-    )
+    out = options.output
+    kept = existing_ancestor(Path(out.out) if out.out else out.reports_root)
+    out_dir = make_out_dir(out.out, f"sweep-{scenario.name}", now=started, root=out.reports_root)
     with removed_if_empty_on_error(out_dir, kept), _shared_target(options, out_dir) as base:
         steps = _search(base, scenario, config, out_dir, on_step)
     knee = find_knee(steps)
     report = SweepReport(
         scenario=scenario.name,
-        target=redact_url(base.target or ""),
+        target=redact_url(base.endpoint.target or ""),
         started_at=started.isoformat(timespec="seconds"),
-        slos=[*scenario.slo, *options.slos],
+        slos=[*scenario.slo, *options.plan.slos],
         config=SweepSettings(**dataclasses.asdict(config)),
         steps=steps,
         curve=sorted(steps, key=lambda s: s.rate),
@@ -176,13 +176,14 @@ def find_knee(steps: list[SweepStep]) -> Knee | None:
 def _shared_target(options: RunOptions, out_dir: Path) -> Iterator[RunOptions]:
     """The options every step runs with: without a target, one embedded server serves
     every step, so the steps see the same warm server."""
-    if options.target is not None:
+    if options.endpoint.target is not None:
         yield options
         return
     log_path = out_dir / "reference_server.log"
-    with embedded_server(options.endpoint, log_path, pin_cpus=False) as server:
-        model = options.model or str(server.health["model"])
-        yield dataclasses.replace(options, target=server.base_url, model=model)
+    with embedded_server(options.server, log_path, pin_cpus=False) as server:
+        model = options.endpoint.model or str(server.health["model"])
+        endpoint = dataclasses.replace(options.endpoint, target=server.base_url, model=model)
+        yield dataclasses.replace(options, endpoint=endpoint)
 
 
 def _search(
@@ -198,13 +199,14 @@ def _search(
         rate, phase = nxt
         index = len(steps)
         step_out = out_dir / f"step-{index:02d}-{rate:g}rps"
-        step = dataclasses.replace(
-            base,
+        plan = dataclasses.replace(
+            base.plan,
             scenario=step_scenario(scenario, rate, config.step_duration_s),
             rate_scale=1.0,
             duration_scale=1.0,
-            out=step_out,
         )
+        output = dataclasses.replace(base.output, out=step_out)
+        step = dataclasses.replace(base, plan=plan, output=output)
         result = run_scenario(step)
         steps.append(_step_record(index, rate, phase, result.summary, step_out))
         if on_step is not None:

@@ -27,7 +27,7 @@ from zqbench.dialects.base import DialectConfig
 from zqbench.errors import TargetError, UsageError
 from zqbench.metrics.classify import DEFAULT_AT_REST_PROBES, DEFAULT_RULES
 from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
-from zqbench.pipeline.options import TargetOptions
+from zqbench.pipeline.options import ServerOptions, TargetOptions
 from zqbench.redact import redact_url
 from zqbench.scenario import OutcomesConfig, Scenario
 from zqbench.summary import (
@@ -67,6 +67,8 @@ class Endpoint:
     note: str = ""  # how an embedded server was started; "" for a remote target
     server: EmbeddedServer | None = field(default=None, repr=False)
     resolution: TargetResolution | None = None  # how model and API were chosen
+    # How it is reached (TLS, HTTP/2, headers, the key's variable), for every later stage.
+    access: TargetOptions = field(default_factory=TargetOptions, repr=False)
 
     @property
     def api(self) -> str | None:
@@ -125,6 +127,7 @@ def _host_port(base_url: str) -> tuple[str, int]:
 @contextlib.contextmanager
 def open_endpoint(
     options: TargetOptions,
+    server: ServerOptions,
     scenario: Scenario,
     out_dir: Path,
     *,
@@ -135,18 +138,20 @@ def open_endpoint(
     if options.target is not None:
         base_url = options.target.rstrip("/")
         resolution = _remote(base_url, options, scenario)
-        endpoint = Endpoint(base_url, resolution.model, resolution=resolution.record)
+        endpoint = Endpoint(
+            base_url, resolution.model, resolution=resolution.record, access=options
+        )
         note(f"target {redact_url(endpoint.base_url)}: {resolution.record.describe()}")
         for line in resolution.notes:
             note(line)
         yield endpoint
         return
-    with _embedded(options, scenario, out_dir) as endpoint:
+    with _embedded(options, server, scenario, out_dir) as endpoint:
         note(endpoint.note)
         yield endpoint
 
 
-def embedded_server(options: TargetOptions, log_path: Path, *, pin_cpus: bool) -> EmbeddedServer:
+def embedded_server(options: ServerOptions, log_path: Path, *, pin_cpus: bool) -> EmbeddedServer:
     """The bundled reference server the options ask for (not started yet)."""
     return EmbeddedServer(
         engine=options.server_engine.value,
@@ -182,10 +187,13 @@ def _remote(base_url: str, options: TargetOptions, scenario: Scenario) -> Resolu
 
 
 @contextlib.contextmanager
-def _embedded(options: TargetOptions, scenario: Scenario, out_dir: Path) -> Iterator[Endpoint]:
+def _embedded(
+    options: TargetOptions, server_options: ServerOptions, scenario: Scenario, out_dir: Path
+) -> Iterator[Endpoint]:
     """The bundled reference server: its model from /health, the scenario's api."""
+    log_path = out_dir / "reference_server.log"
     # Pinned: the model's compute must not steal the generator's timing.
-    with embedded_server(options, out_dir / "reference_server.log", pin_cpus=True) as server:
+    with embedded_server(server_options, log_path, pin_cpus=True) as server:
         health = server.health
         note = (
             f"embedded reference server at {server.base_url} "
@@ -201,18 +209,18 @@ def _embedded(options: TargetOptions, scenario: Scenario, out_dir: Path) -> Iter
             models=[],
             probes=[],
         )
-        yield Endpoint(server.base_url, model, note, server, resolution)
+        yield Endpoint(server.base_url, model, note, server, resolution, access=options)
 
 
 def fit_target(
     endpoint: Endpoint,
     scenario: Scenario,
-    options: TargetOptions,
     *,
     on_note: NoteCallback | None = None,
 ) -> Target:
     """Clamp the prompts to the target's context, then calibrate their sizes."""
     note = on_note or (lambda _line: None)
+    options = endpoint.access
     if endpoint.api is not None:
         scenario = scenario.with_overrides(api=endpoint.api)
     health = _health(endpoint, options.insecure)
@@ -245,6 +253,7 @@ def fit_target(
         note=endpoint.note,
         server=endpoint.server,
         resolution=endpoint.resolution,
+        access=options,
     )
 
 

@@ -78,14 +78,15 @@ def profile(
 ) -> RunResult | None:
     """Run the scenario under the profiler; None after a dry run (the commands echoed)."""
     options = _checked(options, job)
-    plan = make_plan(options.plan)
+    plan = make_plan(options.plan, options.endpoint)
     job.window.resolve(plan.stages)  # a stage the scenario lacks: exit 2 now
     if job.dry_run:
         _print_dry_run(options, job, echo)
         return None
     exe = None if job.tool == "torch" else tools.find_tool(job.tool)  # before any folder
-    kept = existing_ancestor(Path(options.out) if options.out else options.reports_root)
-    out_dir = make_out_dir(options.out, plan.scenario.name, root=options.reports_root)
+    out = options.output
+    kept = existing_ancestor(Path(out.out) if out.out else out.reports_root)
+    out_dir = make_out_dir(out.out, plan.scenario.name, root=out.reports_root)
     launch = _launch(job, out_dir / PROFILE_DIR, exe)
     launch.profile_dir.mkdir(parents=True, exist_ok=True)
     # A run that fails to start leaves no empty folder (profile/ and the run's own included).
@@ -101,20 +102,24 @@ def _profiled_run(
     on_progress: ProgressCallback | None,
     on_target: Callable[[str], None] | None,
 ) -> RunResult:
-    hook = CaptureHook(job.window, base_url=options.target, api_key_env=options.api_key_env)
+    endpoint = options.endpoint
+    hook = CaptureHook(job.window, base_url=endpoint.target, api_key_env=endpoint.api_key_env)
     options = dataclasses.replace(
         options,
-        out=out_dir,
-        hooks=(*options.hooks, hook),
-        server_wrap=() if job.server_command else launch.wrap,
-        server_env=() if job.server_command else launch.env,
+        output=dataclasses.replace(options.output, out=out_dir),
+        beside=dataclasses.replace(options.beside, hooks=(*options.beside.hooks, hook)),
+        server=dataclasses.replace(
+            options.server,
+            server_wrap=() if job.server_command else launch.wrap,
+            server_env=() if job.server_command else launch.env,
+        ),
     )
     with _user_server(options, job, launch, out_dir):
         result = run_scenario(options, on_progress=on_progress, on_target=on_target)
     section = report.build(job.tool, hook.log, out_dir, launch.tool_path, slowest=job.slowest)
     summary = result.summary.model_copy(update={"profile": section})
     write_atomic(out_dir / SUMMARY_JSON, summary.to_json())
-    rerender_run(out_dir, inconclusive_fails=options.inconclusive_fails)
+    rerender_run(out_dir, inconclusive_fails=options.output.inconclusive_fails)
     return dataclasses.replace(result, summary=summary)
 
 
@@ -122,18 +127,19 @@ def _checked(options: RunOptions, job: ProfileJob) -> RunOptions:
     """The options a profile run needs: --target with `--`, the torch engine by default."""
     if job.tool not in tools.TOOLS:
         raise OptionError("tool", f"expected one of {', '.join(tools.TOOLS)}", value=job.tool)
-    if job.server_command and options.target is None:
+    if job.server_command and options.endpoint.target is None:
         raise OptionError(
             "target", "a server command after `--` needs --target URL (where it will listen)"
         )
-    if not job.server_command and options.target is not None:
+    if not job.server_command and options.endpoint.target is not None:
         raise OptionError(
             "target", "profile starts its server: give its command after `--`, or drop --target"
         )
-    if options.distributed:
+    if options.distribution.distributed:
         raise OptionError("distributed", "a profile run is local; drop --distributed")
-    if options.server_engine is ServerEngine.auto:
-        options = dataclasses.replace(options, server_engine=ServerEngine.torch)
+    if options.server.server_engine is ServerEngine.auto:
+        server = dataclasses.replace(options.server, server_engine=ServerEngine.torch)
+        options = dataclasses.replace(options, server=server)
     return options
 
 
@@ -153,13 +159,13 @@ def _launch(job: ProfileJob, profile_dir: Path, exe: str | None) -> Launch:
 
 def _print_dry_run(options: RunOptions, job: ProfileJob, echo: Callable[[str], None]) -> None:
     """The commands a run would start, without starting anything or creating its folder."""
-    out = options.out or options.reports_root / "<run folder>"
+    out = options.output.out or options.output.reports_root / "<run folder>"
     launch = _launch(job, Path(out) / PROFILE_DIR, tools.which(job.tool))
     if job.server_command:
         server = list(job.server_command)
     else:  # its port is chosen when it starts
         embedded = embedded_server(
-            options.endpoint, Path(out) / "reference_server.log", pin_cpus=False
+            options.server, Path(out) / "reference_server.log", pin_cpus=False
         )
         args = embedded.command()[3:]  # after `python -c <script>`
         port = args.index("--port") + 1
@@ -189,7 +195,8 @@ def _user_server(
     if not job.server_command:
         yield
         return
-    assert options.target is not None
+    target = options.endpoint.target
+    assert target is not None
     command = [*launch.wrap, *job.server_command]
-    with UserServer(command, options.target, env=launch.env, log_path=out_dir / "server.log"):
+    with UserServer(command, target, env=launch.env, log_path=out_dir / "server.log"):
         yield
