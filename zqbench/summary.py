@@ -896,21 +896,13 @@ class Summary(_Document, _SparseRecord):
     resent: Resent | None = None
 
     def _absent(self) -> Collection[str]:
-        optional = (
-            "server_queue",
-            "target_resolution",
-            "packet_loss",
-            "distributed",
-            "profile",
-            "prefix_cache",
-            "sessions",
-            "outcomes",
-            "retry_after_follow_up",
-            "stop",
-            "cut_at_end",
-            "resent",
-        )
-        return [k for k in optional if getattr(self, k) is None]
+        # Every field with a default is optional (the schema id's default is never None):
+        # the report's sections (zqbench.metrics.sections) and the target's resolution.
+        return [
+            k
+            for k, f in type(self).model_fields.items()
+            if f.default is None and getattr(self, k) is None
+        ]
 
 
 # --- sweep.json: `zqbench sweep`, one step per run -----------------------------------------

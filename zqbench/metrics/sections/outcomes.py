@@ -13,13 +13,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zqbench import summary as model
+from zqbench.metrics.outcomes import outcomes_summary
+from zqbench.metrics.sections.base import Section
+from zqbench.metrics.sections.text import NO_VALUE, Figure, stage_label
 from zqbench.metrics.sig_digits import significant
 
 if TYPE_CHECKING:
-    from zqbench.outputs.view import Figure
+    from zqbench.metrics.frame import MetricFrame
+    from zqbench.metrics.summarize import RunInfo
 
 ALWAYS_SHOWN = ("served", "queued", "refused_fast", "refused_slow")
-NO_VALUE = "–"  # as zqbench.outputs.view's (which imports this module)
 FIRST_TIMES = 5  # false refusals' times shown in the sentence
 
 
@@ -150,38 +153,18 @@ def outcome_line(o: model.Outcomes | None) -> list[str]:
     return [text + "".join(f", {x}" for x in others)]
 
 
-def cut_at_end_text(c: model.CutAtEnd | None) -> str | None:
-    """The requests the run's end cut, how many had not started, and why they count so."""
-    if c is None:
+def _computed(frame: MetricFrame, run: RunInfo) -> model.Outcomes | None:
+    """None for a run that judged no outcomes (saved before them)."""
+    if frame.outcomes is None or run.outcome_basis is None:
         return None
-    grace = "" if c.grace is None else f"{c.grace:g} s"
-    if c.how == "graceful_stop":
-        why = "the graceful stop ended" + (
-            f" ({grace} after the last scheduled send)" if grace else ""
-        )
-    elif c.how == "stop_rule":
-        why = "a [stop] rule ended the run" + (f" ({grace} grace)" if grace else "")
-    else:
-        why = "the run was interrupted"
-    return (
-        f"{c.requests:,} requests were still unanswered when {why}, "
-        f"{c.age_min:.1f}-{c.age_max:.1f} s after their send: {c.waiting:,} had no first "
-        f"token yet (still waiting to start), {c.streaming:,} were mid-answer. zqbench cut "
-        "them (`interrupted`): they have no latency, and errors:rate counts them, as a "
-        "client that gave up then would"
-        + (" (a longer [load] graceful_stop lets them finish)" if c.how == "graceful_stop" else "")
-    )
+    return outcomes_summary(frame, frame.outcomes, run.outcome_basis, run.duration_s)
 
 
-def resent_text(r: model.Resent | None) -> str | None:
-    """The requests sent again on a new connection, and why they are not errors."""
-    if r is None:
-        return None
-    many = r.count != 1
-    errors = "errors" if many else "error"
-    return (
-        "The server closed kept-alive connections under requests, before any byte of an "
-        f"answer: {r.count:,} request{'s were' if many else ' was'} sent again on a new "
-        f"connection (their samples' `resent`), never counted as the server's {errors}, "
-        "and zqbench stopped reusing connections to the target for the rest of the run"
-    )
+SECTION = Section(
+    "outcomes",
+    "late",
+    view=lambda s, plot: outcomes_view(s.outcomes, lambda key: stage_label(s, key), plot),
+    lines=lambda s: outcome_line(s.outcomes),
+    compute=_computed,
+    figure="outcomes",
+)
