@@ -1,11 +1,29 @@
-"""summary.json's `resent` (computed by zqbench.metrics.resent): the requests sent again on
-a new connection, in one sentence, in the verdict banner and the terminal."""
+"""Requests sent again on a new connection: summary.json's `resent`.
+
+llama.cpp's server closes the connection after every streamed response although its head
+promised keep-alive; a request written on that connection as the FIN lands dies before any
+byte of an answer. The HTTP/1.1 transports send such a request once more on a new
+connection (its sample's `resent`) and then stop reusing connections to the target, so a
+count of them says why the run's connections were not kept alive, and that none of them
+is the server's error.
+"""
 
 from __future__ import annotations
 
+import numpy as np
+
 from zqbench import summary as model
-from zqbench.metrics.resent import resent
+from zqbench.metrics.frame import MetricFrame
 from zqbench.metrics.sections.base import Section
+from zqbench.summary import RESENT_WHY, Resent
+
+
+def resent(frame: MetricFrame) -> Resent | None:
+    """None when no request was sent again (or the samples predate the column)."""
+    if len(frame.resent) != frame.n:  # a frame built without the column
+        return None
+    count = int(np.count_nonzero(frame.resent))
+    return Resent(count=count, why=RESENT_WHY) if count else None
 
 
 def resent_text(r: model.Resent | None) -> str | None:

@@ -1,15 +1,80 @@
-"""summary.json's `sessions` (computed by zqbench.metrics.sessions): how many
-conversations, how long, and each turn as the context grows."""
+"""summary.json's `sessions`: a sessions run's conversations, by turn and whole.
+
+    by_turn        per turn index: requests, successes, TTFT and latency p50/p99, and the
+                   mean prompt tokens of its successes (the context each turn carries)
+    session_time   first send to last end of each completed session: every turn up to the
+                   most any session sent, each answered
+
+Absent outside a sessions run (no sample carries a turn) and in summaries before it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from zqbench import summary as model
+from zqbench.metrics import quantiles
+from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.metrics.sections.base import Section
 from zqbench.metrics.sections.text import NO_VALUE, Fact, ms
-from zqbench.metrics.sessions import sessions_summary
-from zqbench.summary import Summary
+from zqbench.summary import JsonFloat, Sessions, Summary, TurnStats, json_number
+
+
+def _q(sorted_s: np.ndarray, q: float) -> JsonFloat:
+    return json_number(quantiles.quantile(sorted_s, q))
+
+
+def sessions_summary(frame: MetricFrame) -> Sessions | None:
+    if len(frame.turn) != frame.n or not np.any(~np.isnan(frame.turn)):
+        return None
+    has = ~np.isnan(frame.turn)
+    turn = frame.turn[has].astype(np.int64)
+    session = frame.session[has].astype(np.int64)
+    ok = frame.ok[has]
+    turns = int(turn.max()) + 1
+    by_turn = []
+    for k in range(turns):
+        keep = np.zeros(frame.n, dtype=bool)
+        keep[np.flatnonzero(has)[turn == k]] = True
+        ttft = frame.sorted_seconds("ttft", keep)
+        latency = frame.sorted_seconds("latency", keep)
+        answered = keep & frame.ok
+        prompt = frame.prompt_tokens[answered]
+        prompt = prompt[~np.isnan(prompt)]
+        by_turn.append(
+            TurnStats(
+                turn=k,
+                requests=int(np.count_nonzero(keep)),
+                ok=int(np.count_nonzero(answered)),
+                ttft_p50=_q(ttft, 0.5),
+                ttft_p99=_q(ttft, 0.99),
+                latency_p50=_q(latency, 0.5),
+                latency_p99=_q(latency, 0.99),
+                prompt_tokens_mean=json_number(float(prompt.mean()) if len(prompt) else None),
+            )
+        )
+    ids, inverse = np.unique(session, return_inverse=True)
+    answered_turns = np.bincount(inverse, weights=ok, minlength=len(ids))
+    sent_turns = np.bincount(inverse, minlength=len(ids))
+    complete = (answered_turns == turns) & (sent_turns == turns)
+    t_send = frame.columns.t_send[has].astype(np.float64)
+    t_end = frame.columns.t_end[has].astype(np.float64)
+    first = np.full(len(ids), np.inf)
+    last = np.full(len(ids), -np.inf)
+    np.minimum.at(first, inverse, t_send)
+    np.maximum.at(last, inverse, t_end)
+    times = np.sort((last - first)[complete]) / NS_PER_S
+    return Sessions(
+        turns=turns,
+        sessions=len(ids),
+        completed=int(np.count_nonzero(complete)),
+        by_turn=by_turn,
+        session_time_p50=_q(times, 0.5),
+        session_time_p99=_q(times, 0.99),
+        session_time_mean=json_number(float(times.mean()) if len(times) else None),
+    )
 
 
 @dataclass(frozen=True)
