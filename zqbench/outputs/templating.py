@@ -16,13 +16,15 @@ from functools import cache
 
 import jinja2
 
+from zqbench.metrics.sections.text import ms
+
 # Where Markdown would start raw HTML (CommonMark: `<` then a tag name, `/`, `!` or `?`);
 # a renderer passes such HTML through, so a scenario named `<script>` would run in a page.
 _HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def _environment(*, autoescape: bool, **options: object) -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("zqbench.outputs", "templates"),
         autoescape=autoescape,
         **options,  # type: ignore[arg-type]
@@ -30,6 +32,10 @@ def _environment(*, autoescape: bool, **options: object) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    # A section's partial formats summary.json's numbers itself, as the view does: seconds
+    # as ms with 4 significant digits, "–" for no value, "∞" for "inf".
+    env.filters["ms"] = ms
+    return env
 
 
 @cache

@@ -26,6 +26,7 @@ from zqbench.metrics.sections import (
     server_queue,
     sessions,
     stop,
+    ttft_split,
 )
 from zqbench.metrics.sections.base import Section
 
@@ -38,6 +39,7 @@ SECTIONS: tuple[Section, ...] = (
     stop.SECTION,
     cut_at_end.SECTION,
     resent.SECTION,
+    ttft_split.SECTION,
     server_queue.SECTION,
     prefix_cache.SECTION,
     packet_loss.SECTION,
