@@ -16,7 +16,8 @@ from functools import cache
 
 import jinja2
 
-from zqbench.metrics.sections.text import ms
+from zqbench.metrics.sections import SECTIONS
+from zqbench.metrics.sections.text import FILTERS
 
 # Where Markdown would start raw HTML (CommonMark: `<` then a tag name, `/`, `!` or `?`);
 # a renderer passes such HTML through, so a scenario named `<script>` would run in a page.
@@ -32,9 +33,10 @@ def _environment(*, autoescape: bool, **options: object) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    # A section's partial formats summary.json's numbers itself, as the view does: seconds
-    # as ms with 4 significant digits, "–" for no value, "∞" for "inf".
-    env.filters["ms"] = ms
+    # A section's partial formats summary.json's values itself, with the view's functions.
+    env.filters.update(FILTERS)
+    for section in SECTIONS:
+        env.filters.update(section.filters)
     return env
 
 

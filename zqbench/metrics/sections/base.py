@@ -3,8 +3,8 @@ shown by every output that shows it (zqbench.metrics.sections lists them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -40,3 +40,7 @@ class Section:
     # stage measures it and sets it on the summary (the pipeline, `zqbench profile`).
     compute: Callable[[MetricFrame, RunInfo], Any] | None = None
     figure: str | None = None  # the plot it holds (outputs/plots.py's name), not in Figures
+    # Jinja filters its partials format the model's values with (both environments have
+    # every section's, and text.FILTERS): the partials lay out the model itself, so no
+    # dataclass of strings repeats it field by field.
+    filters: Mapping[str, Callable[..., object]] = field(default_factory=dict)

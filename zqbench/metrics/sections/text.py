@@ -53,8 +53,8 @@ def ms(value: JsonFloat) -> str:
     return "∞" if math.isinf(v) else significant(v * 1e3)
 
 
-def count(value: int) -> str:
-    return f"{value:,}"
+def count(value: int | None) -> str:
+    return NO_VALUE if value is None else f"{value:,}"
 
 
 def share(value: float | None) -> str:
@@ -70,3 +70,7 @@ def stage_label(s: Summary, key: str) -> str:
     """A stage of a by-stage map (keyed by its index as a string), with its name if known."""
     names = {str(stage.index): stage.name for stage in s.stages}
     return f"stage {key} ({names[key]})" if key in names else f"stage {key}"
+
+
+# Every template's filters for summary.json's values (outputs/templating.py).
+FILTERS = {"ms": ms, "count": count, "share": share}
