@@ -22,9 +22,11 @@ from zqbench.errors import UsageError
 from zqbench.metrics.sections import SECTIONS
 from zqbench.metrics.sections.base import Place
 from zqbench.metrics.sections.server_queue import at_most as _at_most
-from zqbench.metrics.sections.text import NO_VALUE, Fact, Figure, figure, ms
+from zqbench.metrics.sections.text import NO_VALUE, VERDICT_BADGE, Fact, Figure, figure, ms
 from zqbench.metrics.sections.text import count as _count
 from zqbench.metrics.sections.text import number as _number
+from zqbench.metrics.sections.text import plain as _plain
+from zqbench.metrics.sections.text import ratio as _ratio
 from zqbench.metrics.sections.text import share as _share
 from zqbench.metrics.sections.text import stage_label as _stage_label
 from zqbench.metrics.sig_digits import significant
@@ -34,12 +36,6 @@ from zqbench.summary import JsonFloat, Summary
 
 _T = TypeVar("_T")
 
-VERDICT_BADGE = {
-    "pass": "✅ PASS",
-    "fail": "❌ FAIL",
-    "inconclusive": "⚠️ INCONCLUSIVE",
-    "invalid": "🚫 INVALID",
-}
 KEY_METRICS = (
     "latency",
     "latency_error_adjusted",
@@ -56,25 +52,6 @@ KEY_METRICS = (
 )
 # A figure as outputs/plots.py hands it over: (name, title, caption, PNG bytes).
 FigureData = tuple[str, str, str, bytes]
-
-
-@dataclass(frozen=True)
-class Headline:
-    """Who ran what against which target, and the verdict: the title, banner, first lines."""
-
-    verdict: str  # pass | fail | inconclusive | invalid
-    badge: str  # the verdict with its emoji, "✅ PASS"
-    scenario: str
-    target: str
-    api: str
-    started_at: str
-    sent: str
-    ok: str
-    failed: str
-    duration_s: str  # one decimal
-    ok_rate: str | None  # req/s, one decimal; None when the summary has none
-    goodput: str | None  # req/s, one decimal
-    resolution: str | None  # how the model and API were chosen; None when not recorded
 
 
 @dataclass(frozen=True)
@@ -116,15 +93,6 @@ class RatioRow:
 
 
 @dataclass(frozen=True)
-class StatusRow:
-    """One status key of the whole run: its request count and share of the requests sent."""
-
-    status: str
-    count: str
-    share: str
-
-
-@dataclass(frozen=True)
 class StageStatusRow:
     """One stage's request count and the share of each status, in StageStatus.statuses order."""
 
@@ -162,30 +130,6 @@ class Migration:
 
 
 @dataclass(frozen=True)
-class HeadOfLineRow:
-    """One class and metric, baseline vs mixed stage; latencies in ms, ratios mixed/baseline."""
-
-    request_class: str
-    metric: str
-    baseline_p50: str
-    mixed_p50: str
-    ratio_p50: str
-    baseline_p99: str
-    mixed_p99: str
-    ratio_p99: str
-
-
-@dataclass(frozen=True)
-class HeadOfLine:
-    """Head-of-line blocking: each class's latency and ttft in the mixed stage, against the
-    baseline stage where it ran alone (stage indexes)."""
-
-    mixed_stage: str
-    baseline_stage: str
-    rows: tuple[HeadOfLineRow, ...]
-
-
-@dataclass(frozen=True)
 class Refusals:
     """Requests refused with 429/503/529: how fast, and how many carried Retry-After."""
 
@@ -194,17 +138,6 @@ class Refusals:
     reject_p99: str  # ms
     retry_after: str  # share of the refusals
     follow_up: str | None = None  # the Retry-After follow-ups, one sentence; None: none asked
-
-
-@dataclass(frozen=True)
-class StageRow:
-    """One scenario stage: its bounds (s since the start) and configured rate (req/s)."""
-
-    index: str
-    name: str
-    start_s: str
-    end_s: str
-    target_rate: str
 
 
 @dataclass(frozen=True)
@@ -221,19 +154,16 @@ class SectionView:
 class ReportView:
     """Every part of report.html and summary.md; empty or None when the run lacks it."""
 
-    headline: Headline
+    summary: Summary  # redacted: what the pages lay out from the model itself, with filters
     invalid_reasons: tuple[str, ...] | None  # None for a valid run
     slos: tuple[SloRow, ...]
     metrics: tuple[MetricRow, ...]
     unavailable: tuple[Fact, ...]  # metric: why it has no value (never shown as zero)
     ratios: tuple[RatioRow, ...]
-    status: tuple[StatusRow, ...]
     status_by_stage: StageStatus | None  # None with fewer than two stages
     migration: Migration | None
-    head_of_line: HeadOfLine | None
     refusals: Refusals | None
     facts: tuple[Fact, ...]
-    stages: tuple[StageRow, ...]
     environment: tuple[Fact, ...]
     telemetry: tuple[Fact, ...]
     sections: tuple[SectionView, ...]  # the optional ones the run has, in SECTIONS order
@@ -246,7 +176,7 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
     metrics = _key_metrics(s)
     shown = tuple(figure(*f) for f in figures)
     return ReportView(
-        headline=_headline(s),
+        summary=s,
         invalid_reasons=None if s.validity.ok else tuple(s.validity.reasons),
         slos=tuple(_slo_row(slo) for slo in s.slos),
         metrics=tuple(row for name, entry in metrics for row in _metric_rows(s, name, entry)),
@@ -256,13 +186,10 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
             if entry.unavailable is not None and not _metric_rows(s, name, entry)
         ),
         ratios=_ratio_rows(s),
-        status=_status_rows(s),
         status_by_stage=_status_by_stage(s),
         migration=_migration(s.migration),
-        head_of_line=_head_of_line(s.head_of_line),
         refusals=_refusals(s),
         facts=_facts(s),
-        stages=_stage_rows(s),
         environment=_flatten("", s.environment),
         telemetry=tuple(Fact(k, f"{float(v):.4g}") for k, v in s.telemetry.items()),
         sections=_sections(s, shown),
@@ -285,15 +212,6 @@ def _sections(s: Summary, figures: Sequence[Figure]) -> tuple[SectionView, ...]:
 # Formatting: the one place each kind of number gets its digits and its "no value".
 
 
-def _plain(value: object) -> str:
-    """A value as the summary holds it (a name, a configured rate), or NO_VALUE for null."""
-    return NO_VALUE if value is None else str(value)
-
-
-def _ratio(value: float | None) -> str:
-    return NO_VALUE if value is None else f"{value:.3g}"
-
-
 def _req_rate(value: float | None, digits: str = ".4g") -> str:
     return NO_VALUE if value is None else f"{value:{digits}} req/s"
 
@@ -303,25 +221,6 @@ def _one_decimal(value: float | None) -> str | None:
 
 
 # Sections: each reads its own part of the summary.
-
-
-def _headline(s: Summary) -> Headline:
-    requests = s.requests
-    return Headline(
-        verdict=s.verdict,
-        badge=VERDICT_BADGE[s.verdict],
-        scenario=s.scenario.name,
-        target=s.target,
-        api=s.api,
-        started_at=s.started_at,
-        sent=_count(requests.sent),
-        ok=_count(requests.ok),
-        failed=_count(requests.failed),
-        duration_s=f"{s.duration:.1f}",
-        ok_rate=_one_decimal(s.throughput.requests_per_s),
-        goodput=_one_decimal(s.throughput.goodput_per_s),
-        resolution=None if s.target_resolution is None else s.target_resolution.describe(),
-    )
 
 
 def _slo_unit(slo: model.SloRecord) -> str:
@@ -425,11 +324,6 @@ def _ratio_rows(s: Summary) -> tuple[RatioRow, ...]:
     )
 
 
-def _status_rows(s: Summary) -> tuple[StatusRow, ...]:
-    total = max(1, s.requests.sent)
-    return tuple(StatusRow(key, _count(n), f"{n / total:.2%}") for key, n in s.status_codes.items())
-
-
 def _status_by_stage(s: Summary) -> StageStatus | None:
     by_stage = s.status_mix.by_stage
     if len(by_stage) < 2:
@@ -470,26 +364,6 @@ def _migration_side(side: model.MigrationStage) -> str:
 def _measure(text: str, fmt: Callable[[_T], str], baseline: _T, overload: _T) -> MigrationRow:
     """A measure of the baseline and the overload stage, in one format."""
     return MigrationRow(text, fmt(baseline), fmt(overload), is_status=False)
-
-
-def _head_of_line(entry: model.HeadOfLine | model.Unavailable) -> HeadOfLine | None:
-    if not isinstance(entry, model.HeadOfLine):
-        return None
-    rows = tuple(
-        HeadOfLineRow(
-            request_class=cls,
-            metric=metric,
-            baseline_p50=ms(row.baseline_p50),
-            mixed_p50=ms(row.mixed_p50),
-            ratio_p50=_ratio(row.ratio_p50),
-            baseline_p99=ms(row.baseline_p99),
-            mixed_p99=ms(row.mixed_p99),
-            ratio_p99=_ratio(row.ratio_p99),
-        )
-        for cls, by_metric in entry.by_class.items()
-        for metric, row in (("latency", by_metric.latency), ("ttft", by_metric.ttft))
-    )
-    return HeadOfLine(str(entry.mixed_stage), str(entry.baseline_stage), rows)
 
 
 def _refusals(s: Summary) -> Refusals | None:
@@ -563,19 +437,6 @@ def _facts(s: Summary) -> tuple[Fact, ...]:
         ),
     ]
     return tuple(Fact(label, str(value)) for label, value in rows)
-
-
-def _stage_rows(s: Summary) -> tuple[StageRow, ...]:
-    return tuple(
-        StageRow(
-            index=str(stage.index),
-            name=stage.name,
-            start_s=f"{stage.start:.2f}",
-            end_s=f"{stage.end:.2f}",
-            target_rate=_plain(stage.target_rate),
-        )
-        for stage in s.stages
-    )
 
 
 def _flatten(prefix: str, value: object) -> tuple[Fact, ...]:

@@ -12,6 +12,12 @@ from zqbench.metrics.sig_digits import significant
 from zqbench.summary import JsonFloat, Summary
 
 NO_VALUE = "–"
+VERDICT_BADGE = {
+    "pass": "✅ PASS",
+    "fail": "❌ FAIL",
+    "inconclusive": "⚠️ INCONCLUSIVE",
+    "invalid": "🚫 INVALID",
+}
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,15 @@ def share(value: float | None) -> str:
     return NO_VALUE if value is None else f"{value:.2%}"
 
 
+def plain(value: object) -> str:
+    """A value as the summary holds it (a name, a configured rate), or NO_VALUE for null."""
+    return NO_VALUE if value is None else str(value)
+
+
+def ratio(value: float | None) -> str:
+    return NO_VALUE if value is None else f"{value:.3g}"
+
+
 def seconds(value: float) -> str:
     """A time in seconds, 3 significant digits: "0.0005 s", "1.5 s", "12.3 s"."""
     return f"{significant(value, 3)} s"
@@ -73,4 +88,11 @@ def stage_label(s: Summary, key: str) -> str:
 
 
 # Every template's filters for summary.json's values (outputs/templating.py).
-FILTERS = {"ms": ms, "count": count, "share": share}
+FILTERS = {
+    "ms": ms,
+    "count": count,
+    "share": share,
+    "plain": plain,
+    "ratio": ratio,
+    "badge": VERDICT_BADGE.__getitem__,
+}
