@@ -84,33 +84,6 @@ class MetricRow:
 
 
 @dataclass(frozen=True)
-class RatioRow:
-    """The p99/p50 ratio of a metric in its worst request class."""
-
-    metric: str
-    p99_p50: str
-    worst_class: str
-
-
-@dataclass(frozen=True)
-class StageStatusRow:
-    """One stage's request count and the share of each status, in StageStatus.statuses order."""
-
-    stage: str
-    n: str
-    shares: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class StageStatus:
-    """The status mix per stage: one column per status key (the run's, most frequent
-    first), one row per stage."""
-
-    statuses: tuple[str, ...]
-    rows: tuple[StageStatusRow, ...]
-
-
-@dataclass(frozen=True)
 class MigrationRow:
     """One line of the migration table: a measure or a status share, in each stage."""
 
@@ -159,8 +132,6 @@ class ReportView:
     slos: tuple[SloRow, ...]
     metrics: tuple[MetricRow, ...]
     unavailable: tuple[Fact, ...]  # metric: why it has no value (never shown as zero)
-    ratios: tuple[RatioRow, ...]
-    status_by_stage: StageStatus | None  # None with fewer than two stages
     migration: Migration | None
     refusals: Refusals | None
     facts: tuple[Fact, ...]
@@ -185,8 +156,6 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
             for name, entry in metrics
             if entry.unavailable is not None and not _metric_rows(s, name, entry)
         ),
-        ratios=_ratio_rows(s),
-        status_by_stage=_status_by_stage(s),
         migration=_migration(s.migration),
         refusals=_refusals(s),
         facts=_facts(s),
@@ -214,10 +183,6 @@ def _sections(s: Summary, figures: Sequence[Figure]) -> tuple[SectionView, ...]:
 
 def _req_rate(value: float | None, digits: str = ".4g") -> str:
     return NO_VALUE if value is None else f"{value:{digits}} req/s"
-
-
-def _one_decimal(value: float | None) -> str | None:
-    return None if value is None else f"{value:.1f}"
 
 
 # Sections: each reads its own part of the summary.
@@ -313,31 +278,6 @@ def _server_queue_rows(s: Summary) -> list[MetricRow]:
 
 def _ms_interval(bounds: tuple[JsonFloat, JsonFloat]) -> str:
     return f"[{ms(bounds[0])}, {ms(bounds[1])}]"
-
-
-def _ratio_rows(s: Summary) -> tuple[RatioRow, ...]:
-    """The ratios that have a finite value ("inf" and null have no row)."""
-    return tuple(
-        RatioRow(name, f"{ratio.p99_p50:.3g}", str(ratio.worst_class))
-        for name, ratio in s.ratios.items()
-        if isinstance(ratio.p99_p50, float)
-    )
-
-
-def _status_by_stage(s: Summary) -> StageStatus | None:
-    by_stage = s.status_mix.by_stage
-    if len(by_stage) < 2:
-        return None
-    keys = tuple(s.status_codes)
-    rows = tuple(
-        StageStatusRow(
-            stage=_stage_label(s, stage),
-            n=_count(sum(entry.counts.values())),
-            shares=tuple(_share(entry.share.get(k, 0.0)) for k in keys),
-        )
-        for stage, entry in by_stage.items()
-    )
-    return StageStatus(statuses=keys, rows=rows)
 
 
 def _migration(entry: model.Migration | model.Unavailable) -> Migration | None:

@@ -95,4 +95,5 @@ FILTERS = {
     "plain": plain,
     "ratio": ratio,
     "badge": VERDICT_BADGE.__getitem__,
+    "stage_label": lambda key, summary: stage_label(summary, key),
 }
