@@ -18,6 +18,7 @@ import jinja2
 
 from zqbench.metrics.sections import SECTIONS
 from zqbench.metrics.sections.text import FILTERS
+from zqbench.outputs import view
 
 # Where Markdown would start raw HTML (CommonMark: `<` then a tag name, `/`, `!` or `?`);
 # a renderer passes such HTML through, so a scenario named `<script>` would run in a page.
@@ -35,6 +36,7 @@ def _environment(*, autoescape: bool, **options: object) -> jinja2.Environment:
     )
     # A section's partial formats summary.json's values itself, with the view's functions.
     env.filters.update(FILTERS)
+    env.filters.update(view.FILTERS)
     for section in SECTIONS:
         env.filters.update(section.filters)
     return env

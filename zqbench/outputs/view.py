@@ -13,9 +13,9 @@ because several view classes share a name with the part of the summary they show
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from zqbench import summary as model
 from zqbench.errors import UsageError
@@ -26,15 +26,12 @@ from zqbench.metrics.sections.text import NO_VALUE, VERDICT_BADGE, Fact, Figure,
 from zqbench.metrics.sections.text import count as _count
 from zqbench.metrics.sections.text import number as _number
 from zqbench.metrics.sections.text import plain as _plain
-from zqbench.metrics.sections.text import ratio as _ratio
 from zqbench.metrics.sections.text import share as _share
 from zqbench.metrics.sections.text import stage_label as _stage_label
 from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import format_value, parse_slo
 from zqbench.outputs.json_out import redacted
 from zqbench.summary import JsonFloat, Summary
-
-_T = TypeVar("_T")
 
 KEY_METRICS = (
     "latency",
@@ -84,36 +81,6 @@ class MetricRow:
 
 
 @dataclass(frozen=True)
-class MigrationRow:
-    """One line of the migration table: a measure or a status share, in each stage."""
-
-    label: str
-    baseline: str
-    overload: str
-    is_status: bool  # a status share (the label is a status code), not a measure
-
-
-@dataclass(frozen=True)
-class Migration:
-    """Error migration: the status mix and latency of the baseline vs the overload stage."""
-
-    baseline: str  # "stage 0 (baseline, 2.5 req/s)"
-    overload: str
-    rows: tuple[MigrationRow, ...]
-
-
-@dataclass(frozen=True)
-class Refusals:
-    """Requests refused with 429/503/529: how fast, and how many carried Retry-After."""
-
-    refused: str
-    reject_p50: str  # ms
-    reject_p99: str  # ms
-    retry_after: str  # share of the refusals
-    follow_up: str | None = None  # the Retry-After follow-ups, one sentence; None: none asked
-
-
-@dataclass(frozen=True)
 class SectionView:
     """An optional section the run has: its partials (templates/sections/<name>.*.j2) lay
     out `data`, what its module (zqbench.metrics.sections) made of the summary."""
@@ -132,8 +99,6 @@ class ReportView:
     slos: tuple[SloRow, ...]
     metrics: tuple[MetricRow, ...]
     unavailable: tuple[Fact, ...]  # metric: why it has no value (never shown as zero)
-    migration: Migration | None
-    refusals: Refusals | None
     facts: tuple[Fact, ...]
     environment: tuple[Fact, ...]
     telemetry: tuple[Fact, ...]
@@ -156,8 +121,6 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
             for name, entry in metrics
             if entry.unavailable is not None and not _metric_rows(s, name, entry)
         ),
-        migration=_migration(s.migration),
-        refusals=_refusals(s),
         facts=_facts(s),
         environment=_flatten("", s.environment),
         telemetry=tuple(Fact(k, f"{float(v):.4g}") for k, v in s.telemetry.items()),
@@ -280,44 +243,9 @@ def _ms_interval(bounds: tuple[JsonFloat, JsonFloat]) -> str:
     return f"[{ms(bounds[0])}, {ms(bounds[1])}]"
 
 
-def _migration(entry: model.Migration | model.Unavailable) -> Migration | None:
-    if not isinstance(entry, model.Migration):
-        return None
-    base, over = entry.baseline, entry.overload
-    rows = [
-        _measure("requests", _count, base.sent, over.sent),
-        *(MigrationRow(r.status, _share(r.baseline), _share(r.overload), True) for r in entry.rows),
-        _measure("latency p50 (ms)", ms, base.latency_p50, over.latency_p50),
-        _measure("latency p99 (ms)", ms, base.latency_p99, over.latency_p99),
-        _measure("latency p99/p50", _ratio, base.latency_p99_p50, over.latency_p99_p50),
-        _measure("time_to_reject p99 (ms)", ms, base.time_to_reject_p99, over.time_to_reject_p99),
-    ]
-    return Migration(
-        baseline=_migration_side(base), overload=_migration_side(over), rows=tuple(rows)
-    )
-
-
-def _migration_side(side: model.MigrationStage) -> str:
+def migration_side(side: model.MigrationStage) -> str:
+    """A stage of the migration table's head: "stage 0 (baseline, 2.5 req/s)"."""
     return f"stage {side.stage} ({side.name}, {_req_rate(side.send_rate, '.1f')})"
-
-
-def _measure(text: str, fmt: Callable[[_T], str], baseline: _T, overload: _T) -> MigrationRow:
-    """A measure of the baseline and the overload stage, in one format."""
-    return MigrationRow(text, fmt(baseline), fmt(overload), is_status=False)
-
-
-def _refusals(s: Summary) -> Refusals | None:
-    entry = s.retry_after
-    if not isinstance(entry, model.RetryAfter):
-        return None
-    reject = s.metrics.get("time_to_reject", model.MetricStats(n=0))
-    return Refusals(
-        refused=_count(entry.refusals),
-        reject_p50=ms(reject.p50),
-        reject_p99=ms(reject.p99),
-        retry_after=_share(entry.share),
-        follow_up=follow_up_text(s.retry_after_follow_up),
-    )
 
 
 def follow_up_text(f: model.RetryAfterFollowUp | None) -> str | None:
@@ -388,3 +316,8 @@ def _flatten(prefix: str, value: object) -> tuple[Fact, ...]:
             for fact in _flatten(f"{prefix}.{k}" if prefix else str(k), v)
         )
     return (Fact(prefix, _plain(value)),)
+
+
+# The page's own filters (outputs/templating.py gives both environments these, besides
+# zqbench.metrics.sections.text.FILTERS and every section's).
+FILTERS = {"migration_side": migration_side, "follow_up": follow_up_text}
