@@ -8,23 +8,17 @@ from dataclasses import dataclass
 
 from zqbench import summary as model
 from zqbench.metrics.sections.base import Section
-from zqbench.metrics.sections.text import Fact, Figure, count, ms, seconds, share, stage_label
+from zqbench.metrics.sections.text import (
+    NO_VALUE,
+    Fact,
+    Figure,
+    count,
+    ms,
+    seconds,
+    share,
+    stage_label,
+)
 from zqbench.summary import Summary
-
-NO_VALUE = "–"
-
-
-@dataclass(frozen=True)
-class LossStageRow:
-    """One stage of a packet-loss run: requests, errors and latency P99 against baseline."""
-
-    stage: str  # "stage 1 (loss)"
-    impaired: bool
-    requests: str
-    errors: str
-    error_share: str
-    p99: str  # ms
-    ratio: str  # the stage's P99 over the baseline P99, "13×"
 
 
 @dataclass(frozen=True)
@@ -33,11 +27,12 @@ class PacketLossView:
     against baseline, the error share and the recovery time; one row per stage."""
 
     rows: tuple[Fact, ...]
-    stages: tuple[LossStageRow, ...]
+    stages: tuple[tuple[str, model.LossStage], ...]  # each stage's label and its row
     figure: Figure | None  # latency and rolling P99 over send time, the loss shaded
 
 
-def _times(value: float | None) -> str:
+def times(value: float | None) -> str:
+    """A stage's P99 over the baseline P99: "13×"."""
     return NO_VALUE if value is None else f"{value:.3g}×"
 
 
@@ -69,7 +64,7 @@ def _loss_p99(p: model.PacketLoss) -> str:
     sign = "+" if delta >= 0 else "−"
     return (
         f"{ms(p.loss_p99_s)} ms under loss against {ms(p.baseline_p99_s)} ms baseline"
-        f" ({_times(p.p99_ratio)}, {sign}{ms(abs(delta))} ms)"
+        f" ({times(p.p99_ratio)}, {sign}{ms(abs(delta))} ms)"
     )
 
 
@@ -107,18 +102,7 @@ def view_of(s: Summary, plot: Figure | None) -> PacketLossView | None:
     p = s.packet_loss
     if p is None:
         return None
-    stages = tuple(
-        LossStageRow(
-            stage=stage_label(s, str(row.stage)),
-            impaired=row.impaired,
-            requests=count(row.requests),
-            errors=count(row.errors),
-            error_share=share(row.error_share),
-            p99=ms(row.p99_s),
-            ratio=_times(row.p99_ratio),
-        )
-        for row in p.stages
-    )
+    stages = tuple((stage_label(s, str(row.stage)), row) for row in p.stages)
     return PacketLossView(rows=tuple(rows(s, p)), stages=stages, figure=plot)
 
 
@@ -144,4 +128,5 @@ SECTION = Section(
     lines=lines,
     compute=lambda frame, run: run.packet_loss,
     figure="packet_loss",
+    filters={"loss_ratio": times},
 )
