@@ -4,36 +4,22 @@ during the run (zqbench.telemetry.server_queue measures it), or why the run has 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from zqbench import summary as model
 from zqbench.metrics.sections.base import Section
-from zqbench.metrics.sections.text import NO_VALUE, Fact, Figure, count, ms, number
+from zqbench.metrics.sections.text import NO_VALUE, Fact, count, ms, number
 from zqbench.summary import JsonFloat, Summary
 
 
-@dataclass(frozen=True)
-class ServerQueueView:
-    """The server's own account of its queue, from its /metrics during the run: one row
-    per quantity (requests waiting, running, queue time), or why the run has none. The
-    pages say where it came from: "From vLLM's /metrics (vllm:num_requests_waiting, ...)"."""
-
-    engine: str  # "vLLM"; "" when none
-    metrics: tuple[str, ...]  # the engine's names of the quantities shown
-    url: str
-    rows: tuple[Fact, ...]
-    unavailable: str | None  # why there are no figures (no engine at /metrics, ...)
-    figure: Figure | None  # waiting and running requests over time
-
-
-def _queue_metrics(q: model.ServerQueue) -> tuple[str, ...]:
+def queue_metrics(q: model.ServerQueue) -> tuple[str, ...]:
+    """The engine's names of the quantities shown."""
     parts = (q.waiting, q.running, q.queue_time)
     return tuple(p.metric for p in parts if not isinstance(p, model.Unavailable))
 
 
 def queue_source(q: model.ServerQueue) -> str:
     """Where the figures come from: "from vLLM's /metrics (vllm:num_requests_waiting, ...)"."""
-    return f"from {q.engine_name}'s /metrics ({', '.join(_queue_metrics(q))})"
+    return f"from {q.engine_name}'s /metrics ({', '.join(queue_metrics(q))})"
 
 
 def _gauge_text(g: model.GaugeSummary | model.Unavailable) -> str:
@@ -74,23 +60,6 @@ def rows(q: model.ServerQueue) -> list[Fact]:
     ]
 
 
-def view_of(
-    q: model.ServerQueue | model.Unavailable | None, plot: Figure | None
-) -> ServerQueueView | None:
-    if q is None:
-        return None
-    if isinstance(q, model.Unavailable):
-        return ServerQueueView("", (), "", (), q.unavailable, None)
-    return ServerQueueView(
-        engine=q.engine_name,
-        metrics=_queue_metrics(q),
-        url=q.url,
-        rows=tuple(rows(q)),
-        unavailable=None,
-        figure=plot,
-    )
-
-
 def lines(summary: Summary) -> list[str]:
     """A heading naming the source, then waiting, running and the queue time."""
     queue = summary.server_queue
@@ -105,8 +74,10 @@ def lines(summary: Summary) -> list[str]:
 SECTION = Section(
     "server_queue",
     "body",
-    view=lambda s, plot: view_of(s.server_queue, plot),
+    # The model itself (or why there is none) and its plot: waiting and running over time.
+    view=lambda s, plot: None if s.server_queue is None else (s.server_queue, plot),
     lines=lines,
     compute=lambda frame, run: run.server_queue,
     figure="server_queue",
+    filters={"queue_metrics": queue_metrics, "queue_rows": rows},
 )
