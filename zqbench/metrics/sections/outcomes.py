@@ -27,17 +27,9 @@ FIRST_TIMES = 5  # false refusals' times shown in the sentence
 
 
 @dataclass(frozen=True)
-class OutcomeRow:
-    stage: str  # "stage 1 (pulse)", as the other by-stage tables; "all" for the total
-    counts: tuple[str, ...]  # one per OutcomesView.columns
-    queued_share: str  # of admitted (served + queued)
-    slow_share: str  # of refusals (refused_fast + refused_slow)
-
-
-@dataclass(frozen=True)
 class OutcomesView:
     columns: tuple[str, ...]  # the outcomes shown: ALWAYS_SHOWN, the others when seen
-    rows: tuple[OutcomeRow, ...]  # one per stage, then the total
+    rows: tuple[tuple[str, model.OutcomeStage], ...]  # each stage's label and counts, then "all"
     evidence: str  # "decided by server_queue 80, time_to_reject 20"
     basis: str  # the bounds, the hold and the at-rest baseline
     over_time: bool  # summary.json has counts per time bin (the `outcomes` plot draws them)
@@ -70,15 +62,6 @@ def basis_text(o: model.Outcomes) -> str:
     return "; ".join(parts)
 
 
-def _row(label: str, columns: tuple[str, ...], stage: model.OutcomeStage) -> OutcomeRow:
-    return OutcomeRow(
-        stage=label,
-        counts=tuple(f"{stage.counts.get(c, 0):,}" for c in columns),
-        queued_share=_share(stage.admitted_queued_share),
-        slow_share=_share(stage.refusals_slow_share),
-    )
-
-
 def outcomes_view(
     o: model.Outcomes | None, stage_label: Callable[[str], str], figure: Figure | None = None
 ) -> OutcomesView | None:
@@ -86,13 +69,13 @@ def outcomes_view(
     if o is None:
         return None
     columns = tuple(c for c in o.counts if c in ALWAYS_SHOWN or o.counts[c])
-    rows = [_row(stage_label(k), columns, v) for k, v in o.by_stage.items()]
+    rows = [(stage_label(k), v) for k, v in o.by_stage.items()]
     total = model.OutcomeStage(
         counts=o.counts,
         admitted_queued_share=o.admitted_queued_share,
         refusals_slow_share=o.refusals_slow_share,
     )
-    rows.append(_row("all", columns, total))
+    rows.append(("all", total))
     evidence = ", ".join(f"{k} {v:,}" for k, v in o.evidence.items() if v)
     return OutcomesView(
         columns=columns,
@@ -167,4 +150,5 @@ SECTION = Section(
     lines=lambda s: outcome_line(s.outcomes),
     compute=_computed,
     figure="outcomes",
+    filters={"outcome_share": _share},
 )
