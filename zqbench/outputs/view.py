@@ -95,7 +95,6 @@ class ReportView:
     """Every part of report.html and summary.md; empty or None when the run lacks it."""
 
     summary: Summary  # redacted: what the pages lay out from the model itself, with filters
-    invalid_reasons: tuple[str, ...] | None  # None for a valid run
     slos: tuple[SloRow, ...]
     metrics: tuple[MetricRow, ...]
     unavailable: tuple[Fact, ...]  # metric: why it has no value (never shown as zero)
@@ -113,7 +112,6 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
     shown = tuple(figure(*f) for f in figures)
     return ReportView(
         summary=s,
-        invalid_reasons=None if s.validity.ok else tuple(s.validity.reasons),
         slos=tuple(_slo_row(slo) for slo in s.slos),
         metrics=tuple(row for name, entry in metrics for row in _metric_rows(s, name, entry)),
         unavailable=tuple(

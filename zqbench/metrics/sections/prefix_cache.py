@@ -85,10 +85,13 @@ def cached_usage(frame: MetricFrame) -> CachedUsage | Unavailable:
     )
 
 
-def prefix_cache_rows(pc: model.PrefixCache) -> list[tuple[str, str]]:
+def prefix_cache_rows(pc: model.PrefixCache) -> list[Fact]:
     """The prefix cache in two lines: the server's counters, the responses' usage."""
     server = _or_reason(pc.server, _cache_counters_text)
-    return [("server's counters", server), ("responses' usage", _or_reason(pc.usage, _usage_text))]
+    return [
+        Fact("server's counters", server),
+        Fact("responses' usage", _or_reason(pc.usage, _usage_text)),
+    ]
 
 
 def _or_reason(value: Any, text: Callable[[Any], str]) -> str:
@@ -122,11 +125,6 @@ def _seconds_or_none(value: float | str | None) -> str:
     return NO_VALUE if value is None else f"{float(value) * 1e3:.3g} ms"
 
 
-def view_of(s: Summary, _: object) -> tuple[Fact, ...] | None:
-    pc = s.prefix_cache
-    return None if pc is None else tuple(Fact(label, text) for label, text in prefix_cache_rows(pc))
-
-
 def lines(summary: Summary) -> list[str]:
     """When the server's counters or the responses' usage told of it; else the report says
     why not."""
@@ -139,7 +137,8 @@ def lines(summary: Summary) -> list[str]:
 SECTION = Section(
     "prefix_cache",
     "body",
-    view=view_of,
+    view=lambda s, _: s.prefix_cache,
     lines=lines,
     compute=lambda frame, run: prefix_cache(frame, run.server_queue),
+    filters={"prefix_cache_rows": prefix_cache_rows},
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from zqbench.metrics.sig_digits import significant
 from zqbench.summary import JsonFloat, Summary
@@ -20,10 +21,9 @@ VERDICT_BADGE = {
 }
 
 
-@dataclass(frozen=True)
-class Fact:
+class Fact(NamedTuple):
     """One labelled value of the run (run facts, environment, telemetry), or an unavailable
-    metric and why it has no value."""
+    metric and why it has no value; a (label, value) pair where a caller unpacks it."""
 
     label: str
     value: str
