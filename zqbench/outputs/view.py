@@ -1,14 +1,13 @@
 """The view model of a saved run: what report.html and summary.md show, formatted once.
 
-    view = build_view(summary, figures)   # -> ReportView: frozen dataclasses of strings
+    view = build_view(summary, figures)   # -> ReportView
 
 A renderer of the saved summary: it computes nothing new. Every string from the run is
-redacted first; every number is formatted once for both templates
-(zqbench.metrics.sections.text says how). The templates (outputs/templates/) only lay the
-view out. This module builds the parts every run has; each optional section
-(zqbench.metrics.sections) builds its own `section.data` for its partials
-(templates/sections/). It reads the typed Summary (zqbench.summary, imported as `model`
-because several view classes share a name with the part of the summary they show).
+redacted first. The templates (outputs/templates/) lay out the redacted summary itself
+(`view.summary`), its numbers through the filters of zqbench.metrics.sections.text and
+FILTERS below; this module builds only what needs more than a filter (the SLO rows in their
+unit, the key metrics by group, the run facts) and asks each optional section
+(zqbench.metrics.sections) for its partials' data.
 """
 
 from __future__ import annotations

@@ -2,15 +2,12 @@
 
     for section in SECTIONS: ...   # summarize, build_view, both templates, the terminal
 
-A section is one module here (its computation from the run's frame, its terminal lines and
-what its partials are given: `SECTION`, a base.Section) and two partials,
-outputs/templates/sections/<name>.html.j2 and <name>.md.j2. Its model is summary.json's
-`Summary.<name>` (zqbench/summary.py keeps the whole versioned format, and its generated
-schema, in one bottom-layer module; tests/test_summary_schema.py proves every optional
-field of it is a section here or named there as shown elsewhere).
-
-Adding one: its module here, its two partials, one line below, its model and field in
-zqbench/summary.py (docs/architecture.md, "How to extend").
+A section is one module here (`SECTION`, a base.Section: how it is computed from the run's
+frame, its terminal lines, what its partials lay out and the filters they use) and two
+partials, outputs/templates/sections/<name>.html.j2 and <name>.md.j2. Its model is
+summary.json's `Summary.<name>`: zqbench/summary.py keeps the whole versioned format, and
+the schema generated from it, in one bottom-layer module. tests/metrics/test_sections.py
+proves every optional field of Summary is a section or named in SHOWN_ELSEWHERE.
 """
 
 from __future__ import annotations

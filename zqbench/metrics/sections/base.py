@@ -27,7 +27,8 @@ def no_lines(summary: Summary) -> list[str]:
 class Section:
     """One report section. Its model is a part of summary.json (`Summary.<name>`, in
     zqbench/summary.py with the format it versions); its partials are
-    outputs/templates/sections/<name>.html.j2 and <name>.md.j2, given `section.data`."""
+    outputs/templates/sections/<name>.html.j2 and <name>.md.j2, each a macro `show(data)`
+    given what `view` returns."""
 
     name: str  # Summary's field, and the partials' name
     place: Place
