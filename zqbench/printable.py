@@ -37,6 +37,13 @@ def escaped(text: str) -> str:
     return "".join(c if c.isprintable() else _escape(c) for c in text)
 
 
+def escaped_lines(text: str) -> str:
+    """`text` escaped line by line: its newlines kept, every other unprintable character
+    escaped (a block the template or writer laid out in lines, each line of which may
+    quote a target)."""
+    return "\n".join(escaped(line) for line in text.split("\n"))
+
+
 def one_line(message: str) -> str:
     """A message as one line for a terminal or a log: a newline inside it is escaped, never
     a line of its own."""

@@ -634,6 +634,21 @@ class Resent(_Record):
     why: str  # RESENT_WHY
 
 
+# --- where the time to first token went ---------------------------------------------
+
+
+class TtftSplit(_Record):
+    """Each successful request's TTFT in two parts: until the response head (its ttfb) and
+    from the head to the first token (ttft - ttfb); absent when no request had both."""
+
+    requests: int  # successful requests with a head and a first token
+    head_p50: JsonFloat  # ttfb, s
+    head_p99: JsonFloat
+    after_head_p50: JsonFloat  # ttft - ttfb, s
+    after_head_p99: JsonFloat
+    after_head_share: float  # the part of their summed TTFT after the head, 0..1
+
+
 # --- [stop] rules: a stage or the run ended at saturation ------------------------------
 
 
@@ -897,23 +912,18 @@ class Summary(_Document, _SparseRecord):
     # Requests sent again on a new connection (a kept-alive one closed under them); absent
     # when none was.
     resent: Resent | None = None
+    # Where the time to first token went: before the response head or after it; absent
+    # when no request had both.
+    ttft_split: TtftSplit | None = None
 
     def _absent(self) -> Collection[str]:
-        optional = (
-            "server_queue",
-            "target_resolution",
-            "packet_loss",
-            "distributed",
-            "profile",
-            "prefix_cache",
-            "sessions",
-            "outcomes",
-            "retry_after_follow_up",
-            "stop",
-            "cut_at_end",
-            "resent",
-        )
-        return [k for k in optional if getattr(self, k) is None]
+        # Every field with a default is optional (the schema id's default is never None):
+        # the report's sections (zqbench.metrics.sections) and the target's resolution.
+        return [
+            k
+            for k, f in type(self).model_fields.items()
+            if f.default is None and getattr(self, k) is None
+        ]
 
 
 # --- sweep.json: `zqbench sweep`, one step per run -----------------------------------------

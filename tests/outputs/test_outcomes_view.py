@@ -13,9 +13,9 @@ from tests.metrics.conftest import MS, build_samples
 from tests.metrics.test_outcomes import basis
 from tests.metrics.test_summary import run_info
 from zqbench.load.spans import StageInfo
+from zqbench.metrics.sections.outcomes import ALWAYS_SHOWN, outcome_line
 from zqbench.metrics.summarize import summarize
 from zqbench.outputs.markdown import render_summary_md
-from zqbench.outputs.outcomes_view import ALWAYS_SHOWN, outcome_line
 from zqbench.outputs.plots import OUTCOME_COLORS
 from zqbench.outputs.render import render_html
 from zqbench.summary import Capacity, Unavailable

@@ -90,7 +90,7 @@ def test_secrets_are_redacted_in_the_view() -> None:
         }
     )
     view = build_view(summary)
-    assert "hunter2" not in view.headline.target and "sk-secret" not in view.headline.target
+    assert "hunter2" not in view.summary.target and "sk-secret" not in view.summary.target
     assert [(f.label, f.value) for f in view.environment] == [
         ("token", "<redacted>"),
         ("host", "ci"),

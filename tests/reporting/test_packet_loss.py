@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from tests.reporting.synth import LOSS_HOOK_RECORD, packet_loss_latencies_ms, write_packet_loss_run
 from zqbench.cli import app
-from zqbench.cli.live_view import packet_loss_lines
+from zqbench.metrics.sections.packet_loss import lines as packet_loss_lines
 from zqbench.saved.run import load_run
 
 pytestmark = pytest.mark.slow  # full reports rendered (every figure): seconds each

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from tests.polling import wait_for
 from tests.servers.in_thread import serve
 from zqbench.cli import app
-from zqbench.outputs import view
+from zqbench.metrics.sections.prefix_cache import prefix_cache_rows
 from zqbench.pipeline.hooks import ServerMetrics
 from zqbench.pipeline.run import RunOptions, RunResult, run_scenario
 from zqbench.saved.report import rerender_run
@@ -461,9 +461,9 @@ def test_sglang_and_tgi_series_become_the_server_queue(
         cache = queue.prefix_cache
         assert isinstance(cache, CacheHitRate) and cache.scrapes >= 2
         assert (cache.metric, cache.mean, cache.max) == ("sglang:cache_hit_rate", 0.375, 0.375)
-        assert view.prefix_cache_rows(
-            PrefixCache(server=cache, usage=Unavailable(unavailable="x"))
-        )[0] == (
+        assert prefix_cache_rows(PrefixCache(server=cache, usage=Unavailable(unavailable="x")))[
+            0
+        ] == (
             "server's counters",
             f"hit rate 37.5% on average, 37.5% at most, over {cache.scrapes} scrapes of "
             "sglang:cache_hit_rate (the server's recent rate, not counters)",

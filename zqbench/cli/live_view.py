@@ -140,95 +140,13 @@ class LiveView:
         validity = summary.validity
         for reason in validity.reasons if not validity.ok else []:
             console.print(f"  [magenta]invalid[/magenta]: {reason}")
-        lines = [*server_queue_lines(summary), *prefix_cache_lines(summary)]
-        lines += sessions_lines(summary)
-        lines += outcome_line(summary)
-        lines += stop_lines(summary)
-        lines += cut_at_end_lines(summary)
-        lines += resent_lines(summary)
-        for line in [*lines, *packet_loss_lines(summary)]:
+        for line in section_lines(summary):
             console.print(line, markup=False, highlight=False)
         console.print(f"outputs: {out_dir}")
 
 
-def outcome_line(summary: Summary) -> list[str]:
-    """Each request's outcome, counted: served, queued, refused fast or slow (and the rest)."""
-    from zqbench.outputs import outcomes_view
+def section_lines(summary: Summary) -> list[str]:
+    """Each optional section's lines, in the reports' order (zqbench.metrics.sections)."""
+    from zqbench.metrics.sections import SECTIONS  # numpy: not on `import zqbench.cli`
 
-    return outcomes_view.outcome_line(summary.outcomes)
-
-
-def cut_at_end_lines(summary: Summary) -> list[str]:
-    """The requests the run's end cut, when there were any."""
-    from zqbench.outputs import outcomes_view
-
-    text = outcomes_view.cut_at_end_text(summary.cut_at_end)
-    return [] if text is None else [text]
-
-
-def resent_lines(summary: Summary) -> list[str]:
-    """The requests sent again on a new connection, when there were any."""
-    from zqbench.outputs import outcomes_view
-
-    text = outcomes_view.resent_text(summary.resent)
-    return [] if text is None else [text]
-
-
-def stop_lines(summary: Summary) -> list[str]:
-    """What the [stop] rules ended, when the scenario had any."""
-    from zqbench.outputs import stop_view
-
-    return list(stop_view.stop_lines(summary.stop))
-
-
-def prefix_cache_lines(summary: Summary) -> list[str]:
-    """The prefix cache, when the server's counters or the responses' usage told of it."""
-    from zqbench.outputs import view
-    from zqbench.summary import Unavailable
-
-    pc = summary.prefix_cache
-    if pc is None or all(isinstance(x, Unavailable) for x in (pc.server, pc.usage)):
-        return []  # nothing measured: the report says why
-    return ["prefix cache:", *(f"  {label}: {text}" for label, text in view.prefix_cache_rows(pc))]
-
-
-def sessions_lines(summary: Summary) -> list[str]:
-    """A sessions run: the conversations, then TTFT p50 and context by turn."""
-    from zqbench.outputs import view
-
-    sessions = view.sessions_view(summary.sessions)
-    if sessions is None:
-        return []
-    by_turn = ", ".join(f"{r.turn}: {r.ttft_p50} ms ({r.prompt_tokens} tok)" for r in sessions.rows)
-    facts = [f"  {fact.label}: {fact.value}" for fact in sessions.facts]
-    return ["sessions:", *facts, f"  TTFT p50 by turn (prompt tokens): {by_turn}"]
-
-
-def server_queue_lines(summary: Summary) -> list[str]:
-    """The server's queue as its own metrics told it, when they did: a heading naming the
-    source, then waiting, running and the queue time."""
-    from zqbench.outputs import view
-    from zqbench.summary import ServerQueue
-
-    queue = summary.server_queue
-    if not isinstance(queue, ServerQueue):
-        return []
-    rows = [f"  {fact.label}: {fact.value}" for fact in view.server_queue_lines(queue)]
-    return [f"server queue {view.queue_source(queue)}:", *rows]
-
-
-def packet_loss_lines(summary: Summary) -> list[str]:
-    """What a packet-loss impairment did, in two lines: the loss and its window, then P99
-    under loss against baseline, the error share and the recovery."""
-    from zqbench.outputs import view
-
-    loss = summary.packet_loss
-    if loss is None:
-        return []
-    rows = {fact.label: fact.value for fact in view.packet_loss_lines(summary, loss)}
-    return [
-        f"packet loss: {rows['loss']}; rules in place {rows['rules in place']};"
-        f" {rows['dropped packets']} packets dropped",
-        f"  latency P99 {rows['latency P99']}; error share under loss"
-        f" {rows['error share under loss']}; {view.loss_recovery(loss, brief=True)}",
-    ]
+    return [line for section in SECTIONS for line in section.lines(summary)]

@@ -22,7 +22,6 @@ import pandas as pd
 
 from zqbench.load.spans import StageInfo
 from zqbench.metrics import quantiles
-from zqbench.metrics.cut_at_end import cut_at_end
 from zqbench.metrics.frame import (
     DURATION_METRICS,
     NS_PER_S,
@@ -32,10 +31,8 @@ from zqbench.metrics.frame import (
 )
 from zqbench.metrics.head_of_line import head_of_line
 from zqbench.metrics.migration import migration, retry_after, status_over_time
-from zqbench.metrics.outcomes import classify_frame, outcomes_summary
-from zqbench.metrics.prefix_cache import prefix_cache
-from zqbench.metrics.resent import resent
-from zqbench.metrics.sessions import sessions_summary
+from zqbench.metrics.outcomes import classify_frame
+from zqbench.metrics.sections import SECTIONS
 from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import (
     Evidence,
@@ -377,21 +374,10 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
         telemetry=dict(run.telemetry),
         slos=[slo_record(r) for r in results],
         validity=valid,
-        server_queue=run.server_queue,
-        prefix_cache=prefix_cache(frame, run.server_queue),
-        sessions=sessions_summary(frame),
         target_resolution=(
             None
             if run.target_resolution is None
             else TargetResolution.model_validate(run.target_resolution)
         ),
-        packet_loss=run.packet_loss,
-        outcomes=(
-            None
-            if frame.outcomes is None or run.outcome_basis is None
-            else outcomes_summary(frame, frame.outcomes, run.outcome_basis, run.duration_s)
-        ),
-        stop=run.stop,
-        cut_at_end=cut_at_end(frame, run),
-        resent=resent(frame),
+        **{s.name: s.compute(frame, run) for s in SECTIONS if s.compute is not None},
     )

@@ -2,10 +2,9 @@
 
 Rendered from templates/report.html.j2 over the view model it shares with summary.md
 (outputs/view.py), with HTML autoescape on: every string from the run is redacted by the
-view and escaped by jinja2. Sections: verdict banner (each SLO's value, threshold, CI,
-verdict), run facts (scenario, target, load, telemetry, stages, environment), key metrics,
-server queue, packet loss, status mix (overall and per stage), error migration,
-head-of-line blocking, refusals, figures.
+view and escaped by jinja2. Verdict banner (each SLO's value, threshold, CI, verdict), run
+facts, key metrics, status mix, error migration, head-of-line blocking, refusals, figures,
+and each optional section the run has (zqbench.metrics.sections) where SECTIONS places it.
 """
 
 from __future__ import annotations

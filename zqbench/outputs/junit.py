@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from zqbench.outputs.json_out import redacted, write_atomic
-from zqbench.printable import escaped
+from zqbench.printable import escaped, escaped_lines
 from zqbench.summary import Summary
 
 InconclusiveAs = Literal["failure", "skipped"]
@@ -66,11 +66,11 @@ def render_suite(suite: Suite) -> str:
         if case.outcome in ("failure", "error"):
             message = escaped(case.message)
             outcome = ET.SubElement(element, case.outcome, type=case.kind, message=message)
-            outcome.text = None if case.text is None else _block(case.text)
+            outcome.text = None if case.text is None else escaped_lines(case.text)
         elif case.outcome == "skipped":
             ET.SubElement(element, "skipped", message=escaped(case.message))
         if case.stdout is not None:
-            ET.SubElement(element, "system-out").text = _block(case.stdout)
+            ET.SubElement(element, "system-out").text = escaped_lines(case.stdout)
     outcomes = [case.outcome for case in suite.cases]
     root.set("tests", str(len(outcomes)))
     root.set("failures", str(outcomes.count("failure")))
@@ -80,10 +80,6 @@ def render_suite(suite: Suite) -> str:
     root.set("timestamp", suite.timestamp)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def _block(text: str) -> str:
-    return "\n".join(escaped(line) for line in text.split("\n"))
 
 
 def summary_suite(summary: Summary, *, inconclusive_as: InconclusiveAs = "failure") -> Suite:

@@ -3,7 +3,7 @@
 Rendered from templates/summary.md.j2 over the view model it shares with report.html
 (outputs/view.py): verdict line, SLO table, key metrics per stage and class (ms),
 unavailable metrics, status mix (overall and per stage), error migration (baseline vs
-overload stage), head-of-line blocking, refusals.
+overload stage), head-of-line blocking, refusals, and the optional sections the run has.
 """
 
 from __future__ import annotations

@@ -17,7 +17,10 @@ from functools import cache
 import jinja2
 from markupsafe import Markup
 
-from zqbench.printable import escaped
+from zqbench.metrics.sections import SECTIONS
+from zqbench.metrics.sections.text import FILTERS
+from zqbench.outputs import view
+from zqbench.printable import escaped, escaped_lines
 
 # Where Markdown would start raw HTML (CommonMark: `<` then a tag name, `/`, `!` or `?`);
 # a renderer passes such HTML through, so a scenario named `<script>` would run in a page.
@@ -25,7 +28,7 @@ _HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def _environment(*, autoescape: bool, **options: object) -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("zqbench.outputs", "templates"),
         autoescape=autoescape,
         **options,  # type: ignore[arg-type]
@@ -33,6 +36,12 @@ def _environment(*, autoescape: bool, **options: object) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    # A section's partial formats summary.json's values itself, with the view's functions.
+    env.filters.update(FILTERS)
+    env.filters.update(view.FILTERS)
+    for section in SECTIONS:
+        env.filters.update(section.filters)
+    return env
 
 
 @cache
@@ -59,8 +68,10 @@ def table_cell(text: object) -> str:
 def markdown_text(text: object) -> str:
     """Text that Markdown shows as written, never as HTML: a `<` that would open a tag
     becomes `&lt;` (rendered `<`); `a < b` is left alone. An unprintable character (a
-    target's newline, ESC or bidi override) is shown escaped, never obeyed."""
-    return _HTML_START.sub("&lt;", escaped(str(text)))
+    target's ESC or bidi override) is shown escaped, never obeyed; newlines stay, as the
+    partials lay out their lines (a target's text in a line is escaped where it enters:
+    zqbench.printable.shown)."""
+    return _HTML_START.sub("&lt;", escaped_lines(str(text)))
 
 
 def html_text(value: object) -> object:

@@ -13,28 +13,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zqbench import summary as model
+from zqbench.metrics.outcomes import outcomes_summary
+from zqbench.metrics.sections.base import Section
+from zqbench.metrics.sections.text import NO_VALUE, Figure, stage_label
 from zqbench.metrics.sig_digits import significant
 
 if TYPE_CHECKING:
-    from zqbench.outputs.view import Figure
+    from zqbench.metrics.frame import MetricFrame
+    from zqbench.metrics.summarize import RunInfo
 
 ALWAYS_SHOWN = ("served", "queued", "refused_fast", "refused_slow")
-NO_VALUE = "–"  # as zqbench.outputs.view's (which imports this module)
 FIRST_TIMES = 5  # false refusals' times shown in the sentence
-
-
-@dataclass(frozen=True)
-class OutcomeRow:
-    stage: str  # "stage 1 (pulse)", as the other by-stage tables; "all" for the total
-    counts: tuple[str, ...]  # one per OutcomesView.columns
-    queued_share: str  # of admitted (served + queued)
-    slow_share: str  # of refusals (refused_fast + refused_slow)
 
 
 @dataclass(frozen=True)
 class OutcomesView:
     columns: tuple[str, ...]  # the outcomes shown: ALWAYS_SHOWN, the others when seen
-    rows: tuple[OutcomeRow, ...]  # one per stage, then the total
+    rows: tuple[tuple[str, model.OutcomeStage], ...]  # each stage's label and counts, then "all"
     evidence: str  # "decided by server_queue 80, time_to_reject 20"
     basis: str  # the bounds, the hold and the at-rest baseline
     over_time: bool  # summary.json has counts per time bin (the `outcomes` plot draws them)
@@ -67,15 +62,6 @@ def basis_text(o: model.Outcomes) -> str:
     return "; ".join(parts)
 
 
-def _row(label: str, columns: tuple[str, ...], stage: model.OutcomeStage) -> OutcomeRow:
-    return OutcomeRow(
-        stage=label,
-        counts=tuple(f"{stage.counts.get(c, 0):,}" for c in columns),
-        queued_share=_share(stage.admitted_queued_share),
-        slow_share=_share(stage.refusals_slow_share),
-    )
-
-
 def outcomes_view(
     o: model.Outcomes | None, stage_label: Callable[[str], str], figure: Figure | None = None
 ) -> OutcomesView | None:
@@ -83,13 +69,13 @@ def outcomes_view(
     if o is None:
         return None
     columns = tuple(c for c in o.counts if c in ALWAYS_SHOWN or o.counts[c])
-    rows = [_row(stage_label(k), columns, v) for k, v in o.by_stage.items()]
+    rows = [(stage_label(k), v) for k, v in o.by_stage.items()]
     total = model.OutcomeStage(
         counts=o.counts,
         admitted_queued_share=o.admitted_queued_share,
         refusals_slow_share=o.refusals_slow_share,
     )
-    rows.append(_row("all", columns, total))
+    rows.append(("all", total))
     evidence = ", ".join(f"{k} {v:,}" for k, v in o.evidence.items() if v)
     return OutcomesView(
         columns=columns,
@@ -150,38 +136,19 @@ def outcome_line(o: model.Outcomes | None) -> list[str]:
     return [text + "".join(f", {x}" for x in others)]
 
 
-def cut_at_end_text(c: model.CutAtEnd | None) -> str | None:
-    """The requests the run's end cut, how many had not started, and why they count so."""
-    if c is None:
+def _computed(frame: MetricFrame, run: RunInfo) -> model.Outcomes | None:
+    """None for a run that judged no outcomes (saved before them)."""
+    if frame.outcomes is None or run.outcome_basis is None:
         return None
-    grace = "" if c.grace is None else f"{c.grace:g} s"
-    if c.how == "graceful_stop":
-        why = "the graceful stop ended" + (
-            f" ({grace} after the last scheduled send)" if grace else ""
-        )
-    elif c.how == "stop_rule":
-        why = "a [stop] rule ended the run" + (f" ({grace} grace)" if grace else "")
-    else:
-        why = "the run was interrupted"
-    return (
-        f"{c.requests:,} requests were still unanswered when {why}, "
-        f"{c.age_min:.1f}-{c.age_max:.1f} s after their send: {c.waiting:,} had no first "
-        f"token yet (still waiting to start), {c.streaming:,} were mid-answer. zqbench cut "
-        "them (`interrupted`): they have no latency, and errors:rate counts them, as a "
-        "client that gave up then would"
-        + (" (a longer [load] graceful_stop lets them finish)" if c.how == "graceful_stop" else "")
-    )
+    return outcomes_summary(frame, frame.outcomes, run.outcome_basis, run.duration_s)
 
 
-def resent_text(r: model.Resent | None) -> str | None:
-    """The requests sent again on a new connection, and why they are not errors."""
-    if r is None:
-        return None
-    many = r.count != 1
-    errors = "errors" if many else "error"
-    return (
-        "The server closed kept-alive connections under requests, before any byte of an "
-        f"answer: {r.count:,} request{'s were' if many else ' was'} sent again on a new "
-        f"connection (their samples' `resent`), never counted as the server's {errors}, "
-        "and zqbench stopped reusing connections to the target for the rest of the run"
-    )
+SECTION = Section(
+    "outcomes",
+    "late",
+    view=lambda s, plot: outcomes_view(s.outcomes, lambda key: stage_label(s, key), plot),
+    lines=lambda s: outcome_line(s.outcomes),
+    compute=_computed,
+    figure="outcomes",
+    filters={"outcome_share": _share},
+)

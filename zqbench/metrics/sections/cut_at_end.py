@@ -21,6 +21,8 @@ from zqbench.summary import CutAtEnd
 
 if TYPE_CHECKING:
     from zqbench.metrics.summarize import RunInfo
+from zqbench import summary as model
+from zqbench.metrics.sections.base import Section
 
 STOP_RULE_GRACE_S = 1.0  # zqbench.engines.native: a stopped load's in-flight requests
 
@@ -55,3 +57,35 @@ def _how(run: RunInfo) -> tuple[Any, float | None]:
     load = run.scenario_config.get("load", {})
     grace = load.get("graceful_stop_s") if isinstance(load, dict) else None
     return "graceful_stop", float(grace) if isinstance(grace, (int, float)) else None
+
+
+def cut_at_end_text(c: model.CutAtEnd | None) -> str | None:
+    """The requests the run's end cut, how many had not started, and why they count so."""
+    if c is None:
+        return None
+    grace = "" if c.grace is None else f"{c.grace:g} s"
+    if c.how == "graceful_stop":
+        why = "the graceful stop ended" + (
+            f" ({grace} after the last scheduled send)" if grace else ""
+        )
+    elif c.how == "stop_rule":
+        why = "a [stop] rule ended the run" + (f" ({grace} grace)" if grace else "")
+    else:
+        why = "the run was interrupted"
+    return (
+        f"{c.requests:,} requests were still unanswered when {why}, "
+        f"{c.age_min:.1f}-{c.age_max:.1f} s after their send: {c.waiting:,} had no first "
+        f"token yet (still waiting to start), {c.streaming:,} were mid-answer. zqbench cut "
+        "them (`interrupted`): they have no latency, and errors:rate counts them, as a "
+        "client that gave up then would"
+        + (" (a longer [load] graceful_stop lets them finish)" if c.how == "graceful_stop" else "")
+    )
+
+
+SECTION = Section(
+    "cut_at_end",
+    "banner",
+    view=lambda s, _: cut_at_end_text(s.cut_at_end),
+    lines=lambda s: [text] if (text := cut_at_end_text(s.cut_at_end)) else [],
+    compute=cut_at_end,
+)

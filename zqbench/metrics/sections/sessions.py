@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from zqbench import summary as model
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
-from zqbench.summary import JsonFloat, Sessions, TurnStats, json_number
+from zqbench.metrics.sections.base import Section
+from zqbench.metrics.sections.text import NO_VALUE, Fact, ms
+from zqbench.summary import JsonFloat, Sessions, Summary, TurnStats, json_number
 
 
 def _q(sorted_s: np.ndarray, q: float) -> JsonFloat:
@@ -70,3 +73,45 @@ def sessions_summary(frame: MetricFrame) -> Sessions | None:
         session_time_p99=_q(times, 0.99),
         session_time_mean=json_number(float(times.mean()) if len(times) else None),
     )
+
+
+def facts(entry: model.Sessions) -> tuple[Fact, ...]:
+    """How many conversations, and how long the completed ones took."""
+    return (
+        Fact(
+            "sessions",
+            f"{entry.sessions} started, {entry.completed} with all {entry.turns} turns answered",
+        ),
+        Fact(
+            "session time (completed)",
+            f"p50 {ms(entry.session_time_p50)} ms, p99 {ms(entry.session_time_p99)} ms, "
+            f"mean {ms(entry.session_time_mean)} ms",
+        ),
+    )
+
+
+def tokens(mean: JsonFloat) -> str:
+    """A turn's mean prompt tokens (the context it carries), whole."""
+    return NO_VALUE if mean is None else f"{mean:.0f}"
+
+
+def lines(summary: Summary) -> list[str]:
+    """The conversations, then TTFT p50 and context by turn."""
+    entry = summary.sessions
+    if entry is None:
+        return []
+    by_turn = ", ".join(
+        f"{t.turn}: {ms(t.ttft_p50)} ms ({tokens(t.prompt_tokens_mean)} tok)" for t in entry.by_turn
+    )
+    rows = [f"  {fact.label}: {fact.value}" for fact in facts(entry)]
+    return ["sessions:", *rows, f"  TTFT p50 by turn (prompt tokens): {by_turn}"]
+
+
+SECTION = Section(
+    "sessions",
+    "late",
+    view=lambda s, _: s.sessions,
+    lines=lines,
+    compute=lambda frame, run: sessions_summary(frame),
+    filters={"session_facts": facts, "mean_tokens": tokens},
+)

@@ -7,6 +7,7 @@ terminal show the same ones.
 from __future__ import annotations
 
 from zqbench import summary as model
+from zqbench.metrics.sections.base import Section
 
 
 def stop_lines(stop: model.Stop | None) -> tuple[str, ...]:
@@ -33,3 +34,12 @@ def _event_line(e: model.StopEvent, stop: model.Stop) -> str:
     else:
         what = f"stage {e.stage_name}"
     return f"stopped by {e.rule} at {e.at:.1f} s, ending {what}: {e.reason}"
+
+
+SECTION = Section(
+    "stop",
+    "banner",
+    view=lambda s, _: stop_lines(s.stop) or None,
+    lines=lambda s: list(stop_lines(s.stop)),
+    compute=lambda frame, run: run.stop,
+)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from zqbench import summary as model
 from zqbench.metrics.frame import MetricFrame
+from zqbench.metrics.sections.base import Section
 from zqbench.summary import RESENT_WHY, Resent
 
 
@@ -22,3 +24,26 @@ def resent(frame: MetricFrame) -> Resent | None:
         return None
     count = int(np.count_nonzero(frame.resent))
     return Resent(count=count, why=RESENT_WHY) if count else None
+
+
+def resent_text(r: model.Resent | None) -> str | None:
+    """The requests sent again on a new connection, and why they are not errors."""
+    if r is None:
+        return None
+    many = r.count != 1
+    errors = "errors" if many else "error"
+    return (
+        "The server closed kept-alive connections under requests, before any byte of an "
+        f"answer: {r.count:,} request{'s were' if many else ' was'} sent again on a new "
+        f"connection (their samples' `resent`), never counted as the server's {errors}, "
+        "and zqbench stopped reusing connections to the target for the rest of the run"
+    )
+
+
+SECTION = Section(
+    "resent",
+    "banner",
+    view=lambda s, _: resent_text(s.resent),
+    lines=lambda s: [text] if (text := resent_text(s.resent)) else [],
+    compute=lambda frame, run: resent(frame),
+)

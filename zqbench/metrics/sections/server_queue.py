@@ -1,0 +1,83 @@
+"""summary.json's `server_queue`: the server's own account of its queue, from its /metrics
+during the run (zqbench.telemetry.server_queue measures it), or why the run has none."""
+
+from __future__ import annotations
+
+import math
+
+from zqbench import summary as model
+from zqbench.metrics.sections.base import Section
+from zqbench.metrics.sections.text import NO_VALUE, Fact, count, ms, number
+from zqbench.summary import JsonFloat, Summary
+
+
+def queue_metrics(q: model.ServerQueue) -> tuple[str, ...]:
+    """The engine's names of the quantities shown."""
+    parts = (q.waiting, q.running, q.queue_time)
+    return tuple(p.metric for p in parts if not isinstance(p, model.Unavailable))
+
+
+def queue_source(q: model.ServerQueue) -> str:
+    """Where the figures come from: "from vLLM's /metrics (vllm:num_requests_waiting, ...)"."""
+    return f"from {q.engine_name}'s /metrics ({', '.join(queue_metrics(q))})"
+
+
+def _gauge_text(g: model.GaugeSummary | model.Unavailable) -> str:
+    if isinstance(g, model.Unavailable):
+        return f"unavailable: {g.unavailable}"
+    return f"max {g.max:g}, mean {g.mean:.3g}"
+
+
+def at_most(bound: JsonFloat, largest: float | None) -> str:
+    """A histogram percentile, the upper bound of its bucket: "≤ 300", or "> 120000" past
+    the largest finite bound (ms)."""
+    v = number(bound)
+    if v is None:
+        return NO_VALUE
+    if math.isinf(v):
+        return NO_VALUE if largest is None else f"> {ms(largest)}"
+    return f"≤ {ms(v)}"
+
+
+def _queue_time_text(t: model.QueueTime | model.Unavailable) -> str:
+    """Percentiles (bucket bounds) and the exact mean in ms, and how many requests the
+    histogram counted."""
+    if isinstance(t, model.Unavailable):
+        return f"unavailable: {t.unavailable}"
+    p50, p90, p99 = (at_most(v, t.largest_bound) for v in (t.p50, t.p90, t.p99))
+    return (
+        f"p50 {p50} ms, p90 {p90} ms, p99 {p99} ms (bucket bounds), mean {ms(t.mean)} ms"
+        f" ({count(t.count)} requests)"
+    )
+
+
+def rows(q: model.ServerQueue) -> list[Fact]:
+    """The section's rows, as the terminal shows them too."""
+    return [
+        Fact("requests waiting", _gauge_text(q.waiting)),
+        Fact("requests running", _gauge_text(q.running)),
+        Fact("queue time", _queue_time_text(q.queue_time)),
+    ]
+
+
+def lines(summary: Summary) -> list[str]:
+    """A heading naming the source, then waiting, running and the queue time."""
+    queue = summary.server_queue
+    if not isinstance(queue, model.ServerQueue):
+        return []
+    return [
+        f"server queue {queue_source(queue)}:",
+        *(f"  {f.label}: {f.value}" for f in rows(queue)),
+    ]
+
+
+SECTION = Section(
+    "server_queue",
+    "body",
+    # The model itself (or why there is none) and its plot: waiting and running over time.
+    view=lambda s, plot: None if s.server_queue is None else (s.server_queue, plot),
+    lines=lines,
+    compute=lambda frame, run: run.server_queue,
+    figure="server_queue",
+    filters={"queue_metrics": queue_metrics, "queue_rows": rows},
+)

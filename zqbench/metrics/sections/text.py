@@ -1,0 +1,99 @@
+"""How the reports write a number, once for summary.md, report.html and the terminal:
+durations in ms with 4 significant digits, "–" for no value (never 0), "∞" for a percentile
+that lands on a failure (the error-adjusted latency)."""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from zqbench.metrics.sig_digits import significant
+from zqbench.summary import JsonFloat, Summary
+
+NO_VALUE = "–"
+VERDICT_BADGE = {
+    "pass": "✅ PASS",
+    "fail": "❌ FAIL",
+    "inconclusive": "⚠️ INCONCLUSIVE",
+    "invalid": "🚫 INVALID",
+}
+
+
+class Fact(NamedTuple):
+    """One labelled value of the run (run facts, environment, telemetry), or an unavailable
+    metric and why it has no value; a (label, value) pair where a caller unpacks it."""
+
+    label: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure embedded in the page: `src` is a data: URI, so the page needs no file."""
+
+    name: str
+    title: str
+    caption: str
+    src: str
+
+
+def figure(name: str, title: str, caption: str, png: bytes) -> Figure:
+    """A figure with its PNG inlined as a data: URI."""
+    src = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+    return Figure(name=name, title=title, caption=caption, src=src)
+
+
+def number(value: JsonFloat) -> float | None:
+    """A summary.json number: null -> None, "inf" (JSON has no infinity) -> inf."""
+    return None if value is None else float(value)
+
+
+def ms(value: JsonFloat) -> str:
+    """Seconds as milliseconds with 4 significant digits, "∞" for "inf", NO_VALUE for null:
+    every report's milliseconds (sweep.md's too)."""
+    v = number(value)
+    if v is None:
+        return NO_VALUE
+    return "∞" if math.isinf(v) else significant(v * 1e3)
+
+
+def count(value: int | None) -> str:
+    return NO_VALUE if value is None else f"{value:,}"
+
+
+def share(value: float | None) -> str:
+    return NO_VALUE if value is None else f"{value:.2%}"
+
+
+def plain(value: object) -> str:
+    """A value as the summary holds it (a name, a configured rate), or NO_VALUE for null."""
+    return NO_VALUE if value is None else str(value)
+
+
+def ratio(value: float | None) -> str:
+    return NO_VALUE if value is None else f"{value:.3g}"
+
+
+def seconds(value: float) -> str:
+    """A time in seconds, 3 significant digits: "0.0005 s", "1.5 s", "12.3 s"."""
+    return f"{significant(value, 3)} s"
+
+
+def stage_label(s: Summary, key: str) -> str:
+    """A stage of a by-stage map (keyed by its index as a string), with its name if known."""
+    names = {str(stage.index): stage.name for stage in s.stages}
+    return f"stage {key} ({names[key]})" if key in names else f"stage {key}"
+
+
+# Every template's filters for summary.json's values (outputs/templating.py).
+FILTERS = {
+    "ms": ms,
+    "count": count,
+    "share": share,
+    "plain": plain,
+    "ratio": ratio,
+    "badge": VERDICT_BADGE.__getitem__,
+    "stage_label": lambda key, summary: stage_label(summary, key),
+}
