@@ -24,9 +24,13 @@ view without inputs is `{"unavailable": "<reason>"}` (`Unavailable`). Those mode
 keys they leave out (`_absent`), so a file read back re-serializes byte for byte.
 
 Changing the format: adding a key to an open mapping (environment, telemetry, scenario
-config) keeps the version. Anything else (a new, renamed, removed or retyped field) changes
-what a reader accepts: bump SCHEMA and the `schema_id` literal together (zqbench.summary/2),
-since readers refuse other versions; then regenerate the schema and commit it:
+config), or an optional field that is absent when it has nothing to say (a report section:
+resent, cut_at_end, ttft_split), keeps the version: every file written before it still
+reads. A zqbench older than such a field refuses a file that has it, naming the key (extra
+keys are forbidden), which tells its user to upgrade. Anything else (a renamed, removed or
+retyped field, a new required one) changes what a reader accepts: bump SCHEMA and the
+`schema_id` literal together (zqbench.summary/2), since readers refuse other versions. Either
+way, regenerate the schema and commit it:
 
     python -m zqbench.summary summary > docs/summary.schema.json
 
