@@ -118,8 +118,8 @@ def auth_required(t: Target) -> Cases:
     ]
 
 
-def _corpus(t: Target) -> list[tuple[str, bytes]]:
-    """(name, body) of malformed requests; none of them may get a 5xx."""
+def corpus(t: Target) -> Cases:
+    """Malformed requests, each named; none of them may get a 5xx."""
     valid = _valid(t)
 
     def variant(**change: Any) -> bytes:
@@ -129,7 +129,7 @@ def _corpus(t: Target) -> list[tuple[str, bytes]]:
         return variant(messages=[{"role": role, "content": content}])
 
     good = json.dumps(valid).encode()
-    return [
+    bodies = [
         ("empty body", b""),
         ("not JSON", b"this is not json"),
         ("truncated JSON", good[: len(good) // 2]),
@@ -162,10 +162,7 @@ def _corpus(t: Target) -> list[tuple[str, bytes]]:
         ("prompt past the context", message("x" * 200_000)),
         ("a 1 MB key", variant(**{"k" * 1_000_000: 1})),
     ]
-
-
-def corpus(t: Target) -> Cases:
-    return [(name, _post(t, body)) for name, body in _corpus(t)]
+    return [(name, _post(t, body)) for name, body in bodies]
 
 
 def no_5xx(obs: Observations) -> CheckResult:
@@ -198,37 +195,28 @@ def _auth(obs: Observations) -> CheckResult:
     return _expect(obs.target, obs.named("errors.6"), 401)
 
 
-# Each check's requests: its phase, named as the check.
-CASES: list[tuple[str, Callable[[Target], Cases]]] = [
-    ("errors.1", missing_field),
-    ("errors.2", invalid_field),
-    ("errors.3", unknown_model),
-    ("errors.4", oversize),
-    ("errors.5", wrong_method),
+# id, statement, its requests (a phase named as the check), the status each must get
+STATUSES: list[tuple[str, str, Callable[[Target], Cases], int]] = [
+    ("errors.1", "A request missing a required field gets 400 in the dialect's error JSON.",
+     missing_field, 400),
+    ("errors.2", "A field of the wrong type or value gets 400 in the dialect's error JSON.",
+     invalid_field, 400),
+    ("errors.3", "An unknown model gets 404 in the dialect's error JSON.", unknown_model, 404),
+    ("errors.4", "A body past the size limit gets 413 in the dialect's error JSON.", oversize, 413),
+    ("errors.5", "A wrong method on a known route gets 405 in the dialect's error JSON.",
+     wrong_method, 405),
+]  # fmt: skip
+AUTH = "Without a valid key the endpoint answers 401 (with --expect-auth)."
+CORPUS = "No input of a fixed corpus of malformed requests gets a 5xx or no answer."
+CHECKS = [
+    *(Check(i, statement, _judged(i, status), (i,)) for i, statement, _, status in STATUSES),
+    Check("errors.6", AUTH, _auth, ("errors.6",)),
+    Check("errors.7", CORPUS, no_5xx, ("errors.7",)),
+]
+# After the load phases, once the endpoint is back at rest (phases.py).
+BUILDS = [
+    *((i, build) for i, _, build, _ in STATUSES),
     ("errors.6", auth_required),
     ("errors.7", corpus),
 ]
-# After the load phases, once the endpoint is back at rest (phases.py).
-PHASES: list[Phase] = [sequential(name, build, ("settle.errors",)) for name, build in CASES]
-STATEMENTS = [
-    ("errors.1", "A request missing a required field gets 400 in the dialect's error JSON.", 400),
-    ("errors.2", "A field of the wrong type or value gets 400 in the dialect's error JSON.", 400),
-    ("errors.3", "An unknown model gets 404 in the dialect's error JSON.", 404),
-    ("errors.4", "A body past the size limit gets 413 in the dialect's error JSON.", 413),
-    ("errors.5", "A wrong method on a known route gets 405 in the dialect's error JSON.", 405),
-]
-CHECKS = [
-    *(Check(i, statement, _judged(i, status), (i,)) for i, statement, status in STATEMENTS),
-    Check(
-        "errors.6",
-        "Without a valid key the endpoint answers 401 (with --expect-auth).",
-        _auth,
-        ("errors.6",),
-    ),
-    Check(
-        "errors.7",
-        "No input of a fixed corpus of malformed requests gets a 5xx or no answer.",
-        no_5xx,
-        ("errors.7",),
-    ),
-]
+PHASES: list[Phase] = [sequential(i, build, ("settle.errors",)) for i, build in BUILDS]
