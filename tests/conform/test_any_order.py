@@ -41,7 +41,7 @@ def test_a_permutation_judges_the_same_observations_alike() -> None:
     with FakeServer({"refuse_429"}) as srv:
         sender = Sender(Target(fake_options(srv.base_url), MODEL))
         try:
-            obs, _ = phases.measure(sender, (n for c in CATALOGUE for n in c.needs))
+            obs, _ = phases.measure(sender, phases.planned(n for c in CATALOGUE for n in c.needs))
         finally:
             sender.close()
         sent = len(sender.seen)

@@ -252,15 +252,20 @@ def closure(needs: Iterable[str]) -> set[str]:
     return out
 
 
-def measure(sender: Sender, needs: Iterable[str]) -> tuple[Observations, dict[str, float]]:
-    """The phases `needs` calls for, in PLAN's order: their observations, and the seconds
-    each took."""
+def planned(needs: Iterable[str]) -> list[Phase]:
+    """The phases `needs` calls for, in PLAN's order."""
     wanted = closure(needs)
+    return [p for p in PLAN if p.name in wanted]
+
+
+def measure(sender: Sender, plan: list[Phase]) -> tuple[Observations, dict[str, float]]:
+    """The observations of `plan`'s phases, and the seconds each took. A phase reads what
+    the phases before it observed (`after` names those it cannot do without; a settling
+    compares with at_rest only when the plan measured it)."""
     obs = Observations(sender.target)
     seconds: dict[str, float] = {}
-    for phase in PLAN:
-        if phase.name in wanted:
-            t = time.monotonic()
-            obs.results[phase.name] = phase.measure(sender, obs)
-            seconds[phase.name] = time.monotonic() - t
+    for phase in plan:
+        t = time.monotonic()
+        obs.results[phase.name] = phase.measure(sender, obs)
+        seconds[phase.name] = time.monotonic() - t
     return Observations(sender.target, obs.results, tuple(sender.seen)), seconds

@@ -95,7 +95,7 @@ def run_conformance(
     *,
     on_note: NoteCallback | None = None,
 ) -> ConformReport:
-    """`on_note` gets the resolved target's lines (model, APIs) before the first check."""
+    """`on_note` gets the resolved target's lines (model, APIs), then the phases measured."""
     plan = select(options)
     base = parse_base_url(options.target).url("")
     started = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
@@ -105,7 +105,10 @@ def run_conformance(
     sender = Sender(target)
     try:
         needs = (name for check, not_run in plan if not not_run for name in check.needs)
-        obs, seconds = phases.measure(sender, needs)
+        planned = phases.planned(needs)
+        if on_note is not None and planned:  # the verdicts come once all is measured
+            on_note(f"measuring: {', '.join(p.name for p in planned)}")
+        obs, seconds = phases.measure(sender, planned)
     finally:
         sender.close()
     outcomes = []
