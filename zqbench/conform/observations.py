@@ -66,7 +66,6 @@ class Overload:
     burst: list[Evidence]
     recovery: list[Evidence]  # sequential requests after the burst, until recovered
     recovery_s: float | None  # burst end -> first of `recovery_requests` admissions in a row
-    baseline_ttft_ms: float | None  # median TTFT of the low-load requests
 
 
 @dataclass(frozen=True)

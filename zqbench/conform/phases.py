@@ -143,7 +143,7 @@ def past(steps: tuple[int, ...], known: Capacity | None) -> tuple[int, ...]:
     return steps if extra <= max(steps) else (*steps, extra)
 
 
-def overload(sender: Sender, obs: Observations) -> Overload:
+def overload(sender: Sender, _: Observations) -> Overload:
     """One burst of `overload_concurrency` requests, then sequential requests until
     `recovery_requests` in a row are admitted (or `recovery_s` passed)."""
     t, o = sender.target, sender.target.options
@@ -167,7 +167,7 @@ def overload(sender: Sender, obs: Observations) -> Overload:
             time.sleep(0.02)  # poll, do not hammer a server that says it is full
     if in_a_row < o.recovery_requests:
         recovered_at = None
-    return Overload(burst, recovery, recovered_at, obs.baseline_ttft_ms())
+    return Overload(burst, recovery, recovered_at)
 
 
 def retry_after(sender: Sender, obs: Observations) -> retry.RetryRun:

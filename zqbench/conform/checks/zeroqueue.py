@@ -232,7 +232,7 @@ def refuses(obs: Observations) -> CheckResult:
         return passed("the endpoint refused part of the burst", **summary)
     # Nothing refused: either the capacity exceeds the burst, or the extra requests waited.
     ttfts = _ttfts(kinds.get("admitted", []))
-    baseline = o.baseline_ttft_ms
+    baseline = obs.baseline_ttft_ms()
     summary |= {"baseline_ttft_ms": baseline, "burst_ttft_max_ms": _ms(max(ttfts, default=0))}
     if baseline is not None and ttfts and max(ttfts) > QUEUE_FACTOR * baseline + QUEUE_MARGIN_MS:
         return failed(
@@ -353,7 +353,7 @@ CHECKS = [
         "zeroqueue.6",
         "Past capacity the endpoint refuses requests rather than queueing them or timing out.",
         refuses,
-        OVERLOAD,
+        ("at_rest", "overload"),
     ),
     Check(
         "zeroqueue.7",
