@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zqbench.conform.capacity import MAX_CONCURRENCY, Capacity, advertised, running
-from zqbench.conform.context import past
+from zqbench.conform.phases import past
 
 VLLM_METRICS = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.

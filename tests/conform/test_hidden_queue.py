@@ -10,10 +10,11 @@ import pytest
 
 from tests.conform.fake_server import MODEL, FakeServer
 from tests.conform.util import fake_options, outcome
-from zqbench.conform import ConformReport, run_conformance
+from zqbench.conform import ConformReport, phases, run_conformance
 from zqbench.conform.catalogue import CATALOGUE
 from zqbench.conform.checks.zeroqueue import hidden_queue
-from zqbench.conform.context import Context
+from zqbench.conform.context import Sender, Target
+from zqbench.conform.observations import Observations
 from zqbench.conform.options import ConformOptions
 
 pytestmark = pytest.mark.slow  # conform runs against a server, for seconds
@@ -108,18 +109,28 @@ def test_steps_that_never_pass_capacity_are_a_skip_not_a_pass() -> None:
     )
 
 
+def _observed(srv: FakeServer, options: ConformOptions, *, busy_s: float = 0.0) -> Observations:
+    """at_rest, then (after `busy_s` of leftover work begins) settle.load and slope, measured
+    by the plan's own phases."""
+    sender = Sender(Target(options, MODEL))
+    try:
+        obs = Observations(sender.target)
+        obs.results["at_rest"] = phases.at_rest(sender, obs)
+        if busy_s:
+            srv.busy_for(busy_s)
+        obs.results["settle.load"] = phases.settle(sender, obs)
+        obs.results["slope"] = phases.slope(sender, obs)
+    finally:
+        sender.close()
+    return obs
+
+
 def test_the_slope_waits_until_the_server_is_back_at_rest() -> None:
     """Leftover work after the at-rest requests (every first token 50 ms late for 1.5 s): the
     slope steps start only once the server answers as it did at rest."""
     with FakeServer(queue=True, slots=4) as srv:
-        ctx = Context(fake_options(srv.base_url, slope_steps=(1, 2, 4, 8)), model=MODEL)
-        try:
-            ctx.low_load()
-            srv.busy_for(1.5)
-            result = hidden_queue(ctx)
-        finally:
-            ctx.close()
-    ev = result.evidence
+        obs = _observed(srv, fake_options(srv.base_url, slope_steps=(1, 2, 4, 8)), busy_s=1.5)
+    ev = hidden_queue(obs).evidence
     assert ev["baseline_ttft_ms"] < 40, ev  # measured before the leftover work
     settled = ev["settled"]
     assert settled["at_rest"] is True and settled["bound_ms"] < 50, settled
@@ -132,22 +143,23 @@ def test_refusals_at_rest_neither_stall_nor_end_the_settling() -> None:
     """A server that refuses one at-rest request in three (zeroqueue.11's fault) settles as
     soon as 3 admitted probes answer in time: a refusal says nothing of leftover work."""
     with FakeServer({"refuse_idle"}, queue=True, slots=4) as srv:
-        ctx = Context(fake_options(srv.base_url, slope_steps=(1, 2)), model=MODEL)
-        try:
-            ctx.low_load()
-            settled = ctx.settle("slope")
-        finally:
-            ctx.close()
+        settled = _observed(srv, fake_options(srv.base_url, slope_steps=(1, 2))).settled(
+            "settle.load"
+        )
     assert settled.at_rest is True, settled
     assert settled.probes >= 4 and settled.waited_s < 2.0, settled
 
 
-def test_the_errors_group_runs_after_every_load_check() -> None:
+def test_the_errors_phases_come_after_every_load_phase_and_a_settling() -> None:
     """errors.4's 32 MiB prompt stalled a one-core llama.cpp for over 10 s after 3 settling
-    probes had passed: the oversize body comes after the measurements it could spoil."""
-    ids = [c.id for c in CATALOGUE]
-    first_error = min(i for i, c in enumerate(ids) if c.startswith("errors."))
-    assert all(i < first_error for i, c in enumerate(ids) if c.startswith("zeroqueue."))
+    probes had passed: the oversize body comes after the measurements it could spoil, and
+    only once a cut stream's slot is free again (the plan's order, whatever the checks')."""
+    names = [p.name for p in phases.PLAN]
+    first_error = min(i for i, n in enumerate(names) if n.startswith("errors."))
+    load = ("at_rest", "slope", "overload", "retry", "disconnect")
+    assert all(names.index(n) < first_error for n in load)
+    assert names.index("settle.errors") < first_error
+    assert all("settle.errors" in p.after for p in phases.PLAN if p.name.startswith("errors."))
 
 
 def test_a_lowest_step_with_no_first_token_keeps_its_requests_in_the_evidence() -> None:

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from zqbench.conform.capacity import Capacity
-from zqbench.conform.context import SlopeStep
 from zqbench.conform.evidence import Evidence
+from zqbench.conform.observations import SlopeStep
 from zqbench.conform.queueing import judge
 
 MS = 1_000_000  # ns

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from tests.conform.conftest import reference_report
 from tests.conform.util import failing, outcome
-from zqbench.conform import ConformReport
+from zqbench.conform import ConformReport, runner
+from zqbench.conform.catalogue import CATALOGUE
 
 pytestmark = pytest.mark.slow  # conform runs against a server, for seconds
 
@@ -95,3 +99,16 @@ def test_fifo_frees_a_cut_streams_slot_and_has_no_refusal_to_judge(
     assert outcome(fifo_report, "zeroqueue.13").status == "pass"
     for check_id in ("zeroqueue.11", "zeroqueue.12"):
         assert outcome(fifo_report, check_id).status == "skip"
+
+
+def test_a_shuffled_catalogue_gives_the_same_verdicts(
+    zero_queue_report: ConformReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks in a seeded permutation judge a fresh run of the plan alike (#39)."""
+    order = list(CATALOGUE)
+    random.Random(39).shuffle(order)
+    monkeypatch.setattr(runner, "CATALOGUE", tuple(order))
+    (shuffled,) = reference_report("zero-queue")
+    assert [o.id for o in shuffled.outcomes] == [c.id for c in order]
+    statuses = {o.id: o.status for o in zero_queue_report.outcomes}
+    assert {o.id: o.status for o in shuffled.outcomes} == statuses

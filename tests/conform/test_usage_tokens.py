@@ -23,8 +23,9 @@ from tests.dialects.frames import (
     vllm_usage,
 )
 from zqbench.conform.checks.api import usage_tokens
-from zqbench.conform.context import Context
+from zqbench.conform.context import Target
 from zqbench.conform.evidence import Evidence, Recorder, Request
+from zqbench.conform.observations import Observations
 from zqbench.conform.options import ConformOptions
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec
@@ -53,10 +54,10 @@ def frames_of(texts: list[str], *, usage: int) -> list[bytes]:
 
 
 def judged(api: str, frames: list[bytes]):
-    """usage_tokens on a context whose streamed exchange is `frames` (nothing is sent)."""
-    ctx = Context(ConformOptions(target="http://127.0.0.1:9", apis=(api,)))
-    ctx.once(f"api.{api}.stream", lambda: streamed(api, frames))
-    return usage_tokens(ctx, api)
+    """usage_tokens on observations whose streamed exchange is `frames` (nothing is sent)."""
+    target = Target(ConformOptions(target="http://127.0.0.1:9", apis=(api,)))
+    obs = Observations(target, {f"api.{api}.stream": [(api, streamed(api, frames))]})
+    return usage_tokens(obs, api)
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,9 @@
-"""The catalogue: every check, in the order a run executes them.
+"""The catalogue: every check, in the order the report lists them.
 
 Ids are stable: a check keeps its id for as long as it exists, and a new check takes the
-next free number of its group. Order matters: the load checks (zeroqueue.5-10) come after
-the requests at rest; zeroqueue.11 judges their exchanges, .12 and .13 send their own load
-after them (a burst that would otherwise land in .6-.10's, streams that would take their
-slots); headers.* last, as it judges every response the run received.
+next free number of its group. The order is the report's alone: every check judges the
+observations of the plan's phases (phases.py), measured first in an order of their own,
+so the checks give the same verdicts in any order.
 """
 
 from __future__ import annotations
@@ -18,10 +17,7 @@ CATALOGUE: tuple[Check, ...] = (
     *(check for api in DIALECTS for check in api_checks(api)),  # api.<name>.*, registry order
     *transport.CHECKS,
     *zeroqueue.CHECKS,
-    *slots.CHECKS,  # zeroqueue.11-13: after the load measurements they judge or follow
-    # After the load checks: errors.4's 32 MiB prompt kept a one-core llama.cpp busy for
-    # 14-50 s after conform gave up on it, a stall no at-rest probe between them could see
-    # (its HTTP thread tokenized while the slots still answered).
+    *slots.CHECKS,  # zeroqueue.11-13
     *errors.CHECKS,
     *headers.CHECKS,
 )

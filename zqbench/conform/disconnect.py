@@ -30,8 +30,9 @@ import contextlib
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 
-from zqbench.conform import capacity, loadclient
+from zqbench.conform import capacity, loadclient, queueing
 from zqbench.conform.evidence import Evidence, Request
+from zqbench.metrics.classify import BASELINE_FACTOR
 from zqbench.target.control import ControlClient
 from zqbench.transport.base import Transport, TransportError
 
@@ -204,3 +205,33 @@ async def _watch(
         if now >= deadline:
             return
         await asyncio.sleep(POLL_S)
+
+
+def at_once_ttft_ms(run: DisconnectRun) -> float | None:
+    """The median TTFT of the N requests sent at once on free slots (step 0)."""
+    ttfts = queueing.admitted_ttfts(run.at_once)
+    return queueing.percentile(ttfts, 0.5) if ttfts else None
+
+
+def threshold_ms(judged: queueing.Judgement, run: DisconnectRun) -> float | None:
+    """zeroqueue.5's T, 2 B + max(margin, H / 2) (queueing.py), with B the median TTFT of
+    the N requests sent at once on free slots (step 0) where that is the longer: N first
+    tokens that share a start share a prefill, and a one-core vLLM took 241 ms for 7 of 8
+    of them against an at-rest 68 ms (T 222 ms). A slot a cut stream still holds adds
+    the rest of its generation on top, which T still sees."""
+    at_once, baseline = at_once_ttft_ms(run), judged.baseline_ms
+    if judged.threshold_ms is None or at_once is None or baseline is None:
+        return judged.threshold_ms
+    return judged.threshold_ms + BASELINE_FACTOR * max(0.0, at_once - baseline)
+
+
+def slowest_first_token(run: DisconnectRun, threshold: float | None) -> float | None:
+    """The new requests' latest first token where it alone would fail zeroqueue.13 (every
+    request admitted, the gauge back down, a TTFT past T), else None."""
+    if threshold is None or (run.gauge is not None and run.gauge.fell_s is None):
+        return None
+    admitted = [a[-1] for a in run.fresh if a[-1].admission == "admitted"]
+    ttfts = [t for ex in admitted if (t := ex.ttft_ms) is not None]
+    if len(admitted) < run.n or not ttfts or max(ttfts) <= threshold:
+        return None
+    return max(ttfts)

@@ -1,9 +1,13 @@
-"""What a conformance run is made of: checks, results and the report (options: options.py).
+"""What a conformance run is made of: phases, checks, results and the report (options:
+options.py).
 
-A check is a small object with a stable `id` (`zeroqueue.3`), the `group` it belongs to
-(`zeroqueue`), a one-line `statement` of what must hold, and `run(ctx) -> CheckResult`.
-A result is `pass`, `fail` or `skip`; a fail carries the evidence that shows why, a skip
-the reason it could not be decided.
+A phase is a named measurement of the plan (phases.py): `measure(sender, observations)`
+sends its requests and returns its observation. A check is a small object with a stable
+`id` (`zeroqueue.3`), the `group` it belongs to (`zeroqueue`), a one-line `statement` of
+what must hold, the phases it `needs`, and `run(observations) -> CheckResult`: a pure
+judgement of what those phases observed, so checks run in any order. A result is `pass`,
+`fail` or `skip`; a fail carries the evidence that shows why, a skip the reason it could
+not be decided.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from zqbench.conform.context import Context
+    from zqbench.conform.context import Sender, Target
+    from zqbench.conform.evidence import Request
+    from zqbench.conform.observations import Observations
 
 Status = Literal["pass", "fail", "skip"]
 
@@ -38,10 +44,31 @@ def skipped(reason: str, **evidence: Any) -> CheckResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Phase:
+    name: str
+    measure: Callable[[Sender, Observations], Any]
+    after: tuple[str, ...] = ()  # phases whose observations it uses: measured before it
+
+
+Cases = list[tuple[str, "Request"]]  # requests of a sequential phase, each named
+
+
+def sequential(name: str, build: Callable[[Target], Cases], after: tuple[str, ...] = ()) -> Phase:
+    """A phase that sends `build(target)`'s requests one at a time on the run's client;
+    its observation is each case's name with its exchange."""
+
+    def measure(sender: Sender, _: Observations) -> Any:
+        return [(case, sender.send(req)) for case, req in build(sender.target)]
+
+    return Phase(name, measure, after)
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     id: str
     statement: str
-    run: Callable[[Context], CheckResult]
+    run: Callable[[Observations], CheckResult]
+    needs: tuple[str, ...] = ()  # the phases whose observations it judges
 
     @property
     def group(self) -> str:

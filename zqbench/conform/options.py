@@ -67,7 +67,7 @@ class ConformOptions:
     disconnect_bound_s: float = 1.0  # zeroqueue.13: slots free again within this of a hang-up
     check_time_s: float = 10.0  # wall-clock bound of each load measurement
     # At most this long waiting for the endpoint to be at rest before the at-rest requests and
-    # the slope steps (Context.settle); a one-core llama.cpp tokenizing errors.4's 32 MiB
+    # the slope steps (phases.settle); a one-core llama.cpp tokenizing errors.4's 32 MiB
     # prompt took 20-50 s.
     settle_s: float = 60.0
     seed: int = 0  # bootstrap RNG

@@ -1,7 +1,7 @@
 """Did admitted requests wait for a slot? The hidden-queue detector's judgement (zeroqueue.5),
 made on the tail of each concurrency step, never on its median.
 
-Per step of `c` concurrent requests (Context.slope):
+Per step of `c` concurrent requests (the plan's slope phase):
 
     B  baseline: median TTFT at rest (the low-load requests; else the lowest step's)
     H  hold: median time a request of the lowest step streams after its first token
@@ -45,14 +45,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zqbench.conform.capacity import Capacity
-from zqbench.conform.context import Context, SlopeStep
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.stats import median_slope
 from zqbench.metrics.classify import BASELINE_FACTOR, allowance
 from zqbench.metrics.quantiles import wilson_interval
+
+if TYPE_CHECKING:
+    from zqbench.conform.observations import SlopeStep
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -206,20 +208,3 @@ def slope_evidence(steps: Sequence[SlopeStep], seed: int) -> dict[str, Any] | No
         "ci95_ms": [round(fit.ci_low, 4), round(fit.ci_high, 4)],
         "note": "secondary: a median hides a queue that holds half the requests or fewer",
     }
-
-
-def run_judgement(ctx: Context) -> Judgement:
-    """The run's slope steps judged once (zeroqueue.5 reports it, .13 takes its T)."""
-
-    def make() -> Judgement:
-        o = ctx.options
-        run = ctx.slope()
-        return judge(
-            run.steps,
-            baseline_ms=ctx.baseline_ttft_ms(),
-            capacity=run.capacity,
-            margin_ms=o.queue_margin_ms,
-            share=o.queue_share,
-        )
-
-    return ctx.once("queue_judgement", make)

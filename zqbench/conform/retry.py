@@ -1,7 +1,7 @@
 """Retry-After, taken at its word (zeroqueue.12): a burst past capacity, then a few of its
 refusals retried exactly when their Retry-After (or retry-after-ms) said.
 
-A burst of its own, not the overload burst's (Context.overload): that burst's refusals are
+A burst of its own, not the overload burst's (phases.overload): that burst's refusals are
 answered before its recovery requests run, and a retry due 1 s later would land among them,
 each measurement taking a slot from the other. Here nothing else is in flight: a retry meets
 the endpoint with what the burst left running, and that is what its Retry-After described.

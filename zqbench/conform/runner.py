@@ -1,4 +1,5 @@
-"""`run_conformance(options) -> ConformReport`: select, run and record the catalogue's checks.
+"""`run_conformance(options) -> ConformReport`: select the catalogue's checks, measure the
+phases they need (phases.py), then judge each check on the observations it declared.
 
 Usage mistakes (an unknown `only` group or `skip` id) raise OptionError before any request
 (bad option values already did, when the options were built); an endpoint that does not
@@ -13,15 +14,18 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+from zqbench.conform import phases
 from zqbench.conform.catalogue import CATALOGUE, groups, in_groups
-from zqbench.conform.context import Context
+from zqbench.conform.context import Sender, Target
 from zqbench.conform.model import Check, CheckOutcome, CheckResult, ConformReport
+from zqbench.conform.observations import Observations
 from zqbench.conform.options import ConformOptions
 from zqbench.errors import OptionError
 from zqbench.redact import redact_url
 from zqbench.target import control
 from zqbench.target.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
 from zqbench.target.resolve import Access, Resolution, Wanted, resolve_target
+from zqbench.transport.origin import parse_base_url
 
 NoteCallback = Callable[[str], None]
 
@@ -48,30 +52,41 @@ def select(options: ConformOptions) -> list[tuple[Check, str | None]]:
     return out
 
 
-def _resolve(ctx: Context, on_note: NoteCallback | None) -> None:
+def _resolve(options: ConformOptions, base: str, on_note: NoteCallback | None) -> Target:
     """The model (--model, else GET /v1/models) and the APIs (--api, else every one that
     answers, anthropic first), resolved as a run resolves them (zqbench.target.resolve)."""
-    options = ctx.options
     timeout_s = min(options.timeout_s, RESOLVE_TIMEOUT_S)
-    access = Access(ctx.base, api_key=options.api_key, timeout_s=timeout_s)
+    access = Access(base, api_key=options.api_key, timeout_s=timeout_s)
     wanted = Wanted(model=options.model, apis=options.apis, strict_model=options.strict_model)
     resolution: Resolution = resolve_target(access, wanted)
-    ctx.model = resolution.model
-    ctx.options = dataclasses.replace(options, apis=resolution.apis)
     if on_note is not None:
         warnings = (f"warning: {w}" for w in resolution.warnings)
         for line in (f"target: {resolution.record.describe()}", resolution.model_note, *warnings):
             if line:
                 on_note(line)
+    return Target(dataclasses.replace(options, apis=resolution.apis), resolution.model)
 
 
-def _run_one(check: Check, ctx: Context) -> CheckResult:
+def judge(check: Check, obs: Observations) -> CheckResult:
+    """`check` on the observations it declared (only those: Observations.view)."""
     try:
-        return check.run(ctx)
+        return check.run(obs.view(check.needs))
     except Exception as exc:  # a bug in a check must not hide the others
         return CheckResult(
             "fail", f"the check crashed: {type(exc).__name__}: {exc}"[:300], {"crash": True}
         )
+
+
+def _charges(plan: list[tuple[Check, str | None]], seconds: dict[str, float]) -> list[float]:
+    """Each check's share of the measuring: a phase's seconds go to the first check (in
+    catalogue order) whose needs call for it, as the report's `duration_s` says."""
+    charged: set[str] = set()
+    out = []
+    for check, not_run in plan:
+        mine = set() if not_run else phases.closure(check.needs) - charged
+        charged |= mine
+        out.append(sum(seconds.get(name, 0.0) for name in mine))
+    return out
 
 
 def run_conformance(
@@ -80,39 +95,37 @@ def run_conformance(
     *,
     on_note: NoteCallback | None = None,
 ) -> ConformReport:
-    """`on_note` gets the resolved target's lines (model, APIs) before the first check."""
+    """`on_note` gets the resolved target's lines (model, APIs), then the phases measured."""
     plan = select(options)
-    ctx = Context(options)
+    base = parse_base_url(options.target).url("")
     started = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     t0 = time.monotonic()
-    control.check_reachable(ctx.base, timeout_s=min(options.timeout_s, 5.0))
-    outcomes = []
+    control.check_reachable(base, timeout_s=min(options.timeout_s, 5.0))
+    target = _resolve(options, base, on_note)
+    sender = Sender(target)
     try:
-        _resolve(ctx, on_note)
-        load = any(check.id.startswith("zeroqueue.") and not not_run for check, not_run in plan)
-        if load:
-            # The endpoint at rest, before any heavy check can leave it busy (Context.settle).
-            ctx.low_load()
-        for check, not_run in plan:
-            if load and check.group == "errors" and not not_run:
-                # After the load checks (catalogue order): slots a cut stream still holds
-                # (zeroqueue.13) would turn the malformed inputs into refusals. Once only.
-                ctx.settle("errors")
-            t = time.monotonic()
-            result = CheckResult("skip", not_run) if not_run else _run_one(check, ctx)
-            outcome = CheckOutcome.of(check, result, round(time.monotonic() - t, 3))
-            outcomes.append(outcome)
-            if on_result is not None:
-                on_result(outcome)
+        needs = (name for check, not_run in plan if not not_run for name in check.needs)
+        planned = phases.planned(needs)
+        if on_note is not None and planned:  # the verdicts come once all is measured
+            on_note(f"measuring: {', '.join(p.name for p in planned)}")
+        obs, seconds = phases.measure(sender, planned)
     finally:
-        ctx.close()
-    settings = dataclasses.asdict(ctx.options)
+        sender.close()
+    outcomes = []
+    for (check, not_run), charge in zip(plan, _charges(plan, seconds), strict=True):
+        t = time.monotonic()
+        result = CheckResult("skip", not_run) if not_run else judge(check, obs)
+        outcome = CheckOutcome.of(check, result, round(time.monotonic() - t + charge, 3))
+        outcomes.append(outcome)
+        if on_result is not None:
+            on_result(outcome)
+    settings = dataclasses.asdict(target.options)
     for private in ("target", "api_key", "only", "skip"):
         settings.pop(private)
     return ConformReport(
         target=redact_url(options.target),
-        apis=ctx.options.apis,
-        model=ctx.model,
+        apis=target.options.apis,
+        model=target.model,
         started_at=started,
         duration_s=round(time.monotonic() - t0, 3),
         outcomes=tuple(outcomes),

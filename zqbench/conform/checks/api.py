@@ -15,28 +15,44 @@ stop-reason facts and .3's statement are the dialect's own (`zqbench.dialects`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zqbench.conform.context import Context
 from zqbench.conform.evidence import Evidence, excerpt
-from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
+from zqbench.conform.model import Check, CheckResult, Phase, failed, passed, sequential, skipped
+from zqbench.conform.observations import Observations
 from zqbench.dialects import DIALECTS
 from zqbench.dialects.base import Dialect
+
+if TYPE_CHECKING:
+    from zqbench.conform.context import Target
+    from zqbench.conform.evidence import Request
+    from zqbench.conform.model import Cases
 
 STREAM_EXCERPT = 16 * 1024  # api.<name>.3 keeps this much of the stream it counted
 
 
-def _streamed(ctx: Context, api: str) -> Evidence:
-    return ctx.once(f"api.{api}.stream", lambda: ctx.send(ctx.generate(api, stream=True)))
+def phases(api: str) -> list[Phase]:
+    """The requests api.<api>.* judge: one non-streamed (.1, .4), one streamed (.2-.4),
+    GET /v1/models (.5); none when --api does not include `api`."""
+
+    def one(build: Callable[[Target], Request]) -> Callable[[Target], Cases]:
+        return lambda t: [(api, build(t))] if api in t.options.apis else []
+
+    return [
+        sequential(f"api.{api}.body", one(lambda t: t.generate(api, stream=False))),
+        sequential(f"api.{api}.stream", one(lambda t: t.generate(api, stream=True))),
+        sequential(f"api.{api}.models", one(lambda t: t.get("/v1/models", api))),
+    ]
 
 
-def _stream_problems(ctx: Context, api: str) -> list[str]:
+def _streamed(obs: Observations, api: str) -> Evidence:
+    return obs.exchange(f"api.{api}.stream")
+
+
+def _stream_problems(obs: Observations, api: str) -> list[str]:
     """What is wrong with the shape of the streamed response (a 200 event stream)."""
-    ex = _streamed(ctx, api)
-    return ctx.once(
-        f"api.{api}.stream_problems",
-        lambda: ctx.dialect(api).shapes.stream([e for e, _ in ex.events]),
-    )
+    ex = _streamed(obs, api)
+    return obs.target.dialect(api).shapes.stream([e for e, _ in ex.events])
 
 
 def _bad_status(ex: Evidence) -> CheckResult | None:
@@ -51,38 +67,38 @@ def _shape(problems: list[str], ex: Evidence, ok: str) -> CheckResult:
     return passed(ok)
 
 
-def _unjudged_stream(ctx: Context, api: str) -> CheckResult | None:
+def _unjudged_stream(obs: Observations, api: str) -> CheckResult | None:
     """A skip when the streamed response is a 200 event stream not of the API's shape."""
-    ex = _streamed(ctx, api)
-    if ex.sse_error or _stream_problems(ctx, api):
+    ex = _streamed(obs, api)
+    if ex.sse_error or _stream_problems(obs, api):
         return skipped(f"the stream is not of the API's shape; see api.{api}.2")
     return None
 
 
-def response_shape(ctx: Context, api: str) -> CheckResult:
-    ex = ctx.send(ctx.generate(api, stream=False))
+def response_shape(obs: Observations, api: str) -> CheckResult:
+    ex = obs.exchange(f"api.{api}.body")
     if r := _bad_status(ex):
         return r
-    shapes = ctx.dialect(api).shapes
+    shapes = obs.target.dialect(api).shapes
     return _shape(shapes.body(ex.json()), ex, f"a {shapes.noun} body with every required field")
 
 
-def stream_order(ctx: Context, api: str) -> CheckResult:
-    ex = _streamed(ctx, api)
+def stream_order(obs: Observations, api: str) -> CheckResult:
+    ex = _streamed(obs, api)
     if r := _bad_status(ex):
         return r
     if not ex.is_sse:
         return failed("a streamed request did not get text/event-stream", response=ex.evidence())
     if ex.sse_error:
         return failed(f"the event stream is not valid SSE ({ex.sse_error})", response=ex.evidence())
-    return _shape(_stream_problems(ctx, api), ex, f"{len(ex.events)} events in order")
+    return _shape(_stream_problems(obs, api), ex, f"{len(ex.events)} events in order")
 
 
-def usage_tokens(ctx: Context, api: str) -> CheckResult:
-    ex = _streamed(ctx, api)
+def usage_tokens(obs: Observations, api: str) -> CheckResult:
+    ex = _streamed(obs, api)
     if ex.status != 200 or not ex.is_sse:
         return skipped(f"no stream to count (status {ex.status}); see api.{api}.2")
-    if r := _unjudged_stream(ctx, api):
+    if r := _unjudged_stream(obs, api):
         return r
     tokens, streamed = ex.usage_output_tokens, ex.text_events
     # The stream's own bytes, so that a count can be checked against what was sent.
@@ -93,7 +109,7 @@ def usage_tokens(ctx: Context, api: str) -> CheckResult:
     }
     if tokens is None:
         return failed("the stream reported no output token count", **evidence)
-    if ctx.dialect(api).token_per_event:
+    if obs.target.dialect(api).token_per_event:
         if tokens == streamed:
             return passed(f"{tokens} tokens reported and streamed", **evidence)
         if 0 < streamed < tokens:
@@ -111,38 +127,39 @@ def usage_tokens(ctx: Context, api: str) -> CheckResult:
     return passed(f"{tokens} tokens reported in {streamed} text deltas", **evidence)
 
 
-def stop_at_max(ctx: Context, api: str) -> CheckResult:
-    facts = ctx.dialect(api)
+def stop_at_max(obs: Observations, api: str) -> CheckResult:
+    facts = obs.target.dialect(api)
     seen = []
     for stream in (False, True):
-        ex = _streamed(ctx, api) if stream else ctx.send(ctx.generate(api, stream=False))
+        ex = _streamed(obs, api) if stream else obs.exchange(f"api.{api}.body")
         if r := _bad_status(ex):
             return r
-        if stream and (r := _unjudged_stream(ctx, api)):
+        if stream and (r := _unjudged_stream(obs, api)):
             return r
-        one = _stop(facts, ex, stream=stream, limit=ctx.options.max_tokens)
+        one = _stop(facts, ex, stream=stream, limit=obs.target.options.max_tokens)
         seen.append(one)
         if problem := _stop_problem(facts, one):
             return failed(problem, **one)
     return passed(f"{facts.stop_field} right, streamed and not", responses=seen)
 
 
-def models(ctx: Context, api: str) -> CheckResult:
-    ex = ctx.send(ctx.get("/v1/models", api))
+def models(obs: Observations, api: str) -> CheckResult:
+    ex = obs.exchange(f"api.{api}.models")
     if r := _bad_status(ex):
         return r
-    return _shape(ctx.dialect(api).shapes.models(ex.json()), ex, "a model list of the API's shape")
+    shapes = obs.target.dialect(api).shapes
+    return _shape(shapes.models(ex.json()), ex, "a model list of the API's shape")
 
 
 def _for(
-    api: str, check: Callable[[Context, str], CheckResult]
-) -> Callable[[Context], CheckResult]:
+    api: str, check: Callable[[Observations, str], CheckResult]
+) -> Callable[[Observations], CheckResult]:
     """`check` of `api`, skipped when --api does not include it."""
 
-    def run(ctx: Context) -> CheckResult:
-        if api not in ctx.options.apis:
+    def run(obs: Observations) -> CheckResult:
+        if api not in obs.target.options.apis:
             return skipped(f"--api does not include {api}")
-        return check(ctx, api)
+        return check(obs, api)
 
     return run
 
@@ -151,6 +168,7 @@ def api_checks(api: str) -> list[Check]:
     """The api.<api>.* group of the registered dialect `api`, in the words of its facts."""
     dialect = DIALECTS[api]
     noun, stop_field = dialect.shapes.noun, dialect.stop_field
+    body, stream = f"api.{api}.body", f"api.{api}.stream"
     statements = [
         (f"A non-streamed request returns a {noun} JSON body of the API's shape.", response_shape),
         ("A streamed response has the API's event order and event shapes.", stream_order),
@@ -158,9 +176,10 @@ def api_checks(api: str) -> list[Check]:
         (f"{stop_field} says the output stopped at max_tokens exactly when it did.", stop_at_max),
         ("GET /v1/models returns a model list of the API's shape.", models),
     ]
+    needs = [(body,), (stream,), (stream,), (body, stream), (f"api.{api}.models",)]
     return [
-        Check(f"api.{api}.{n}", statement, _for(api, check))
-        for n, (statement, check) in enumerate(statements, start=1)
+        Check(f"api.{api}.{n}", statement, _for(api, check), need)
+        for n, ((statement, check), need) in enumerate(zip(statements, needs, strict=True), 1)
     ]
 
 

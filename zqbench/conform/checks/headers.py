@@ -7,16 +7,17 @@ original deployment guide, as a general feature.
 
 from __future__ import annotations
 
-from zqbench.conform.context import Context
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
+from zqbench.conform.observations import Observations
 from zqbench.conform.options import parse_expectation
 
 
-def expected_headers(ctx: Context) -> CheckResult:
-    if not ctx.options.expect_headers:
+def expected_headers(obs: Observations) -> CheckResult:
+    """Judged on every exchange of the run's phases (it needs none of its own)."""
+    if not obs.target.options.expect_headers:
         return skipped("no --expect-header given")
-    expectations = [parse_expectation(s) for s in ctx.options.expect_headers]
-    responses = [ex for ex in ctx.seen if ex.status]
+    expectations = [parse_expectation(s) for s in obs.target.options.expect_headers]
+    responses = [ex for ex in obs.seen if ex.status]
     if not responses:
         return skipped("no response was received")
     for ex in responses:

@@ -8,7 +8,7 @@ when its client goes away.
 .13  streams cut mid-generation free their slots: as many new requests get in, promptly
      (conform/disconnect.py)
 
-Each judges by the capacity Context.capacity() gives (advertised, discovered, else the most
+Each judges by the capacity Observations.capacity() gives (advertised, discovered, else the most
 requests the run saw admitted at once), and says which it was.
 """
 
@@ -17,18 +17,18 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from zqbench.conform import queueing, refusals
-from zqbench.conform.context import Context
+from zqbench.conform import disconnect, refusals
 from zqbench.conform.disconnect import DisconnectRun
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
-from zqbench.metrics.classify import BASELINE_FACTOR, DEFAULT_MARGIN_S
+from zqbench.conform.observations import Observations
+from zqbench.metrics.classify import DEFAULT_MARGIN_S
 
 LISTED = 5  # false refusals shown in the evidence
 
 
-def _capacity(ctx: Context) -> dict[str, Any] | None:
-    known = ctx.capacity()
+def _capacity(obs: Observations) -> dict[str, Any] | None:
+    known = obs.capacity()
     return None if known is None else asdict(known)
 
 
@@ -37,11 +37,11 @@ def _ms(x: float | None) -> float | None:
 
 
 # ------------------------------------------------------------------ .11
-def false_refusals(ctx: Context) -> CheckResult:
-    known = ctx.capacity()
-    groups: list[tuple[str, list[Evidence]]] = [("at rest", ctx.low_load())]
-    groups += [(f"slope step {s.concurrency}", s.exchanges) for s in ctx.slope().steps]
-    groups.append(("overload burst", ctx.overload().burst))
+def false_refusals(obs: Observations) -> CheckResult:
+    known = obs.capacity()
+    groups: list[tuple[str, list[Evidence]]] = [("at rest", obs.at_rest())]
+    groups += [(f"slope step {s.concurrency}", s.exchanges) for s in obs.slope().steps]
+    groups.append(("overload burst", obs.overload().burst))
     judged = refusals.judge(groups, None if known is None else known.value)
     if not judged:
         return skipped("nothing was refused at rest, in the slope steps or in the burst")
@@ -50,7 +50,7 @@ def false_refusals(ctx: Context) -> CheckResult:
     loaded = [j for j in judged if j.where != "at rest"]
     false_loaded = [j for j in loaded if j.false]
     t0 = min(ex.t_send for _, exs in groups for ex in exs)
-    bound = ctx.options.false_refusal_share
+    bound = obs.target.options.false_refusal_share
     share = len(false_loaded) / len(loaded) if loaded else 0.0
     evidence: dict[str, Any] = {
         "refusals": len(judged),
@@ -59,7 +59,7 @@ def false_refusals(ctx: Context) -> CheckResult:
         "false_under_load": len(false_loaded),
         "false_share_under_load": round(share, 4),
         "bound": bound,
-        "capacity": _capacity(ctx),
+        "capacity": _capacity(obs),
         "grace_ms": DEFAULT_MARGIN_S * 1e3,
         "first_false": [
             {
@@ -74,7 +74,7 @@ def false_refusals(ctx: Context) -> CheckResult:
     if known is None and loaded:
         evidence["note"] = "no capacity known: refusals under load are not judged"
     if at_rest:
-        n = len(ctx.low_load())
+        n = len(obs.at_rest())
         return failed(
             f"{len(at_rest)} of {n} requests at rest were refused, with nothing else in flight",
             **evidence,
@@ -96,18 +96,18 @@ def false_refusals(ctx: Context) -> CheckResult:
 
 
 # ------------------------------------------------------------------ .12
-def retry_after_honoured(ctx: Context) -> CheckResult:
-    run = ctx.retry_after()
+def retry_after_honoured(obs: Observations) -> CheckResult:
+    run = obs.retry()
     if run.error is not None:
         return failed(f"the burst could not start: {run.error}")
     counts: dict[str, int] = {}
     for ex in run.burst:
         counts[ex.admission] = counts.get(ex.admission, 0) + 1
     summary: dict[str, Any] = {
-        "concurrency": ctx.options.overload_concurrency,
+        "concurrency": obs.target.options.overload_concurrency,
         "counts": dict(sorted(counts.items())),
         "with_retry_after": run.with_retry_after,
-        "capacity": _capacity(ctx),
+        "capacity": _capacity(obs),
         "sample_size": run.size,
     }
     if not counts.get("refused"):
@@ -119,7 +119,7 @@ def retry_after_honoured(ctx: Context) -> CheckResult:
     honoured = sum(1 for r in run.sample if r.honoured)
     share = honoured / len(run.sample)
     later = [a for r in run.sample if not r.honoured and (a := r.admitted_after_s) is not None]
-    bound = ctx.options.retry_share
+    bound = obs.target.options.retry_share
     evidence = {
         **summary,
         "retried": len(run.sample),
@@ -148,32 +148,14 @@ def retry_after_honoured(ctx: Context) -> CheckResult:
 
 
 # ------------------------------------------------------------------ .13
-def _at_once_ttft_ms(run: DisconnectRun) -> float | None:
-    """The median TTFT of the N requests sent at once on free slots (disconnect.py step 0)."""
-    ttfts = queueing.admitted_ttfts(run.at_once)
-    return queueing.percentile(ttfts, 0.5) if ttfts else None
-
-
-def _threshold_ms(ctx: Context, run: DisconnectRun) -> float | None:
-    """zeroqueue.5's T, 2 B + max(margin, H / 2) (queueing.py), with B the median TTFT of
-    the N requests sent at once on free slots (step 0) where that is the longer: N first
-    tokens that share a start share a prefill, and a one-core vLLM took 241 ms for 7 of 8
-    of them against an at-rest 68 ms (T 222 ms). A slot a cut stream still holds adds
-    the rest of its generation on top, which T still sees."""
-    judged = queueing.run_judgement(ctx)
-    at_once, baseline = _at_once_ttft_ms(run), judged.baseline_ms
-    if judged.threshold_ms is None or at_once is None or baseline is None:
-        return judged.threshold_ms
-    return judged.threshold_ms + BASELINE_FACTOR * max(0.0, at_once - baseline)
-
-
-def disconnect_frees(ctx: Context) -> CheckResult:
-    run = ctx.disconnect()
+def disconnect_frees(obs: Observations) -> CheckResult:
+    rounds = obs.disconnect()
+    run = rounds.first
     if run is None:
         return skipped("no capacity known and nothing admitted to estimate it by")
     if run.error is not None:
         return failed(f"the streams could not start: {run.error}")
-    evidence = _disconnect_evidence(ctx, run)
+    evidence = _disconnect_evidence(obs, run)
     if run.live < run.n:
         last = [a[-1] for a in run.streams if a]
         ended = sum(1 for ex in last if ex.admission == "admitted")
@@ -183,42 +165,26 @@ def disconnect_frees(ctx: Context) -> CheckResult:
             f"first, {refused} never got in): the slots were never all held",
             **evidence,
         )
-    threshold = _threshold_ms(ctx, run)
-    slow = _slowest_first_token(run, threshold)
-    if slow is not None:
-        # The new requests of one round share a batch: one stall of the server or of a busy
-        # client delays them all (vLLM on a shared core: 7 of 8 at 227 ms, T 213 ms, once in
-        # 4 runs). A slot a cut stream still holds delays every round: judge a second one.
-        again = ctx.disconnect_again()
-        if again is not None and again.error is None and again.live == again.n:
-            first = {
-                "ttft_max_ms": _ms(slow),
-                "threshold_ms": _ms(threshold),
-                "new_requests": evidence["new_requests"],
-            }
-            run, evidence = again, _disconnect_evidence(ctx, again)
-            threshold = _threshold_ms(ctx, run)
-            evidence["first_round"] = first
+    judged = obs.judgement()
+    threshold = disconnect.threshold_ms(judged, run)
+    again = rounds.again  # measured when this round's new requests were slow (phases.py)
+    if again is not None and again.error is None and again.live == again.n:
+        first = {
+            "ttft_max_ms": _ms(disconnect.slowest_first_token(run, threshold)),
+            "threshold_ms": _ms(threshold),
+            "new_requests": evidence["new_requests"],
+        }
+        run, evidence = again, _disconnect_evidence(obs, again)
+        threshold = disconnect.threshold_ms(judged, run)
+        evidence["first_round"] = first
     return _judge_disconnect(run, threshold, evidence)
 
 
-def _slowest_first_token(run: DisconnectRun, threshold: float | None) -> float | None:
-    """The new requests' latest first token where it alone would fail the check (every
-    request admitted, the gauge back down, a TTFT past T), else None."""
-    if threshold is None or (run.gauge is not None and run.gauge.fell_s is None):
-        return None
-    admitted = [a[-1] for a in run.fresh if a[-1].admission == "admitted"]
-    ttfts = [t for ex in admitted if (t := ex.ttft_ms) is not None]
-    if len(admitted) < run.n or not ttfts or max(ttfts) <= threshold:
-        return None
-    return max(ttfts)
-
-
-def _disconnect_evidence(ctx: Context, run: DisconnectRun) -> dict[str, Any]:
+def _disconnect_evidence(obs: Observations, run: DisconnectRun) -> dict[str, Any]:
     would = run.would_run_s()
     evidence: dict[str, Any] = {
         "streams": run.n,
-        "capacity": _capacity(ctx),
+        "capacity": _capacity(obs),
         "max_tokens": run.max_tokens,
         "bound_s": run.bound_s,
         "streams_live": run.live,
@@ -240,7 +206,7 @@ def _disconnect_evidence(ctx: Context, run: DisconnectRun) -> dict[str, Any]:
         "sent": len(run.at_once),
         "admitted": len(at_once),
         "ttft_ms": [_ms(t) for t in at_once],
-        "median_ttft_ms": _ms(_at_once_ttft_ms(run)),
+        "median_ttft_ms": _ms(disconnect.at_once_ttft_ms(run)),
     }
     admitted = [a[-1] for a in run.fresh if a[-1].admission == "admitted"]
     evidence["new_requests"] = {
@@ -302,16 +268,19 @@ CHECKS = [
         "Refusals come only when the endpoint is full: none at rest, none while this client "
         "held fewer requests than the capacity.",
         false_refusals,
+        ("at_rest", "slope", "overload"),
     ),
     Check(
         "zeroqueue.12",
         "Retry-After is honoured: a refusal retried when it said is admitted.",
         retry_after_honoured,
+        ("slope", "overload", "retry"),
     ),
     Check(
         "zeroqueue.13",
         "A client that disconnects frees its slot: after streams are cut mid-generation, as "
         "many new requests are admitted at once, promptly.",
         disconnect_frees,
+        ("at_rest", "slope", "overload", "disconnect"),
     ),
 ]

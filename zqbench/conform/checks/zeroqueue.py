@@ -15,9 +15,9 @@ from dataclasses import asdict
 from typing import Any
 
 from zqbench.conform import queueing
-from zqbench.conform.context import Context, SlopeStep
 from zqbench.conform.evidence import Evidence
-from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
+from zqbench.conform.model import Check, CheckResult, Phase, failed, passed, sequential, skipped
+from zqbench.conform.observations import Observations, SlopeStep
 from zqbench.dialects.common import parse_epoch, parse_retry_after
 
 REFUSAL_STATUSES = (503, 529)  # the zero-queue refusal: overloaded, retry elsewhere or later
@@ -49,9 +49,13 @@ def _admitted(exchanges: list[Evidence]) -> list[Evidence]:
     return [ex for ex in exchanges if ex.admission == "admitted"]
 
 
+AT_REST = ("at_rest",)
+OVERLOAD = ("overload",)
+
+
 # ------------------------------------------------------------------ at rest
-def headers_present(ctx: Context) -> CheckResult:
-    admitted = _admitted(ctx.low_load())
+def headers_present(obs: Observations) -> CheckResult:
+    admitted = _admitted(obs.at_rest())
     if not admitted:
         return skipped("no request was admitted at low load")
     for ex in admitted:
@@ -63,8 +67,8 @@ def headers_present(ctx: Context) -> CheckResult:
     return passed(f"all three timing headers on {len(admitted)} admitted responses")
 
 
-def headers_ordered(ctx: Context) -> CheckResult:
-    admitted = _admitted(ctx.low_load())
+def headers_ordered(obs: Observations) -> CheckResult:
+    admitted = _admitted(obs.at_rest())
     checked = 0
     for ex in admitted:
         received, dispatch, start = _stamps(ex)
@@ -97,15 +101,15 @@ def headers_ordered(ctx: Context) -> CheckResult:
     return passed(f"ordered on {checked} responses, start before the first body byte")
 
 
-def server_queue(ctx: Context) -> CheckResult:
+def server_queue(obs: Observations) -> CheckResult:
     queue_ms = []
-    for ex in _admitted(ctx.low_load()):
+    for ex in _admitted(obs.at_rest()):
         received, dispatch, _ = _stamps(ex)
         if received is not None and dispatch is not None:
             queue_ms.append((dispatch - received) * 1e3)
     if not queue_ms:
         return skipped("no received/dispatch stamps to measure (see zeroqueue.1)")
-    bound = ctx.options.server_queue_bound_ms
+    bound = obs.target.options.server_queue_bound_ms
     p99, p50 = _p(queue_ms, 0.99), _p(queue_ms, 0.5)
     evidence = {"n": len(queue_ms), "p50_ms": _ms(p50), "p99_ms": _ms(p99), "bound_ms": bound}
     if p99 > bound:
@@ -113,8 +117,8 @@ def server_queue(ctx: Context) -> CheckResult:
     return passed(f"server_queue p99 {_ms(p99)} ms <= {bound} ms", **evidence)
 
 
-def health(ctx: Context) -> CheckResult:
-    ex = ctx.send(ctx.get("/health"))
+def health(obs: Observations) -> CheckResult:
+    ex = obs.exchange("health")
     obj = ex.json()
     if ex.status != 200 or not isinstance(obj, dict):
         return failed(
@@ -148,11 +152,11 @@ def _unjudged_row(step: SlopeStep) -> dict[str, Any]:
     }
 
 
-def hidden_queue(ctx: Context) -> CheckResult:
+def hidden_queue(obs: Observations) -> CheckResult:
     """Judged on each step's tail (zqbench.conform.queueing holds the rule and its reasons)."""
-    o = ctx.options
-    run = ctx.slope()
-    j = queueing.run_judgement(ctx)
+    o = obs.target.options
+    run = obs.slope()
+    j = obs.judgement()
     evidence: dict[str, Any] = {
         "baseline_ttft_ms": _ms(j.baseline_ms) if j.baseline_ms is not None else None,
         "hold_ms": _ms(j.hold_ms) if j.hold_ms is not None else None,
@@ -162,7 +166,7 @@ def hidden_queue(ctx: Context) -> CheckResult:
         "steps_asked": list(run.asked),
         "steps_added": list(run.added),
         "steps": [s.row() for s in j.steps] or [_unjudged_row(s) for s in run.steps],
-        "settled": asdict(ctx.settle("slope")),
+        "settled": asdict(obs.settled("settle.load")),
         "median_slope": queueing.slope_evidence(run.steps, o.seed),
     }
     if j.threshold_ms is None:
@@ -201,23 +205,22 @@ def _kinds(exchanges: list[Evidence]) -> dict[str, list[Evidence]]:
     return out
 
 
-def _burst_summary(ctx: Context) -> dict[str, Any]:
-    o = ctx.overload()
-    kinds = _kinds(o.burst)
+def _burst_summary(obs: Observations) -> dict[str, Any]:
+    kinds = _kinds(obs.overload().burst)
     return {
-        "concurrency": ctx.options.overload_concurrency,
+        "concurrency": obs.target.options.overload_concurrency,
         "counts": {k: len(v) for k, v in sorted(kinds.items())},
     }
 
 
-def _refusals(ctx: Context) -> list[Evidence]:
-    return _kinds(ctx.overload().burst).get("refused", [])
+def _refusals(obs: Observations) -> list[Evidence]:
+    return _kinds(obs.overload().burst).get("refused", [])
 
 
-def refuses(ctx: Context) -> CheckResult:
-    o = ctx.overload()
+def refuses(obs: Observations) -> CheckResult:
+    o = obs.overload()
     kinds = _kinds(o.burst)
-    summary = _burst_summary(ctx)
+    summary = _burst_summary(obs)
     if kinds.get("failed"):
         ex = kinds["failed"][0]
         return failed(
@@ -229,7 +232,7 @@ def refuses(ctx: Context) -> CheckResult:
         return passed("the endpoint refused part of the burst", **summary)
     # Nothing refused: either the capacity exceeds the burst, or the extra requests waited.
     ttfts = _ttfts(kinds.get("admitted", []))
-    baseline = o.baseline_ttft_ms
+    baseline = obs.baseline_ttft_ms()
     summary |= {"baseline_ttft_ms": baseline, "burst_ttft_max_ms": _ms(max(ttfts, default=0))}
     if baseline is not None and ttfts and max(ttfts) > QUEUE_FACTOR * baseline + QUEUE_MARGIN_MS:
         return failed(
@@ -241,9 +244,9 @@ def refuses(ctx: Context) -> CheckResult:
     return skipped("the burst did not exceed capacity (raise --overload-concurrency)", **summary)
 
 
-def refusal_status(ctx: Context) -> CheckResult:
-    kinds = _kinds(ctx.overload().burst)
-    summary = _burst_summary(ctx)
+def refusal_status(obs: Observations) -> CheckResult:
+    kinds = _kinds(obs.overload().burst)
+    summary = _burst_summary(obs)
     if kinds.get("refused_in_stream"):
         ex = kinds["refused_in_stream"][0]
         return failed(
@@ -263,12 +266,12 @@ def refusal_status(ctx: Context) -> CheckResult:
     return passed(f"{len(refusals)} refusals, all 503/529", **summary)
 
 
-def refusal_fast(ctx: Context) -> CheckResult:
-    refusals = _refusals(ctx)
+def refusal_fast(obs: Observations) -> CheckResult:
+    refusals = _refusals(obs)
     if not refusals:
         return skipped("nothing was refused with a status (see zeroqueue.6)")
     times = [(ex.t_end - ex.t_send) / 1e6 for ex in refusals]
-    bound = ctx.options.refusal_bound_ms
+    bound = obs.target.options.refusal_bound_ms
     p99 = _p(times, 0.99)
     evidence = {
         "n": len(times),
@@ -284,8 +287,8 @@ def refusal_fast(ctx: Context) -> CheckResult:
     return passed(f"time_to_reject p99 {_ms(p99)} ms <= {bound} ms", **evidence)
 
 
-def refusal_retry_after(ctx: Context) -> CheckResult:
-    refusals = _refusals(ctx)
+def refusal_retry_after(obs: Observations) -> CheckResult:
+    refusals = _refusals(obs)
     if not refusals:
         return skipped("nothing was refused with a status (see zeroqueue.6)")
     for ex in refusals:
@@ -294,12 +297,12 @@ def refusal_retry_after(ctx: Context) -> CheckResult:
     return passed(f"Retry-After on all {len(refusals)} refusals")
 
 
-def recovers(ctx: Context) -> CheckResult:
-    o = ctx.overload()
+def recovers(obs: Observations) -> CheckResult:
+    o = obs.overload()
     kinds = _kinds(o.burst)
     if not kinds.get("refused") and not kinds.get("refused_in_stream"):
-        return skipped("nothing was refused in the burst (see zeroqueue.6)", **_burst_summary(ctx))
-    bound = ctx.options.recovery_s
+        return skipped("nothing was refused in the burst (see zeroqueue.6)", **_burst_summary(obs))
+    bound = obs.target.options.recovery_s
     statuses = [ex.status for ex in o.recovery]
     evidence = {"after_burst_statuses": statuses[:50], "bound_s": bound}
     if o.recovery_s is None or o.recovery_s > bound:
@@ -318,42 +321,58 @@ CHECKS = [
         "zeroqueue.1",
         "Admitted responses carry X-Request-Received/Dispatch/Start-Time as epoch seconds.",
         headers_present,
+        AT_REST,
     ),
     Check(
         "zeroqueue.2",
         "Timing stamps are ordered received <= dispatch <= start, and start "
         "precedes the first body byte.",
         headers_ordered,
+        AT_REST,
     ),
     Check(
         "zeroqueue.3",
         "server_queue (dispatch - received) p99 stays under the bound at low load.",
         server_queue,
+        AT_REST,
     ),
     Check(
-        "zeroqueue.4", "GET /health returns JSON with `status` and `dispatch_jitter_us`.", health
+        "zeroqueue.4",
+        "GET /health returns JSON with `status` and `dispatch_jitter_us`.",
+        health,
+        ("health",),
     ),
     Check(
         "zeroqueue.5",
         "Past capacity no admitted request waits for a slot: at no concurrency step does a "
         "significant share get its first token a service time late (no hidden queue).",
         hidden_queue,
+        ("at_rest", "settle.load", "slope"),
     ),
     Check(
         "zeroqueue.6",
         "Past capacity the endpoint refuses requests rather than queueing them or timing out.",
         refuses,
+        ("at_rest", "overload"),
     ),
     Check(
         "zeroqueue.7",
         "Refusals are HTTP 503 or 529 statuses (not 429, not a 200 stream with an error event).",
         refusal_status,
+        OVERLOAD,
     ),
-    Check("zeroqueue.8", "Refusals arrive within the bound (time_to_reject p99).", refusal_fast),
+    Check(
+        "zeroqueue.8",
+        "Refusals arrive within the bound (time_to_reject p99).",
+        refusal_fast,
+        OVERLOAD,
+    ),
     Check(
         "zeroqueue.9",
         "Refusals carry a parseable Retry-After (or retry-after-ms).",
         refusal_retry_after,
+        OVERLOAD,
     ),
-    Check("zeroqueue.10", "Refusals stop once the load drops.", recovers),
+    Check("zeroqueue.10", "Refusals stop once the load drops.", recovers, OVERLOAD),
 ]
+PHASES: list[Phase] = [sequential("health", lambda t: [("GET /health", t.get("/health"))])]
