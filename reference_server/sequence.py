@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import deque
-from collections.abc import Callable
 
 from reference_server.backend import SamplingParams
 from reference_server.model import tokenizer
@@ -114,9 +113,6 @@ class Sequence:
         out = self.text[self.emitted : end]
         self.emitted = end
         return out
-
-
-Post = Callable[[list[tuple["Sequence", str, str | None]]], None]
 
 
 def deliver(batch: list[tuple[Sequence, str, str | None]]) -> None:
