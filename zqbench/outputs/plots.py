@@ -402,7 +402,15 @@ def _percentile_axis(ax: Axes, max_x: float) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def _draw_percentiles(ax: Axes, curves: list[tuple[str, np.ndarray, str]], title: str) -> None:
+def _draw_percentiles(
+    ax: Axes, curves: list[tuple[str, np.ndarray, str]], title: str, *, empty: str
+) -> None:
+    """One HDR panel: a line per (label, sorted seconds, color); without any, `empty` says
+    why."""
+    if not curves:
+        ax.set_title(title, fontsize=10)
+        _no_data(ax, empty)
+        return
     max_x = 0.0
     for label, sorted_s, color in curves:
         finite = sorted_s[np.isfinite(sorted_s)]
@@ -430,19 +438,15 @@ def percentiles(run: RunData, plots_dir: Path) -> Plot:
     fig = _figure(1, len(HDR_METRICS), height=3.8)
     for ax, metric in zip(fig.axes, HDR_METRICS, strict=True):
         reason = run.frame.unavailable_reason(metric)
-        if reason is not None:
-            ax.set_title(metric, fontsize=10)
-            _no_data(ax, f"unavailable:\n{reason}")
-            continue
         curves = []
-        classes = run.frame.classes
+        classes = run.frame.classes if reason is None else ()
         for i, cls in enumerate(classes):
             keep = run.frame.mask(request_class=cls) if len(classes) > 1 else None
             label = cls if len(classes) > 1 else "all requests"
             curves.append(
                 (label, run.frame.sorted_seconds(metric, keep), RUN_COLORS[i % len(RUN_COLORS)])
             )
-        _draw_percentiles(ax, curves, metric)
+        _draw_percentiles(ax, curves, metric, empty=f"unavailable:\n{reason}")
     fig.axes[0].set_ylabel("ms (log)")
     return _save(
         fig,
@@ -881,11 +885,7 @@ def compare_percentiles(
             for i, (label, frame) in enumerate(runs)
             if frame.unavailable_reason(metric) is None
         ]
-        if not curves:
-            ax.set_title(metric, fontsize=10)
-            _no_data(ax, "unavailable in every run")
-            continue
-        _draw_percentiles(ax, curves, metric)
+        _draw_percentiles(ax, curves, metric, empty="unavailable in every run")
     fig.axes[0].set_ylabel("ms (log)")
     return _save(
         fig,

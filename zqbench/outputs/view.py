@@ -132,7 +132,7 @@ def _sections(s: Summary, figures: Sequence[Figure]) -> tuple[SectionView, ...]:
     views = []
     for section in SECTIONS:
         plot = next((f for f in figures if f.name == section.figure), None)
-        data = section.view(s, plot)
+        data = section.data(s, plot)
         if data is not None:
             views.append(SectionView(section.name, section.place, data))
     return tuple(views)
