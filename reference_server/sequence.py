@@ -64,8 +64,6 @@ class Sequence:
         self.received_perf = received_perf  # perf_counter twin, for durations
         self.dispatch: float | None = None  # epoch: scheduler handed it to compute
         self.start: float | None = None  # epoch: its first compute step began
-        self.start_perf: float | None = None
-        self.first_token_perf: float | None = None
         self.slot: int | None = None
         self.state = State.WAITING
         self.aborted = False  # set by Scheduler.abort (asyncio thread); read by the engine
