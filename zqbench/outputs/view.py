@@ -123,14 +123,11 @@ def _sections(s: Summary, figures: Sequence[Figure]) -> tuple[SectionView, ...]:
     return tuple(views)
 
 
-# Formatting: the one place each kind of number gets its digits and its "no value".
-
-
 def _req_rate(value: float | None, digits: str = ".4g") -> str:
     return NO_VALUE if value is None else f"{value:{digits}} req/s"
 
 
-# Sections: each reads its own part of the summary.
+# The SLO table's cells (filters), each in the unit its SLO was written in.
 
 
 def _slo_unit(slo: model.SloRecord) -> str:
