@@ -36,7 +36,6 @@ Headers = list[tuple[bytes, bytes]]
 _POST_ROUTES = ("/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions")
 _GET_ROUTES = ("/v1/models", "/health", "/metrics")
 _PROFILE_ROUTES = ("/start_profile", "/stop_profile")
-_REJECT_KIND = {"queue_timeout": "rate_limit", "shutdown": "overloaded"}
 
 
 class Disconnected(Exception):

@@ -24,40 +24,16 @@ from reference_server.config import (
     load_yaml,
 )
 
-# argparse dest -> ServerConfig field
-_FIELDS = {
-    "engine": "engine",
-    "scheduler": "scheduler",
-    "host": "host",
-    "port": "port",
-    "max_batch_size": "max_batch_size",
-    "preset": "preset",
-    "device": "device",
-    "seed": "seed",
-    "served_model_name": "served_model_name",
-    "max_context": "max_context",
-    "max_tokens_limit": "max_tokens_limit",
-    "default_max_tokens": "default_max_tokens",
-    "body_limit": "body_limit",
+# Each flag fills the ServerConfig field of its own name, but these, whose fields name their
+# unit, and the three read below.
+_RENAMED = {
     "retry_after": "retry_after_s",
-    "no_sdk_retry": "no_sdk_retry",
     "queue_timeout": "queue_timeout_s",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-    "max_concurrent_kernels": "max_concurrent_kernels",
-    "dispatch_latency_target_us": "dispatch_latency_target_us",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "step_shape": "step_shape",
-    "prefill_budget_tokens": "prefill_budget_tokens",
-    "prefix_cache_blocks": "prefix_cache_blocks",
-    "prefix_cache_block_size": "prefix_cache_block_size",
-    "http": "http",
-    "ssl_cert": "ssl_cert",
-    "ssl_key": "ssl_key",
     "drain_timeout": "drain_timeout_s",
     "body_timeout": "body_timeout_s",
     "idle_timeout": "idle_timeout_s",
-    "max_connections": "max_connections",
 }
+_NOT_FIELDS = ("config", "api_key", "api_key_env")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,10 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     values: dict[str, Any] = load_yaml(args.config) if args.config else {}
-    for dest, field in _FIELDS.items():
-        v = getattr(args, dest)
-        if v is not None:
-            values[field] = v
+    for dest, v in vars(args).items():
+        if dest not in _NOT_FIELDS and v is not None:
+            values[_RENAMED.get(dest, dest)] = v
     if args.api_key_env:
         values["api_key"] = api_key_from_env(args.api_key_env)
     elif args.api_key:

@@ -210,7 +210,7 @@ class Engine:
     def _prefill(self, group: list[Sequence]) -> None:
         now, now_perf = time.time(), time.perf_counter()
         for s in group:
-            s.start, s.start_perf, s.state = now, now_perf, State.RUNNING
+            s.start, s.state = now, State.RUNNING
             delay = now_perf - s.received_perf
             self.dispatch_delays_s.append(delay)
             self.metrics.dispatch_delay.observe(delay)
@@ -243,7 +243,6 @@ class Engine:
         total = sum(len(s.prompt) - s.cached_tokens for s in group)
         events: Events = []
         for s, tok in zip(group, firsts, strict=True):
-            s.first_token_perf = done_perf
             self.metrics.ttft.observe(done_perf - s.received_perf)
             if timing.gpu_ms is not None:  # share of the step, by prompt tokens computed
                 share = (len(s.prompt) - s.cached_tokens) / total

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import deque
-from collections.abc import Callable
 
 from reference_server.backend import SamplingParams
 from reference_server.model import tokenizer
@@ -65,8 +64,6 @@ class Sequence:
         self.received_perf = received_perf  # perf_counter twin, for durations
         self.dispatch: float | None = None  # epoch: scheduler handed it to compute
         self.start: float | None = None  # epoch: its first compute step began
-        self.start_perf: float | None = None
-        self.first_token_perf: float | None = None
         self.slot: int | None = None
         self.state = State.WAITING
         self.aborted = False  # set by Scheduler.abort (asyncio thread); read by the engine
@@ -114,9 +111,6 @@ class Sequence:
         out = self.text[self.emitted : end]
         self.emitted = end
         return out
-
-
-Post = Callable[[list[tuple["Sequence", str, str | None]]], None]
 
 
 def deliver(batch: list[tuple[Sequence, str, str | None]]) -> None:

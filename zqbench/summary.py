@@ -86,11 +86,17 @@ class _Record(BaseModel):
 
 
 class _SparseRecord(_Record):
-    """A record some of whose keys are absent from the JSON in some states."""
+    """A record some of whose keys are absent from the JSON in some states: by default each
+    field whose default is None, while it is None (an optional part, or one a file written
+    before it lacks)."""
 
     def _absent(self) -> Collection[str]:
         """The keys this instance leaves out of its JSON."""
-        return ()
+        return [
+            k
+            for k, f in type(self).model_fields.items()
+            if f.default is None and getattr(self, k) is None
+        ]
 
     @model_serializer(mode="wrap")
     def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -172,9 +178,6 @@ class Stage(_SparseRecord):
     end: float
     target_rate: float | None = None  # key present only when set
     classes: list[str] | None = None  # the classes it draws from; key absent: all
-
-    def _absent(self) -> Collection[str]:
-        return [k for k in ("target_rate", "classes") if getattr(self, k) is None]
 
 
 class Load(_Record):
@@ -466,9 +469,6 @@ class ServerQueue(_SparseRecord):
     # The prefix cache's counters; absent (None) in files written before them.
     prefix_cache: CacheCounters | CacheHitRate | Unavailable | None = None
 
-    def _absent(self) -> Collection[str]:
-        return ["prefix_cache"] if self.prefix_cache is None else []
-
 
 # --- outcomes: each request served, queued or refused (zqbench.metrics.outcomes) ----------
 
@@ -517,9 +517,6 @@ class OutcomeBasis(_SparseRecord):
     # (or the run was saved before zqbench asked), and the run's own scrapes or requests
     # give it (zqbench.metrics.false_refusals).
     capacity: Capacity | None = None
-
-    def _absent(self) -> Collection[str]:
-        return ["capacity"] if self.capacity is None else []
 
 
 class FalseRefusalStage(_Record):
@@ -574,9 +571,6 @@ class Outcomes(_SparseRecord):
     # Refusals made while a slot was free; Unavailable: no capacity to judge them by (no
     # request admitted, none stated); None in files written before zqbench judged them.
     false_refusals: FalseRefusals | Unavailable | None = None
-
-    def _absent(self) -> Collection[str]:
-        return ["false_refusals"] if self.false_refusals is None else []
 
 
 # --- Retry-After follow-ups ([outcomes] retry_after_follow_ups) ---------------------------
@@ -682,9 +676,6 @@ class StopEvent(_SparseRecord):
     measured: float  # the share (error_rate, queued_share) or the wait's rise, seconds
     bound: float  # what `measured` passed
     growth: StopGrowth | None = None  # queue_growth only
-
-    def _absent(self) -> Collection[str]:
-        return () if self.growth is not None else ("growth",)
 
 
 class Stop(_Record):
@@ -919,15 +910,6 @@ class Summary(_Document, _SparseRecord):
     # Where the time to first token went: before the response head or after it; absent
     # when no request had both.
     ttft_split: TtftSplit | None = None
-
-    def _absent(self) -> Collection[str]:
-        # Every field with a default is optional (the schema id's default is never None):
-        # the report's sections (zqbench.metrics.sections) and the target's resolution.
-        return [
-            k
-            for k, f in type(self).model_fields.items()
-            if f.default is None and getattr(self, k) is None
-        ]
 
 
 # --- sweep.json: `zqbench sweep`, one step per run -----------------------------------------

@@ -15,7 +15,7 @@ run's start; server stamps (`srv_*`) are the server's epoch seconds.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,22 +55,12 @@ class Columns:
     clock_offset_ns: int = 0  # server clock minus client clock
 
 
-# The Columns read as float64 (NaN for null, or for a column the samples lack).
-FLOAT_COLUMNS = (
-    "t_intended",
-    "t_send",
-    "t_headers",
-    "t_first_token",
-    "t_last_token",
-    "t_end",
-    "output_tokens",
-    "n_chunks",
-    "itl_mean_ns",
-    "itl_p99_ns",
-    "itl_max_ns",
-    "srv_received",
-    "srv_dispatch",
-    "srv_start",
+# The Columns read as float64 (NaN for null, or for a column the samples lack): all but the
+# status, the masks derived from it, and the run's two clock constants.
+FLOAT_COLUMNS = tuple(
+    f.name
+    for f in fields(Columns)
+    if f.name not in {"status", "ok", "unsent", "start_epoch_ns", "clock_offset_ns"}
 )
 
 
@@ -238,22 +228,20 @@ class MetricSpec:
     missing: str  # why it is unavailable when no request defines it
 
 
+_CLOSED_LOOP = "closed loop: requests have no intended send time"
+_NO_GAPS = "no inter-token gaps were recorded"
+
 REQUEST_METRICS: dict[str, MetricSpec] = {
     s.name: s
     for s in (
         MetricSpec("latency", latency, True, "no successful request"),
-        MetricSpec(
-            "latency_corrected",
-            latency_corrected,
-            True,
-            "closed loop: requests have no intended send time",
-        ),
+        MetricSpec("latency_corrected", latency_corrected, True, _CLOSED_LOOP),
         MetricSpec("latency_error_adjusted", latency_error_adjusted, False, "no request sent"),
         MetricSpec(
             "latency_corrected_error_adjusted",
             latency_corrected_error_adjusted,
             False,
-            "closed loop: requests have no intended send time",
+            _CLOSED_LOOP,
         ),
         MetricSpec("ttfb", ttfb, True, "no response headers were recorded"),
         MetricSpec("ttft", ttft, True, "no first token was recorded"),
@@ -263,12 +251,10 @@ REQUEST_METRICS: dict[str, MetricSpec] = {
             True,
             "no successful request had more than one output token in two or more token events",
         ),
-        MetricSpec("itl", itl, True, "no inter-token gaps were recorded (fewer than 2 events)"),
-        MetricSpec("itl_p99", itl_p99, True, "no inter-token gaps were recorded"),
-        MetricSpec("itl_max", itl_max, True, "no inter-token gaps were recorded"),
-        MetricSpec(
-            "schedule_lag", schedule_lag, False, "closed loop: requests have no intended send time"
-        ),
+        MetricSpec("itl", itl, True, f"{_NO_GAPS} (fewer than 2 events)"),
+        MetricSpec("itl_p99", itl_p99, True, _NO_GAPS),
+        MetricSpec("itl_max", itl_max, True, _NO_GAPS),
+        MetricSpec("schedule_lag", schedule_lag, False, _CLOSED_LOOP),
         MetricSpec(
             "server_queue",
             server_queue,

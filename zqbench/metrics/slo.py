@@ -47,9 +47,8 @@ RATE_METRICS = ("errors", "status_<code>", *OUTCOMES, FALSE_REFUSALS)
 SCALAR_METRICS = ("goodput", "throughput", "gpu_density")
 KNOWN_METRICS = (*DURATION_METRICS, *RATE_METRICS, *SCALAR_METRICS)
 OPS = ("<", "<=", ">", ">=")
+# units per second
 TIME_UNITS = {"us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0, "min": 1 / 60, "h": 1 / 3600}
-# (units per second)
-VERDICTS = ("pass", "fail", "inconclusive")
 
 _SYNTAX = re.compile(
     r"^\s*(?P<metric>[A-Za-z_][A-Za-z0-9_]*)"

@@ -1,24 +1,23 @@
-"""Every output of a run, and the commands over saved runs: renderers of summary.json +
-samples.parquet, never new statistics.
+"""Every file a run, a sweep, a comparison or `conform` writes: renderers of summary.json +
+samples.parquet, never new statistics (the commands over saved runs are zqbench.saved).
 
     paths.py           the output folder and the file names written into it
+    registry.py        every file written, by document: write_run, rerender_run, write_sweep,
+                       write_conform, write_comparison
     json_out.py        summary.json: write_summary, load_summary (the one reader), redacted
-    junit.py           junit.xml
     view.py            the view model of a summary, shared by report.html and summary.md
     templating.py      the jinja2 environments over templates/
     markdown.py        summary.md
-    html.py            report.html: one self-contained page (inline CSS, base64 PNGs)
-    saved.py           load_run(dir) -> SavedRun; run_info(summary) -> RunInfo
-    series.py          time bins: rates, status shares, per-bin percentile bands (numpy)
+    html.py, render.py report.html and its figures: one self-contained page (inline CSS,
+                       base64 PNGs)
     plots.py           the figures as PNG (the only module importing matplotlib, lazily, Agg)
-    registry.py        every file written, by document: write_run, rerender_run, write_sweep,
-                       write_conform, write_comparison
-    render.py          render_html: report.html and its figures
-    gate.py            gate_run(dir, slos): re-evaluate SLOs on a saved run
-    compare.py         compare_runs(dirs): differences with CIs and a regression verdict
+    series.py          time bins: rates, status shares, per-bin percentile bands (numpy)
+    junit.py           junit.xml
+    sweep.py           sweep.md
+    conform.py         conform.json, its junit.xml and terminal table
     compare_render.py  compare.md, compare.html, compare.json
+    start_record.py    run-start.json, so a killed run can be recovered
 
-Statistics come from `zqbench.metrics` (summarize, quantiles, SLO evaluation). Data flows
-one way: saved run -> metrics -> renderers. Import the submodules directly; this package
-imports nothing.
+Statistics come from `zqbench.metrics`. Data flows one way: saved run -> metrics ->
+renderers. Import the submodules directly; this package imports nothing.
 """

@@ -113,7 +113,3 @@ def format_summary(report: ConformReport) -> str:
         f"{report.count('pass')} passed, {report.count('fail')} failed, "
         f"{report.count('skip')} skipped in {report.duration_s:.1f} s ({report.target})"
     )
-
-
-def format_table(report: ConformReport) -> str:
-    return "\n".join([*(format_line(o) for o in report.outcomes), format_summary(report)])

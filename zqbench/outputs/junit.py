@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Literal
 
-from zqbench.outputs.json_out import redacted, write_atomic
+from zqbench.outputs.json_out import redacted
 from zqbench.printable import escaped, escaped_lines
 from zqbench.summary import Summary
 
@@ -131,9 +130,3 @@ def summary_suite(summary: Summary, *, inconclusive_as: InconclusiveAs = "failur
 def render_junit(summary: Summary, *, inconclusive_as: InconclusiveAs = "failure") -> str:
     """The junit.xml text of a summary."""
     return render_suite(summary_suite(summary, inconclusive_as=inconclusive_as))
-
-
-def write_junit(
-    summary: Summary, path: Path, *, inconclusive_as: InconclusiveAs = "failure"
-) -> Path:
-    return write_atomic(Path(path), render_junit(summary, inconclusive_as=inconclusive_as))

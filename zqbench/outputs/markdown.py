@@ -8,9 +8,6 @@ overload stage), head-of-line blocking, refusals, and the optional sections the 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.templating import markdown_environment
 from zqbench.outputs.view import build_view
 from zqbench.summary import Summary
@@ -20,7 +17,3 @@ def render_summary_md(summary: Summary) -> str:
     """The summary.md text of a summary (redacted on the way)."""
     template = markdown_environment().get_template("summary.md.j2")
     return template.render(view=build_view(summary))
-
-
-def write_summary_md(summary: Summary, path: Path) -> Path:
-    return write_atomic(Path(path), render_summary_md(summary))

@@ -222,6 +222,19 @@ def _time_series(
         )
 
 
+def _log_panel(ax: Axes, ylabel: str) -> None:
+    """The end of a log-scaled top panel (its x axis is the one below's)."""
+    _log_axis(ax)
+    ax.set_ylabel(ylabel)
+    _legend(ax)
+    ax.grid(True, alpha=0.3)
+
+
+def _hline(ax: Axes, y: float, label: str, *, color: str = "k", linestyle: str = "--") -> None:
+    """A reference line (a threshold, a baseline) named in the legend."""
+    ax.axhline(y, color=color, linestyle=linestyle, linewidth=1, label=label)
+
+
 def _no_data(ax: Axes, message: str) -> None:
     """A message in place of an empty panel (x ticks kept: the axis may be shared)."""
     ax.text(
@@ -296,15 +309,20 @@ class RunData:
         *,
         ylabel: str,
         xlabel: str,
-        legend_loc: Literal["upper left", "lower right"],
+        legend: Literal["outside", "upper left", "lower right"] = "outside",
+        panels: Sequence[Axes] = (),
     ) -> None:
-        """The end of a one-panel time plot: the run's span, labels, legend, stage lines."""
+        """The end of a time plot's bottom panel: the run's span, labels, legend, grid, and
+        the stage lines on it and on the `panels` above it."""
         ax.set_xlim(0, self.span)
         ax.set_ylabel(ylabel)
         ax.set_xlabel(xlabel)
-        ax.legend(loc=legend_loc, fontsize=8)
+        if legend == "outside":
+            _legend(ax)
+        else:
+            ax.legend(loc=legend, fontsize=8)
         ax.grid(True, alpha=0.3)
-        self.stage_lines([ax])
+        self.stage_lines([*panels, ax])
 
 
 # --- the figures ----------------------------------------------------------------------
@@ -326,10 +344,7 @@ def timeline(run: RunData, plots_dir: Path) -> Plot:
             "time to reject",
             marker="x",
         )
-    _log_axis(top)
-    top.set_ylabel("latency (ms, log)")
-    _legend(top)
-    top.grid(True, which="major", alpha=0.3)
+    _log_panel(top, "latency (ms, log)")
 
     ok_end = np.where(run.frame.ok, run.t_end, np.nan)
     rates: list[tuple[np.ndarray, str, dict[str, Any]]] = [  # (event times, label, style)
@@ -347,13 +362,13 @@ def timeline(run: RunData, plots_dir: Path) -> Plot:
             label=label,
             **style,
         )
-    bottom.set_ylabel(f"requests/s ({run.width:g} s bins)")
-    bottom.set_xlabel("time since start (s)")
     bottom.set_ylim(bottom=0)
-    bottom.set_xlim(0, run.span)
-    _legend(bottom)
-    bottom.grid(True, alpha=0.3)
-    run.stage_lines(fig.axes)
+    run.finish(
+        bottom,
+        ylabel=f"requests/s ({run.width:g} s bins)",
+        xlabel="time since start (s)",
+        panels=[top],
+    )
     return _save(
         fig,
         plots_dir,
@@ -387,7 +402,15 @@ def _percentile_axis(ax: Axes, max_x: float) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def _draw_percentiles(ax: Axes, curves: list[tuple[str, np.ndarray, str]], title: str) -> None:
+def _draw_percentiles(
+    ax: Axes, curves: list[tuple[str, np.ndarray, str]], title: str, *, empty: str
+) -> None:
+    """One HDR panel: a line per (label, sorted seconds, color); without any, `empty` says
+    why."""
+    if not curves:
+        ax.set_title(title, fontsize=10)
+        _no_data(ax, empty)
+        return
     max_x = 0.0
     for label, sorted_s, color in curves:
         finite = sorted_s[np.isfinite(sorted_s)]
@@ -415,19 +438,15 @@ def percentiles(run: RunData, plots_dir: Path) -> Plot:
     fig = _figure(1, len(HDR_METRICS), height=3.8)
     for ax, metric in zip(fig.axes, HDR_METRICS, strict=True):
         reason = run.frame.unavailable_reason(metric)
-        if reason is not None:
-            ax.set_title(metric, fontsize=10)
-            _no_data(ax, f"unavailable:\n{reason}")
-            continue
         curves = []
-        classes = run.frame.classes
+        classes = run.frame.classes if reason is None else ()
         for i, cls in enumerate(classes):
             keep = run.frame.mask(request_class=cls) if len(classes) > 1 else None
             label = cls if len(classes) > 1 else "all requests"
             curves.append(
                 (label, run.frame.sorted_seconds(metric, keep), RUN_COLORS[i % len(RUN_COLORS)])
             )
-        _draw_percentiles(ax, curves, metric)
+        _draw_percentiles(ax, curves, metric, empty=f"unavailable:\n{reason}")
     fig.axes[0].set_ylabel("ms (log)")
     return _save(
         fig,
@@ -599,10 +618,7 @@ def dispatch(run: RunData, plots_dir: Path) -> Plot | None:
     for metric, color in shown:
         values_ms = _ms_floor(run.values_s(metric))
         _time_series(top, run.t_send, values_ms, run.edges, COLORS[color], metric)
-    _log_axis(top)
-    top.set_ylabel("ms (log)")
-    _legend(top)
-    top.grid(True, alpha=0.3)
+    _log_panel(top, "ms (log)")
     delay_ns = run.frame.values["dispatch_delay"]
     jitter = dispatch_jitter(delay_ns, run.frame.columns.t_send) / NS_PER_S * MS
     if has_delay and len(jitter):
@@ -618,13 +634,7 @@ def dispatch(run: RunData, plots_dir: Path) -> Plot | None:
         )
         for slo in run.summary.slos:
             if slo.metric == "dispatch_jitter":
-                bottom.axhline(
-                    slo.threshold * MS,
-                    color="k",
-                    linestyle="--",
-                    linewidth=1,
-                    label=f"SLO {slo.expr}",
-                )
+                _hline(bottom, slo.threshold * MS, f"SLO {slo.expr}")
         bottom.set_ylim(bottom=0)
         bottom.legend(loc="upper left", fontsize=8)
     else:
@@ -678,7 +688,7 @@ def gpu(run: RunData, gpu_samples: Mapping[str, np.ndarray] | None, plots_dir: P
     if density is not None:
         ax.plot([], [], " ", label=f"gpu_density = {density:.1%}")
     ax.set_ylim(0, 105)
-    run.finish(ax, ylabel="busy (%)", xlabel="time since start (s)", legend_loc="lower right")
+    run.finish(ax, ylabel="busy (%)", xlabel="time since start (s)", legend="lower right")
     return _save(
         fig,
         plots_dir,
@@ -704,13 +714,8 @@ def schedule_lag(run: RunData, plots_dir: Path) -> Plot | None:
     )
     limit = run.summary.validity.thresholds.max_schedule_lag_p99_s
     if limit:
-        ax.axhline(
-            limit * MS,
-            color=COLORS["reject"],
-            linestyle="--",
-            linewidth=1,
-            label=f"validity limit on p99 ({limit * MS:g} ms)",
-        )
+        label = f"validity limit on p99 ({limit * MS:g} ms)"
+        _hline(ax, limit * MS, label, color=COLORS["reject"])
     p99 = quantiles.quantile(run.frame.sorted_seconds("schedule_lag"), 0.99)
     if p99 is not None:  # in the legend: a title would collide with the stage names
         ax.plot([], [], " ", label=f"measured p99 = {p99 * MS:.3g} ms")
@@ -719,7 +724,7 @@ def schedule_lag(run: RunData, plots_dir: Path) -> Plot | None:
         ax,
         ylabel="send - intended (ms, log)",
         xlabel="intended send time since start (s)",
-        legend_loc="upper left",
+        legend="upper left",
     )
     return _save(
         fig,
@@ -750,7 +755,7 @@ def server_queue(run: RunData, plots_dir: Path) -> Plot | None:
 
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # requests come whole
     ax.set_ylim(bottom=0)
-    run.finish(ax, ylabel="requests", xlabel="time since start (s)", legend_loc="upper left")
+    run.finish(ax, ylabel="requests", xlabel="time since start (s)", legend="upper left")
     return _save(
         fig,
         plots_dir,
@@ -793,20 +798,9 @@ def _loss_marks(ax: Axes, p: PacketLoss, span_s: float) -> None:
     r = p.recovery
     if p.baseline_p99_s is not None:
         base_ms = p.baseline_p99_s * MS
-        ax.axhline(
-            base_ms,
-            color="k",
-            linestyle="--",
-            linewidth=1,
-            label=f"baseline P99 = {base_ms:.3g} ms",
-        )
-        ax.axhline(
-            base_ms * (1 + r.tolerance),
-            color="k",
-            linestyle=":",
-            linewidth=1,
-            label=f"recovered below (+{r.tolerance:.0%})",
-        )
+        _hline(ax, base_ms, f"baseline P99 = {base_ms:.3g} ms")
+        tolerated = base_ms * (1 + r.tolerance)
+        _hline(ax, tolerated, f"recovered below (+{r.tolerance:.0%})", linestyle=":")
     if r.recovered and r.recovery_s is not None:
         at = r.after_s + r.recovery_s
         ax.axvline(
@@ -840,12 +834,7 @@ def packet_loss(run: RunData, plots_dir: Path) -> Plot | None:
     )
     _loss_marks(ax, p, run.span)
     _log_axis(ax)
-    ax.set_xlim(0, run.span)
-    ax.set_ylabel("latency (ms, log)")
-    ax.set_xlabel("send time since start (s)")
-    _legend(ax)
-    ax.grid(True, which="major", alpha=0.3)
-    run.stage_lines([ax])
+    run.finish(ax, ylabel="latency (ms, log)", xlabel="send time since start (s)")
     return _save(
         fig,
         plots_dir,
@@ -896,11 +885,7 @@ def compare_percentiles(
             for i, (label, frame) in enumerate(runs)
             if frame.unavailable_reason(metric) is None
         ]
-        if not curves:
-            ax.set_title(metric, fontsize=10)
-            _no_data(ax, "unavailable in every run")
-            continue
-        _draw_percentiles(ax, curves, metric)
+        _draw_percentiles(ax, curves, metric, empty="unavailable in every run")
     fig.axes[0].set_ylabel("ms (log)")
     return _save(
         fig,

@@ -21,7 +21,7 @@ from zqbench.errors import UsageError
 from zqbench.metrics.sections import SECTIONS
 from zqbench.metrics.sections.base import Place
 from zqbench.metrics.sections.server_queue import at_most as _at_most
-from zqbench.metrics.sections.text import NO_VALUE, VERDICT_BADGE, Fact, Figure, figure, ms
+from zqbench.metrics.sections.text import NO_VALUE, Fact, Figure, figure, ms
 from zqbench.metrics.sections.text import count as _count
 from zqbench.metrics.sections.text import number as _number
 from zqbench.metrics.sections.text import plain as _plain
@@ -48,19 +48,6 @@ KEY_METRICS = (
 )
 # A figure as outputs/plots.py hands it over: (name, title, caption, PNG bytes).
 FigureData = tuple[str, str, str, bytes]
-
-
-@dataclass(frozen=True)
-class SloRow:
-    """One SLO: value, threshold and 95% CI in the unit the SLO was written in."""
-
-    expr: str
-    verdict: str
-    badge: str
-    value: str
-    threshold: str
-    ci: str
-    message: str  # the gate's own sentence
 
 
 @dataclass(frozen=True)
@@ -94,7 +81,6 @@ class ReportView:
     """Every part of report.html and summary.md; empty or None when the run lacks it."""
 
     summary: Summary  # redacted: what the pages lay out from the model itself, with filters
-    slos: tuple[SloRow, ...]
     metrics: tuple[MetricRow, ...]
     unavailable: tuple[Fact, ...]  # metric: why it has no value (never shown as zero)
     facts: tuple[Fact, ...]
@@ -111,7 +97,6 @@ def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportVi
     shown = tuple(figure(*f) for f in figures)
     return ReportView(
         summary=s,
-        slos=tuple(_slo_row(slo) for slo in s.slos),
         metrics=tuple(row for name, entry in metrics for row in _metric_rows(s, name, entry)),
         unavailable=tuple(
             Fact(name, entry.unavailable)
@@ -132,20 +117,17 @@ def _sections(s: Summary, figures: Sequence[Figure]) -> tuple[SectionView, ...]:
     views = []
     for section in SECTIONS:
         plot = next((f for f in figures if f.name == section.figure), None)
-        data = section.view(s, plot)
+        data = section.data(s, plot)
         if data is not None:
             views.append(SectionView(section.name, section.place, data))
     return tuple(views)
-
-
-# Formatting: the one place each kind of number gets its digits and its "no value".
 
 
 def _req_rate(value: float | None, digits: str = ".4g") -> str:
     return NO_VALUE if value is None else f"{value:{digits}} req/s"
 
 
-# Sections: each reads its own part of the summary.
+# The SLO table's cells (filters), each in the unit its SLO was written in.
 
 
 def _slo_unit(slo: model.SloRecord) -> str:
@@ -158,24 +140,24 @@ def _slo_unit(slo: model.SloRecord) -> str:
         return ""
 
 
-def _slo_row(slo: model.SloRecord) -> SloRow:
+def slo_value(slo: model.SloRecord) -> str:
+    """The SLO's measured value, in the unit it was written in."""
+    return format_value(_number(slo.value), _slo_unit(slo))
+
+
+def slo_threshold(slo: model.SloRecord) -> str:
+    return format_value(slo.threshold, _slo_unit(slo))
+
+
+def slo_ci(slo: model.SloRecord) -> str:
+    """The value's 95% CI in the SLO's unit; an unbounded side is −∞ or +∞."""
     unit = _slo_unit(slo)
     low, high = _number(slo.ci_low), _number(slo.ci_high)
     if low is None and high is None:
-        ci = NO_VALUE
-    else:
-        lo = "−∞" if low is None else format_value(low, unit)
-        hi = "+∞" if high is None else format_value(high, unit)
-        ci = f"[{lo}, {hi}]"
-    return SloRow(
-        expr=slo.expr,
-        verdict=slo.verdict,
-        badge=VERDICT_BADGE[slo.verdict],
-        value=format_value(_number(slo.value), unit),
-        threshold=format_value(slo.threshold, unit),
-        ci=ci,
-        message=slo.message,
-    )
+        return NO_VALUE
+    lo = "−∞" if low is None else format_value(low, unit)
+    hi = "+∞" if high is None else format_value(high, unit)
+    return f"[{lo}, {hi}]"
 
 
 def _key_metrics(s: Summary) -> list[tuple[str, model.MetricStats]]:
@@ -317,4 +299,10 @@ def _flatten(prefix: str, value: object) -> tuple[Fact, ...]:
 
 # The page's own filters (outputs/templating.py gives both environments these, besides
 # zqbench.metrics.sections.text.FILTERS and every section's).
-FILTERS = {"migration_side": migration_side, "follow_up": follow_up_text}
+FILTERS = {
+    "migration_side": migration_side,
+    "follow_up": follow_up_text,
+    "slo_value": slo_value,
+    "slo_threshold": slo_threshold,
+    "slo_ci": slo_ci,
+}

@@ -99,6 +99,11 @@ class Diff:
     gated: bool
     note: str = ""
 
+    @classmethod
+    def without_value(cls, key: str, verdict: str, gated: bool, note: str = "") -> Diff:
+        """A statistic one run or both cannot give: no numbers, and why in `note`."""
+        return cls(key, None, None, None, None, None, None, verdict, gated, note)
+
     @property
     def relative(self) -> float | None:
         if self.diff is None or not self.baseline or math.isinf(self.baseline):
@@ -148,18 +153,7 @@ def _percentile_diff(
     if any(missing):
         both = all(missing)
         note = "; ".join(m for m in missing if m)
-        return Diff(
-            stat.key,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            "unavailable" if both else "inconclusive",
-            gated,
-            note,
-        )
+        return Diff.without_value(stat.key, "unavailable" if both else "inconclusive", gated, note)
     xa, xb = a.sorted_seconds(stat.metric), b.sorted_seconds(stat.metric)
     pa, pb = quantiles.quantile(xa, stat.q), quantiles.quantile(xb, stat.q)
     la, ha = quantiles.quantile_ci(xa, stat.q, CONFIDENCE_EACH)
@@ -174,7 +168,7 @@ def _rate_diff(
     stat: Stat, a: MetricFrame, b: MetricFrame, max_increase: float, gated: bool
 ) -> Diff:
     if a.n == 0 or b.n == 0:
-        return Diff(stat.key, None, None, None, None, None, None, "unavailable", gated)
+        return Diff.without_value(stat.key, "unavailable", gated)
     fa, fb = int(np.count_nonzero(~a.ok)), int(np.count_nonzero(~b.ok))
     z = 2.241402727604947  # standard normal 0.9875 quantile: a 97.5% Wilson interval each
     la, ha = quantiles.wilson_interval(fa, a.n, z)

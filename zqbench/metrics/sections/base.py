@@ -34,7 +34,8 @@ class Section:
     place: Place
     # What the partials are given, from the redacted summary and the section's own figure
     # (None without one); None: the run has no such section and the pages leave it out.
-    view: Callable[[Summary, Figure | None], Any]
+    # Left out: the model itself, `Summary.<name>`.
+    view: Callable[[Summary, Figure | None], Any] | None = None
     # The terminal's lines after the verdict (cli/live_view.py); [] for none.
     lines: Callable[[Summary], list[str]] = no_lines
     # Its part of the summary from the run's frame (metrics/summarize.py); None: a later
@@ -45,3 +46,9 @@ class Section:
     # every section's, and text.FILTERS): the partials lay out the model itself, so no
     # dataclass of strings repeats it field by field.
     filters: Mapping[str, Callable[..., object]] = field(default_factory=dict)
+
+    def data(self, summary: Summary, plot: Figure | None) -> Any:
+        """What the partials are given; None when the run has no such section."""
+        if self.view is None:
+            return getattr(summary, self.name)
+        return self.view(summary, plot)

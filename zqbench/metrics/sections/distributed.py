@@ -43,6 +43,5 @@ def lost(d: model.Distributed) -> str:
 SECTION = Section(
     "distributed",
     "body",
-    view=lambda s, _: s.distributed,
     filters={"worker_clock": clock, "workers_lost": lost},
 )

@@ -137,7 +137,6 @@ def lines(summary: Summary) -> list[str]:
 SECTION = Section(
     "prefix_cache",
     "body",
-    view=lambda s, _: s.prefix_cache,
     lines=lines,
     compute=lambda frame, run: prefix_cache(frame, run.server_queue),
     filters={"prefix_cache_rows": prefix_cache_rows},

@@ -5,4 +5,4 @@ from __future__ import annotations
 
 from zqbench.metrics.sections.base import Section
 
-SECTION = Section("profile", "body", view=lambda s, _: s.profile)
+SECTION = Section("profile", "body")

@@ -110,7 +110,6 @@ def lines(summary: Summary) -> list[str]:
 SECTION = Section(
     "sessions",
     "late",
-    view=lambda s, _: s.sessions,
     lines=lines,
     compute=lambda frame, run: sessions_summary(frame),
     filters={"session_facts": facts, "mean_tokens": tokens},

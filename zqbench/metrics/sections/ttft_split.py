@@ -55,7 +55,6 @@ def lines(summary: Summary) -> list[str]:
 SECTION = Section(
     "ttft_split",
     "body",
-    view=lambda s, _: s.ttft_split,
     lines=lines,
     compute=lambda frame, run: ttft_split(frame),
 )
