@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "zqbench"
+SERVER = PACKAGE.parent / "reference_server"  # the function-length rule holds there too
 MAX_TOP_MODULES = 10
 MAX_FUNCTION_LINES = 80
 
@@ -20,12 +21,12 @@ def test_at_most_ten_modules_sit_directly_in_the_package() -> None:
 
 def test_no_function_is_longer_than_80_lines() -> None:
     long = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted([*PACKAGE.rglob("*.py"), *SERVER.rglob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = (node.end_lineno or node.lineno) - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
-                    long.append(f"{path.relative_to(PACKAGE)}:{node.name} ({lines} lines)")
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.name} ({lines} lines)")
     assert long == []
 
 

@@ -112,6 +112,50 @@ def _sampling_probs(logits: Tensor, params: SamplingParams, greedy_token: Tensor
     return torch.where(usable, probs, one_hot)
 
 
+def _check_shape(preset: str, max_slots: int, max_seq_len: int, step_shape: str) -> None:
+    if step_shape not in STEP_SHAPES:
+        raise ValueError(f"unknown step_shape {step_shape!r}; choose one of {STEP_SHAPES}")
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    if max_slots < 1:
+        raise ValueError(f"max_slots must be >= 1, got {max_slots}")
+    if max_seq_len < 2:
+        raise ValueError(
+            f"max_seq_len must be >= 2 (a prompt token and one more), got {max_seq_len}"
+        )
+
+
+def _check_caches(prefix_cache_blocks: int, prefix_cache_block_size: int, kv_dtype: str) -> None:
+    if prefix_cache_blocks < 0 or prefix_cache_block_size < 1:
+        raise ValueError(
+            f"need prefix_cache_blocks >= 0 (0 = no cache) and prefix_cache_block_size "
+            f">= 1, got {prefix_cache_blocks} and {prefix_cache_block_size}"
+        )
+    if kv_dtype != "auto" and kv_dtype not in KV_CACHE_DTYPES:
+        raise ValueError(
+            f"unknown kv_cache_dtype {kv_dtype!r}; choose auto or one of {sorted(KV_CACHE_DTYPES)}"
+        )
+
+
+def _torch_device(device: str) -> torch.device:
+    """`device` as torch's, CUDA with its index; ValueError for any other kind or no CUDA."""
+    try:
+        torch_device = torch.device(device)
+    except RuntimeError as exc:  # torch's own message lists every device type it knows
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}") from exc
+    if torch_device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"CUDA requested but not available (device={device!r}, torch "
+                f"{torch.__version__}); use device='cpu'"
+            )
+        if torch_device.index is None:
+            torch_device = torch.device("cuda", torch.cuda.current_device())
+    elif torch_device.type != "cpu":
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
+    return torch_device
+
+
 class TorchBackend:
     name = "torch"
 
@@ -131,40 +175,9 @@ class TorchBackend:
         prefix_cache_block_size: int = DEFAULT_BLOCK_SIZE,
         step_shape: str = "dynamic",
     ) -> None:
-        if step_shape not in STEP_SHAPES:
-            raise ValueError(f"unknown step_shape {step_shape!r}; choose one of {STEP_SHAPES}")
-        if preset not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
-        if max_slots < 1:
-            raise ValueError(f"max_slots must be >= 1, got {max_slots}")
-        if max_seq_len < 2:
-            raise ValueError(
-                f"max_seq_len must be >= 2 (a prompt token and one more), got {max_seq_len}"
-            )
-        if prefix_cache_blocks < 0 or prefix_cache_block_size < 1:
-            raise ValueError(
-                f"need prefix_cache_blocks >= 0 (0 = no cache) and prefix_cache_block_size "
-                f">= 1, got {prefix_cache_blocks} and {prefix_cache_block_size}"
-            )
-        if kv_cache_dtype != "auto" and kv_cache_dtype not in KV_CACHE_DTYPES:
-            raise ValueError(
-                f"unknown kv_cache_dtype {kv_cache_dtype!r}; choose auto or one of "
-                f"{sorted(KV_CACHE_DTYPES)}"
-            )
-        try:
-            torch_device = torch.device(device)
-        except RuntimeError as exc:  # torch's own message lists every device type it knows
-            raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}") from exc
-        if torch_device.type == "cuda":
-            if not torch.cuda.is_available():
-                raise ValueError(
-                    f"CUDA requested but not available (device={device!r}, torch "
-                    f"{torch.__version__}); use device='cpu'"
-                )
-            if torch_device.index is None:
-                torch_device = torch.device("cuda", torch.cuda.current_device())
-        elif torch_device.type != "cpu":
-            raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
+        _check_shape(preset, max_slots, max_seq_len, step_shape)
+        _check_caches(prefix_cache_blocks, prefix_cache_block_size, kv_cache_dtype)
+        torch_device = _torch_device(device)
 
         self.device = torch_device.type
         self.max_slots = max_slots
