@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from tests.conform.fake_server import PATHS, FakeServer
+from zqbench.conform.hung import HUNG_STREAK
 from zqbench.conform.options import ConformOptions
-from zqbench.conform.runner import HUNG_STREAK, run_conformance
+from zqbench.conform.runner import run_conformance
 
 RESOLVE_POSTS = 2  # the target resolver's one request per API, answered
 

@@ -13,8 +13,10 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+from zqbench.conform import hung
 from zqbench.conform.catalogue import CATALOGUE, groups, in_groups
 from zqbench.conform.context import Context
+from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckOutcome, CheckResult, ConformReport
 from zqbench.conform.options import ConformOptions
 from zqbench.errors import OptionError
@@ -24,11 +26,6 @@ from zqbench.target.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
 from zqbench.target.resolve import Access, Resolution, Wanted, resolve_target
 
 NoteCallback = Callable[[str], None]
-# A target that stops answering (its /health up, its generations hanging, or a head and
-# never a byte more) would hold every later request for its whole --timeout: after this
-# many exchanges in a row ended in a timeout, and one more request confirms it, the checks
-# not yet run skip (#44 item 7).
-HUNG_STREAK = 3
 
 
 def select(options: ConformOptions) -> list[tuple[Check, str | None]]:
@@ -80,18 +77,12 @@ def _run_one(check: Check, ctx: Context) -> CheckResult:
 
 
 def _stopped_answering(ctx: Context) -> str | None:
-    """Why the checks not yet run are not sent, when the target stopped answering: the last
-    HUNG_STREAK exchanges timed out, and so did one more (a queue draining after a burst
-    answers it)."""
-    tail = ctx.seen[-HUNG_STREAK:]
-    if len(tail) < HUNG_STREAK or any(ex.error != "timeout" for ex in tail):
-        return None
-    if ctx.send(ctx.generate(ctx.api, stream=True, max_tokens=1)).error != "timeout":
-        return None
-    return (
-        f"the target stopped answering: the last {HUNG_STREAK + 1} requests got no answer "
-        f"within --timeout {ctx.options.timeout_s:g} s; the checks after this one were not run"
-    )
+    """zqbench.conform.hung over the exchanges so far, confirmed by one short generation."""
+
+    def confirm() -> Evidence:
+        return ctx.send(ctx.generate(ctx.api, stream=True, max_tokens=1))
+
+    return hung.stopped_answering(ctx.seen, confirm, ctx.options.timeout_s)
 
 
 def run_conformance(
@@ -113,26 +104,26 @@ def run_conformance(
         if load:
             # The endpoint at rest, before any heavy check can leave it busy (Context.settle).
             ctx.low_load()
-        hung = _stopped_answering(ctx)
+        silent = _stopped_answering(ctx)
         stopped_at = ""  # the check failed for a target that stopped answering
         for check, not_run in plan:
             if not not_run and stopped_at:
-                not_run = f"not run: the target stopped answering (see {stopped_at})"
-            if load and check.group == "errors" and not not_run and not hung:
+                not_run = hung.not_run(stopped_at)
+            if load and check.group == "errors" and not not_run and not silent:
                 # After the load checks (catalogue order): slots a cut stream still holds
                 # (zeroqueue.13) would turn the malformed inputs into refusals. Once only.
                 ctx.settle("errors")
             t = time.monotonic()
             if not_run:
                 result = CheckResult("skip", not_run)
-            elif hung:
+            elif silent:
                 # The first check left fails with the reason, so that conform never passes
                 # a target that stopped answering; the others point to it.
-                result = CheckResult("fail", hung, {"stopped_answering": True})
+                result = CheckResult("fail", silent, {"stopped_answering": True})
                 stopped_at = check.id
             else:
                 result = _run_one(check, ctx)
-                hung = _stopped_answering(ctx)
+                silent = _stopped_answering(ctx)
             outcome = CheckOutcome.of(check, result, round(time.monotonic() - t, 3))
             outcomes.append(outcome)
             if on_result is not None:
