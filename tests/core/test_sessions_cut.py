@@ -69,3 +69,36 @@ def test_every_request_the_target_received_has_one_row(
     if expected is not None:
         assert received == expected
         assert [r["error"] for r in rows] == ["interrupted"] * len(expected)
+
+
+OTHER = """
+name = "cut"
+api = "anthropic"
+[load]
+executor = "{executor}"
+{load}
+duration = "0.3s"
+graceful_stop = "0.5s"
+[request]
+max_tokens = 400
+prompt_tokens = 8
+[validity]
+min_samples = 1
+[outcomes]
+at_rest_probes = 0
+"""
+
+
+@pytest.mark.parametrize(
+    ("executor", "load"),
+    [("constant-vus", "vus = 2"), ("constant-arrival-rate", "rate = 10")],
+)
+def test_the_other_executors_keep_the_same_rule(tmp_path: Path, executor: str, load: str) -> None:
+    """The rule is the engine's, whatever the executor: a user (or a scheduled request)
+    cut by the graceful stop is one `interrupted` row, and nothing is sent after it."""
+    result, truth = run_programmed(tmp_path, OTHER.format(executor=executor, load=load), HANG)
+    received = {k for k in truth["truth"] if k.startswith("zq-")}
+    rows = pq.read_table(result.out_dir / "samples.parquet").to_pylist()
+    assert sorted(f"zq-{r['request_id']}" for r in rows) == sorted(received)
+    assert [r["error"] for r in rows] == ["interrupted"] * len(received)
+    assert len(received) == (2 if executor == "constant-vus" else 3)
