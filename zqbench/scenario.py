@@ -93,6 +93,11 @@ _OUTCOMES_KEYS = (
 MAX_AT_REST_PROBES = 20  # per prompt size: each is a request before the load
 MAX_RETRY_AFTER_FOLLOW_UPS = 100  # refusals followed per run: extra traffic, kept small
 MAX_RETRY_AFTER_ATTEMPTS = 10
+# The largest context any model advertises (Llama 4 Scout's, 10M tokens): a prompt longer
+# than this fits no target, and refusing it here costs no traffic; found on the target it
+# cost the set-up probes and a run of errors (exit 4), and a prompt of 1e8 tokens is 100 MB
+# of text built for every request.
+MAX_PROMPT_TOKENS = 10_000_000
 MAX_GRACEFUL_STOP_S = 24 * 3600.0  # --graceful-stop: a day is past any answer worth waiting for
 DEFAULT_RETRY_AFTER_ATTEMPTS = 3
 _SWEEP_KEYS = ("min_rate", "max_rate", "step_factor", "step_duration", "bisect_steps")
@@ -536,11 +541,7 @@ def _parse_request(t: Table, folder: Path) -> RequestConfig:
     if t.has("mix"):
         mix = _parse_mix(t)
     else:
-        tokens = (
-            t.integer("prompt_tokens", minimum=1)
-            if t.has("prompt_tokens")
-            else _DEFAULT_PROMPT_TOKENS
-        )
+        tokens = _prompt_tokens(t) if t.has("prompt_tokens") else _DEFAULT_PROMPT_TOKENS
         mix = (RequestClass(DEFAULT_CLASS, 1.0, tokens, None),)
     sources = [k for k in ("dataset", "shared_prefix") if t.has(k)]
     for other in ("mix", "prompt_tokens", *sources[1:]):
@@ -600,6 +601,17 @@ def _token_range(d: Table, key: str) -> tuple[int, int] | None:
     return (raw[0], raw[1])
 
 
+def _prompt_tokens(t: Table) -> int:
+    tokens = t.integer("prompt_tokens", minimum=1)
+    if tokens > MAX_PROMPT_TOKENS:
+        raise t.fail(
+            "prompt_tokens",
+            f"is more than {MAX_PROMPT_TOKENS:,} tokens, past any model's context (the "
+            "largest, 10M); give a prompt the target's context holds",
+        )
+    return tokens
+
+
 def _parse_mix(t: Table) -> tuple[RequestClass, ...]:
     raw = t.data["mix"]
     if not isinstance(raw, list) or not raw:
@@ -616,7 +628,7 @@ def _parse_mix(t: Table) -> tuple[RequestClass, ...]:
         if any(k.name == name for k in classes):
             raise c.fail("name", "repeats an earlier class name; names must be unique")
         weight = c.number("weight", strict=True)
-        tokens = c.integer("prompt_tokens", minimum=1)
+        tokens = _prompt_tokens(c)
         max_tokens = c.integer("max_tokens", minimum=1) if c.has("max_tokens") else None
         headers = _class_headers(c) if c.has("headers") else ()
         classes.append(RequestClass(name, weight, tokens, max_tokens, headers))

@@ -241,6 +241,16 @@ ERRORS = [
         "stop.error_rate.min_requests = 1 must be >= 2",
     ),
     (
+        "[stop.queued_share]\nabove = 0.5\nmin_requests = -1\n",
+        "stop.queued_share.min_requests = -1 must be >= 2",
+    ),
+    (
+        # #44 item 6a: two waits have no slope bound (n - 2 = 0), so the rule never judged
+        "[stop.queue_growth]\nmin_requests = 2\n",
+        "stop.queue_growth.min_requests = 2 must be >= 3: a slope's confidence bound needs "
+        "3 waits (n - 2 degrees of freedom)",
+    ),
+    (
         "[stop.queued_share]\nabove = 0.5\nmin_requests = 2.5\n",
         "stop.queued_share.min_requests = 2.5 must be a whole number",
     ),

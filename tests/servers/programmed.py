@@ -44,7 +44,8 @@ Control paths (not recorded): `/_truth[?id=X]` returns the ground truth as JSON,
 
 `conns` counts accepted connections except those whose first request is a control path.
 Ground truth per request, keyed by the `x-req-id` header (or a server counter):
-`conn` (connection number), `proto` ("1.1" or "2"), `path`, `t_recv`, `t_head` (head),
+`conn` (connection number), `proto` ("1.1" or "2"), `path`, `t_recv`, `body_bytes` (the
+request body's length: 0 for a GET), `t_head` (head),
 `t_chunks` (each body write), `t_end` (last byte); write stamps are taken right before the
 write call, so a client can never read those bytes earlier. `outcome`: `ok`, `hang`,
 `tcp_reset`, `stream_reset`, `closed`, `garbage`, `goaway`, or `client_reset` (with
@@ -202,6 +203,7 @@ async def handle(r: Responder, target: str, req_id: str, body: bytes, t_recv: in
         "proto": r.proto,
         "path": target,
         "t_recv": t_recv,
+        "body_bytes": len(body),  # 0: a GET (a health check, a listing); else a request's JSON
         "t_head": None,
         "t_chunks": [],
         "t_end": None,

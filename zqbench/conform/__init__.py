@@ -9,6 +9,7 @@ loadclient.py  concurrent bursts (the load transport)     queueing.py  zeroqueue
 capacity.py    the endpoint's capacity (/health, /metrics) retry.py disconnect.py  .12, .13
 runner.py      run_conformance(options): measure the phases the selected checks need, then
                judge each check on the observations it declared
+hung.py        a target that stopped answering: the plan stops measuring there
 
 Sequential requests go through `zqbench.target.control`; the report's files are written by
 `zqbench.outputs.conform`.

@@ -83,6 +83,10 @@ class Observations:
     target: Target
     results: dict[str, Any] = field(default_factory=dict)  # phase name -> observation
     seen: tuple[Evidence, ...] = ()  # every exchange of the run, in order (headers.*)
+    stopped: str | None = None  # why the plan stopped measuring (conform.hung); None: it did not
+
+    def measured(self, phases: Iterable[str]) -> bool:
+        return set(phases) <= self.results.keys()
 
     def view(self, needs: Iterable[str]) -> Observations:
         """These observations with only `needs` readable (a check's declared phases)."""

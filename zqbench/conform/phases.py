@@ -27,7 +27,7 @@ import contextlib
 import time
 from collections.abc import Iterable
 
-from zqbench.conform import capacity, disconnect, retry
+from zqbench.conform import capacity, disconnect, hung, retry
 from zqbench.conform.capacity import Capacity
 from zqbench.conform.checks import api, errors, transport, zeroqueue
 from zqbench.conform.context import Sender
@@ -264,8 +264,22 @@ def measure(sender: Sender, plan: list[Phase]) -> tuple[Observations, dict[str, 
     compares with at_rest only when the plan measured it)."""
     obs = Observations(sender.target)
     seconds: dict[str, float] = {}
+    stopped = None
     for phase in plan:
         t = time.monotonic()
         obs.results[phase.name] = phase.measure(sender, obs)
         seconds[phase.name] = time.monotonic() - t
-    return Observations(sender.target, obs.results, tuple(sender.seen)), seconds
+        stopped = _stopped_answering(sender)
+        if stopped is not None:
+            break  # the rest would each wait out --timeout (conform.hung)
+    return Observations(sender.target, obs.results, tuple(sender.seen), stopped), seconds
+
+
+def _stopped_answering(sender: Sender) -> str | None:
+    """conform.hung over the exchanges so far, confirmed by one short generation."""
+    target = sender.target
+
+    def confirm() -> Evidence:
+        return sender.send(target.generate(target.api, stream=True, max_tokens=1))
+
+    return hung.stopped_answering(sender.seen, confirm, target.options.timeout_s)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from zqbench.conform import phases
+from zqbench.conform import hung, phases
 from zqbench.conform.catalogue import CATALOGUE, groups, in_groups
 from zqbench.conform.context import Sender, Target
 from zqbench.conform.model import Check, CheckOutcome, CheckResult, ConformReport
@@ -89,6 +89,15 @@ def _charges(plan: list[tuple[Check, str | None]], seconds: dict[str, float]) ->
     return out
 
 
+def _unmeasured(check: Check, reason: str, stopped_at: str) -> tuple[CheckResult, str]:
+    """A check whose phases were not measured, the target having stopped answering: the
+    first fails with the reason, so that conform never passes such a target; the rest skip,
+    pointing to it. Also returns the id of the check that failed."""
+    if stopped_at:
+        return CheckResult("skip", hung.not_run(stopped_at)), stopped_at
+    return CheckResult("fail", reason, {"stopped_answering": True}), check.id
+
+
 def run_conformance(
     options: ConformOptions,
     on_result: Callable[[CheckOutcome], None] | None = None,
@@ -112,9 +121,15 @@ def run_conformance(
     finally:
         sender.close()
     outcomes = []
+    stopped_at = ""  # the check that failed for a target that stopped answering
     for (check, not_run), charge in zip(plan, _charges(plan, seconds), strict=True):
         t = time.monotonic()
-        result = CheckResult("skip", not_run) if not_run else judge(check, obs)
+        if not_run:
+            result = CheckResult("skip", not_run)
+        elif obs.stopped and not obs.measured(phases.closure(check.needs)):
+            result, stopped_at = _unmeasured(check, obs.stopped, stopped_at)
+        else:
+            result = judge(check, obs)
         outcome = CheckOutcome.of(check, result, round(time.monotonic() - t + charge, 3))
         outcomes.append(outcome)
         if on_result is not None:

@@ -148,6 +148,7 @@ class NativeWorker:
         stats.sent += 1
         stats.inflight += 1
         exchange = Exchange()
+        cut = False
         try:
             await self.transport.send(request, parser, self.spec.timeout_s, exchange)
         except asyncio.CancelledError:
@@ -157,11 +158,18 @@ class NativeWorker:
             exchange.error = Cancelled("interrupted")
             if not exchange.t_send:
                 exchange.t_send = exchange.t_end  # cancelled before a connection was in hand
+            cut = True
         finally:
             stats.inflight -= 1
         if t_intended_abs is not None and exchange.t_send:
             stats.record_lag((exchange.t_send - t_intended_abs) / 1e6)
         self._record(slot, t_intended_abs, rspec, exchange, parser.summary)
+        if cut:
+            # The cancellation goes on to the caller once the row is kept: a loop that sends
+            # again after an answer (a session's next turn, a user's next request) must end
+            # here, or its next request reaches the target after the drain and no row
+            # stands for it (#44 item 2).
+            raise asyncio.CancelledError
         self._requests.answered(slot, rspec, parser.summary)
         summary = parser.summary
         follow = self.follow_ups

@@ -88,12 +88,8 @@ def execute(
         ),
     )
     source = fit_source(target.scenario, seed, target.calibration)
-    if distribution.distributed and target.scenario.outcomes.retry_after_follow_ups:
-        raise UsageError(
-            "[outcomes] retry_after_follow_ups runs on this machine's workers only: "
-            "remove it for a --distributed run"
-        )
-    watch = _stop_watch(plan, target, distribution, on_note)
+    check_distribution(target.scenario, distribution)
+    watch = _stop_watch(plan, target, on_note)
     specs = _worker_specs(connection, len(plan.works), target, source, out_dir, live_counts)
     on_start: Callable[[int], None] = run_hooks.start
     if watch is not None:
@@ -140,21 +136,30 @@ def execute(
     )
 
 
+def check_distribution(scenario: Scenario, distribution: DistributedOptions) -> None:
+    """What only this machine's workers can do, refused for a --distributed run. The run
+    calls it right after the plan, before the target is contacted (exit 2, no traffic)."""
+    if not distribution.distributed:
+        return
+    if scenario.outcomes.retry_after_follow_ups:
+        raise UsageError(
+            "[outcomes] retry_after_follow_ups runs on this machine's workers only: "
+            "remove it for a --distributed run"
+        )
+    if scenario.stop.rules():
+        raise UsageError(
+            "[stop] rules watch this machine's workers only: "
+            "remove the [stop] table for a --distributed run"
+        )
+
+
 def _stop_watch(
-    plan: Plan,
-    target: Target,
-    distribution: DistributedOptions,
-    on_note: Callable[[str], None] | None,
+    plan: Plan, target: Target, on_note: Callable[[str], None] | None
 ) -> StopWatch | None:
     """The [stop] rules' watcher, with the workers' shared word of what it ended."""
     config = target.scenario.stop
     if not config.rules():
         return None
-    if distribution.distributed:
-        raise UsageError(
-            "[stop] rules watch this machine's workers only: "
-            "remove the [stop] table for a --distributed run"
-        )
     ended = EndedAt(len(plan.stages), shared=len(plan.works) > 1)
     return StopWatch(config, plan.stages, target.outcome_basis(), ended, on_note)
 

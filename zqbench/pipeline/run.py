@@ -27,7 +27,7 @@ from zqbench.metrics.summarize import RunInfo
 from zqbench.outputs.paths import existing_ancestor, make_out_dir, removed_if_empty_on_error
 from zqbench.outputs.start_record import StartRecord
 from zqbench.pipeline.analyze import analyze, start_info
-from zqbench.pipeline.execute import execute
+from zqbench.pipeline.execute import check_distribution, execute
 from zqbench.pipeline.hooks import build_hooks
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan, make_plan
@@ -63,6 +63,7 @@ def run_scenario(
     start to the last output, SIGINT and SIGTERM only set `stop`: a second signal never
     cuts the outputs short. A run that fails before it wrote anything leaves no folder."""
     plan = make_plan(options.plan, options.endpoint)
+    check_distribution(plan.scenario, options.distribution)  # before any traffic
     stop = stop or StopFlag()
     out = options.output
     kept = existing_ancestor(Path(out.out) if out.out else out.reports_root)

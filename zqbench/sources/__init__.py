@@ -34,12 +34,15 @@ SOURCES: dict[str, Any] = {
 
 
 def check_source(scenario: Scenario) -> None:
-    """Check what the source reads (a dataset or trace file) before any traffic: exit 2 for
-    bad input, before the target is even contacted."""
+    """Check what the source reads (a dataset or trace file), and what a conversation
+    grows to, before any traffic: exit 2 for bad input, before the target is even
+    contacted."""
     if scenario.request.dataset is not None:
         dataset.check(scenario.request.dataset)
     if isinstance(scenario.load, TraceLoad):
         scenario.load.index()
+    if isinstance(scenario.load, SessionsLoad):
+        sessions.check(scenario)
 
 
 def fit_source(scenario: Scenario, seed: int, calibration: Calibration | None) -> RequestSource:

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from zqbench.dialects.base import RequestSpec, ResponseSummary
+from zqbench.errors import ScenarioError
 from zqbench.load import SessionsLoad, Slot
-from zqbench.scenario import Scenario
+from zqbench.scenario import MAX_PROMPT_TOKENS, Scenario
 from zqbench.sources.mix import ClassById
 from zqbench.sources.synthetic import SyntheticSource
 from zqbench.sources.synthetic import fit as fit_messages
@@ -49,6 +50,21 @@ class SessionsSource:
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> SessionsSource:
         return cls(SyntheticSource.from_wire(data["messages"]), int(data["turns"]))
+
+
+def check(scenario: Scenario) -> None:
+    """A session's last turn carries every message before it: refused before any traffic
+    when the messages alone (the answers only add to them) are past any model's context."""
+    load = scenario.load
+    assert isinstance(load, SessionsLoad)
+    largest = max(c.prompt_tokens for c in scenario.request.mix)
+    if load.turns * largest > MAX_PROMPT_TOKENS:
+        raise ScenarioError(
+            f"{scenario.source}: load.turns = {load.turns} sends {load.turns} messages of "
+            f"{largest:,} tokens in a session's last turn ({load.turns * largest:,} tokens "
+            "before the answers), past any model's context (the largest, 10M); give fewer "
+            "turns or shorter messages"
+        )
 
 
 def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> SessionsSource:

@@ -12,7 +12,7 @@
     confidence = 0.95      of the slopes' lower bounds (one-sided)
     min_rise = "80ms"      least rise of the wait over the window; absent: the outcome
                            allowance, max([outcomes] margin, half the hold so far)
-    min_requests = 10
+    min_requests = 10      at least 3: a slope's bound has n - 2 degrees of freedom
     ends = "stage"
 
     [stop.queued_share]    too many admitted requests judged `queued` (zqbench.metrics.classify)
@@ -90,7 +90,9 @@ class QueueGrowthRule:
             window_s=_window(t, d.window_s),
             confidence=confidence,
             min_rise_s=t.duration("min_rise", positive=True) if t.has("min_rise") else None,
-            min_requests=_min_requests(t, d.min_requests),
+            # A slope's bound has n - 2 degrees of freedom (zqbench.stop.rules.slope_bound):
+            # fewer than 3 waits never judge, so a smaller minimum would only look as if it did.
+            min_requests=_min_requests(t, d.min_requests, least=3, why=SLOPE_LEAST),
             ends=_ends(t, d.ends),
         )
 
@@ -178,8 +180,17 @@ def _window(t: Table, default: float) -> float:
     return window
 
 
-def _min_requests(t: Table, default: int) -> int:
-    return t.integer("min_requests", minimum=2) if t.has("min_requests") else default
+SLOPE_LEAST = "a slope's confidence bound needs 3 waits (n - 2 degrees of freedom)"
+
+
+def _min_requests(t: Table, default: int, least: int = 2, why: str = "") -> int:
+    if not t.has("min_requests"):
+        return default
+    # A whole number first (any), then the rule's own bound, with its reason.
+    value = t.integer("min_requests", minimum=-(2**63))
+    if value < least:
+        raise t.fail("min_requests", f"must be >= {least}" + (f": {why}" if why else ""))
+    return value
 
 
 def _ends(t: Table, default: Ends) -> Ends:

@@ -3,7 +3,8 @@ judged by when the server sends no timing headers (zqbench.metrics.classify).
 
 Sequential streamed requests of a few output tokens (MAX_TOKENS), `per_size` at each prompt
 size, each with a prompt of its own (a seed per probe, so no probe hits another's prefix
-cache), on one keep-alive connection opened by a first request that is not counted. Their
+cache), on one keep-alive connection opened by a first request that is not fitted (it is
+declared beside the probes, `opener`, so the set-up requests add up). Their
 TTFTs are fitted as base + slope * prompt_tokens over each size's median (least squares; a
 negative slope is read as 0), and the widest range among one size's probes is the
 baseline's uncertainty.
@@ -50,8 +51,9 @@ def _prompt(tokens: int, seed: int, calibration: Calibration | None) -> str:
     return synth_text(calibration.bytes_for(tokens), seed)
 
 
-def fit(probes: Sequence[AtRestProbe]) -> AtRest:
-    """The line through each size's median TTFT (a single size: slope 0)."""
+def fit(probes: Sequence[AtRestProbe], opener: AtRestProbe | None = None) -> AtRest:
+    """The line through each size's median TTFT (a single size: slope 0); `opener`, the
+    request that opened the connection, is kept beside it, never fitted."""
     by_size: dict[int, list[AtRestProbe]] = {}
     for p in probes:
         by_size.setdefault(p.size, []).append(p)
@@ -69,6 +71,7 @@ def fit(probes: Sequence[AtRestProbe]) -> AtRest:
         base=max(0.0, float(base)),
         slope=float(slope),
         spread=float(spread),
+        opener=opener,
     )
 
 
@@ -118,7 +121,7 @@ def measure_at_rest(
                 if optional_above is not None and size > optional_above and "HTTP 4" in result:
                     break
                 return Unavailable(unavailable=f"at-rest probe to {prober.url}: {result}")
-    return fit(probes)
+    return fit(probes, opener=opened)
 
 
 class _Prober:
