@@ -37,7 +37,7 @@ api = "openai"
 [load]
 executor = "constant-vus"
 vus = 1
-duration = "3s"
+duration = "8s"
 graceful_stop = "10s"
 
 [request]
@@ -108,7 +108,9 @@ def test_back_to_back_streams_on_connections_it_closes_are_never_false_resets(
     result = zqbench_pinned(*args, "-q", "--out", str(out))
     assert result.returncode == 0, result.stdout + result.stderr
     samples = pq.read_table(out / "samples.parquet").to_pandas()
-    assert len(samples) >= 200, len(samples)
+    # 8 s, not a count: one stream took 15 ms on CI's llama-server build and 35-55 ms on a
+    # fresh build of the same source here (2026-12-06), 55-90 streams in the 3 s this had.
+    assert len(samples) >= 100, len(samples)
     assert Counter(samples["error"].fillna("ok")) == {"ok": len(samples)}
     assert (samples["status"] == 200).all()
 
