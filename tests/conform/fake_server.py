@@ -144,6 +144,7 @@ class FakeServer:
         props: bool = False,
         coalesce: bool = False,
         hang_up_stalls: int = 0,
+        hang_up_stall_s: float = BUSY_DELAY_S,
         shared_prefill_s: float = 0.0,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
@@ -164,8 +165,10 @@ class FakeServer:
         self.coalesce = coalesce
         self.busy_until = 0.0  # busy_for
         # As a GC pause or a descheduled engine: after each of the first `hang_up_stalls`
-        # rounds of client hang-ups, the next `slots` admissions each come BUSY_DELAY_S late.
+        # rounds of client hang-ups, the next `slots` admissions each come `hang_up_stall_s`
+        # late.
         self.hang_up_stalls = hang_up_stalls
+        self.hang_up_stall_s = hang_up_stall_s
         self.stalls_left = 0
         # As vLLM on one core: a request admitted beside others waits this long for its
         # first token, their prefills sharing the core.
@@ -429,7 +432,7 @@ class FakeServer:
             await asyncio.sleep(BUSY_DELAY_S)
         if self.stalls_left > 0:
             self.stalls_left -= 1
-            await asyncio.sleep(BUSY_DELAY_S)
+            await asyncio.sleep(self.hang_up_stall_s)
         now = time.monotonic()
         sticky = "sticky_refusal" in self.faults and now < self.refuse_until
         if "refuse_idle" in self.faults and max_tokens <= 4 and self.in_use == 0:

@@ -22,7 +22,18 @@ def test_zero_queue_passes_every_check(zero_queue_report: ConformReport) -> None
 
 
 def test_fifo_fails_the_checks_a_queue_breaks(fifo_report: ConformReport) -> None:
-    assert set(failing(fifo_report)) == {"zeroqueue.5", "zeroqueue.6"}
+    # zeroqueue.3 judges the p99 of a few at-rest dispatch delays: on a busy 2-core machine
+    # one of them can pass 5 ms (a clean-clone suite run, 2026-12-06). That is the machine
+    # when the median stays well under the bound; a queue would move the median too.
+    dispatch = outcome(fifo_report, "zeroqueue.3")
+    busy = (
+        dispatch.status == "fail"
+        and dispatch.evidence["p50_ms"] <= dispatch.evidence["bound_ms"] / 2
+    )
+    assert set(failing(fifo_report)) - ({"zeroqueue.3"} if busy else set()) == {
+        "zeroqueue.5",
+        "zeroqueue.6",
+    }
 
 
 def test_fifo_evidence_says_why(fifo_report: ConformReport) -> None:
