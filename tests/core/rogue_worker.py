@@ -18,6 +18,9 @@ from zqbench.distributed import protocol as p
 from zqbench.samples.sample import ARROW_SCHEMA
 
 FAKE_IDS = 10**9  # the fabricated samples' request ids start here
+# Bounds each wait for an answer; a master still importing on a busy machine answers late,
+# so an answer is taken the moment it comes (2 s flat gave "no ack" on a loaded CI runner).
+WAIT_S = 30.0
 FLOOD = 100  # fake joins: more than the master keeps pending (guard.MAX_PENDING)
 
 
@@ -41,10 +44,11 @@ def fabricated_batch(n: int = 50) -> bytes:
     return p.batch_to_bytes(pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA))
 
 
-def answers(sock: zmq.Socket, seconds: float) -> list[tuple]:
-    out = []
+def answers(sock: zmq.Socket, until: str, seconds: float = WAIT_S) -> list[tuple]:
+    """What the master says until a message of kind `until` (included) or `seconds` pass."""
+    out: list[tuple] = []
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not any(m[0] == until for m in out):
         if sock.poll(50):
             out.append(msgpack.unpackb(sock.recv(), raw=False, strict_map_key=False))
     return out
@@ -62,17 +66,17 @@ def main(address: str) -> None:
     sock.send_multipart([b"one", b"frame", b"too many"])
     sock.send(frame("zq_samples", {}, "someone_else"))  # another node's name
     sock.send(frame("client_ready", "2.47.0", node))
-    print("ack" if any(m[0] == "ack" for m in answers(sock, 2)) else "no ack")
+    print("ack" if any(m[0] == "ack" for m in answers(sock, "ack")) else "no ack")
     sock.send(frame("locustfile", {"version": "2.47.0"}, node))
     sock.send(frame("heartbeat", [1, 2, 3], node))
     sock.send(frame("zq_hello", [1, 2], node))
     batch = fabricated_batch()
     sock.send(frame(p.SAMPLES, {"batch": batch}, node))  # before any handshake
     sock.send(frame(p.HELLO, {"host": "rogue", "pid": 1, "nonce": os.urandom(32)}, node))
-    kinds = [m[0] for m in answers(sock, 2)]
+    kinds = [m[0] for m in answers(sock, p.CHALLENGE)]
     print("challenged" if p.CHALLENGE in kinds else f"not challenged: {kinds}")
     sock.send(frame(p.PROOF, {"proof": os.urandom(32)}, node))
-    refused = [m[1] for m in answers(sock, 2) if m[0] == p.REFUSED]
+    refused = [m[1] for m in answers(sock, p.REFUSED) if m[0] == p.REFUSED]
     print(f"refused: {refused[0]['reason']}" if refused else "not refused")
     # Pretend the handshake went through, sealed with a key it cannot have.
     sealed = {"b": msgpack.packb({"batch": batch}), "n": 1, "mac": os.urandom(32)}

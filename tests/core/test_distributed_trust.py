@@ -150,7 +150,7 @@ pytestmark_slow = pytest.mark.slow
 def _rogue(port: int) -> list[str]:
     done = subprocess.run(
         [sys.executable, str(REPO / "tests" / "core" / "rogue_worker.py"), f"127.0.0.1:{port}"],
-        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     return done.stdout.splitlines()

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.core.conftest import MODEL, zqbench_here
 from zqbench.pipeline.run import RunOptions, run_scenario
@@ -18,6 +19,7 @@ from zqbench.target.embedded import EmbeddedServer
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.quiet  # every row served: 16 sim slots hold 8x the trace's pace on a quiet machine
 def test_the_bundled_trace_is_replayed_row_by_row_at_its_times(
     ref_server: EmbeddedServer, tmp_path: Path
 ) -> None:

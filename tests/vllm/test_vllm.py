@@ -37,6 +37,7 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+@pytest.mark.quiet  # vLLM's queue must form within the pulse, on its one core
 def test_burst_with_target_alone_is_a_valid_fail_that_shows_the_queue(
     vllm: VllmServer, tmp_path: Path
 ) -> None:
@@ -244,6 +245,7 @@ def test_a_dataset_run_gets_each_rows_output_length_from_vllm(
     )
 
 
+@pytest.mark.quiet  # no request may time out, and warm TTFT must beat cold
 def test_shared_prefixes_hit_vllms_prefix_cache_and_cold_prompts_do_not(
     vllm: VllmServer, tmp_path: Path
 ) -> None:

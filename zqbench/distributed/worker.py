@@ -72,6 +72,7 @@ def serve(options: WorkerOptions, *, on_note: Callable[[str], None] = print) -> 
     stop = StopFlag()
     with stop_on_signals(stop):
         while True:
+            on_note(f"zqbench worker: waiting for a master at {host}:{port}")
             if not _await_master(host, port, stop, options.connect_timeout_s):
                 return EXIT_INTERRUPTED
             code = _Session(host, port, options, stop, on_note).serve()
