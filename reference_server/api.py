@@ -47,9 +47,12 @@ def _ts(t: float) -> bytes:
 
 
 class App:
-    def __init__(self, config: ServerConfig, backend: ComputeBackend) -> None:
+    def __init__(
+        self, config: ServerConfig, backend: ComputeBackend, *, engine_why: str = ""
+    ) -> None:
         self.config = config
         self.backend = backend
+        self.engine_why = engine_why  # how `--engine auto` chose; "" when named
         self.scheduler = Scheduler(
             config.scheduler,
             max_slots=min(config.max_batch_size, backend.max_slots),
@@ -460,6 +463,7 @@ class App:
                 "server_time": time.time(),
                 "scheduler": self.config.scheduler,
                 "engine": self.backend.name,
+                "engine_why": self.engine_why,
                 "device": self.backend.device,
                 "model": self.config.served_model_name,
                 "preset": self.config.preset,

@@ -11,8 +11,10 @@ against 80-100 us for uvicorn+httptools, which cannot speak h2c).
 from __future__ import annotations
 
 import asyncio
+import glob
 import importlib.util
 import logging
+import os
 import resource
 import signal
 import sys
@@ -41,14 +43,35 @@ def torch_importable() -> bool:
     )
 
 
-def resolve_engine(config: ServerConfig) -> str:
+def cuda_usable() -> bool:
+    """Whether torch sees a CUDA device (torch importable). Without a GPU device node on
+    Linux the answer is no, and the sim engine is spared a 1-2 s import of torch."""
+    if sys.platform.startswith("linux") and not (
+        glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd")
+    ):
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def resolve_engine(config: ServerConfig) -> tuple[str, str]:
+    """(engine, why). `auto` runs the model with torch on a GPU only: on a CPU the model's
+    steps share the front end's cores, so refusing a flood slows every admitted request's
+    steps (15-20% on 2 cores), which no GPU server does. The sim engine's steps take time
+    without taking the front end's CPU, so it models a GPU server where there is none."""
     if config.engine != "auto":
-        return config.engine
-    return "torch" if torch_importable() else "sim"
+        return config.engine, ""
+    if not torch_importable():
+        return "sim", "torch is not installed"
+    if config.device == "cpu":
+        return "torch", "--device cpu"
+    if config.device == "cuda" or cuda_usable():
+        return "torch", "a CUDA device"
+    return "sim", "no CUDA device, so the sim engine models a GPU server's steps"
 
 
-def build_backend(config: ServerConfig) -> ComputeBackend:
-    engine = resolve_engine(config)
+def build_backend(config: ServerConfig, engine: str) -> ComputeBackend:
     if engine == "sim":
         return SimBackend(
             config.max_batch_size,
@@ -87,12 +110,13 @@ def build_backend(config: ServerConfig) -> ComputeBackend:
     )
 
 
-def banner(config: ServerConfig, backend: ComputeBackend) -> str:
+def banner(config: ServerConfig, backend: ComputeBackend, engine_why: str = "") -> str:
     scheme = "https" if config.ssl_cert else "http"
+    why = f"; engine: {engine_why}" if engine_why else ""
     return (
         f"reference_server listening on {scheme}://{config.host}:{config.port} "
         f"(engine={backend.name}, device={backend.device}, scheduler={config.scheduler}, "
-        f"slots={min(config.max_batch_size, backend.max_slots)}, steps={config.step_shape})"
+        f"slots={min(config.max_batch_size, backend.max_slots)}, steps={config.step_shape}{why})"
     )
 
 
@@ -138,8 +162,8 @@ def build_server(config: ServerConfig, app: App) -> Any:
     )
 
 
-async def serve_async(config: ServerConfig, backend: ComputeBackend) -> int:
-    app = App(config, backend)
+async def serve_async(config: ServerConfig, backend: ComputeBackend, engine_why: str = "") -> int:
+    app = App(config, backend, engine_why=engine_why)
     server = build_server(config, app)
     loop = asyncio.get_running_loop()
     serving = loop.create_task(server.serve())
@@ -167,7 +191,7 @@ async def serve_async(config: ServerConfig, backend: ComputeBackend) -> int:
         if silent_reaper.supported()
         else None
     )
-    print(banner(config, backend), flush=True)
+    print(banner(config, backend, engine_why), flush=True)
     try:
         await serving
     except asyncio.CancelledError:
@@ -181,9 +205,10 @@ async def serve_async(config: ServerConfig, backend: ComputeBackend) -> int:
 
 
 def serve(config: ServerConfig) -> int:
-    backend = build_backend(config)
+    engine, why = resolve_engine(config)
+    backend = build_backend(config, engine)
     try:
-        return _run(serve_async(config, backend))
+        return _run(serve_async(config, backend, why))
     finally:
         sys.stdout.flush()
 

@@ -25,12 +25,12 @@ keys they leave out (`_absent`), so a file read back re-serializes byte for byte
 
 Changing the format: adding a key to an open mapping (environment, telemetry, scenario
 config), or an optional field that is absent when it has nothing to say (a report section:
-resent, cut_at_end, ttft_split), keeps the version: every file written before it still
-reads. A zqbench older than such a field refuses a file that has it, naming the key (extra
-keys are forbidden), which tells its user to upgrade. Anything else (a renamed, removed or
-retyped field, a new required one) changes what a reader accepts: bump SCHEMA and the
-`schema_id` literal together (zqbench.summary/2), since readers refuse other versions. Either
-way, regenerate the schema and commit it:
+resent, cut_at_end, ttft_split, connection_wait), keeps the version: every file written
+before it still reads. A zqbench older than such a field refuses a file that has it, naming
+the key (extra keys are forbidden), which tells its user to upgrade. Anything else (a
+renamed, removed or retyped field, a new required one) changes what a reader accepts: bump
+SCHEMA and the `schema_id` literal together (zqbench.summary/2), since readers refuse other
+versions. Either way, regenerate the schema and commit it:
 
     python -m zqbench.summary summary > docs/summary.schema.json
 
@@ -639,6 +639,20 @@ class Resent(_Record):
     why: str  # RESENT_WHY
 
 
+class ConnectionWait(_Record):
+    """Sends that waited for a free connection past the schedule-lag limit, every connection
+    the pool may open being held by a request the target had not answered; absent when none
+    waited that long. The wait is the target's: it counts in latency_corrected, not in the
+    generator's own schedule_lag (docs/design.md, "Late sends")."""
+
+    waited: int  # requests whose connection_wait passed limit_s
+    sent: int  # requests sent
+    limit_s: float  # the run's schedule-lag limit (validity.thresholds.max_schedule_lag_p99_s)
+    p99_s: float  # connection_wait p99 over every request sent
+    max_s: float
+    peak_in_flight: int  # the most requests on the wire at once: the pool's limit, held
+
+
 # --- where the time to first token went ---------------------------------------------
 
 
@@ -914,6 +928,9 @@ class Summary(_Document, _SparseRecord):
     # Requests sent again on a new connection (a kept-alive one closed under them); absent
     # when none was.
     resent: Resent | None = None
+    # Sends that waited for a connection the target held; absent when none waited past the
+    # schedule-lag limit.
+    connection_wait: ConnectionWait | None = None
     # Where the time to first token went: before the response head or after it; absent
     # when no request had both.
     ttft_split: TtftSplit | None = None

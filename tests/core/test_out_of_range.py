@@ -122,7 +122,7 @@ def test_a_pass_without_slos_says_the_failures_went_unjudged(huge_url: str, tmp_
     args += ["--max-schedule-lag", "1s"]  # about the verdict line, not the generator's timing
     result = zqbench_here(*args)
     assert result.returncode == 0, result.stderr
-    assert "verdict: PASS   requests: sent 20, ok 0, failed 20" in result.stdout
+    assert "verdict: PASS   requests: sent 20: served 0, refused 0, failed 20" in result.stdout
     assert (
         "  no SLO was set: the verdict checks none of the 20 failed requests (add e.g. "
         "--slo 'errors:rate<0.01')" in result.stdout

@@ -63,6 +63,7 @@ def build_samples(
         "session": None,
         "turn": None,
         "resent": False,
+        "connection_wait": 0,
     }
     data.update(columns)
     data.setdefault("t_last_token", data["t_end"])  # the last token ends the stream

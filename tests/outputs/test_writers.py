@@ -119,7 +119,7 @@ def test_summary_md_content() -> None:
     text = render_summary_md(summary)
     first = text.splitlines()[0]
     assert first == "## zqbench: ❌ FAIL · `burst` → `http://127.0.0.1:8000/v1`"
-    assert "1,000 requests sent, 990 ok, 10 failed in 10.0 s" in text
+    assert "1,000 requests sent: ok 990, failed 10 in 10.0 s" in text  # no outcomes judged
     assert "| `latency:p99<2s` | ✅ PASS |" in text
     assert "| `latency:p99<500ms` | ❌ FAIL |" in text
     assert "| `latency:p99<992ms` | ⚠️ INCONCLUSIVE |" in text

@@ -92,6 +92,7 @@ def write_synthetic_run(
         "session": None,
         "turn": None,
         "resent": np.zeros(n, dtype=bool),
+        "connection_wait": np.zeros(n, dtype=np.int64),
     }
     arrays = []
     for field in ARROW_SCHEMA:

@@ -576,7 +576,7 @@ def test_no_server_metrics_flag_sends_no_get_to_metrics(engine: str, tmp_path: P
     args += ["--no-server-metrics", "--quiet", "--out", str(tmp_path / "run")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 4, result.output  # invalid: 20 requests, fewer than 100
-    assert "requests: sent 20, ok 20, failed 0" in result.output
+    assert "requests: sent 20: served 20" in result.output and "failed 0" in result.output
     assert FakeEngine.metric_gets == 0
     summary = Summary.model_validate_json((tmp_path / "run" / "summary.json").read_text())
     assert summary.server_queue == Unavailable(unavailable="not looked for (--no-server-metrics)")

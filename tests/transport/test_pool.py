@@ -234,3 +234,33 @@ def test_https_verifies_certificates_by_default(cls: type, tls_server: Programme
 
     with pytest.raises(ConnectError, match=r"127\.0\.0\.1"):
         run(go)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_send_that_waits_for_a_connection_records_the_wait(
+    kind: str, programmed_server: ProgrammedServer
+) -> None:
+    """Every connection busy: the request waits before `t_send`, and `connection_wait` is
+    that wait (the target's part of a late send, docs/design.md "Late sends"). HTTP/1.1:
+    6 requests of 60 ms on 2 connections; HTTP/2: 150 on 1 connection of 100 streams (the
+    server's h2 default), so 50 wait for the first answers."""
+    programmed_server.reset()
+    at_once, n = (100, 150) if kind == "h2" else (2, 6)
+
+    async def go() -> list[tuple[int, int]]:
+        tr = make(kind, programmed_server.url, max_connections=at_once if kind != "h2" else 1)
+        await tr.open()
+        try:
+            asked = time.perf_counter_ns()
+            results = await asyncio.gather(*(send(tr, get("/delay?ms=60")) for _ in range(n)))
+            assert all(ex.error is None for ex, _ in results)
+            return [(ex.connection_wait, ex.t_send - asked) for ex, _ in results]
+        finally:
+            await tr.close()
+
+    waits = sorted(run(go))
+    # The first `at_once` went at once; each later round waited a whole 60 ms answer more.
+    for k in range(n // at_once + (n % at_once > 0)):
+        for wait, late in waits[k * at_once : (k + 1) * at_once]:
+            assert k * 55e6 <= late and wait < k * 60e6 + 40e6, (k, waits)
+            assert late - wait < 30e6, (k, waits)  # the rest of the lateness: the client's own

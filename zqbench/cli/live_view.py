@@ -116,6 +116,8 @@ class LiveView:
 
     def final(self, summary: Summary, out_dir: Path) -> None:
         """A few lines any log can keep: the verdict, each SLO, where the outputs are."""
+        from zqbench.metrics.sections.text import request_counts  # numpy, as section_lines
+
         verdict = summary.verdict
         style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}.get(verdict, "magenta")
         requests = summary.requests
@@ -124,7 +126,7 @@ class LiveView:
             Text.assemble(
                 ("verdict: ", "bold"),
                 (verdict.upper(), f"bold {style}"),
-                f"   requests: sent {requests.sent}, ok {requests.ok}, failed {requests.failed}",
+                f"   requests: sent {requests.sent:,}: {request_counts(summary)}",
             )
         )
         for slo in summary.slos:

@@ -256,6 +256,7 @@ class NativeWorker:
             session=slot.session,
             turn=slot.turn,
             resent=exchange.resent,
+            connection_wait=exchange.connection_wait,
         )
         self.recorder.add(sample)
         counts = self.control.stats.counts

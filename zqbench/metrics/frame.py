@@ -51,6 +51,7 @@ class Columns:
     srv_received: np.ndarray
     srv_dispatch: np.ndarray
     srv_start: np.ndarray
+    connection_wait: np.ndarray  # NaN in a run saved before the column existed
     start_epoch_ns: int = 0
     clock_offset_ns: int = 0  # server clock minus client clock
 
@@ -173,11 +174,21 @@ def itl_max(c: Columns) -> np.ndarray:
 
 
 def schedule_lag(c: Columns) -> np.ndarray:
-    """schedule_lag = t_send - t_intended, every request sent (the generator's own lateness).
+    """schedule_lag = t_send - t_intended - connection_wait, every request sent: the
+    generator's own lateness. The wait for a free connection is the target's (it held every
+    connection the pool may open) and is a metric of its own; both count in
+    latency_corrected. A run saved before connection_wait existed has it as 0.
 
     A request the run's end interrupted before it was written has no send time: it is left
     out rather than charged as lag."""
-    return np.where(c.unsent, np.nan, c.t_send - c.t_intended)
+    waited = np.nan_to_num(c.connection_wait, nan=0.0)
+    return np.where(c.unsent, np.nan, c.t_send - c.t_intended - waited)
+
+
+def connection_wait(c: Columns) -> np.ndarray:
+    """connection_wait = the time a request waited for a free connection (HTTP/2: stream)
+    before its first byte, every request sent; 0 when one was free at once."""
+    return np.where(c.unsent, np.nan, c.connection_wait)
 
 
 def server_queue(c: Columns) -> np.ndarray:
@@ -255,6 +266,12 @@ REQUEST_METRICS: dict[str, MetricSpec] = {
         MetricSpec("itl_p99", itl_p99, True, _NO_GAPS),
         MetricSpec("itl_max", itl_max, True, _NO_GAPS),
         MetricSpec("schedule_lag", schedule_lag, False, _CLOSED_LOOP),
+        MetricSpec(
+            "connection_wait",
+            connection_wait,
+            False,
+            "the samples predate the connection_wait column",
+        ),
         MetricSpec(
             "server_queue",
             server_queue,

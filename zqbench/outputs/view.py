@@ -42,6 +42,7 @@ KEY_METRICS = (
     "itl",
     "time_to_reject",
     "schedule_lag",
+    "connection_wait",
     "server_queue",
     "dispatch_delay",
     "dispatch_jitter",

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from zqbench.dialects.base import DialectConfig
 from zqbench.errors import TargetError, UsageError
 from zqbench.metrics.classify import DEFAULT_AT_REST_PROBES, DEFAULT_RULES
-from zqbench.option_values import CalibrationMode, parse_headers, read_api_key
+from zqbench.option_values import CalibrationMode, ServerEngine, parse_headers, read_api_key
 from zqbench.pipeline.options import ServerOptions, TargetOptions
 from zqbench.redact import redact_url
 from zqbench.scenario import OutcomesConfig, Scenario
@@ -199,6 +199,13 @@ def _embedded(
             f"embedded reference server at {server.base_url} "
             f"(engine={health.get('engine')}, scheduler={health.get('scheduler')})"
         )
+        if health.get("engine") == "sim" and server_options.server_engine is ServerEngine.auto:
+            # One line on why: a newcomer expects a model, and torch is one flag away.
+            why = str(health.get("engine_why") or "the sim engine models a GPU server's steps")
+            if why.startswith("torch is not installed"):
+                note += f"; {why} (the [torch] extra runs the model)"
+            else:
+                note += f"; {why}; --server-engine torch runs the model on this CPU"
         model = options.model or str(health.get("model") or "refserver")
         named = options.api is not None and options.api.api() is not None
         resolution = TargetResolution(

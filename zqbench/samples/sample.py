@@ -52,6 +52,10 @@ class Sample:
     # Sent once more on a new connection: the server closed the reused kept-alive one under
     # it before any byte of an answer (zqbench.transport.base.Exchange.resent)
     resent: bool = False
+    # ns it waited for a free connection (HTTP/2: stream) before `t_send`, every one the pool
+    # may open being busy: the target's part of a late send, not the generator's. None: the
+    # engine did not record it (a run saved before the column existed).
+    connection_wait: int | None = None
 
 
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sample))
@@ -91,6 +95,7 @@ ARROW_SCHEMA = pa.schema(
         # Nullable only so that a run saved before the column existed still reads (as False);
         # every run since writes True or False.
         pa.field("resent", pa.bool_()),
+        pa.field("connection_wait", pa.int64()),
     ]
 )
 

@@ -179,8 +179,8 @@ class AiohttpTransport(PoolBase):
         self._ssl: ssl.SSLContext | bool = False
         self._base = self.origin.url("")
         # One permit per pooled connection: a request waits here, before `t_send`, when every
-        # connection is busy, so the wait is the generator's lateness (schedule_lag and
-        # latency_corrected), never hidden inside `latency`.
+        # connection is busy. The wait is the sample's `connection_wait`, counted in
+        # latency_corrected and never hidden inside `latency`.
         self._permits = asyncio.Semaphore(self.limits.max_connections)
         # Requests sent again on a new connection (tests and diagnostics), and whether the
         # pool stopped reusing connections because one had to be.
@@ -266,7 +266,9 @@ class AiohttpTransport(PoolBase):
         if session is None:
             raise RuntimeError("AiohttpTransport.send() before open()")
         ex.http_version = "1.1"
+        asked = now_ns()
         async with self._permits:
+            ex.connection_wait = now_ns() - asked
             await self._exchange(session, request, sink, timeout_s, ex)
         return ex
 

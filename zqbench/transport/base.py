@@ -87,6 +87,9 @@ class Exchange:
     # Sent once more on a new connection: the server closed the kept-alive one under the
     # request before any byte of an answer (never the server's error; docs/design.md).
     resent: bool = False
+    # ns the request waited for a free connection (HTTP/2: a free stream) before `t_send`:
+    # every one the pool may open was busy. 0 when one was free at once.
+    connection_wait: int = 0
     extra: dict[str, object] = field(default_factory=dict)
 
 

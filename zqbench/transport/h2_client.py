@@ -349,8 +349,9 @@ class H2Transport(PoolBase):
         if self._room is not None:
             self._room.set()
 
-    async def _pick(self) -> _Connection:
-        """The least busy connection with a free stream; open one, or wait, if none."""
+    async def _pick(self, ex: Exchange) -> _Connection:
+        """The least busy connection with a free stream; open one, or wait, if none (the
+        wait is `ex.connection_wait`)."""
         while True:
             best = None
             for c in self._conns:
@@ -365,7 +366,11 @@ class H2Transport(PoolBase):
                 return await self._connect()
             assert self._room is not None
             self._room.clear()
-            await self._room.wait()
+            asked = now_ns()
+            try:
+                await self._room.wait()
+            finally:
+                ex.connection_wait += now_ns() - asked
 
     async def send(
         self, request: HttpRequest, sink: ResponseSink, timeout_s: float, ex: Exchange
@@ -389,7 +394,7 @@ class H2Transport(PoolBase):
             headers.append((b"content-length", str(len(body)).encode()))
         try:
             with Deadline(timeout_s):
-                conn = await self._pick()
+                conn = await self._pick(ex)
                 done = asyncio.get_running_loop().create_future()
                 sid = conn.h2.get_next_available_stream_id()
                 st = _Stream(sink, ex, self.limits.max_body_bytes, done)

@@ -446,7 +446,9 @@ class RawH1Transport(PoolBase):
         ex.http_version = "1.1"
         wire = self._wire(request)
         head_only = request.method == "HEAD"
+        asked = perf_counter_ns()
         async with self._permits:
+            ex.connection_wait = perf_counter_ns() - asked
             conn: _Conn | None = None
             try:
                 with Deadline(timeout_s):

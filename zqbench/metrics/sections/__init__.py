@@ -13,6 +13,7 @@ proves every optional field of Summary is a section or named in SHOWN_ELSEWHERE.
 from __future__ import annotations
 
 from zqbench.metrics.sections import (
+    connection_wait,
     cut_at_end,
     distributed,
     outcomes,
@@ -36,6 +37,7 @@ SECTIONS: tuple[Section, ...] = (
     stop.SECTION,
     cut_at_end.SECTION,
     resent.SECTION,
+    connection_wait.SECTION,
     ttft_split.SECTION,
     server_queue.SECTION,
     prefix_cache.SECTION,

@@ -63,6 +63,34 @@ def count(value: int | None) -> str:
     return NO_VALUE if value is None else f"{value:,}"
 
 
+def request_counts(summary: Summary) -> str:
+    """What became of the requests sent, each outcome its own word: a zero-queue server's
+    fast refusals are what it promises, never "failed" (the headline of every output)."""
+    r, outcomes = summary.requests, summary.outcomes
+    if outcomes is None:  # a run saved before zqbench judged outcomes
+        return f"ok {count(r.ok)}, failed {count(r.failed)}"
+    c = outcomes.counts
+    served = c.get("served", 0) + c.get("queued", 0) + c.get("undetermined", 0)
+    notes = [f"{count(c[k])} {word}" for k, word in _SERVED_NOTES if c.get(k)]
+    fast, slow = c.get("refused_fast", 0), c.get("refused_slow", 0)
+    refused = f"refused {count(fast + slow)}"
+    if fast + slow:
+        refused += " (all fast)" if not slow else f" ({count(fast)} fast, {count(slow)} slow)"
+    failed = c.get("failed", 0) + c.get("timed_out", 0)
+    parts = [
+        f"served {count(served)}" + (f" ({', '.join(notes)})" if notes else ""),
+        refused,
+        f"failed {count(failed)}"
+        + (f" ({count(c['timed_out'])} timed out)" if c.get("timed_out") else ""),
+    ]
+    if c.get("interrupted"):
+        parts.append(f"cut at the end {count(c['interrupted'])}")
+    return ", ".join(parts)
+
+
+_SERVED_NOTES = (("queued", "after a queue"), ("undetermined", "not judged"))
+
+
 def share(value: float | None) -> str:
     return NO_VALUE if value is None else f"{value:.2%}"
 
@@ -95,5 +123,6 @@ FILTERS = {
     "plain": plain,
     "ratio": ratio,
     "badge": VERDICT_BADGE.__getitem__,
+    "request_counts": request_counts,
     "stage_label": lambda key, summary: stage_label(summary, key),
 }

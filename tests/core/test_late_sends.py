@@ -1,0 +1,113 @@
+"""A late send is the generator's or the target's (docs/design.md, "Late sends").
+
+- The target holds every connection zqbench may open (a slow server, 4 connections): sends
+  wait for one, the run keeps its SLO verdict (FAIL), and the wait is reported.
+- The generator itself is starved of CPU (SIGSTOP for 0.6 s mid-run): INVALID, as always.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.core.conftest import REPO, run_programmed, write_scenario
+from tests.servers import ProgrammedServer
+
+pytestmark = pytest.mark.slow
+
+HELD = """
+name = "held"
+api = "anthropic"
+[slo]
+checks = ["latency_corrected:p99<1s"]
+[validity]
+min_samples = 20
+max_schedule_lag = "100ms"  # a busy machine's generator; the waits are seconds
+[load]
+executor = "constant-arrival-rate"
+rate = 30
+duration = "2s"
+graceful_stop = "15s"
+[request]
+max_tokens = 4
+prompt_tokens = 8
+"""
+# 230 ms a request: 4 connections serve 17 a second of the 30 offered.
+SLOW = "x-program: /anthropic?n=4&every=10&first=200&head=200"
+
+
+def test_a_target_holding_every_connection_keeps_the_slo_verdict_and_shows_the_wait(
+    tmp_path: Path,
+) -> None:
+    result, _ = run_programmed(
+        tmp_path, HELD, SLOW, max_connections=4, warm_connections=4, html=False
+    )
+    summary = result.summary
+    assert summary.validity.ok, summary.validity.reasons  # not the generator's lateness
+    assert summary.verdict == "fail" and result.exit_code == 1  # the SLO: the target's queue
+    (slo,) = summary.slos
+    assert slo.metric == "latency_corrected" and slo.verdict == "fail"
+    lag, wait = summary.metrics["schedule_lag"], summary.metrics["connection_wait"]
+    assert lag.p99 is not None and lag.p99 < 0.1
+    assert wait.p99 is not None and wait.p99 > 0.5  # about 25 sends behind, 17 a second
+    section = summary.connection_wait
+    assert section is not None
+    assert section.sent == summary.requests.sent == 60
+    assert 20 <= section.waited < 60 and section.peak_in_flight == 4
+    assert section.limit_s == 0.1 and section.max_s >= section.p99_s == wait.p99
+    text = (result.out_dir / "summary.md").read_text()
+    assert f"{section.waited:,} of 60 sends waited for a free connection" in text
+    assert "--max-connections" in text
+
+
+QUICK = """
+name = "starved"
+api = "anthropic"
+[validity]
+min_samples = 20
+max_schedule_lag = "100ms"
+[load]
+executor = "constant-arrival-rate"
+rate = 100
+duration = "4s"
+[request]
+max_tokens = 2
+prompt_tokens = 8
+"""
+FAST = "x-program: /anthropic?n=2&every=1&first=2&head=1"
+
+
+def test_a_generator_starved_of_cpu_is_invalid(tmp_path: Path) -> None:
+    """60 of 400 sends fall due while the process is stopped: schedule_lag p99 past 0.5 s,
+    none of it a wait for a connection (1,024 free)."""
+    scenario = write_scenario(tmp_path, QUICK)
+    out = tmp_path / "run"
+    with ProgrammedServer() as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "zqbench", "run", str(scenario), "--target", server.url,
+             "--model", "m", "-H", FAST, "--calibration", "off", "--quiet", "--out", str(out)],
+            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while server.all_truth()["requests"] < 100:  # a second into the schedule
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGSTOP)
+            time.sleep(0.6)
+            proc.send_signal(signal.SIGCONT)
+            stdout, stderr = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 4, stderr
+    assert "invalid: the generator fell behind its schedule: schedule_lag p99 = " in stdout
+    assert "waited for a free connection" not in stdout

@@ -1,0 +1,84 @@
+"""Sends that waited for a connection the target held: summary.json's `connection_wait`.
+
+An open-loop request is due at its intended time. When every connection the pool may open
+(`--max-connections`, 1024 by default) carries a request the target has not answered, the
+next send waits for one to free: a FIFO server that holds a thousand requests in its queue
+holds a thousand connections. That wait is the target's doing, not the generator's, so it
+is each sample's `connection_wait`, outside `schedule_lag` (the generator's own lateness,
+which alone makes a run invalid) and inside `latency_corrected` (from the intended time).
+The run keeps its SLO verdict, and this section says how long sends waited and why.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from zqbench import summary as model
+from zqbench.metrics import quantiles
+from zqbench.metrics.frame import NS_PER_S, MetricFrame
+from zqbench.metrics.sections.base import Section
+from zqbench.summary import ConnectionWait
+
+if TYPE_CHECKING:
+    from zqbench.metrics.summarize import RunInfo
+
+
+def peak_in_flight(send: np.ndarray, end: np.ndarray) -> int:
+    """The most [send, end) spans open at once (an end at a send's moment has ended)."""
+    if not len(send):
+        return 0
+    starts, ends = np.sort(send), np.sort(end)
+    open_now = np.arange(1, len(starts) + 1) - np.searchsorted(ends, starts, side="right")
+    return int(open_now.max())
+
+
+def connection_wait(frame: MetricFrame, run: RunInfo) -> ConnectionWait | None:
+    """None when no send waited past the schedule-lag limit (or the column is absent)."""
+    waits = frame.values["connection_wait"]
+    limit_ns = run.validity.max_schedule_lag_p99_s * NS_PER_S
+    defined = ~np.isnan(waits)
+    waited = int(np.count_nonzero(waits[defined] > limit_ns))
+    if not waited:
+        return None
+    ordered = np.sort(waits[defined]) / NS_PER_S
+    c = frame.columns
+    sent = ~c.unsent
+    return ConnectionWait(
+        waited=waited,
+        sent=int(np.count_nonzero(sent)),
+        limit_s=run.validity.max_schedule_lag_p99_s,
+        p99_s=float(quantiles.quantile(ordered, 0.99) or 0.0),
+        max_s=float(ordered[-1]),
+        peak_in_flight=peak_in_flight(c.t_send[sent], c.t_end[sent]),
+    )
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def connection_wait_text(w: model.ConnectionWait | None) -> str | None:
+    """How long sends waited for a connection, why, and how the verdict treats it."""
+    if w is None:
+        return None
+    return (
+        f"{w.waited:,} of {w.sent:,} sends waited for a free connection longer than the "
+        f"schedule-lag limit ({_seconds(w.limit_s)}): connection_wait p99 "
+        f"{_seconds(w.p99_s)}, max {_seconds(w.max_s)}. The target held every connection "
+        f"zqbench may open ({w.peak_in_flight:,} request{'' if w.peak_in_flight == 1 else 's'}"
+        " on the wire at most, "
+        "--max-connections) without answering, so the wait is the target's: "
+        "latency_corrected counts it, the generator's own schedule_lag does not, and the "
+        "run keeps its SLO verdict"
+    )
+
+
+SECTION = Section(
+    "connection_wait",
+    "banner",
+    view=lambda s, _: connection_wait_text(s.connection_wait),
+    lines=lambda s: [text] if (text := connection_wait_text(s.connection_wait)) else [],
+    compute=connection_wait,
+)
