@@ -640,10 +640,11 @@ class Resent(_Record):
 
 
 class ConnectionWait(_Record):
-    """Sends that waited for a free connection past the schedule-lag limit, every connection
-    the pool may open being held by a request the target had not answered; absent when none
-    waited that long. The wait is the target's: it counts in latency_corrected, not in the
-    generator's own schedule_lag (docs/design.md, "Late sends")."""
+    """Sends that waited for a free connection, every connection the pool may open being held
+    by a request the target had not answered; absent unless the wait's p99 passed the
+    schedule-lag limit (counted as the generator's lag, it would have made the run invalid).
+    The wait is the target's: it counts in latency_corrected, not in the generator's own
+    schedule_lag (docs/design.md, "Late sends")."""
 
     waited: int  # requests whose connection_wait passed limit_s
     sent: int  # requests sent
@@ -928,8 +929,8 @@ class Summary(_Document, _SparseRecord):
     # Requests sent again on a new connection (a kept-alive one closed under them); absent
     # when none was.
     resent: Resent | None = None
-    # Sends that waited for a connection the target held; absent when none waited past the
-    # schedule-lag limit.
+    # Sends that waited for a connection the target held; absent unless the wait's p99
+    # passed the schedule-lag limit.
     connection_wait: ConnectionWait | None = None
     # Where the time to first token went: before the response head or after it; absent
     # when no request had both.

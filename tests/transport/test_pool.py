@@ -263,4 +263,7 @@ def test_a_send_that_waits_for_a_connection_records_the_wait(
     for k in range(n // at_once + (n % at_once > 0)):
         for wait, late in waits[k * at_once : (k + 1) * at_once]:
             assert k * 55e6 <= late and wait < k * 60e6 + 40e6, (k, waits)
-            assert late - wait < 30e6, (k, waits)  # the rest of the lateness: the client's own
+            # The rest of the lateness is the client's own: 150 h2 sends take it tens of ms on
+            # a busy machine (44 ms seen), a wait for an answer is 60.
+            assert late - wait < 100e6, (k, waits)
+            assert wait == 0 if k == 0 else wait > 20e6, (k, waits)

@@ -162,7 +162,9 @@ class NativeWorker:
         finally:
             stats.inflight -= 1
         if t_intended_abs is not None and exchange.t_send:
-            stats.record_lag((exchange.t_send - t_intended_abs) / 1e6)
+            # The generator's own lag, as schedule_lag: the wait for a connection is the target's.
+            own = exchange.t_send - t_intended_abs - exchange.connection_wait
+            stats.record_lag(own / 1e6)
         self._record(slot, t_intended_abs, rspec, exchange, parser.summary)
         if cut:
             # The cancellation goes on to the caller once the row is kept: a loop that sends

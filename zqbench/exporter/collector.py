@@ -28,7 +28,9 @@ _HELP = {
     "latency": "t_end - t_send of successful requests",
     "ttft": "time to the first token of successful requests",
     "time_to_reject": "t_end - t_send of refused requests (429, 503, 529)",
-    "schedule_lag": "t_send - t_intended of open-loop requests: the generator's lateness",
+    "schedule_lag": (
+        "t_send - t_intended - connection_wait of open-loop requests: the generator's own lateness"
+    ),
 }
 _LE = (*(f"{b:g}" for b in BUCKETS_S), "+Inf")
 

@@ -266,9 +266,10 @@ class AiohttpTransport(PoolBase):
         if session is None:
             raise RuntimeError("AiohttpTransport.send() before open()")
         ex.http_version = "1.1"
-        asked = now_ns()
+        asked = now_ns() if self._permits.locked() else 0  # as raw_h1: only a real wait
         async with self._permits:
-            ex.connection_wait = now_ns() - asked
+            if asked:
+                ex.connection_wait = now_ns() - asked
             await self._exchange(session, request, sink, timeout_s, ex)
         return ex
 

@@ -446,9 +446,12 @@ class RawH1Transport(PoolBase):
         ex.http_version = "1.1"
         wire = self._wire(request)
         head_only = request.method == "HEAD"
-        asked = perf_counter_ns()
+        # Stamped only when every permit is taken: a free one is had at once, and the time
+        # between two stamps would be whatever descheduled this process, not a wait.
+        asked = perf_counter_ns() if self._permits.locked() else 0
         async with self._permits:
-            ex.connection_wait = perf_counter_ns() - asked
+            if asked:
+                ex.connection_wait = perf_counter_ns() - asked
             conn: _Conn | None = None
             try:
                 with Deadline(timeout_s):

@@ -35,21 +35,21 @@ def peak_in_flight(send: np.ndarray, end: np.ndarray) -> int:
 
 
 def connection_wait(frame: MetricFrame, run: RunInfo) -> ConnectionWait | None:
-    """None when no send waited past the schedule-lag limit (or the column is absent)."""
+    """None unless the wait's p99 passed the schedule-lag limit: a wait that, counted as
+    the generator's lag, would have made the run invalid (or the column is absent)."""
     waits = frame.values["connection_wait"]
-    limit_ns = run.validity.max_schedule_lag_p99_s * NS_PER_S
-    defined = ~np.isnan(waits)
-    waited = int(np.count_nonzero(waits[defined] > limit_ns))
-    if not waited:
+    limit_s = run.validity.max_schedule_lag_p99_s
+    ordered = np.sort(waits[~np.isnan(waits)]) / NS_PER_S
+    p99 = quantiles.quantile(ordered, 0.99)
+    if p99 is None or p99 <= limit_s:
         return None
-    ordered = np.sort(waits[defined]) / NS_PER_S
     c = frame.columns
     sent = ~c.unsent
     return ConnectionWait(
-        waited=waited,
+        waited=int(np.count_nonzero(ordered > limit_s)),
         sent=int(np.count_nonzero(sent)),
-        limit_s=run.validity.max_schedule_lag_p99_s,
-        p99_s=float(quantiles.quantile(ordered, 0.99) or 0.0),
+        limit_s=limit_s,
+        p99_s=float(p99),
         max_s=float(ordered[-1]),
         peak_in_flight=peak_in_flight(c.t_send[sent], c.t_end[sent]),
     )
