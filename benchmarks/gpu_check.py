@@ -173,9 +173,7 @@ def phase_server(out_dir: Path, device: str, preset: str) -> dict[str, Any]:
 
 def _burst_args(device: str, preset: str, dry: bool) -> list[str]:
     """The burst scenario, scaled to a short run; the embedded server on `device`."""
-    # The dry run checks the script's plumbing: no prompt calibration (2 s a run on a CPU).
-    scale = ["--rate-scale", "0.02", "--duration-scale", "0.03", "--max-tokens", "8",
-             "--calibration", "off"] if dry \
+    scale = ["--rate-scale", "0.02", "--duration-scale", "0.03", "--max-tokens", "8"] if dry \
         else ["--rate-scale", "0.5", "--duration-scale", "0.2", "--max-tokens", "64"]  # fmt: skip
     return [*scale, "--server-engine", "torch", f"--server-arg=--device={device}",
             f"--server-arg=--preset={preset}", "--quiet"]  # fmt: skip
@@ -191,7 +189,8 @@ def _zqbench(args: list[str], timeout_s: float) -> dict[str, Any]:
 def phase_schedulers(out_dir: Path, device: str, preset: str, dry: bool) -> dict[str, Any]:
     """The burst on each scheduler: the figures the zero-queue claim rests on."""
     res: dict[str, Any] = {}
-    telemetry = [] if dry else ["--telemetry", "auto"]
+    # The dry run checks the script's plumbing: no prompt calibration (2 s a run on a CPU).
+    telemetry = ["--calibration", "off"] if dry else ["--telemetry", "auto"]
     for scheduler in ("zero-queue", "fifo"):
         run_dir = out_dir / f"zqbench-burst-{scheduler}"
         run = _zqbench(["run", "burst", "--out", str(run_dir), "--server-scheduler", scheduler,

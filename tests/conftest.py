@@ -10,12 +10,8 @@ else.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import settings
-
-from tests.quiet import cpu_share
 
 # Property tests draw the same cases every run: a suite that passes passes every time, and a
 # case one finds is kept as a regular test (tests/dialects: an OpenAI stream of only
@@ -54,10 +50,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         group = "real-engines" if _path(item) in REAL_ENGINES else _path(item)
         item.add_marker(pytest.mark.xdist_group(group))
-
-
-@pytest.fixture(autouse=True)
-def _cpu_share(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test marked `quiet` runs alone: its assertions are about time (tests/quiet.py)."""
-    with cpu_share(exclusive=request.node.get_closest_marker("quiet") is not None):
-        yield

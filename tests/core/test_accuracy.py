@@ -23,8 +23,7 @@ from tests.servers import ProgrammedServer
 from zqbench.engines.live import Progress
 from zqbench.pipeline.run import RunOptions, run_scenario
 
-# A programmed server and seconds of load per test; errors of a few ms, measured alone.
-pytestmark = [pytest.mark.slow, pytest.mark.quiet]
+pytestmark = pytest.mark.slow  # a programmed server and seconds of load per test
 
 # Median error of TTFB, TTFT and latency against the server's truth. Quiet machine: 0.2-0.5
 # ms (benchmarks/accuracy.py). Measured on this project's 2-core machine with a CPU hog and
@@ -93,6 +92,9 @@ def test_a_server_stall_shows_in_latency_corrected_not_only_in_latency(
             headers=("x-program: /anthropic?n=2&every=5&first=5",),
             max_connections=4,
             warm_connections=4,
+            # About the stall's wait, not the generator's precision on a busy machine (its
+            # own lag p99 reached 10.3 ms beside another test).
+            max_schedule_lag_s=0.05,
             out=tmp_path / "run",
             calibration="off",  # no probe requests among the server's truth
         ),
@@ -109,6 +111,10 @@ def test_a_server_stall_shows_in_latency_corrected_not_only_in_latency(
     summary = result.summary
     assert summary.metrics["latency_corrected"].p99 >= 1.5
     assert summary.metrics["latency"].p99 < summary.metrics["latency_corrected"].p99
-    # The generator could not send on time, so the run says it is not valid as a measurement.
-    assert summary.verdict == "invalid"
-    assert any("schedule" in reason for reason in summary.validity.reasons)
+    # The sends behind the stall waited for one of the 4 connections the stalled server held:
+    # the target's lateness, not the generator's (docs/design.md, "Late sends"), so the run
+    # stays valid and says how long they waited.
+    assert summary.validity.ok, summary.validity.reasons
+    wait = summary.connection_wait
+    assert wait is not None and wait.peak_in_flight == 4 and wait.waited >= 40
+    assert wait.max_s >= 1.5 and summary.metrics["schedule_lag"].p99 < wait.p99_s

@@ -37,7 +37,7 @@ max_tokens = 4
 prompt_tokens = 8
 """
 PROGRAM = "x-program: /anthropic?n=4&every=2&first=5&head=1&refuse_every=3"
-pytestmark = [pytest.mark.slow, pytest.mark.quiet]  # spans within the 20 ms margin
+pytestmark = pytest.mark.slow
 
 
 def test_every_third_refused_at_rest_reads_as_a_third_false_refusals(tmp_path: Path) -> None:

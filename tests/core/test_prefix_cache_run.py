@@ -4,7 +4,6 @@ the server's hit rate, and each response's cached tokens are exactly the shared 
 from __future__ import annotations
 
 import pyarrow.parquet as pq
-import pytest
 
 from tests.core.conftest import MODEL
 from zqbench.pipeline.run import RunOptions, run_scenario
@@ -30,7 +29,6 @@ def _run(server: EmbeddedServer, scenario: str, out):  # type: ignore[no-untyped
     )
 
 
-@pytest.mark.quiet  # warm against cold TTFT: a few ms apart on the sim engine
 def test_shared_prefixes_hit_the_reference_servers_cache_and_cold_prompts_do_not(
     ref_server: EmbeddedServer, tmp_path
 ) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.reporting.chromium import Chromium, chromium_required, find_chromium
+from zqbench.metrics.sections.text import request_counts
 from zqbench.outputs.view import slo_ci, slo_threshold, slo_value
 from zqbench.summary import Summary
 
@@ -48,7 +49,7 @@ def test_banner_matches_summary_json(loaded, rendered_run: Path) -> None:
     banner = loaded.probe["banner"]
     assert summary["verdict"].upper() in banner
     assert f"{summary['requests']['sent']:,} requests sent" in banner
-    assert f"{summary['requests']['failed']:,} failed" in banner
+    assert f": {request_counts(Summary.model_validate(summary))} ·" in banner
     rows = loaded.probe["rows"]
     assert [(r["expr"], r["verdict"]) for r in rows] == [
         (s["expr"], s["verdict"]) for s in summary["slos"]

