@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.core.conftest import REPO, run_programmed, write_scenario
@@ -111,3 +112,43 @@ def test_a_generator_starved_of_cpu_is_invalid(tmp_path: Path) -> None:
     assert proc.returncode == 4, stderr
     assert "invalid: the generator fell behind its schedule: schedule_lag p99 = " in stdout
     assert "waited for a free connection" not in stdout
+
+
+CUT = """
+name = "cut"
+api = "anthropic"
+[outcomes]
+at_rest_probes = 0  # each would wait 3 s too
+[validity]
+min_samples = 10
+max_schedule_lag = "100ms"
+[load]
+executor = "constant-arrival-rate"
+rate = 20
+duration = "1s"
+graceful_stop = "500ms"
+[request]
+max_tokens = 4
+prompt_tokens = 8
+"""
+HUNG = "x-program: /anthropic?n=4&every=10&first=3000&head=3000"  # 3 s before any byte
+
+
+def test_sends_still_waiting_for_a_connection_at_the_end_keep_their_rows(
+    tmp_path: Path,
+) -> None:
+    """2 connections held for 3 s, 20 sends: 18 wait as records, not tasks, and the end of
+    the run gives each its row (interrupted, never written, its wait), as a cut task would."""
+    result, truth = run_programmed(tmp_path, CUT, HUNG, max_connections=2, html=False)
+    rows = pq.read_table(result.out_dir / "samples.parquet").to_pylist()
+    assert sorted(r["request_id"] for r in rows) == list(range(20))  # none lost
+    reached = [k for k in truth["truth"] if k.startswith("zq-")]
+    assert len(reached) == 2, reached  # only the two on a connection reached the target
+    never = [r for r in rows if r["t_send"] == r["t_end"]]
+    assert len(never) == 18
+    for r in never:
+        assert r["error"] == "interrupted" and r["status"] == 0
+        # From its due time to the cut: 0.5 s of grace at least, 1.5 s at most.
+        assert 0.5e9 <= r["connection_wait"] <= r["t_end"] - r["t_intended"] + 1e6, r
+    outcomes = result.summary.outcomes
+    assert outcomes is not None and outcomes.counts["interrupted"] == 20

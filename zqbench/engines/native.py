@@ -10,6 +10,7 @@ so lateness is charged to the run and `schedule_lag` shows whether the generator
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 from collections.abc import Callable
@@ -104,6 +105,13 @@ class NativeWorker:
             on_batch=control.on_batch,
         )
         self._tasks: set[asyncio.Task[None]] = set()
+        # HTTP/1.1 takes a connection per request: once every one the pool may open is taken,
+        # a due open-loop send waits here as a record (slot, due, since), not as a task with
+        # its request and parser built. A FIFO target that held all 1,024 connections left
+        # ~19,500 waiting tasks, 517,000 objects whose GC passes paused the generator for up to
+        # 3.5 s (docs/performance.md). HTTP/2 multiplexes: its sends never wait here (None).
+        self._free_sends: int | None = None if spec.http2 else spec.limits.max_connections
+        self._backlog: collections.deque[tuple[Slot, int, int]] = collections.deque()
         self._follow_up_tasks: set[asyncio.Task[None]] = set()
         self.follow_ups: FollowUps | None = None
         if spec.follow_ups is not None and spec.follow_ups.budget > 0:
@@ -125,8 +133,12 @@ class NativeWorker:
     def stop_early(self) -> None:
         self.control.stopped_early = True
 
-    async def send(self, slot: Slot, t_intended_abs: int | None) -> None:
-        """One slot's request, from the source's spec to its sample on disk."""
+    async def send(
+        self, slot: Slot, t_intended_abs: int | None, *, waiting_since: int = 0
+    ) -> None:
+        """One slot's request, from the source's spec to its sample on disk. `waiting_since`:
+        when it began to wait in the backlog for a connection (0: it did not)."""
+        waited = now_ns() - waiting_since if waiting_since else 0
         if self._stage_ended(slot.stage, t_intended_abs):
             if t_intended_abs is None:
                 await asyncio.sleep(SKIP_PAUSE_S)  # a user's loop must not spin meanwhile
@@ -148,6 +160,7 @@ class NativeWorker:
         stats.sent += 1
         stats.inflight += 1
         exchange = Exchange()
+        exchange.connection_wait = waited
         cut = False
         try:
             await self.transport.send(request, parser, self.spec.timeout_s, exchange)
@@ -274,6 +287,46 @@ class NativeWorker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def dispatch(self, slot: Slot, due_abs: int) -> None:
+        """Send now, or queue as a record until a send ends and frees its connection."""
+        free = self._free_sends
+        if free is None:
+            self.spawn(self.send(slot, due_abs))
+        elif free > 0:
+            self._free_sends = free - 1
+            self._start(slot, due_abs, 0)
+        else:
+            self._backlog.append((slot, due_abs, now_ns()))
+
+    def _start(self, slot: Slot, due_abs: int, waiting_since: int) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self.send(slot, due_abs, waiting_since=waiting_since)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        """A dispatched send ended: its connection goes to the oldest waiting one."""
+        self._tasks.discard(task)
+        if self._backlog:
+            self._start(*self._backlog.popleft())
+        elif self._free_sends is not None:
+            self._free_sends += 1
+
+    def _record_backlog(self) -> None:
+        """The run ended with sends still waiting for a connection: each keeps its row, as
+        a waiting task cut at the end would (interrupted, never written)."""
+        backlog, self._backlog = self._backlog, collections.deque()
+        for slot, due_abs, since in backlog:
+            if self._stage_ended(slot.stage, due_abs):
+                continue  # left unsent by a [stop] rule, as send() leaves it
+            rspec = self._requests.request(slot)
+            end = now_ns()
+            exchange = Exchange(t_send=end, t_end=end, error=Cancelled("interrupted"))
+            exchange.connection_wait = end - since
+            self.control.stats.sent += 1
+            self._record(slot, due_abs, rspec, exchange, self.dialect.parser(rspec).summary)
+
     async def sleep_until(self, due_abs: int) -> bool:
         """Sleep, then spin for the last `spin_ns`; False if asked to stop meanwhile."""
         spin = self.spec.spin_ns
@@ -306,7 +359,7 @@ class NativeWorker:
 
     async def _drain(self) -> None:
         """Wait for in-flight requests; after a stop request, give them a short grace only."""
-        if not self._tasks:
+        if not self._tasks and not self._backlog:
             return
         if self.control.stopped_early:
             grace = 1.0
@@ -315,11 +368,12 @@ class NativeWorker:
         else:
             grace = self.spec.timeout_s + 1.0
         deadline = time.monotonic() + grace
-        while self._tasks and time.monotonic() < deadline:
+        while (self._tasks or self._backlog) and time.monotonic() < deadline:
             if self.control.should_stop() and not self.control.stopped_early:
                 self.control.stopped_early = True
                 deadline = min(deadline, time.monotonic() + 1.0)
             await asyncio.wait(set(self._tasks), timeout=0.1)
+        self._record_backlog()  # before the cancels: a cancelled send would start one
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:

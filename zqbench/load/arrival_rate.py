@@ -195,7 +195,7 @@ async def send_open_loop(driver: Driver, chunks: Iterator[Chunk]) -> None:
                 if driver.should_stop():
                     driver.stop_early()
                     return
-            driver.spawn(driver.send(Slot(ids[i], stages[i]), due))
+            driver.dispatch(Slot(ids[i], stages[i]), due)
 
 
 def _chunks(times_ns: np.ndarray, ids: np.ndarray, stages: np.ndarray) -> Iterator[Chunk]:

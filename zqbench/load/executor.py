@@ -100,6 +100,10 @@ class Driver(Protocol):
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run `coro` beside the loop (a request that must not hold up the schedule)."""
 
+    def dispatch(self, slot: Slot, due_abs_ns: int) -> None:
+        """An open-loop request due now, sent beside the loop: at once, or when a connection
+        frees (the wait is its `connection_wait`)."""
+
 
 class Work(Protocol):
     """One worker's share of the load: picklable, and with a wire form for `--distributed`."""

@@ -269,7 +269,7 @@ class AiohttpTransport(PoolBase):
         asked = now_ns() if self._permits.locked() else 0  # as raw_h1: only a real wait
         async with self._permits:
             if asked:
-                ex.connection_wait = now_ns() - asked
+                ex.connection_wait += now_ns() - asked
             await self._exchange(session, request, sink, timeout_s, ex)
         return ex
 

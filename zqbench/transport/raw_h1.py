@@ -451,7 +451,7 @@ class RawH1Transport(PoolBase):
         asked = perf_counter_ns() if self._permits.locked() else 0
         async with self._permits:
             if asked:
-                ex.connection_wait = perf_counter_ns() - asked
+                ex.connection_wait += perf_counter_ns() - asked
             conn: _Conn | None = None
             try:
                 with Deadline(timeout_s):

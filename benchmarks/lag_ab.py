@@ -1,0 +1,91 @@
+"""The generator's lateness at a high open-loop rate: two commits side by side, A B A B.
+
+    .venv/bin/python benchmarks/lag_ab.py --a 536feec --b HEAD --rate 10000 --pairs 5
+
+Each commit is checked out into a temporary git worktree and run with this venv (the same
+dependencies), against the trivial loopback server of benchmarks/loadgen.py pinned to CPU 1,
+one zqbench process pinned to CPU 0, `constant-arrival-rate` at `--rate` for `--seconds`,
+non-streamed, 16 prompt tokens. Each run's `schedule_lag` p99 comes from its summary.json;
+the runs alternate (A B A B) because this machine's noise changes from minute to minute.
+Prints each pair and the ratio of the medians (B over A): run it before resolving an issue
+that touches the engine's hot path (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.loadgen import TrivialServer, scenario_file, taskset  # noqa: E402
+
+
+def checkout(rev: str, where: Path) -> Path:
+    """`rev` in a detached worktree under `where` (removed by the caller's cleanup)."""
+    path = where / rev.replace("/", "_")
+    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(path), rev],
+                   cwd=REPO, check=True)  # fmt: skip
+    return path
+
+
+def lag_p99_ms(tree: Path, scenario: Path, url: str, out: Path) -> float | None:
+    """One run from `tree`; its schedule_lag p99 in ms (None if the run wrote no summary)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    subprocess.run(
+        [*taskset(0), sys.executable, "-m", "zqbench", "run", str(scenario), "--target", url,
+         "--model", "fast", "--calibration", "off", "--no-server-metrics", "--quiet",
+         "--out", str(out)],
+        cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    summary = out / "summary.json"
+    if not summary.exists():
+        return None
+    p99 = json.loads(summary.read_text())["metrics"]["schedule_lag"].get("p99")
+    return None if p99 is None else p99 * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--a", required=True, help="the commit before (a git revision)")
+    parser.add_argument("--b", default="HEAD", help="the commit after")
+    parser.add_argument("--rate", type=float, default=10000.0)
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--pairs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lag_ab-") as tmp:
+        where = Path(tmp)
+        trees = {"A": checkout(args.a, where), "B": checkout(args.b, where)}
+        try:
+            scenario = scenario_file(where, args.rate, args.seconds)
+            lags: dict[str, list[float]] = {"A": [], "B": []}
+            with TrivialServer() as server:
+                for i in range(args.pairs):
+                    pair = []
+                    for name, tree in trees.items():
+                        lag = lag_p99_ms(tree, scenario, server.url, where / f"{name}{i}")
+                        pair.append(f"{name} {'-' if lag is None else f'{lag:.2f}'} ms")
+                        if lag is not None:
+                            lags[name].append(lag)
+                    print(f"pair {i + 1}: " + ", ".join(pair), flush=True)
+        finally:
+            for tree in trees.values():
+                subprocess.run(["git", "worktree", "remove", "--force", str(tree)],
+                               cwd=REPO, check=False)  # fmt: skip
+    med = {k: statistics.median(v) for k, v in lags.items() if v}
+    shown = {k: f"{med[k]:.2f} ms" if k in med else "-" for k in ("A", "B")}
+    print(f"{args.rate:g} req/s, schedule_lag p99 medians: A ({args.a}) {shown['A']}, "
+          f"B ({args.b}) {shown['B']}")  # fmt: skip
+    if "A" in med and "B" in med and med["A"] > 0:
+        print(f"ratio B/A: {med['B'] / med['A']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
