@@ -133,9 +133,7 @@ class NativeWorker:
     def stop_early(self) -> None:
         self.control.stopped_early = True
 
-    async def send(
-        self, slot: Slot, t_intended_abs: int | None, *, waiting_since: int = 0
-    ) -> None:
+    async def send(self, slot: Slot, t_intended_abs: int | None, *, waiting_since: int = 0) -> None:
         """One slot's request, from the source's spec to its sample on disk. `waiting_since`:
         when it began to wait in the backlog for a connection (0: it did not)."""
         waited = now_ns() - waiting_since if waiting_since else 0
