@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import escape as esc
 
+from zqbench.metrics.sections.text import request_counts
 from zqbench.metrics.sig_digits import significant
 from zqbench.outputs.html import CSS, figure
 from zqbench.outputs.json_out import redacted
@@ -26,7 +27,7 @@ from zqbench.outputs.paths import PLOTS_DIR
 from zqbench.outputs.plots import Plot, compare_percentiles
 from zqbench.outputs.templating import code, markdown_text, table_cell
 from zqbench.redact import redact
-from zqbench.summary import json_number
+from zqbench.summary import Summary, json_number
 
 if TYPE_CHECKING:
     from zqbench.saved.compare import Comparison, Diff
@@ -98,12 +99,18 @@ def _run_rows(comparison: Comparison) -> list[list[str]]:
                 str(scheduler or "–"),
                 s.verdict,
                 f"{r.sent:,}",
-                f"{r.ok:,}",
-                f"{r.failed:,}",
+                request_counts(s),
+                _queued_share(s),
                 f"{s.duration:.1f}",
             ]
         )
     return rows
+
+
+def _queued_share(s: Summary) -> str:
+    """The admitted requests that waited in a queue: what sets a FIFO twin apart."""
+    share = None if s.outcomes is None else s.outcomes.admitted_queued_share
+    return "–" if share is None else f"{share:.1%}"
 
 
 RUN_HEADERS = (
@@ -113,8 +120,8 @@ RUN_HEADERS = (
     "server scheduler",
     "run verdict",
     "sent",
-    "ok",
-    "failed",
+    "what became of them",  # the headline's words: fast refusals are not failures
+    "queued (of admitted)",
     "duration (s)",
 )
 DIFF_HEADERS = ("metric", "baseline", "candidate", "Δ", "Δ %", "95% CI of Δ", "allowed", "verdict")
