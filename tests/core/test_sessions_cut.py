@@ -49,9 +49,10 @@ CUT_IN_TURN_0 = {"zq-0", "zq-4", "zq-8"}  # sessions 0-2 (4 turns each), none an
         ("rate = 10", HANG, "60s", CUT_IN_TURN_0),  # 3 sessions, each cut waiting in turn 0
         ("users = 2", HANG, "60s", {"zq-0", "zq-4"}),  # 2 users, each in its first session
         ("rate = 10", DRIP, "60s", CUT_IN_TURN_0),  # each cut mid-answer
-        # Not yet: turns that time out (timeout 0.2 s) and send the next until the cut. In a
-        # clean-clone suite run one such turn (zq-7) reached the target with no row: a race
-        # at the drain left for #44.
+        # Turns time out (0.2 s) and the next goes, until the cut. A turn whose timeout fired
+        # in the instant the drain cut it was once made a timeout, the cut lost, and its
+        # session's next turn (zq-7) reached the target with no row.
+        ("rate = 10", DRIP, "0.2s", None),
     ],
 )
 def test_every_request_the_target_received_has_one_row(
@@ -62,9 +63,13 @@ def test_every_request_the_target_received_has_one_row(
     received = {k for k in truth["truth"] if k.startswith("zq-")}
     rows = pq.read_table(result.out_dir / "samples.parquet").to_pylist()
     recorded = Counter(f"zq-{r['request_id']}" for r in rows)
-    assert set(recorded) == received
+    assert received <= set(recorded)  # no request reached the target without a row
     assert set(recorded.values()) == {1}
-    assert result.summary.requests.sent == len(received)
+    assert result.summary.requests.sent == len(recorded)
+    # A turn sent within a millisecond of the cut may be cut before the server reads it (zq-7
+    # in 6 of 15 runs of the 0.2 s case): its row says so, and nothing came back for it.
+    unseen = [r for r in rows if f"zq-{r['request_id']}" not in received]
+    assert all(r["error"] == "interrupted" and r["t_headers"] is None for r in unseen), unseen
     # Each row is an answer, a timeout or a cut: no request vanished.
     assert {r["error"] for r in rows} <= {None, "timeout", "interrupted"}
     assert "interrupted" in {r["error"] for r in rows}

@@ -105,6 +105,7 @@ class NativeWorker:
             on_batch=control.on_batch,
         )
         self._tasks: set[asyncio.Task[None]] = set()
+        self._cut = False  # the drain is over: nothing more is sent
         # HTTP/1.1 takes a connection per request: once every one the pool may open is taken,
         # a due open-loop send waits here as a record (slot, due, since), not as a task with
         # its request and parser built. A FIFO target that held all 1,024 connections left
@@ -136,6 +137,10 @@ class NativeWorker:
     async def send(self, slot: Slot, t_intended_abs: int | None, *, waiting_since: int = 0) -> None:
         """One slot's request, from the source's spec to its sample on disk. `waiting_since`:
         when it began to wait in the backlog for a connection (0: it did not)."""
+        if self._cut:
+            # The drain has cut the run: a loop whose cancel was lost (or that was between
+            # two awaits) must not send a request no row will stand for (#44 item 2).
+            raise asyncio.CancelledError
         waited = now_ns() - waiting_since if waiting_since else 0
         if self._stage_ended(slot.stage, t_intended_abs):
             if t_intended_abs is None:
@@ -371,6 +376,7 @@ class NativeWorker:
                 self.control.stopped_early = True
                 deadline = min(deadline, time.monotonic() + 1.0)
             await asyncio.wait(set(self._tasks), timeout=0.1)
+        self._cut = True
         self._record_backlog()  # before the cancels: a cancelled send would start one
         for task in list(self._tasks):
             task.cancel()

@@ -136,7 +136,11 @@ class Deadline:
         # Our cancel may surface as CancelledError or as whatever a library made of it.
         if self.fired and et is not None:
             if sys.version_info >= (3, 11) and self._task.cancelling():
-                self._task.uncancel()
+                # A cancel from outside in the same instant (the run's end cutting it) is
+                # the one that counts: made a timeout, it was lost, and a session sent its
+                # next turn after the drain, with no row for it (#44 item 2).
+                if self._task.uncancel():
+                    raise asyncio.CancelledError
             raise RequestTimeout(f"no complete response within {self.timeout_s:g} s") from None
 
 
