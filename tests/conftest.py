@@ -10,6 +10,8 @@ else.
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 from hypothesis import settings
 
@@ -60,3 +62,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("slow") is not None:
             item.add_marker(pytest.mark.flaky(reruns=SLOW_RERUNS))
+
+
+@pytest.fixture
+def attempt_seed(request: pytest.FixtureRequest) -> int:
+    """A run seed of this test's own, new on each attempt. A rerun (SLOW_RERUNS) against a
+    server that outlives the test (a module's vLLM, a session's reference server) must not
+    send the first attempt's prompts again: the server's prefix cache holds them now (a
+    rerun of vLLM's cold-prompt test found 93% of them cached)."""
+    attempt = getattr(request.node, "execution_count", 1)
+    return zlib.crc32(request.node.nodeid.encode()) % 1_000_000 * 10 + attempt

@@ -38,10 +38,11 @@ def _json(path: Path) -> dict:
 
 
 def test_burst_with_target_alone_is_a_valid_fail_that_shows_the_queue(
-    vllm: VllmServer, tmp_path: Path
+    vllm: VllmServer, tmp_path: Path, attempt_seed: int
 ) -> None:
     out = tmp_path / "burst"
     args = ["run", "burst", "--target", vllm.base_url, "--duration-scale", "0.3"]
+    args += ["--seed", str(attempt_seed)]  # cold prompts, on a rerun too
     args += ["--rate-scale", "0.04", "--graceful-stop", "5s", *LAG_OK]  # not 30 s of queue
     result = zqbench_pinned(*args, "-q", "--out", str(out))
     summary = _json(out / "summary.json")
@@ -247,7 +248,7 @@ def test_a_dataset_run_gets_each_rows_output_length_from_vllm(
 
 
 def test_shared_prefixes_hit_vllms_prefix_cache_and_cold_prompts_do_not(
-    vllm: VllmServer, tmp_path: Path
+    vllm: VllmServer, tmp_path: Path, attempt_seed: int
 ) -> None:
     # One after the other against the same vLLM: the same load and prompt length (544
     # tokens), with and without 8 shared 512-token prefixes.
@@ -256,6 +257,7 @@ def test_shared_prefixes_hit_vllms_prefix_cache_and_cold_prompts_do_not(
         out = tmp_path / name
         args = ["run", name, "--target", vllm.base_url, "--api", "openai", *LAG_OK]
         args += ["--duration-scale", "0.35", "--min-samples", "40"]  # about 70 requests in 7 s
+        args += ["--seed", str(attempt_seed)]  # prompts no earlier run (or attempt) sent
         result = zqbench_pinned(*args, "-q", "--out", str(out))
         assert result.returncode in (0, 1), result.stderr
         runs[name] = _json(out / "summary.json")
@@ -273,14 +275,14 @@ def test_shared_prefixes_hit_vllms_prefix_cache_and_cold_prompts_do_not(
 
 
 def test_a_trace_replay_gives_vllm_the_traces_own_prefix_reuse(
-    vllm: VllmServer, tmp_path: Path
+    vllm: VllmServer, tmp_path: Path, attempt_seed: int
 ) -> None:
-    # The bundled trace's first half, 3x faster: about 90 requests in 6 s. Its own seed, so
-    # no earlier run against this vLLM sent the same text.
+    # The bundled trace's first half, 3x faster: about 90 requests in 6 s. A seed of this
+    # attempt's own, so no earlier run (or attempt) against this vLLM sent the same text.
     out = tmp_path / "trace"
     args = ["run", "trace", "--target", vllm.base_url, "--api", "openai", *LAG_OK]
     args += ["--rate-scale", "3", "--duration-scale", "0.5", "--min-samples", "40"]
-    result = zqbench_pinned(*args, "--seed", "11", "-q", "--out", str(out))
+    result = zqbench_pinned(*args, "--seed", str(attempt_seed), "-q", "--out", str(out))
     assert result.returncode in (0, 1), result.stderr
     summary = _json(out / "summary.json")
     assert summary["validity"]["ok"], summary["validity"]
