@@ -172,3 +172,23 @@ def test_compare_warns_when_the_runs_sent_other_requests(
     same = tmp_path / "same"
     runner.invoke(app, ["compare", str(a), str(d), "--out", str(same)])
     assert "warnings" not in json.loads((same / "compare.json").read_text())  # same requests
+
+
+def test_the_fifo_and_zero_queue_twins_differ_where_a_queue_shows(tmp_path: Path) -> None:
+    """The committed burst examples, FIFO then zero-queue: each run's row names its queued
+    share and its latency P99/P50, the figures the twins differ by (#41), as its summary has
+    them."""
+    examples = Path(__file__).resolve().parents[2] / "reports" / "examples"
+    fifo, zero = examples / "burst-fifo", examples / "burst-zero-queue"
+    out = tmp_path / "cmp"
+    runner.invoke(app, ["compare", str(fifo), str(zero), "--out", str(out)])
+    runs = json.loads((out / "compare.json").read_text())["runs"]
+    for run, folder in zip(runs, (fifo, zero), strict=True):
+        summary = json.loads((folder / "summary.json").read_text())
+        assert run["latency_p99_p50"] == summary["ratios"]["latency"]["p99_p50"]
+        assert run["queued_share"] == summary["outcomes"]["admitted_queued_share"]
+    assert runs[0]["queued_share"] > 0.5 and runs[1]["queued_share"] == 0
+    text = (out / "compare.md").read_text()
+    assert "| queued (of admitted) | latency P99/P50 |" in text
+    for run in runs:
+        assert f"| {run['queued_share']:.1%} | {run['latency_p99_p50']:.2f} |" in text

@@ -101,6 +101,7 @@ def _run_rows(comparison: Comparison) -> list[list[str]]:
                 f"{r.sent:,}",
                 request_counts(s),
                 _queued_share(s),
+                _tail_ratio(s),
                 f"{s.duration:.1f}",
             ]
         )
@@ -113,6 +114,14 @@ def _queued_share(s: Summary) -> str:
     return "–" if share is None else f"{share:.1%}"
 
 
+def _tail_ratio(s: Summary) -> str:
+    """latency P99/P50 of the run's worst request class: a queue's tail apart from its
+    middle, the burst's own SLO."""
+    ratio = s.ratios.get("latency")
+    value = None if ratio is None else ratio.p99_p50
+    return "–" if value is None or not math.isfinite(value) else f"{value:.2f}"
+
+
 RUN_HEADERS = (
     "run",
     "scenario",
@@ -122,6 +131,7 @@ RUN_HEADERS = (
     "sent",
     "what became of them",  # the headline's words: fast refusals are not failures
     "queued (of admitted)",
+    "latency P99/P50",
     "duration (s)",
 )
 DIFF_HEADERS = ("metric", "baseline", "candidate", "Δ", "Δ %", "95% CI of Δ", "allowed", "verdict")
@@ -226,7 +236,17 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
         "gated": comparison.gated,
         **({"warnings": comparison.warnings} if comparison.warnings else {}),
         "runs": [
-            {"label": label, "path": str(r.path), "verdict": r.summary.verdict}
+            {
+                "label": label,
+                "path": str(r.path),
+                "verdict": r.summary.verdict,
+                "queued_share": json_number(
+                    None if r.summary.outcomes is None else r.summary.outcomes.admitted_queued_share
+                ),
+                "latency_p99_p50": json_number(
+                    r.summary.ratios["latency"].p99_p50 if "latency" in r.summary.ratios else None
+                ),
+            }
             for label, r in zip(comparison.frames, comparison.runs, strict=True)
         ],
         "pairs": [
