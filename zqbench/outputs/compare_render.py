@@ -117,9 +117,14 @@ def _queued_share(s: Summary) -> str:
 def _tail_ratio(s: Summary) -> str:
     """latency P99/P50 of the run's worst request class: a queue's tail apart from its
     middle, the burst's own SLO."""
+    value = _latency_ratio(s)
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _latency_ratio(s: Summary) -> float | None:
     ratio = s.ratios.get("latency")
-    value = None if ratio is None else ratio.p99_p50
-    return "–" if value is None or not math.isfinite(value) else f"{value:.2f}"
+    value = None if ratio is None or ratio.p99_p50 is None else float(ratio.p99_p50)
+    return value if value is not None and math.isfinite(value) else None
 
 
 RUN_HEADERS = (
@@ -243,9 +248,7 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
                 "queued_share": json_number(
                     None if r.summary.outcomes is None else r.summary.outcomes.admitted_queued_share
                 ),
-                "latency_p99_p50": json_number(
-                    r.summary.ratios["latency"].p99_p50 if "latency" in r.summary.ratios else None
-                ),
+                "latency_p99_p50": _latency_ratio(r.summary),
             }
             for label, r in zip(comparison.frames, comparison.runs, strict=True)
         ],
