@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
+from tests.conftest import PerAttempt
 from zqbench.conform import ConformOptions, ConformReport, run_conformance
 from zqbench.target import control
 from zqbench.target.embedded import EmbeddedServer
@@ -15,7 +15,7 @@ from zqbench.target.embedded import EmbeddedServer
 STAMP_HEADER = r"x-request-received-time~^\d+\.\d{6}$"
 
 
-def reference_run(scheduler: str) -> Iterator[tuple[ConformReport, dict[str, float]]]:
+def reference_run(scheduler: str) -> tuple[ConformReport, dict[str, float]]:
     """The report, and the server's own count of its refusals by reason once it ended
     (refserver_requests_rejected_total, from its /metrics)."""
     with EmbeddedServer(engine="sim", scheduler=scheduler, max_batch_size=4) as srv:
@@ -26,12 +26,7 @@ def reference_run(scheduler: str) -> Iterator[tuple[ConformReport, dict[str, flo
             low_load_requests=20,
         )
         report = run_conformance(options)
-        yield report, rejections(control.get_text(srv.base_url + "/metrics"))
-
-
-def reference_report(scheduler: str) -> Iterator[ConformReport]:
-    for report, _ in reference_run(scheduler):
-        yield report
+        return report, rejections(control.get_text(srv.base_url + "/metrics"))
 
 
 def rejections(metrics: str) -> dict[str, float]:
@@ -44,16 +39,17 @@ def rejections(metrics: str) -> dict[str, float]:
     return out
 
 
-@pytest.fixture(scope="session")
-def zero_queue_run() -> Iterator[tuple[ConformReport, dict[str, float]]]:
-    yield from reference_run("zero-queue")
+# Once per session, and again for a rerun (per_attempt): a conform run judges timing.
+@pytest.fixture
+def zero_queue_run(per_attempt: PerAttempt) -> tuple[ConformReport, dict[str, float]]:
+    return per_attempt("conform zero-queue", lambda: reference_run("zero-queue"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def zero_queue_report(zero_queue_run: tuple[ConformReport, dict[str, float]]) -> ConformReport:
     return zero_queue_run[0]
 
 
-@pytest.fixture(scope="session")
-def fifo_report() -> Iterator[ConformReport]:
-    yield from reference_report("fifo")
+@pytest.fixture
+def fifo_report(per_attempt: PerAttempt) -> ConformReport:
+    return per_attempt("conform fifo", lambda: reference_run("fifo")[0])

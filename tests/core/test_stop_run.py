@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.conftest import PerAttempt
 from tests.core.conftest import run_programmed, write_scenario
 from zqbench.errors import EXIT_SLO_FAILED
 from zqbench.metrics.classify import REFUSAL_STATUSES
@@ -47,12 +48,10 @@ QUEUE_BOUND_S = 0.005  # [outcomes] server_queue's default
 WITHIN_S = 5.0
 
 
-@pytest.fixture(scope="module", params=["fifo", "zero-queue"])
-def overloaded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    folder = tmp_path_factory.mktemp(request.param)
+def _overload(scheduler: str, folder: Path):  # type: ignore[no-untyped-def]
     path = write_scenario(folder, OVERLOAD)
     with EmbeddedServer(
-        engine="sim", scheduler=request.param, max_batch_size=8, log_path=folder / "server.log"
+        engine="sim", scheduler=scheduler, max_batch_size=8, log_path=folder / "server.log"
     ) as server:
         result = run_scenario(
             RunOptions.of(
@@ -64,7 +63,19 @@ def overloaded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
             )
         )
     samples = pd.read_parquet(result.out_dir / "samples.parquet")
-    return request.param, result, samples
+    return scheduler, result, samples
+
+
+@pytest.fixture(params=["fifo", "zero-queue"])
+def overloaded(  # type: ignore[no-untyped-def]
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    per_attempt: PerAttempt,
+):
+    scheduler = request.param  # one run each, and again for a rerun
+    return per_attempt(
+        f"stop-run {scheduler}", lambda: _overload(scheduler, tmp_path_factory.mktemp(scheduler))
+    )
 
 
 def _queue_formed_s(samples: pd.DataFrame) -> float | None:

@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import PerAttempt
 from tests.scenarios_e2e.conftest import run_bundled
 
 pytestmark = pytest.mark.slow  # two bundled-scenario runs of ~10 s each
@@ -24,15 +25,18 @@ SCALE = {"rate_scale": 3.0, "duration_scale": 0.1, "warm_connections": 128}
 CONTEXT = ("--max-context", "16384")
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("mixed")
-    return {
-        scheduler: run_bundled(
-            "mixed-length", out / scheduler, scheduler=scheduler, server_args=CONTEXT, **SCALE
-        )
-        for scheduler in ("zero-queue", "fifo")
-    }
+@pytest.fixture
+def runs(tmp_path_factory: pytest.TempPathFactory, per_attempt: PerAttempt) -> dict[str, Any]:
+    def make() -> dict[str, Any]:
+        out = tmp_path_factory.mktemp("mixed")
+        return {
+            scheduler: run_bundled(
+                "mixed-length", out / scheduler, scheduler=scheduler, server_args=CONTEXT, **SCALE
+            )
+            for scheduler in ("zero-queue", "fifo")
+        }
+
+    return per_attempt("mixed-length runs", make)  # once, and again for a rerun
 
 
 def test_prompts_land_within_2_percent_of_their_token_targets(runs: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import PerAttempt
 from tests.scenarios_e2e.conftest import run_bundled
 from zqbench.summary import FalseRefusals, Summary, Unavailable
 
@@ -29,13 +30,16 @@ SCALE = {
 }
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Summary]:
-    out = tmp_path_factory.mktemp("overload")
-    return {
-        scheduler: run_bundled("overload", out / scheduler, scheduler=scheduler, **SCALE).summary
-        for scheduler in ("zero-queue", "fifo")
-    }
+@pytest.fixture
+def runs(tmp_path_factory: pytest.TempPathFactory, per_attempt: PerAttempt) -> dict[str, Summary]:
+    def make() -> dict[str, Summary]:
+        out = tmp_path_factory.mktemp("overload")
+        return {
+            s: run_bundled("overload", out / s, scheduler=s, **SCALE).summary
+            for s in ("zero-queue", "fifo")
+        }
+
+    return per_attempt("overload runs", make)  # once, and again for a rerun
 
 
 def test_zero_queue_refuses_fast_with_retry_after(runs: dict[str, Summary]) -> None:
