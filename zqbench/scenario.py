@@ -558,6 +558,7 @@ def _parse_request(t: Table, folder: Path) -> RequestConfig:
             if not s.has(key):
                 raise s.missing(key, f" (give {', '.join(_SHARED_PREFIX_KEYS)})")
         shared = SharedPrefixConfig(*(s.integer(k, minimum=1) for k in _SHARED_PREFIX_KEYS))
+        _check_shared_prefix(s, shared)
     return RequestConfig(max_tokens, stream, timeout, mix, cold, dataset, shared)
 
 
@@ -599,6 +600,26 @@ def _token_range(d: Table, key: str) -> tuple[int, int] | None:
     if not ok:
         raise d.fail(key, "must be [min, max] tokens: whole numbers, 0 <= min <= max")
     return (raw[0], raw[1])
+
+
+MAX_SHARED_PREFIX_TOKENS = 256 * 2**20  # the prefixes' text is held in memory, a byte a token
+
+
+def _check_shared_prefix(t: Table, shared: SharedPrefixConfig) -> None:
+    """Every prefix is written out before the first request: their tokens are bounded, and
+    a prompt stays within any model's context."""
+    if shared.prefix_tokens + shared.suffix_tokens > MAX_PROMPT_TOKENS:
+        raise t.fail(
+            "prefix_tokens",
+            f"+ suffix_tokens is more than {MAX_PROMPT_TOKENS:,} tokens, past any model's "
+            "context (the largest, 10M); give a prompt the target's context holds",
+        )
+    if shared.prefixes * shared.prefix_tokens > MAX_SHARED_PREFIX_TOKENS:
+        raise t.fail(
+            "prefixes",
+            f"x prefix_tokens is more than {MAX_SHARED_PREFIX_TOKENS:,} tokens of prefix text, "
+            "which zqbench writes out before the first request; use fewer or shorter prefixes",
+        )
 
 
 def _prompt_tokens(t: Table) -> int:

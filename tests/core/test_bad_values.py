@@ -107,3 +107,28 @@ def test_a_bundled_server_flag_with_a_target_is_refused(argv: list[str], flag: s
         f"zqbench: error: {flag} sets up the bundled reference server, which --target "
         f"replaces; drop {flag} or --target",
     )
+
+
+@pytest.mark.parametrize("seed", [-5, 2**63])
+def test_a_seed_no_generator_takes_is_refused_before_any_plan(seed: int) -> None:
+    """--seed -5 was exit 5 once the first prompt was drawn, after the target was contacted."""
+    from zqbench.pipeline.options import RunOptions
+    from zqbench.pipeline.plan import make_plan
+
+    with pytest.raises(OptionError) as err:
+        make_plan(RunOptions.of(scenario="smoke", seed=seed).plan)
+    assert (
+        str(err.value) == f"seed {seed}: must be a whole number from 0 to 9,223,372,036,854,775,807"
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 6_999_999, 7_000_000, 2**63 - 1])
+def test_every_seed_fits_the_shared_prefix_source(seed: int) -> None:
+    """Its suffix's seed was 7,000,000 - 1 - seed: negative from 7,000,000 on (exit 5)."""
+    from zqbench.scenario import load_scenario
+    from zqbench.sources.shared_prefix import fit
+
+    scenario = load_scenario("shared-prefix")
+    source = fit(scenario, seed, None)
+    assert len(source.prefixes) == 8 and len(set(source.prefixes)) == 8
+    assert source.suffix not in source.prefixes

@@ -50,6 +50,7 @@ def test_shared_prefixes_hit_the_reference_servers_cache_and_cold_prompts_do_not
     cold_usage = cold.summary.prefix_cache.usage
     assert isinstance(cold_usage, CachedUsage) and cold_usage.cached_requests == 0
     # The sim engine charges prefill time for the tokens it computes: a hit's TTFT is lower,
-    # by about 5 ms (512 tokens at 0.01 ms). A busy machine moved one run's median by more
-    # (19.8 ms warm against 16.1 cold in a full suite); the test's rerun measures again.
-    assert warm.summary.metrics["ttft"].p50 < cold.summary.metrics["ttft"].p50
+    # by about 5 ms (512 tokens at 0.01 ms; medians 3.3 against 8.4 ms on a quiet machine).
+    # A busy machine only adds time, and moved a median of 25-33 requests by 10 ms (13.7 ms
+    # warm against 8.7 cold, twice in one CI run): the fastest request of each says it.
+    assert warm.summary.metrics["ttft"].min < cold.summary.metrics["ttft"].min

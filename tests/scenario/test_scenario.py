@@ -30,6 +30,10 @@ rate = 10
 duration = "5s"
 """
 _MIX = '[[request.mix]]\nname = "ll"\nweight = 1\nprompt_tokens = 8\n'
+_SHARED = (
+    "[request.shared_prefix]\nprefixes = {prefixes}\nprefix_tokens = {prefix_tokens}\n"
+    "suffix_tokens = {suffix_tokens}\n"
+)
 
 
 def write(tmp_path: Path, text: str, name: str = "x.toml") -> str:
@@ -450,6 +454,19 @@ ERRORS = [
     (
         MINIMAL + "[outcomes]\nretry_after_attempts = 11\n",
         "outcomes.retry_after_attempts = 11 must be at most 10 (tries per followed refusal)",
+    ),
+    # Every prefix is written out before the first request: 1e9 of them was memory unbounded.
+    (
+        MINIMAL + _SHARED.format(prefixes="1e9", prefix_tokens=512, suffix_tokens=32),
+        "request.shared_prefix.prefixes = 1000000000.0 x prefix_tokens is more than 268,435,456 "
+        "tokens of prefix text, which zqbench writes out before the first request; use fewer "
+        "or shorter prefixes",
+    ),
+    (
+        MINIMAL + _SHARED.format(prefixes=1, prefix_tokens=10_000_000, suffix_tokens=1),
+        "request.shared_prefix.prefix_tokens = 10000000 + suffix_tokens is more than "
+        "10,000,000 tokens, past any model's context (the largest, 10M); give a prompt the "
+        "target's context holds",
     ),
 ]
 

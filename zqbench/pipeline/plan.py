@@ -48,6 +48,9 @@ class Plan:
         return self.load.offered_rate
 
 
+MAX_SEED = 2**63 - 1  # an int64, as every record that carries the seed holds it
+
+
 def make_plan(options: PlanOptions, endpoint: TargetOptions = NOTHING_NAMED) -> Plan:
     """`endpoint`: its --api overrides the scenario's; its --http2 is checked against it."""
     scenario, slo_checks = prepare_scenario(options, endpoint)
@@ -65,6 +68,12 @@ def prepare_scenario(
 ) -> tuple[Scenario, tuple[Slo, ...]]:
     """Load, scale and override the scenario; parse every SLO it will be gated on (the
     scenario's, then the options'), so a bad one fails before any traffic (exit 2)."""
+    if not 0 <= options.seed <= MAX_SEED:
+        # numpy's generators take no negative seed: -5 was exit 5 once the first prompt
+        # was drawn, after the target was contacted.
+        raise OptionError(
+            "seed", f"must be a whole number from 0 to {MAX_SEED:,}", value=str(options.seed)
+        )
     loaded = options.scenario
     if not isinstance(loaded, Scenario):
         loaded = load_scenario(loaded)
