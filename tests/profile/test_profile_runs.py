@@ -63,7 +63,13 @@ def test_torch_profile_of_the_pulse(
     before = samples[samples.t_end / 1e9 < start]
     assert len(before) >= 5 and not {f"zq-{i}" for i in before.index} & set(traced)
 
-    assert prof.slowest and all(r.in_trace for r in prof.slowest)
+    # The slowest requests sent in the window: those whose first token came before the
+    # capture stopped are in the trace. On a busy machine one sent near the window's end
+    # waited 1.8 s for its first token, past the stop, and was rightly not in it.
+    assert prof.slowest
+    for r in prof.slowest:
+        if samples.loc[ids[r.request_id]].t_first_token / 1e9 <= stop:
+            assert r.in_trace, r
     assert prof.slowest[0].ttft == max(r.ttft for r in prof.slowest)
     saved = json.loads((out / "summary.json").read_text())
     assert saved["profile"]["request_ranges"] == prof.request_ranges

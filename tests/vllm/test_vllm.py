@@ -291,7 +291,12 @@ def test_a_trace_replay_gives_vllm_the_traces_own_prefix_reuse(
     assert summary["requests"]["sent"] == source["rows_scheduled"] >= 80
     ideal = source["ideal_reuse"]  # from the replayed rows' hash ids: about 42%
     server = summary["prefix_cache"]["server"]
-    assert abs(server["hit_rate"] - ideal) <= 0.10, (server, ideal)
+    # Below the ideal, never above it: vLLM caches whole 16-token blocks (a shared prefix's
+    # last partial block is computed again), and requests that share a prefix while its
+    # first prefill is still running all miss it, the more so on a slow machine (0.345-0.353
+    # for seeds 5, 11 and another on a quiet machine; 0.316 in a CI run). Text that ignored
+    # the trace's hash ids would share nothing; text that shared more would pass the ideal.
+    assert 0.6 * ideal <= server["hit_rate"] <= ideal + 0.02, (server, ideal)
     # Each row's output reached vLLM at the trace's length, its prompt at about its length:
     # this tokenizer's 2.2 bytes a token vary from text to text, most on short prompts.
     trace = Path(__file__).resolve().parents[2] / "scenarios/data/trace.jsonl"
