@@ -12,7 +12,10 @@ from typer.testing import CliRunner
 from tests.reporting.conftest import uniform_run
 from tests.reporting.synth import write_synthetic_run
 from zqbench.cli import app
+from zqbench.metrics.quantiles import quantile
+from zqbench.outputs.render import frame_of
 from zqbench.saved.compare import compare_runs
+from zqbench.saved.run import load_run
 
 runner = CliRunner()
 
@@ -116,6 +119,9 @@ def test_compare_writes_html_markdown_json(runs: dict[str, Path], tmp_path: Path
     assert runner.invoke(app, args).exit_code == 1
     data = json.loads((out / "compare.json").read_text())
     assert [p["verdict"] for p in data["pairs"]] == ["regression", "ok"]
+    # Each statistic by its name: a field called "key" was redacted as a credential.
+    diffs = {d["stat"]: d for d in data["pairs"][0]["diffs"]}
+    assert diffs["latency:p50"]["verdict"] == "regression" and "time_to_reject:p99" in diffs
     assert "REGRESSION" in (out / "compare.md").read_text()
     page = (out / "compare.html").read_text()
     assert 'data-key="latency:p50" data-verdict="regression"' in page
@@ -188,6 +194,15 @@ def test_the_fifo_and_zero_queue_twins_differ_where_a_queue_shows(tmp_path: Path
         assert run["latency_p99_p50"] == summary["ratios"]["latency"]["p99_p50"]
         assert run["queued_share"] == summary["outcomes"]["admitted_queued_share"]
     assert runs[0]["queued_share"] > 0.5 and runs[1]["queued_share"] == 0
+    # The FIFO baseline refused nothing: the zero-queue twin's time to reject still shows.
+    fifo_frame, zero_frame = (
+        frame_of(load_run(f).summary, load_run(f).samples()) for f in (fifo, zero)
+    )
+    [ttr] = [d for d in json.loads((out / "compare.json").read_text())["pairs"][0]["diffs"]
+             if d["stat"] == "time_to_reject:p99"]  # fmt: skip
+    assert ttr["baseline"] is None and ttr["verdict"] == "inconclusive"
+    assert ttr["candidate"] == quantile(zero_frame.sorted_seconds("time_to_reject"), 0.99)
+    assert fifo_frame.unavailable_reason("time_to_reject") == ttr["note"]
     text = (out / "compare.md").read_text()
     assert "| queued (of admitted) | latency P99/P50 |" in text
     for run in runs:

@@ -228,6 +228,9 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
 
     def clean(d: Diff) -> dict[str, Any]:
         out = asdict(d)
+        # "stat", not "key": the redactor hides the value of any field named like a
+        # credential ("key"), and every statistic's name read "<redacted>".
+        out = {"stat": out.pop("key"), **out}
         for k in ("baseline", "candidate", "diff", "ci_low", "ci_high", "allowed"):
             out[k] = json_number(out[k])
         out["relative"] = json_number(d.relative)

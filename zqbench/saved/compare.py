@@ -153,7 +153,15 @@ def _percentile_diff(
     if any(missing):
         both = all(missing)
         note = "; ".join(m for m in missing if m)
-        return Diff.without_value(stat.key, "unavailable" if both else "inconclusive", gated, note)
+        if both:
+            return Diff.without_value(stat.key, "unavailable", gated, note)
+        # The run that has it shows its value (a zero-queue twin's time to reject beside a
+        # FIFO baseline that refused nothing); there is no difference to judge.
+        pa, pb = (
+            None if m else quantiles.quantile(f.sorted_seconds(stat.metric), stat.q)
+            for f, m in zip((a, b), missing, strict=True)
+        )
+        return Diff(stat.key, pa, pb, None, None, None, None, "inconclusive", gated, note)
     xa, xb = a.sorted_seconds(stat.metric), b.sorted_seconds(stat.metric)
     pa, pb = quantiles.quantile(xa, stat.q), quantiles.quantile(xb, stat.q)
     la, ha = quantiles.quantile_ci(xa, stat.q, CONFIDENCE_EACH)
