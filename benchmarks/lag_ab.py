@@ -7,8 +7,9 @@ dependencies), against the trivial loopback server of benchmarks/loadgen.py pinn
 one zqbench process pinned to CPU 0, `constant-arrival-rate` at `--rate` for `--seconds`,
 non-streamed, 16 prompt tokens. Each run's `schedule_lag` p99 comes from its summary.json;
 the runs alternate (A B A B) because this machine's noise changes from minute to minute.
-Prints each pair and the ratio of the medians (B over A): run it before resolving an issue
-that touches the engine's hot path (docs/performance.md).
+Prints each pair (lag p99, the process's CPU seconds), the ratio of the lag medians (B over A)
+and the CPU difference a request: run it before resolving an issue that touches the engine's
+hot path (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -36,20 +37,24 @@ def checkout(rev: str, where: Path) -> Path:
     return path
 
 
-def lag_p99_ms(tree: Path, scenario: Path, url: str, out: Path) -> float | None:
-    """One run from `tree`; its schedule_lag p99 in ms (None if the run wrote no summary)."""
+def one_run(tree: Path, scenario: Path, url: str, out: Path) -> tuple[float | None, float]:
+    """One run from `tree`: its schedule_lag p99 in ms (None if the run wrote no summary) and
+    the process's CPU seconds (user + system, start-up included: both commits send the same
+    requests, so the difference is theirs)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    subprocess.run(
+    proc = subprocess.Popen(
         [*taskset(0), sys.executable, "-m", "zqbench", "run", str(scenario), "--target", url,
          "--model", "fast", "--calibration", "off", "--no-server-metrics", "--quiet",
          "--out", str(out)],
-        cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+        cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    _, _, usage = os.wait4(proc.pid, 0)
+    cpu = usage.ru_utime + usage.ru_stime
     summary = out / "summary.json"
     if not summary.exists():
-        return None
+        return None, cpu
     p99 = json.loads(summary.read_text())["metrics"]["schedule_lag"].get("p99")
-    return None if p99 is None else p99 * 1e3
+    return (None if p99 is None else p99 * 1e3), cpu
 
 
 def main() -> None:
@@ -66,12 +71,15 @@ def main() -> None:
         try:
             scenario = scenario_file(where, args.rate, args.seconds)
             lags: dict[str, list[float]] = {"A": [], "B": []}
+            cpus: dict[str, list[float]] = {"A": [], "B": []}
             with TrivialServer() as server:
                 for i in range(args.pairs):
                     pair = []
                     for name, tree in trees.items():
-                        lag = lag_p99_ms(tree, scenario, server.url, where / f"{name}{i}")
-                        pair.append(f"{name} {'-' if lag is None else f'{lag:.2f}'} ms")
+                        lag, cpu = one_run(tree, scenario, server.url, where / f"{name}{i}")
+                        shown = "-" if lag is None else f"{lag:.2f}"
+                        pair.append(f"{name} {shown} ms ({cpu:.2f} s CPU)")
+                        cpus[name].append(cpu)
                         if lag is not None:
                             lags[name].append(lag)
                     print(f"pair {i + 1}: " + ", ".join(pair), flush=True)
@@ -85,6 +93,11 @@ def main() -> None:
           f"B ({args.b}) {shown['B']}")  # fmt: skip
     if "A" in med and "B" in med and med["A"] > 0:
         print(f"ratio B/A: {med['B'] / med['A']:.2f}")
+    cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    sent = args.rate * args.seconds
+    per_request_us = (cpu["B"] - cpu["A"]) / sent * 1e6
+    print(f"CPU medians: A {cpu['A']:.2f} s, B {cpu['B']:.2f} s; "
+          f"B - A = {per_request_us:+.1f} us a request ({sent:g} requests)")  # fmt: skip
 
 
 if __name__ == "__main__":
