@@ -58,12 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--default-max-tokens", type=int, help="OpenAI route default max_tokens (default 256)")
     a("--body-limit", type=int, help="request body limit in bytes (default 32 MiB)")
     a("--retry-after", type=float, help="Retry-After seconds on refusals; 0 omits (default 1)")
-    a(
-        "--no-sdk-retry",
-        action="store_const",
-        const=True,
-        help="send x-should-retry: false on refusals, so SDK clients do not retry them",
-    )
+    no_retry = "send x-should-retry: false on refusals, so SDK clients do not retry them"
+    a("--no-sdk-retry", action="store_const", const=True, help=no_retry)
     a("--queue-timeout", type=float, help="fifo: seconds a request may wait before 429")
     a("--gpu-memory-utilization", type=float, help="fraction of the KV cache admission may use")
     a("--max-concurrent-kernels", type=int, help="CPU: torch intra-op threads")

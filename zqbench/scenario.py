@@ -25,7 +25,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -419,28 +419,13 @@ def parse_scenario(
         Table(label, "request", data.get("request", {}), _REQUEST_KEYS), Path(source).parent
     )
     _check_trace_request(label, load, data.get("request", {}))
-    slo: tuple[str, ...] = ()
-    if top.has("slo"):
-        slo = _parse_slo(Table(label, "slo", data["slo"], _SLO_KEYS))
+
+    def table(key: str, keys: tuple[str, ...], parse: Callable[[Table], T], default: T) -> T:
+        """The optional top-level table `key`, parsed; `default` when the file has none."""
+        return parse(Table(label, key, data[key], keys)) if top.has(key) else default
+
+    slo: tuple[str, ...] = table("slo", _SLO_KEYS, _parse_slo, ())
     _check_stage_mixes(label, load, request)
-    network = None
-    if top.has("network"):
-        network = _parse_network(Table(label, "network", data["network"], _NETWORK_KEYS), load)
-    sweep = None
-    if top.has("sweep"):
-        sweep = _parse_sweep(Table(label, "sweep", data["sweep"], _SWEEP_KEYS))
-    validity = ValidityConfig()
-    if top.has("validity"):
-        validity = _parse_validity(Table(label, "validity", data["validity"], _VALIDITY_KEYS))
-    metrics = None
-    if top.has("metrics"):
-        metrics = _parse_metrics(Table(label, "metrics", data["metrics"], _METRICS_KEYS))
-    outcomes = OutcomesConfig()
-    if top.has("outcomes"):
-        outcomes = _parse_outcomes(Table(label, "outcomes", data["outcomes"], _OUTCOMES_KEYS))
-    stop = StopConfig()
-    if top.has("stop"):
-        stop = parse_stop(Table(label, "stop", data["stop"], STOP_KEYS))
     return Scenario(
         name,
         description,
@@ -448,13 +433,13 @@ def parse_scenario(
         load,
         request,
         slo,
-        network,
+        table("network", _NETWORK_KEYS, lambda t: _parse_network(t, load), None),
         source,
-        sweep,
-        validity,
-        metrics,
-        outcomes,
-        stop,
+        table("sweep", _SWEEP_KEYS, _parse_sweep, None),
+        table("validity", _VALIDITY_KEYS, _parse_validity, ValidityConfig()),
+        table("metrics", _METRICS_KEYS, _parse_metrics, None),
+        table("outcomes", _OUTCOMES_KEYS, _parse_outcomes, OutcomesConfig()),
+        table("stop", STOP_KEYS, parse_stop, StopConfig()),
     )
 
 
