@@ -3,15 +3,15 @@
 Target  the facts every check may read: the resolved options, the model, the origin,
         and the requests the dialects build (generate, post, get). It sends nothing.
 Sender  the one way a phase of the plan (phases.py) reaches the target: sequential
-        requests on the control-plane client (`zqbench.target.control`), bursts on the
-        load transport (loadclient.py); every exchange is kept for headers.*.
+        requests on the control-plane client (`zqbench.target.control`); bursts on the
+        load transport (loadclient.py) record theirs here too: every exchange is kept for
+        headers.*.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from zqbench.conform import loadclient
 from zqbench.conform.evidence import Evidence, Recorder, Request
 from zqbench.conform.options import ConformOptions
 from zqbench.dialects import get_dialect
@@ -94,15 +94,3 @@ class Sender:
         if self._client is not None:
             self._client.close()
             self._client = None
-
-    def bursts(self, steps: list[list[list[Request]]]) -> list[list[list[Evidence]]]:
-        """Each step's rounds of concurrent requests (loadclient.bursts), each step bounded
-        by `check_time_s`."""
-        o = self.target.options
-        out = loadclient.bursts(
-            self.target.base, steps, timeout_s=o.timeout_s, step_time_s=o.check_time_s
-        )
-        for step in out:
-            for burst in step:
-                self.record(burst)
-        return out

@@ -19,11 +19,15 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from time import perf_counter_ns
+from typing import TYPE_CHECKING
 
 from zqbench.conform.evidence import Evidence, Recorder, Request
 from zqbench.transport.base import Cancelled, PoolLimits, Transport, TransportError
 from zqbench.transport.base import Exchange as Sent
 from zqbench.transport.factory import make_transport
+
+if TYPE_CHECKING:
+    from zqbench.conform.context import Sender
 
 
 async def send(transport: Transport, req: Request, timeout_s: float) -> Evidence:
@@ -96,45 +100,41 @@ def _unsent(reqs: Sequence[Request], error: TransportError) -> list[Evidence]:
 
 
 def bursts(
-    base: str,
-    steps: Sequence[Sequence[Sequence[Request]]],
-    *,
-    timeout_s: float,
-    step_time_s: float,
+    sender: Sender, steps: Sequence[Sequence[Sequence[Request]]]
 ) -> list[list[list[Evidence]]]:
     """Each step's rounds one after another, each round's requests sent at once; the next
-    round starts when this one has ended.
+    round starts when this one has ended. Every exchange is recorded on `sender`.
 
     One keep-alive pool for every step, warmed to the widest round before the first one,
     so no connect lands in a measured TTFT (unless the server closed one). Each step is one
-    measurement, bounded on its own: its rounds that would start `step_time_s` or more
+    measurement, bounded on its own: its rounds that would start `check_time_s` or more
     after its first round are not sent, so a step may hold fewer rounds than asked (never
     none)."""
+    o = sender.target.options
 
     async def main() -> list[list[list[Evidence]]]:
         # Every connection the widest round needs is opened first: a connect inside a
         # measured round would add to its TTFT, and on a busy machine stall a whole round.
         width = max((len(r) for rounds in steps for r in rounds), default=1)
-        limits = PoolLimits(max_connections=width, warm_connections=width)
-        transport = make_transport(base, http2=False, limits=limits)
-        try:
-            await transport.open()
-        except TransportError as exc:
-            first = next((rounds[0] for rounds in steps if rounds), None)
-            return [[_unsent(first, exc)]] if first is not None else []
         out: list[list[list[Evidence]]] = []
-        try:
+        async with pool(sender.target.base, width) as transport:
             for rounds in steps:
-                deadline = time.monotonic() + step_time_s
+                deadline = time.monotonic() + o.check_time_s
                 done: list[list[Evidence]] = []
                 for reqs in rounds:
                     if done and time.monotonic() > deadline:
                         break
-                    sent = asyncio.gather(*(send(transport, r, timeout_s) for r in reqs))
+                    sent = asyncio.gather(*(send(transport, r, o.timeout_s) for r in reqs))
                     done.append(list(await sent))
                 out.append(done)
-        finally:
-            await transport.close()
         return out
 
-    return asyncio.run(main())
+    try:
+        out = asyncio.run(main())
+    except TransportError as exc:  # no connection: the round that could not start
+        first = next((rounds[0] for rounds in steps if rounds), None)
+        out = [[_unsent(first, exc)]] if first is not None else []
+    for step in out:
+        for burst in step:
+            sender.record(burst)
+    return out

@@ -26,7 +26,7 @@ from typing import Any, cast
 from zqbench.conform import capacity, queueing
 from zqbench.conform.capacity import Capacity
 from zqbench.conform.context import Target
-from zqbench.conform.disconnect import DisconnectRun
+from zqbench.conform.disconnect import DisconnectRounds
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.retry import RetryRun
 
@@ -66,12 +66,6 @@ class Overload:
     burst: list[Evidence]
     recovery: list[Evidence]  # sequential requests after the burst, until recovered
     recovery_s: float | None  # burst end -> first of `recovery_requests` admissions in a row
-
-
-@dataclass(frozen=True)
-class DisconnectRounds:
-    first: DisconnectRun | None  # None: no capacity known, nothing measured
-    again: DisconnectRun | None  # measured when the first round's new requests were slow
 
 
 class MissingObservation(LookupError):

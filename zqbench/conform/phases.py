@@ -27,14 +27,13 @@ import contextlib
 import time
 from collections.abc import Iterable
 
-from zqbench.conform import capacity, disconnect, hung, retry
+from zqbench.conform import capacity, disconnect, hung, loadclient, retry
 from zqbench.conform.capacity import Capacity
 from zqbench.conform.checks import api, errors, transport, zeroqueue
 from zqbench.conform.context import Sender
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Phase
 from zqbench.conform.observations import (
-    DisconnectRounds,
     Observations,
     Overload,
     Settled,
@@ -123,7 +122,7 @@ def _steps(sender: Sender, concurrencies: tuple[int, ...]) -> list[SlopeStep]:
         return []
     t, o = sender.target, sender.target.options
     req = t.generate(t.api, stream=True, max_tokens=o.slope_max_tokens)
-    done = sender.bursts([[[req] * c] * o.slope_rounds for c in concurrencies])
+    done = loadclient.bursts(sender, [[[req] * c] * o.slope_rounds for c in concurrencies])
     steps = []
     for c, rounds in zip(concurrencies, done, strict=False):
         flat = [ex for burst in rounds for ex in burst]
@@ -148,7 +147,7 @@ def overload(sender: Sender, _: Observations) -> Overload:
     `recovery_requests` in a row are admitted (or `recovery_s` passed)."""
     t, o = sender.target, sender.target.options
     req = t.generate(t.api, stream=True, max_tokens=o.overload_max_tokens)
-    ((burst,),) = sender.bursts([[[req] * o.overload_concurrency]])
+    ((burst,),) = loadclient.bursts(sender, [[[req] * o.overload_concurrency]])
     t_end = time.monotonic()
     small = t.generate(t.api, stream=True, max_tokens=4)
     recovery: list[Evidence] = []
@@ -170,59 +169,6 @@ def overload(sender: Sender, _: Observations) -> Overload:
     return Overload(burst, recovery, recovered_at)
 
 
-def retry_after(sender: Sender, obs: Observations) -> retry.RetryRun:
-    """A burst like overload's, its first refusals retried when Retry-After said."""
-    t, o = sender.target, sender.target.options
-    known = obs.capacity()
-    size = min(known.value if known else 1, retry.MAX_SAMPLE)
-    req = t.generate(t.api, stream=True, max_tokens=o.overload_max_tokens)
-    run = retry.measure(
-        t.base,
-        req,
-        concurrency=o.overload_concurrency,
-        size=size,
-        timeout_s=o.timeout_s,
-        time_s=o.check_time_s,
-    )
-    sender.record(run.exchanges)
-    return run
-
-
-def disconnects(sender: Sender, obs: Observations) -> DisconnectRounds:
-    """As many long streams as the capacity, cut mid-generation, then as many new requests
-    (disconnect.py); nothing when the capacity is unknown. A round whose new requests alone
-    would fail zeroqueue.13 (a first token past T) is measured once more: the new requests
-    of one round share a batch, and one stall of the server or of a busy client delays
-    them all (vLLM on a shared core: 7 of 8 at 227 ms, T 213 ms, once in 4 runs); a slot a
-    cut stream still holds delays every round."""
-    known = obs.capacity()
-    if known is None:
-        return DisconnectRounds(None, None)
-    first = _disconnect(sender, known)
-    if first.error is not None or first.live < first.n:
-        return DisconnectRounds(first, None)
-    threshold = disconnect.threshold_ms(obs.judgement(), first)
-    if disconnect.slowest_first_token(first, threshold) is None:
-        return DisconnectRounds(first, None)
-    return DisconnectRounds(first, _disconnect(sender, known))
-
-
-def _disconnect(sender: Sender, known: Capacity) -> disconnect.DisconnectRun:
-    t, o = sender.target, sender.target.options
-    run = disconnect.measure(
-        t.base,
-        t.generate(t.api, stream=True, max_tokens=o.disconnect_max_tokens),
-        t.generate(t.api, stream=True, max_tokens=4),
-        n=min(known.value, capacity.MAX_CONCURRENCY // 2),  # 2 connections a slot
-        max_tokens=o.disconnect_max_tokens,
-        bound_s=o.disconnect_bound_s,
-        timeout_s=o.timeout_s,
-        time_s=o.check_time_s,
-    )
-    sender.record(run.exchanges)
-    return run
-
-
 LOAD = ("at_rest", "settle.load")
 PLAN: tuple[Phase, ...] = (
     Phase("at_rest", at_rest),
@@ -232,8 +178,8 @@ PLAN: tuple[Phase, ...] = (
     Phase("settle.load", settle),
     Phase("slope", slope, LOAD),
     Phase("overload", overload, LOAD),
-    Phase("retry", retry_after, (*LOAD, "slope", "overload")),
-    Phase("disconnect", disconnects, (*LOAD, "slope", "overload")),
+    Phase("retry", retry.measure, (*LOAD, "slope", "overload")),
+    Phase("disconnect", disconnect.measure, (*LOAD, "slope", "overload")),
     Phase("settle.errors", settle),
     *errors.PHASES,  # each after settle.errors
 )

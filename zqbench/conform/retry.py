@@ -21,11 +21,16 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from time import perf_counter_ns
+from typing import TYPE_CHECKING
 
 from zqbench.conform import loadclient
 from zqbench.conform.evidence import Evidence, Request
 from zqbench.dialects.common import parse_retry_after
 from zqbench.transport.base import Transport, TransportError
+
+if TYPE_CHECKING:
+    from zqbench.conform.context import Sender
+    from zqbench.conform.observations import Observations
 
 MAX_SAMPLE = 8  # refusals retried: enough to tell a rule from an accident, few requests
 MAX_ATTEMPTS = 5  # retries of one refusal
@@ -102,21 +107,24 @@ async def _retry(
     r.gave_up = f"{MAX_ATTEMPTS} retries, none admitted"
 
 
-def measure(
-    base: str, req: Request, *, concurrency: int, size: int, timeout_s: float, time_s: float
-) -> RetryRun:
-    """One burst of `concurrency` copies of `req`, and its first `size` refusals with a
-    Retry-After retried as the docstring says, all within about `time_s`."""
+def measure(sender: Sender, obs: Observations) -> RetryRun:
+    """The retry phase: one burst of `overload_concurrency` requests like overload's, and its
+    first `size` refusals with a Retry-After retried as the docstring says, all within about
+    `check_time_s`."""
+    t, o = sender.target, sender.target.options
+    known = obs.capacity()
+    size = min(known.value if known else 1, MAX_SAMPLE)
+    req = t.generate(t.api, stream=True, max_tokens=o.overload_max_tokens)
 
     async def main() -> RetryRun:
         sample: list[Retried] = []
         counted = [0]  # refusals with a Retry-After
 
-        async with loadclient.pool(base, concurrency) as transport:
-            deadline = perf_counter_ns() + int(time_s * 1e9)
+        async with loadclient.pool(t.base, o.overload_concurrency) as transport:
+            deadline = perf_counter_ns() + int(o.check_time_s * 1e9)
 
             async def one() -> Evidence:
-                ex = await loadclient.send(transport, req, timeout_s)
+                ex = await loadclient.send(transport, req, o.timeout_s)
                 wait_s = parse_retry_after(ex.headers) if ex.admission == "refused" else None
                 if wait_s is None:
                     return ex
@@ -124,13 +132,15 @@ def measure(
                 if len(sample) < size:
                     r = Retried(ex, wait_s)
                     sample.append(r)
-                    await _retry(transport, req, r, timeout_s, deadline)
+                    await _retry(transport, req, r, o.timeout_s, deadline)
                 return ex
 
-            burst = list(await asyncio.gather(*(one() for _ in range(concurrency))))
+            burst = list(await asyncio.gather(*(one() for _ in range(o.overload_concurrency))))
         return RetryRun(burst, sample, size, counted[0])
 
     try:
-        return asyncio.run(main())
+        run = asyncio.run(main())
     except TransportError as exc:
-        return RetryRun([], [], size, 0, error=f"{exc.error_class}: {exc}")
+        run = RetryRun([], [], size, 0, error=f"{exc.error_class}: {exc}")
+    sender.record(run.exchanges)
+    return run
