@@ -14,10 +14,10 @@ estimated  neither: the most requests this run saw admitted at once (zeroqueue.1
             it (zqbench.metrics.false_refusals), so two requests in transit at a turnover
             never count together: the estimate is never above the truth.
 
-Scrapes run on a thread of their own, every INTERVAL_S, each line scanned by prefix (no
-full parse), so the load client measuring TTFT beside it loses little CPU. A /metrics that
-fails, or holds no such gauge, ends the polling at once: discovery is best effort, and the
-detector says when it knows no capacity.
+Scrapes run on a thread of their own, every INTERVAL_S, only the known series' lines parsed
+(zqbench.telemetry.prometheus.parse, as `zqbench run` scrapes), so the load client measuring
+TTFT beside it loses little CPU. A /metrics that fails, or holds no such gauge, ends the
+polling at once: discovery is best effort, and the detector says when it knows no capacity.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from zqbench.metrics.classify import DEFAULT_MARGIN_S
 from zqbench.metrics.false_refusals import most_at_once
 from zqbench.target.capacity import stated, stated_by_props
 from zqbench.target.control import ControlClient
+from zqbench.telemetry import prometheus
 from zqbench.telemetry.engines import ENGINES
+from zqbench.telemetry.sampler import poll_every
 
 if TYPE_CHECKING:
     from zqbench.conform.evidence import Evidence
@@ -42,7 +44,6 @@ RUNNING_GAUGES = tuple(e.running for e in ENGINES)  # every engine's zqbench kno
 INTERVAL_S = 0.1
 MAX_CONCURRENCY = 256  # the widest step the detector sends (one connection a request)
 SCRAPE_TIMEOUT_S = 2.0
-ACCEPT = (("accept", "text/plain; version=0.0.4"),)  # the text format, not protobuf
 ESTIMATE = "estimated: the most requests this run saw admitted at once"
 
 
@@ -71,73 +72,55 @@ def estimated(exchanges: Iterable[Evidence]) -> Capacity | None:
 def scrape(client: ControlClient, url: str) -> tuple[str, float] | None:
     """(gauge, value) of the running gauge in one scrape of `url`; None when there is none."""
     try:
-        return running(client.get_text(url, headers=ACCEPT))
+        return running(client.get_text(url, headers=prometheus.ACCEPT))
     except Exception:  # unreachable, an HTTP error: the gauge is best-effort evidence
         return None
 
 
 def running(text: str) -> tuple[str, float] | None:
     """(gauge name, value summed over its label sets) of the first RUNNING_GAUGES present."""
-    for name in RUNNING_GAUGES:
-        total, seen = 0.0, False
-        for line in text.splitlines():
-            if not line.startswith(name) or line[len(name) : len(name) + 1] not in ("{", " "):
-                continue
-            rest = line.rpartition("}")[2] if "{" in line else line[len(name) :]
-            try:
-                total += float(rest.split()[0])
-            except (IndexError, ValueError):
-                continue
-            seen = True
-        if seen:
-            return name, total
-    return None
+    totals: dict[str, float] = {}
+    for canonical, name, _, value in prometheus.parse(text):
+        if canonical == "num_requests_running":
+            totals[name] = totals.get(name, 0.0) + value
+    return next(((name, totals[name]) for name in RUNNING_GAUGES if name in totals), None)
 
 
 class RunningSampler:
     """`with RunningSampler(url) as s: ...` polls `url` (a /metrics) until the block ends;
     `s.discovered` is then the highest running count seen, or None."""
 
-    def __init__(self, url: str, interval_s: float = INTERVAL_S) -> None:
+    def __init__(self, url: str) -> None:
         self.url = url
-        self.interval_s = interval_s
         self.gauge: str | None = None
-        self.peak: float | None = None
+        self.peak = 0.0
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._client: ControlClient | None = None
+        self._client = ControlClient(timeout_s=SCRAPE_TIMEOUT_S)
+        poll = (INTERVAL_S, self._stop, self._scrape)
+        self._thread = threading.Thread(
+            target=poll_every, args=poll, name="zqbench-conform-metrics", daemon=True
+        )
 
     def __enter__(self) -> RunningSampler:
-        self._client = ControlClient(timeout_s=SCRAPE_TIMEOUT_S)
-        self._thread = threading.Thread(target=self._loop, name="zqbench-conform-metrics")
-        self._thread.daemon = True
         self._thread.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(SCRAPE_TIMEOUT_S + 1.0)
-        if self._client is not None and not (self._thread and self._thread.is_alive()):
+        self._thread.join(SCRAPE_TIMEOUT_S + 1.0)
+        if not self._thread.is_alive():
             self._client.close()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            if not self._scrape():
-                return  # no /metrics, or no gauge in it: nothing to discover
-            self._stop.wait(self.interval_s)
-
-    def _scrape(self) -> bool:
-        assert self._client is not None
+    def _scrape(self) -> None:
         found = scrape(self._client, self.url)
         if found is None:
-            return False
+            self._stop.set()  # no /metrics, or no gauge in it: nothing to discover
+            return
         self.gauge = found[0]
-        self.peak = max(found[1], self.peak or 0.0)
-        return True
+        self.peak = max(found[1], self.peak)
 
     @property
     def discovered(self) -> Capacity | None:
-        if self.gauge is None or not self.peak or self.peak < 1:
+        if self.gauge is None or self.peak < 1:
             return None
         return Capacity(int(self.peak), f"discovered: max {self.gauge} during the steps")
