@@ -36,8 +36,14 @@ from zqbench.summary import (
 from zqbench.target.embedded import free_port
 from zqbench.telemetry import table
 from zqbench.telemetry.discovery import discover, metrics_url
+from zqbench.telemetry.engines import ENGINES, Engine
 from zqbench.telemetry.prometheus import PrometheusScraper
 from zqbench.telemetry.server_queue import bucket_bound, queue_time
+
+
+def engine_of(key: str) -> Engine:
+    return next(e for e in ENGINES if e.key == key)
+
 
 SCENARIO = """
 name = "queue"
@@ -296,7 +302,6 @@ def test_queue_time_adds_series_and_counts_a_series_born_mid_run_from_zero() -> 
             rows.append((t, "request_queue_time_seconds_count", labels, inf))
             rows.append((t, "request_queue_time_seconds_sum", labels, 0.5 * inf))
     frame = pd.DataFrame(rows, columns=["t_epoch_ns", "metric", "labels", "value"])
-    from zqbench.telemetry.engines import engine_of
 
     result = queue_time(frame, [1, 2], engine_of("vllm"))
     assert isinstance(result, QueueTime)
@@ -335,7 +340,7 @@ def test_discover_recognises_each_engine(engine: str, kind: str, key: str, waiti
 )
 def test_recognise_the_added_engines_from_their_gauge_names(names: set[str], key: str) -> None:
     """A scrape's sample names with LMDeploy's or TensorRT-LLM's gauges is that engine."""
-    from zqbench.telemetry.engines import engine_of, recognise
+    from zqbench.telemetry.engines import recognise
 
     found = recognise(names)
     assert found is not None and found.key == key
@@ -358,7 +363,6 @@ def test_lmdeploy_series_become_the_server_queue(engine: str, tmp_path: Path) ->
     import time
 
     from zqbench.hooks.contract import HookContext
-    from zqbench.telemetry.engines import engine_of
 
     FakeEngine.metrics = "lmdeploy"
     scraper = PrometheusScraper(
@@ -407,7 +411,6 @@ def test_llama_cpp_deferred_requests_are_its_waiting_ones(engine: str, tmp_path:
     import time
 
     from zqbench.hooks.contract import HookContext
-    from zqbench.telemetry.engines import engine_of
 
     FakeEngine.metrics = "llamacpp"
     scraper = PrometheusScraper(
@@ -434,7 +437,6 @@ def test_sglang_and_tgi_series_become_the_server_queue(
     import time
 
     from zqbench.hooks.contract import HookContext
-    from zqbench.telemetry.engines import engine_of
 
     FakeEngine.metrics = kind
     scraper = PrometheusScraper(

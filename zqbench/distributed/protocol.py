@@ -115,7 +115,6 @@ def spec_from_wire(data: dict[str, Any], *, api_key: str | None, out_dir: str) -
     return WorkerSpec(**fields)
 
 
-# --------------------------------------------------------------------------- the work
 # --------------------------------------------------------------------------- progress
 # A distributed run has no [stop] rules (zqbench.pipeline.execute refuses them), so its
 # workers' progress never carries completions: they stay off the wire.

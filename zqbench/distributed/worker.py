@@ -326,14 +326,14 @@ class _Session:
         last_progress = 0.0
         while True:
             gevent.sleep(0)
-            self._flush_outbox(gevent)
+            self._flush_outbox()
             now = time.monotonic()
             if self.progress is not None and now - last_progress >= 0.5:
                 last_progress = now
                 self._send(p.SAMPLES, {"progress": p.progress_to_wire(self.progress)})
             await asyncio.sleep(PUMP_S)
 
-    def _flush_outbox(self, gevent: Any) -> None:
+    def _flush_outbox(self) -> None:
         while self.outbox:
             kind, data = self.outbox.pop(0)
             self._send(kind, data)
@@ -370,7 +370,7 @@ class _Session:
         """The last batches (flushed when the recorder closed), then done, then bye."""
         import gevent
 
-        self._flush_outbox(gevent)
+        self._flush_outbox()
         stats = worker.control.stats
         # The final counts, taken now: the pump's last progress may predate the last
         # requests, and the master's live exposition must end at summary.json's numbers.

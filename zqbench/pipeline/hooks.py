@@ -34,7 +34,6 @@ def hooks_for_run(
     *,
     telemetry: Sequence[str] = (),
     target_host: str = "",
-    target_port: int = 0,
     server_metrics: ServerMetrics | None = None,
 ) -> list[RunHook]:
     """Impairment first (it shapes the traffic), then the telemetry sources, then the
@@ -150,7 +149,6 @@ def build_hooks(
         scenario,
         telemetry=options.telemetry,
         target_host=endpoint.host,
-        target_port=endpoint.port,
         server_metrics=ServerMetrics(
             endpoint.base_url,
             enabled=options.server_metrics,

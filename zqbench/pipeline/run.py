@@ -46,7 +46,6 @@ class RunResult:
     summary: Summary
     exit_code: int
     interrupted: bool
-    target_note: str = ""
 
 
 def run_scenario(
@@ -110,7 +109,7 @@ def run_scenario(
             )
     interrupted = execution.interrupted or stop.is_set()
     code = _exit_code(analysis.summary.verdict, interrupted, options)
-    return RunResult(out_dir, analysis.summary, code, interrupted, target.note)
+    return RunResult(out_dir, analysis.summary, code, interrupted)
 
 
 def _metrics_endpoint(

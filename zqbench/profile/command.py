@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shlex
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,7 +161,7 @@ def _launch(job: ProfileJob, profile_dir: Path, exe: str | None) -> Launch:
 def _print_dry_run(options: RunOptions, job: ProfileJob, echo: Callable[[str], None]) -> None:
     """The commands a run would start, without starting anything or creating its folder."""
     out = options.output.out or options.output.reports_root / "<run folder>"
-    launch = _launch(job, Path(out) / PROFILE_DIR, tools.which(job.tool))
+    launch = _launch(job, Path(out) / PROFILE_DIR, shutil.which(job.tool))
     if job.server_command:
         server = list(job.server_command)
     else:  # its port is chosen when it starts

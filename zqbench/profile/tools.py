@@ -35,10 +35,6 @@ class NcuLimits:
     section_set: str = "full"
 
 
-def which(tool: str) -> str | None:
-    return shutil.which(tool)
-
-
 def find_tool(tool: str) -> str:
     """The profiler's path on PATH; UsageError (exit 2) naming it and how to get it."""
     path = shutil.which(tool)

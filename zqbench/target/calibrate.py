@@ -59,9 +59,6 @@ class Calibration:
         """Bytes of synthetic text that should make `tokens` prompt tokens (at least 1)."""
         return max(1, round((tokens - self.base_tokens) / self.tokens_per_byte))
 
-    def tokens_for(self, n_bytes: int) -> float:
-        return self.tokens_per_byte * n_bytes + self.base_tokens
-
 
 MIN_TOKENS_PER_BYTE = 0.05
 MAX_TOKENS_PER_BYTE = 4.0

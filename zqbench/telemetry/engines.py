@@ -145,7 +145,3 @@ def recognise(names: Collection[str]) -> Engine | None:
 def third_party_names() -> str:
     """The engines a target may be, as a message lists them: "vLLM, SGLang, ..."."""
     return ", ".join(e.name for e in ENGINES if e.key != "refserver")
-
-
-def engine_of(key: str) -> Engine:
-    return next(e for e in ENGINES if e.key == key)
