@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SAMPLE_SCHEMA_VERSION = "zqbench.samples/1"
-
 
 @dataclass(frozen=True, slots=True)
 class Sample:
@@ -60,50 +58,19 @@ class Sample:
 
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sample))
 
-ARROW_SCHEMA = pa.schema(
-    [
-        pa.field("request_id", pa.int64(), nullable=False),
-        pa.field("worker", pa.int32(), nullable=False),
-        pa.field("stage", pa.int32(), nullable=False),
-        pa.field("request_class", pa.string(), nullable=False),
-        pa.field("t_intended", pa.int64()),
-        pa.field("t_send", pa.int64(), nullable=False),
-        pa.field("t_headers", pa.int64()),
-        pa.field("t_first_token", pa.int64()),
-        pa.field("t_last_token", pa.int64()),
-        pa.field("t_end", pa.int64(), nullable=False),
-        pa.field("status", pa.int32(), nullable=False),
-        pa.field("error", pa.string()),
-        pa.field("prompt_tokens", pa.int64()),
-        pa.field("output_tokens", pa.int64()),
-        pa.field("tokens_from_usage", pa.bool_(), nullable=False),
-        pa.field("itl_mean_ns", pa.int64()),
-        pa.field("itl_p99_ns", pa.int64()),
-        pa.field("itl_max_ns", pa.int64()),
-        pa.field("n_chunks", pa.int32(), nullable=False),
-        pa.field("srv_received", pa.float64()),
-        pa.field("srv_dispatch", pa.float64()),
-        pa.field("srv_start", pa.float64()),
-        pa.field("srv_gpu_ms", pa.float64()),
-        pa.field("http_version", pa.string(), nullable=False),
-        pa.field("bytes_in", pa.int64(), nullable=False),
-        pa.field("retry_after_s", pa.float64()),
-        pa.field("source_row", pa.int64()),
-        pa.field("cached_tokens", pa.int64()),
-        pa.field("session", pa.int64()),
-        pa.field("turn", pa.int32()),
-        # Nullable only so that a run saved before the column existed still reads (as False);
-        # every run since writes True or False.
-        pa.field("resent", pa.bool_()),
-        pa.field("connection_wait", pa.int64()),
-    ]
-)
-
-if tuple(ARROW_SCHEMA.names) != SAMPLE_FIELDS:  # the two declarations must not drift apart
-    raise RuntimeError("ARROW_SCHEMA and Sample disagree")
+# samples.parquet's schema is read off Sample's annotations, so the two never drift apart.
+_ARROW_TYPES = {"int": pa.int64(), "str": pa.string(), "bool": pa.bool_(), "float": pa.float64()}
+_INT32 = frozenset({"worker", "stage", "status", "n_chunks", "turn"})
+# Nullable only so that a run saved before the column existed still reads (as False); every
+# run since writes True or False.
+_NULLABLE = frozenset({"resent"})
 
 
-def samples_to_table(samples: list[Sample]) -> pa.Table:
-    """Columnar conversion, one pass per column (cheap for the 1 s flush batches)."""
-    columns = {name: [getattr(s, name) for s in samples] for name in SAMPLE_FIELDS}
-    return pa.Table.from_pydict(columns, schema=ARROW_SCHEMA)
+def _arrow_field(f: dataclasses.Field[object]) -> pa.Field:
+    """A field's column: its type's, int32 for the small counts; nullable where it may be None."""
+    kind, _, none = str(f.type).partition(" | ")
+    arrow = pa.int32() if f.name in _INT32 else _ARROW_TYPES[kind]
+    return pa.field(f.name, arrow, nullable=bool(none) or f.name in _NULLABLE)
+
+
+ARROW_SCHEMA = pa.schema([_arrow_field(f) for f in dataclasses.fields(Sample)])
