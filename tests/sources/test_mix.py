@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from zqbench.load import Slot
 from zqbench.scenario import RequestClass
-from zqbench.sources.mix import ClassById, ClassPicker, assign_classes
+from zqbench.sources.mix import ClassById, ClassPicker, SlotClasses
 
 MIX = (
     RequestClass("short", 7.0, 32, None),
@@ -15,9 +16,21 @@ MIX = (
 )
 
 
+def assign_classes(
+    mix: tuple[RequestClass, ...],
+    n: int,
+    seed: int,
+    *,
+    stage: np.ndarray | None = None,
+    stage_mixes: list[tuple[str, ...] | None] | None = None,
+) -> np.ndarray:
+    """The classes of open-loop requests 0..n-1, as ClassById draws them."""
+    by_id = ClassById(mix, seed, stage_mixes or ())
+    return np.array([by_id.index(i, 0 if stage is None else int(stage[i])) for i in range(n)])
+
+
 def test_open_loop_proportions() -> None:
     c = assign_classes(MIX, 100_000, seed=1)
-    assert c.dtype == np.int16
     share = np.bincount(c, minlength=3) / len(c)
     # Binomial standard error at n = 100 000 is at most 0.0016; 0.01 is over 6 sigma.
     np.testing.assert_allclose(share, [0.7, 0.2, 0.1], atol=0.01)
@@ -34,7 +47,7 @@ def test_open_loop_deterministic_and_seeded() -> None:
 def test_single_class_draws_nothing() -> None:
     one = (RequestClass("default", 1.0, 32, None),)
     assert assign_classes(one, 10, seed=0).tolist() == [0] * 10
-    assert ClassPicker(one, 0, 0).next() == one[0]
+    assert ClassPicker(one, 0, 0).next_index() == 0
 
 
 def test_vu_streams_are_deterministic_and_independent() -> None:
@@ -46,7 +59,7 @@ def test_vu_streams_are_deterministic_and_independent() -> None:
     assert s0[0] == a[0]
     share = np.bincount(s0, minlength=3) / len(s0)
     np.testing.assert_allclose(share, [0.7, 0.2, 0.1], atol=0.04)
-    assert ClassPicker(MIX, 3, 0).next() == MIX[s0[0]]
+    assert ClassPicker(MIX, 3, 0).next_index() == s0[0]
 
 
 def test_bad_mix() -> None:
@@ -73,8 +86,8 @@ def test_stage_mix_restricts_a_stage_and_leaves_the_others_alone() -> None:
     assert only_long.tolist() == [2] * 10
 
 
-def test_class_by_id_equals_the_vectorised_draw_whichever_worker_asks() -> None:
-    """Request i gets the class assign_classes gives it, in any order of ids and across
+def test_class_by_id_is_the_same_whichever_worker_asks() -> None:
+    """Request i gets the class the ids in order give it, in any order of ids and across
     the block refills, so splitting a schedule over workers never changes a class."""
     n = 5000
     stage = (np.arange(n) >= 3000).astype(np.int32)
@@ -87,3 +100,12 @@ def test_class_by_id_equals_the_vectorised_draw_whichever_worker_asks() -> None:
         assert got == whole[worker::3].tolist()
     backwards = ClassById(MIX, 9, mixes)
     assert [backwards.index(i, int(stage[i])) for i in reversed(range(n))] == whole[::-1].tolist()
+
+
+def test_slot_classes_draw_by_id_for_arrivals_and_per_user_for_users() -> None:
+    slots = SlotClasses(MIX, 9)
+    by_id = ClassById(MIX, 9)
+    assert [slots.index(Slot(i, 0)) for i in range(50)] == [by_id.index(i, 0) for i in range(50)]
+    picker = ClassPicker(MIX, 9, 3)
+    got = [slots.index(Slot(1000 + i, 0, user=3)) for i in range(50)]
+    assert got == [picker.next_index() for _ in range(50)]

@@ -5,8 +5,7 @@ independent of the arrival stream (`zqbench.load.arrival_schedule`), so changing
 arrival process never reshuffles the classes:
 
 - a slot without a user (open loop): draw i of one stream (`SeedSequence(seed,
-  spawn_key=(1,))`) for request id i, whichever worker sends it (`ClassById`, or
-  `assign_classes` for ids 0..N-1 at once);
+  spawn_key=(1,))`) for request id i, whichever worker sends it (`ClassById`);
 - a user's slot (closed loop): one stream per VU (`SeedSequence(seed,
   spawn_key=(2, vu))`), so a VU's sequence of classes does not depend on how many other
   VUs ran or how fast they were.
@@ -22,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from zqbench.load import Slot
 from zqbench.scenario import RequestClass
 
 _OPEN_LOOP_STREAM = 1
@@ -38,41 +38,6 @@ def _cumulative(mix: tuple[RequestClass, ...]) -> np.ndarray:
     cum = np.cumsum(w) / w.sum()
     cum[-1] = 1.0  # no draw may fall past the last class through rounding
     return cum
-
-
-def assign_classes(
-    mix: tuple[RequestClass, ...],
-    n: int,
-    seed: int,
-    *,
-    stage: np.ndarray | None = None,
-    stage_mixes: Sequence[tuple[str, ...] | None] = (),
-) -> np.ndarray:
-    """The class index (int16, into `mix`) of open-loop requests 0..n-1.
-
-    `stage[i]` is request i's stage and `stage_mixes[k]` the class names stage k draws
-    from (None: all). Request i keeps its one uniform draw whatever its stage; a restricted
-    stage maps it through the cumulative weights of its own classes, so restricting one
-    stage never changes the classes of another."""
-    cum = _cumulative(mix)
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if len(mix) == 1:
-        return np.zeros(n, dtype=np.int16)
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_OPEN_LOOP_STREAM,)))
-    draws = rng.random(n)
-    out = np.searchsorted(cum, draws, side="right").astype(np.int16)
-    names = [c.name for c in mix]
-    for k, allowed in enumerate(stage_mixes):
-        if allowed is None:
-            continue
-        if stage is None or len(stage) != n:
-            raise ValueError("stage_mixes needs the stage of every request")
-        index = np.array([names.index(name) for name in allowed], dtype=np.int16)
-        sub = _cumulative(tuple(mix[i] for i in index))
-        here = stage == k
-        out[here] = index[np.searchsorted(sub, draws[here], side="right")]
-    return out
 
 
 class ClassPicker:
@@ -98,15 +63,15 @@ class ClassPicker:
         self._i += 1
         return j
 
-    def next(self) -> RequestClass:
-        return self._mix[self.next_index()]
-
 
 class ClassById:
-    """The class of request id i, equal to `assign_classes(...)[i]`, drawn as ids arrive.
+    """The class of request id i, drawn as ids arrive: the i-th uniform of the stream, in
+    whichever order and on whichever worker the ids come.
 
     numpy draws the stream's uniforms one after another whatever the block size, so
-    extending the draws in blocks gives the same i-th draw as one vectorised call."""
+    extending the draws in blocks gives the same i-th draw as one vectorised call. A stage
+    with its own mix maps request i's one draw through the cumulative weights of its own
+    classes, so restricting one stage never changes the classes of another."""
 
     __slots__ = ("_by_stage", "_cum", "_draws", "_n_classes", "_rng")
 
@@ -144,3 +109,28 @@ class ClassById:
             return bisect.bisect_right(self._cum, draw)
         index, sub = restricted
         return index[bisect.bisect_right(sub, draw)]
+
+
+class SlotClasses:
+    """A slot's class: by request id for an arrival, from its user's own stream for a
+    virtual user's request."""
+
+    __slots__ = ("_by_id", "_mix", "_seed", "_users")
+
+    def __init__(
+        self,
+        mix: tuple[RequestClass, ...],
+        seed: int,
+        stage_mixes: Sequence[tuple[str, ...] | None] = (),
+    ) -> None:
+        self._by_id = ClassById(mix, seed, stage_mixes)
+        self._mix, self._seed = mix, seed
+        self._users: dict[int, ClassPicker] = {}
+
+    def index(self, slot: Slot) -> int:
+        if slot.user is None:
+            return self._by_id.index(slot.request_id, slot.stage)
+        picker = self._users.get(slot.user)
+        if picker is None:
+            picker = self._users[slot.user] = ClassPicker(self._mix, self._seed, slot.user)
+        return picker.next_index()

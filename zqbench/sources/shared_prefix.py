@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.load import Slot
 from zqbench.scenario import RequestClass, Scenario
-from zqbench.sources.mix import ClassById, ClassPicker
+from zqbench.sources.mix import SlotClasses
 from zqbench.sources.prompts import synth_text
 
 if TYPE_CHECKING:
@@ -125,23 +125,11 @@ class SharedPrefixRequests:
 
     def __init__(self, source: SharedPrefixSource) -> None:
         self.source = source
-        groups = source.groups()
-        self._by_id = ClassById(groups, source.seed)
-        self._groups = groups
-        self._users: dict[int, ClassPicker] = {}
-
-    def _group(self, slot: Slot) -> int:
-        if slot.user is None:
-            return self._by_id.index(slot.request_id, 0)
-        picker = self._users.get(slot.user)
-        if picker is None:
-            picker = ClassPicker(self._groups, self.source.seed, slot.user)
-            self._users[slot.user] = picker
-        return picker.next_index()
+        self._groups = SlotClasses(source.groups(), source.seed)
 
     def request(self, slot: Slot) -> RequestSpec:
         s = self.source
-        group = self._group(slot)
+        group = self._groups.index(slot)
         return RequestSpec(
             request_class=s.request_class,
             prompt=s.prefixes[group] + _suffix(s.suffix, slot.request_id),

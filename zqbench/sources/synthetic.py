@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.load import Slot
 from zqbench.scenario import RequestClass, Scenario
-from zqbench.sources.mix import ClassById, ClassPicker
+from zqbench.sources.mix import SlotClasses
 from zqbench.sources.prompts import synth_text
 
 if TYPE_CHECKING:
@@ -117,21 +117,10 @@ class SyntheticRequests:
 
     def __init__(self, source: SyntheticSource) -> None:
         self.source = source
-        mix = source.mix()
-        self._by_id = ClassById(mix, source.seed, source.stage_mixes)
-        self._mix = mix
-        self._users: dict[int, ClassPicker] = {}
-
-    def _class_index(self, slot: Slot) -> int:
-        if slot.user is None:
-            return self._by_id.index(slot.request_id, slot.stage)
-        picker = self._users.get(slot.user)
-        if picker is None:
-            picker = self._users[slot.user] = ClassPicker(self._mix, self.source.seed, slot.user)
-        return picker.next_index()
+        self._classes = SlotClasses(source.mix(), source.seed, source.stage_mixes)
 
     def request(self, slot: Slot) -> RequestSpec:
-        cls = self.source.classes[self._class_index(slot)]
+        cls = self.source.classes[self._classes.index(slot)]
         return RequestSpec(
             request_class=cls.name,
             prompt=_unique_prompt(cls.prompt, slot.request_id),
