@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from zqbench.load import Stage
 from zqbench.load.arrival_rate import ArrivalRateLoad
-from zqbench.load.arrival_schedule import arrival_times, expected_arrivals
+from zqbench.load.arrival_schedule import arrival_times
 from zqbench.scenario import load_scenario
 
 S = 1_000_000_000
@@ -69,7 +69,7 @@ def test_burst_counts_per_stage() -> None:
     """0->100 over 30 s, ->1000 over 5 s, ->100 over 30 s: 1500 + 2750 + 16500 arrivals."""
     load = load_scenario("burst").load
     s = arrival_times(load, seed=0)
-    assert expected_arrivals(load) == 20750.0
+    assert s.expected == 20750.0
     assert s.offered == 20750
     assert np.bincount(s.stage).tolist() == [1500, 2750, 16500]
     assert s.stage_bounds_ns == ((0, 30 * S), (30 * S, 35 * S), (35 * S, 65 * S))
@@ -129,7 +129,7 @@ def test_uniform_invariants(start: float, stages: list[tuple[float, float]]) -> 
         return
     load = ramping(stages, start_rate=start)
     s = arrival_times(load, seed=0)
-    lam = expected_arrivals(load)
+    lam = s.expected
     assert s.offered in (math.floor(lam), math.floor(lam * (1 + 1e-9) + 1e-9))
     t = s.times_ns
     assert (np.diff(t) >= 0).all()

@@ -126,11 +126,6 @@ def _curve(load: ArrivalRateLoad) -> _Curve:
     return _Curve(bounds, r0, slope, dur_s, cum)
 
 
-def expected_arrivals(load: ArrivalRateLoad) -> float:
-    """Λ(T): the arrivals the rate curve asks for over the whole run."""
-    return float(_curve(load).cum[-1])
-
-
 def _invert(curve: _Curve, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Times (ns) when Λ reaches each y (sorted, 0 < y ≤ Λ(T)), and their stage indexes."""
     k_last = len(curve.r0) - 1

@@ -49,11 +49,6 @@ class VuPlan:
     def duration_ns(self) -> int:
         return self.bounds_ns[-1]
 
-    @property
-    def max_vus(self) -> int:
-        """The most VUs the plan ever asks for (to pre-allocate)."""
-        return max(self.start_vus, *self.to_vus)
-
     def stage_at(self, t_ns: int) -> int:
         """The stage running at `t_ns`: stage k holds bounds[k] <= t < bounds[k+1].
 
@@ -76,36 +71,6 @@ class VuPlan:
         e = t_ns - self.bounds_ns[k]
         step = abs(b - a) * e // d  # d > 0: a 0 s stage never holds t
         return a + step if b >= a else a - step
-
-    def change_points(self) -> list[tuple[int, int]]:
-        """(t_ns, target) at t = 0 and at every change, ending with (duration_ns, 0).
-
-        target_at(t) equals the target of the last change point at or before t.
-        """
-        points: list[tuple[int, int]] = [(0, self.start_vus)]
-
-        def add(t: int, v: int) -> None:
-            if points[-1][0] == t:
-                points[-1] = (t, v)  # several changes at one instant: the last one holds
-            else:
-                points.append((t, v))
-            if len(points) > 1 and points[-1][1] == points[-2][1]:
-                points.pop()
-
-        for k, (a, b) in enumerate(zip(self.from_vus, self.to_vus, strict=True)):
-            start, d = self.bounds_ns[k], self.bounds_ns[k + 1] - self.bounds_ns[k]
-            diff = abs(b - a)
-            sign = 1 if b >= a else -1
-            if diff == 0:
-                continue
-            if d == 0:
-                add(start, b)
-                continue
-            for i in range(1, diff + 1):
-                # The first e with ⌊diff·e/d⌋ >= i is ⌈i·d/diff⌉.
-                add(start + -(-i * d // diff), a + sign * i)
-        add(self.duration_ns, 0)
-        return points
 
 
 def vu_plan(load: VuLoad) -> VuPlan:
