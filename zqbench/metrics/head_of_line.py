@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import MetricFrame
 from zqbench.summary import HeadOfLine, HeadOfLineClass, HeadOfLineRow, HeadOfLineWorst, Unavailable
@@ -49,16 +47,12 @@ def _ratio(top: float | None, bottom: float | None) -> float | None:
     return top / bottom if top is not None and bottom else None
 
 
-def _q(sorted_s: np.ndarray, q: float) -> float | None:
-    return quantiles.quantile(sorted_s, q) if len(sorted_s) else None
-
-
 def _row(frame: MetricFrame, metric: str, cls: str, b: int, m: int) -> HeadOfLineRow:
     """One class's `metric` in the baseline stage `b` and the mixed stage `m`."""
     base = frame.sorted_seconds(metric, frame.mask(stage=b, request_class=cls))
     mixed = frame.sorted_seconds(metric, frame.mask(stage=m, request_class=cls))
-    base_p50, mixed_p50 = _q(base, 0.5), _q(mixed, 0.5)
-    base_p99, mixed_p99 = _q(base, 0.99), _q(mixed, 0.99)
+    base_p50, mixed_p50 = quantiles.quantile(base, 0.5), quantiles.quantile(mixed, 0.5)
+    base_p99, mixed_p99 = quantiles.quantile(base, 0.99), quantiles.quantile(mixed, 0.99)
     return HeadOfLineRow(
         n_baseline=len(base),
         n_mixed=len(mixed),

@@ -69,15 +69,17 @@ def status_over_time(frame: MetricFrame, duration_s: float) -> StatusOverTime | 
     )
 
 
-def _shares(keys: np.ndarray) -> dict[str, float]:
+def status_counts(keys: np.ndarray) -> dict[str, int]:
+    """{"200": n, "503": n, "transport:timeout": n}, most frequent first."""
     if len(keys) == 0:
         return {}
     counts = pd.Series(keys).value_counts(sort=True)
-    return {str(k): int(v) / len(keys) for k, v in counts.items()}
+    return {str(k): int(v) for k, v in counts.items()}
 
 
-def _p(values_s: np.ndarray, q: float) -> float | None:
-    return quantiles.quantile(values_s, q) if len(values_s) else None
+def status_shares(keys: np.ndarray) -> dict[str, float]:
+    """Each status key's share of `keys`, most frequent first."""
+    return {k: v / len(keys) for k, v in status_counts(keys).items()}
 
 
 def _stage_view(
@@ -87,17 +89,17 @@ def _stage_view(
     latency = frame.sorted_seconds("latency", keep)
     reject = frame.sorted_seconds("time_to_reject", keep)
     sent = int(np.count_nonzero(keep))
-    p50, p99 = _p(latency, 0.5), _p(latency, 0.99)
+    p50, p99 = quantiles.quantile(latency, 0.5), quantiles.quantile(latency, 0.99)
     return MigrationStage(
         stage=stage,
         name=name,
         sent=sent,
         send_rate=sent / (end_s - start_s) if end_s > start_s else None,
-        share=_shares(frame.status_keys[keep]),
+        share=status_shares(frame.status_keys[keep]),
         latency_p50=p50,
         latency_p99=p99,
         latency_p99_p50=p99 / p50 if p50 and p99 is not None else None,
-        time_to_reject_p99=_p(reject, 0.99),
+        time_to_reject_p99=quantiles.quantile(reject, 0.99),
     )
 
 

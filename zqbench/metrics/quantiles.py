@@ -79,24 +79,6 @@ def _binom_window(n: int, q: float) -> tuple[int, np.ndarray]:
     return k0, np.cumsum(np.exp(log_pmf))
 
 
-def binom_cdf(k: int, n: int, q: float) -> float:
-    """P(B <= k) for B ~ Binomial(n, q), exact to about 1e-12."""
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    if q <= 0.0:
-        return 1.0
-    if q >= 1.0:
-        return 0.0
-    k0, cdf = _binom_window(n, q)
-    if k < k0:
-        return 0.0
-    if k - k0 >= len(cdf):
-        return 1.0
-    return float(min(1.0, cdf[k - k0]))
-
-
 @functools.lru_cache(maxsize=4096)
 def ci_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int | None, int | None]:
     """1-based ranks (l, u) of the distribution-free CI for the q-quantile of n samples.

@@ -46,7 +46,6 @@ FALSE_REFUSALS = "false_refusals"  # refusals made while a slot was free, over e
 RATE_METRICS = ("errors", "status_<code>", *OUTCOMES, FALSE_REFUSALS)
 SCALAR_METRICS = ("goodput", "throughput", "gpu_density")
 KNOWN_METRICS = (*DURATION_METRICS, *RATE_METRICS, *SCALAR_METRICS)
-OPS = ("<", "<=", ">", ">=")
 # units per second
 TIME_UNITS = {"us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0, "min": 1 / 60, "h": 1 / 3600}
 

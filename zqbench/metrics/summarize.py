@@ -30,7 +30,13 @@ from zqbench.metrics.frame import (
     goodput_count,
 )
 from zqbench.metrics.head_of_line import head_of_line
-from zqbench.metrics.migration import migration, retry_after, status_over_time
+from zqbench.metrics.migration import (
+    migration,
+    retry_after,
+    status_counts,
+    status_over_time,
+    status_shares,
+)
 from zqbench.metrics.outcomes import classify_frame
 from zqbench.metrics.sections import SECTIONS
 from zqbench.metrics.sig_digits import significant
@@ -170,14 +176,6 @@ def ratio_summary(frame: MetricFrame, name: str, min_samples: int) -> Ratio:
     )
 
 
-def status_counts(keys: np.ndarray) -> dict[str, int]:
-    """{"200": n, "503": n, "transport:timeout": n}, most frequent first."""
-    if len(keys) == 0:
-        return {}
-    counts = pd.Series(keys).value_counts(sort=True)
-    return {str(k): int(v) for k, v in counts.items()}
-
-
 def status_mix(frame: MetricFrame, duration_s: float) -> StatusMix:
     """Counts and shares of each status key, overall, per stage and over time."""
     overall = status_counts(frame.status_keys)
@@ -185,10 +183,7 @@ def status_mix(frame: MetricFrame, duration_s: float) -> StatusMix:
     by_stage = {}
     for stage in frame.stages:
         keys = frame.status_keys[frame.stage == stage]
-        counts = status_counts(keys)
-        by_stage[str(stage)] = StageStatus(
-            counts=counts, share={k: v / len(keys) for k, v in counts.items()}
-        )
+        by_stage[str(stage)] = StageStatus(counts=status_counts(keys), share=status_shares(keys))
     return StatusMix(
         share={k: v / total for k, v in overall.items()},
         by_stage=by_stage,
