@@ -83,6 +83,11 @@ class DisconnectRun:
     def exchanges(self) -> list[Evidence]:
         return self.at_once + [ex for group in (*self.streams, *self.fresh) for ex in group]
 
+    @property
+    def admitted(self) -> list[Evidence]:
+        """The new requests admitted (step 4), each its last attempt."""
+        return [a[-1] for a in self.fresh if a[-1].admission == "admitted"]
+
     def would_run_s(self) -> float | None:
         """Seconds after the hang-up the first cut stream would have ended, at its own
         pace (token events are tokens on the OpenAI route; on the Messages route a delta
@@ -233,8 +238,7 @@ async def _watch(
 
 def at_once_ttft_ms(run: DisconnectRun) -> float | None:
     """The median TTFT of the N requests sent at once on free slots (step 0)."""
-    ttfts = queueing.admitted_ttfts(run.at_once)
-    return queueing.percentile(ttfts, 0.5) if ttfts else None
+    return queueing.median(queueing.admitted_ttfts(run.at_once))
 
 
 def threshold_ms(judged: queueing.Judgement, run: DisconnectRun) -> float | None:
@@ -254,8 +258,7 @@ def slowest_first_token(run: DisconnectRun, threshold: float | None) -> float | 
     request admitted, the gauge back down, a TTFT past T), else None."""
     if threshold is None or (run.gauge is not None and run.gauge.fell_s is None):
         return None
-    admitted = [a[-1] for a in run.fresh if a[-1].admission == "admitted"]
-    ttfts = [t for ex in admitted if (t := ex.ttft_ms) is not None]
-    if len(admitted) < run.n or not ttfts or max(ttfts) <= threshold:
+    ttfts = queueing.admitted_ttfts(run.admitted)
+    if len(run.admitted) < run.n or not ttfts or max(ttfts) <= threshold:
         return None
     return max(ttfts)

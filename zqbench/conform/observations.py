@@ -120,10 +120,6 @@ class Observations:
         return cast(Settled, self.get(phase))
 
     # ------------------------------------------------------------ derived
-    def baseline_ttft_ms(self) -> float | None:
-        """The median TTFT of the admitted requests at rest."""
-        return baseline_ttft_ms(self.at_rest())
-
     def capacity(self) -> Capacity | None:
         """What zeroqueue.11-13 judge by: the slope's capacity (advertised or discovered),
         else estimated from the slope steps and the overload burst (capacity.estimated)."""
@@ -137,7 +133,7 @@ class Observations:
         o, run = self.target.options, self.slope()
         return queueing.judge(
             run.steps,
-            baseline_ms=self.baseline_ttft_ms(),
+            baseline_ms=baseline_ttft_ms(self.at_rest()),
             capacity=run.capacity,
             margin_ms=o.queue_margin_ms,
             share=o.queue_share,
@@ -145,7 +141,6 @@ class Observations:
 
 
 def baseline_ttft_ms(at_rest: list[Evidence]) -> float | None:
-    ttfts = sorted(
-        t for ex in at_rest if ex.admission == "admitted" and (t := ex.ttft_ms) is not None
-    )
+    """The median TTFT of the admitted requests at rest (the upper one of an even count)."""
+    ttfts = sorted(queueing.admitted_ttfts(at_rest))
     return ttfts[len(ttfts) // 2] if ttfts else None

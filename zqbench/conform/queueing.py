@@ -42,7 +42,6 @@ refusal checks (zeroqueue.6-9) judge it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -51,23 +50,23 @@ from zqbench.conform.capacity import Capacity
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.stats import median_slope
 from zqbench.metrics.classify import BASELINE_FACTOR, allowance
-from zqbench.metrics.quantiles import wilson_interval
+from zqbench.metrics.quantiles import rank, wilson_interval
 
 if TYPE_CHECKING:
     from zqbench.conform.observations import SlopeStep
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (the one definition zqbench uses)."""
-    s = sorted(values)
-    return s[min(len(s), max(1, math.ceil(round(q * len(s), 9)))) - 1]
+    """Nearest-rank percentile (the one definition zqbench uses: metrics.quantiles.rank)."""
+    return sorted(values)[rank(q, len(values)) - 1]
 
 
-def _ms(x: float | None) -> float | None:
+def ms(x: float | None) -> float | None:
+    """Milliseconds as the evidence shows them (to the microsecond)."""
     return None if x is None else round(x, 3)
 
 
-def _median(values: Sequence[float]) -> float | None:
+def median(values: Sequence[float]) -> float | None:
     return percentile(values, 0.5) if values else None
 
 
@@ -113,9 +112,9 @@ class StepVerdict:
             "admitted": self.admitted,
             "refused": self.refused,
             "failed": self.failed,
-            "ttft_p50_ms": _ms(percentile(t, 0.5)) if t else None,
-            "ttft_p90_ms": _ms(percentile(t, 0.9)) if t else None,
-            "ttft_max_ms": _ms(max(t)) if t else None,
+            "ttft_p50_ms": ms(median(t)),
+            "ttft_p90_ms": ms(percentile(t, 0.9)) if t else None,
+            "ttft_max_ms": ms(max(t, default=None)),
             "waited": self.waited,
             "waited_share": round(self.waited / self.judged, 4) if self.judged else None,
             "waited_share_ci95": None
@@ -189,8 +188,8 @@ def judge(
 ) -> Judgement:
     """Each step judged against T; `baseline_ms` None: the lowest step's median TTFT."""
     lowest = steps[0].exchanges if steps else []
-    baseline = baseline_ms if baseline_ms is not None else _median(admitted_ttfts(lowest))
-    hold = _median([h for ex in lowest if (h := hold_ms(ex)) is not None])
+    baseline = baseline_ms if baseline_ms is not None else median(admitted_ttfts(lowest))
+    hold = median([h for ex in lowest if (h := hold_ms(ex)) is not None])
     if baseline is None or hold is None:
         return Judgement(baseline, hold, None, (), capacity)
     threshold = BASELINE_FACTOR * baseline + allowance(margin_ms, hold)

@@ -14,10 +14,11 @@ requests the run saw admitted at once), and says which it was.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from zqbench.conform import disconnect, refusals
+from zqbench.conform import disconnect, queueing, refusals
 from zqbench.conform.disconnect import DisconnectRun
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
@@ -30,10 +31,6 @@ LISTED = 5  # false refusals shown in the evidence
 def _capacity(obs: Observations) -> dict[str, Any] | None:
     known = obs.capacity()
     return None if known is None else asdict(known)
-
-
-def _ms(x: float | None) -> float | None:
-    return None if x is None else round(x, 3)
 
 
 # ------------------------------------------------------------------ .11
@@ -100,9 +97,7 @@ def retry_after_honoured(obs: Observations) -> CheckResult:
     run = obs.retry()
     if run.error is not None:
         return failed(f"the burst could not start: {run.error}")
-    counts: dict[str, int] = {}
-    for ex in run.burst:
-        counts[ex.admission] = counts.get(ex.admission, 0) + 1
+    counts = Counter(ex.admission for ex in run.burst)
     summary: dict[str, Any] = {
         "concurrency": obs.target.options.overload_concurrency,
         "counts": dict(sorted(counts.items())),
@@ -132,19 +127,14 @@ def retry_after_honoured(obs: Observations) -> CheckResult:
         ),
         "retries": [r.row() for r in run.sample],
     }
-    said = sorted({r.retry_after_s for r in run.sample})
-    said_text = ", ".join(f"{s:g}" for s in said)
-    if share < bound:
-        return failed(
-            f"{honoured} of {len(run.sample)} refusals retried when Retry-After said "
-            f"({said_text} s) were admitted ({share:.0%} < {bound:.0%})",
-            **evidence,
-        )
-    return passed(
-        f"{honoured} of {len(run.sample)} refusals retried when Retry-After said "
-        f"({said_text} s) were admitted",
-        **evidence,
+    said = ", ".join(f"{s:g}" for s in sorted({r.retry_after_s for r in run.sample}))
+    reason = (
+        f"{honoured} of {len(run.sample)} refusals retried when Retry-After said ({said} s) "
+        "were admitted"
     )
+    if share < bound:
+        return failed(f"{reason} ({share:.0%} < {bound:.0%})", **evidence)
+    return passed(reason, **evidence)
 
 
 # ------------------------------------------------------------------ .13
@@ -167,11 +157,11 @@ def disconnect_frees(obs: Observations) -> CheckResult:
         )
     judged = obs.judgement()
     threshold = disconnect.threshold_ms(judged, run)
-    again = rounds.again  # measured when this round's new requests were slow (phases.py)
+    again = rounds.again  # measured when this round's new requests were slow (disconnect.py)
     if again is not None and again.error is None and again.live == again.n:
         first = {
-            "ttft_max_ms": _ms(disconnect.slowest_first_token(run, threshold)),
-            "threshold_ms": _ms(threshold),
+            "ttft_max_ms": queueing.ms(disconnect.slowest_first_token(run, threshold)),
+            "threshold_ms": queueing.ms(threshold),
             "new_requests": evidence["new_requests"],
         }
         run, evidence = again, _disconnect_evidence(obs, again)
@@ -205,15 +195,15 @@ def _disconnect_evidence(obs: Observations, run: DisconnectRun) -> dict[str, Any
     evidence["at_once_on_free_slots"] = {
         "sent": len(run.at_once),
         "admitted": len(at_once),
-        "ttft_ms": [_ms(t) for t in at_once],
-        "median_ttft_ms": _ms(disconnect.at_once_ttft_ms(run)),
+        "ttft_ms": [queueing.ms(t) for t in at_once],
+        "median_ttft_ms": queueing.ms(disconnect.at_once_ttft_ms(run)),
     }
-    admitted = [a[-1] for a in run.fresh if a[-1].admission == "admitted"]
+    admitted = run.admitted
     evidence["new_requests"] = {
         "admitted": len(admitted),
         "attempts": [len(a) for a in run.fresh],
         "admitted_after_s": [round((ex.t_send - run.t_hang_up) / 1e9, 3) for ex in admitted],
-        "ttft_ms": [_ms(ex.ttft_ms) for ex in admitted],
+        "ttft_ms": [queueing.ms(ex.ttft_ms) for ex in admitted],
     }
     return evidence
 
@@ -222,9 +212,8 @@ def _judge_disconnect(
     run: DisconnectRun, threshold: float | None, evidence: dict[str, Any]
 ) -> CheckResult:
     bound, would = run.bound_s, run.would_run_s()
-    evidence["threshold_ms"] = _ms(threshold)
-    admitted = [a[-1] for a in run.fresh if a[-1].admission == "admitted"]
-    ttfts = [t for ex in admitted if (t := ex.ttft_ms) is not None]
+    evidence["threshold_ms"] = queueing.ms(threshold)
+    admitted = run.admitted
     if run.gauge is not None and run.gauge.fell_s is None:
         return failed(
             f"{run.gauge.name} stayed above {run.gauge.before:g} for {bound:g} s after "
@@ -237,10 +226,10 @@ def _judge_disconnect(
             f"{run.n} streams hung up mid-generation: their slots stayed taken",
             **evidence,
         )
-    if threshold is not None and ttfts and max(ttfts) > threshold:
+    if (slowest := disconnect.slowest_first_token(run, threshold)) is not None:
         return failed(
             f"{run.n} new requests after {run.n} streams hung up were admitted, but waited up to "
-            f"{max(ttfts):.0f} ms for a first token (> {threshold:.0f} ms): queued behind the "
+            f"{slowest:.0f} ms for a first token (> {threshold:.0f} ms): queued behind the "
             "cut generations" + (" in both rounds" if "first_round" in evidence else ""),
             **evidence,
         )
@@ -254,6 +243,7 @@ def _judge_disconnect(
     fell = ""
     if run.gauge is not None and run.gauge.fell_s is not None:
         fell = f"; {run.gauge.name} back to {run.gauge.before:g} in {run.gauge.fell_s:.3f} s"
+    ttfts = queueing.admitted_ttfts(admitted)
     worst = f", TTFT max {max(ttfts):.0f} ms" if ttfts else ""
     return passed(
         f"{run.n} streams cut mid-generation, then {run.n} new requests admitted at once"

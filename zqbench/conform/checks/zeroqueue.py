@@ -17,7 +17,7 @@ from typing import Any
 from zqbench.conform import queueing
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, Phase, failed, passed, sequential, skipped
-from zqbench.conform.observations import Observations, SlopeStep
+from zqbench.conform.observations import Observations, SlopeStep, baseline_ttft_ms
 from zqbench.dialects.common import parse_epoch, parse_retry_after
 
 REFUSAL_STATUSES = (503, 529)  # the zero-queue refusal: overloaded, retry elsewhere or later
@@ -29,16 +29,7 @@ QUEUE_FACTOR = 3.0
 QUEUE_MARGIN_MS = 20.0
 
 
-def _ms(x: float) -> float:
-    return round(x, 3)
-
-
-_p = queueing.percentile
-
-
-def _ttfts(exchanges: list[Evidence]) -> list[float]:
-    """TTFT (ms) of each exchange that streamed a first token."""
-    return [t for ex in exchanges if (t := ex.ttft_ms) is not None]
+_ms, _p = queueing.ms, queueing.percentile
 
 
 def _stamps(ex: Evidence) -> tuple[float | None, ...]:
@@ -148,7 +139,7 @@ def _unjudged_row(step: SlopeStep) -> dict[str, Any]:
         "outcomes": dict(outcomes),
         "statuses": dict(statuses),
         "errors": dict(errors),
-        "ttft_ms": sorted(_ms(t) for ex in step.exchanges if (t := ex.ttft_ms) is not None),
+        "ttft_ms": sorted(round(t, 3) for ex in step.exchanges if (t := ex.ttft_ms) is not None),
     }
 
 
@@ -158,9 +149,9 @@ def hidden_queue(obs: Observations) -> CheckResult:
     run = obs.slope()
     j = obs.judgement()
     evidence: dict[str, Any] = {
-        "baseline_ttft_ms": _ms(j.baseline_ms) if j.baseline_ms is not None else None,
-        "hold_ms": _ms(j.hold_ms) if j.hold_ms is not None else None,
-        "threshold_ms": _ms(j.threshold_ms) if j.threshold_ms is not None else None,
+        "baseline_ttft_ms": _ms(j.baseline_ms),
+        "hold_ms": _ms(j.hold_ms),
+        "threshold_ms": _ms(j.threshold_ms),
         "queue_share": o.queue_share,
         "capacity": None if run.capacity is None else asdict(run.capacity),
         "steps_asked": list(run.asked),
@@ -198,29 +189,21 @@ def hidden_queue(obs: Observations) -> CheckResult:
 
 
 # ------------------------------------------------------------------ overload
-def _kinds(exchanges: list[Evidence]) -> dict[str, list[Evidence]]:
-    out: dict[str, list[Evidence]] = {}
-    for ex in exchanges:
-        out.setdefault(ex.admission, []).append(ex)
-    return out
-
-
-def _burst_summary(obs: Observations) -> dict[str, Any]:
-    kinds = _kinds(obs.overload().burst)
-    return {
-        "concurrency": obs.target.options.overload_concurrency,
-        "counts": {k: len(v) for k, v in sorted(kinds.items())},
-    }
+def _burst(obs: Observations) -> tuple[dict[str, list[Evidence]], dict[str, Any]]:
+    """The overload burst's requests by admission, and its summary for the evidence."""
+    kinds: dict[str, list[Evidence]] = {}
+    for ex in obs.overload().burst:
+        kinds.setdefault(ex.admission, []).append(ex)
+    counts = {k: len(v) for k, v in sorted(kinds.items())}
+    return kinds, {"concurrency": obs.target.options.overload_concurrency, "counts": counts}
 
 
 def _refusals(obs: Observations) -> list[Evidence]:
-    return _kinds(obs.overload().burst).get("refused", [])
+    return _burst(obs)[0].get("refused", [])
 
 
 def refuses(obs: Observations) -> CheckResult:
-    o = obs.overload()
-    kinds = _kinds(o.burst)
-    summary = _burst_summary(obs)
+    kinds, summary = _burst(obs)
     if kinds.get("failed"):
         ex = kinds["failed"][0]
         return failed(
@@ -231,8 +214,8 @@ def refuses(obs: Observations) -> CheckResult:
     if kinds.get("refused") or kinds.get("refused_in_stream"):
         return passed("the endpoint refused part of the burst", **summary)
     # Nothing refused: either the capacity exceeds the burst, or the extra requests waited.
-    ttfts = _ttfts(kinds.get("admitted", []))
-    baseline = obs.baseline_ttft_ms()
+    ttfts = queueing.admitted_ttfts(obs.overload().burst)
+    baseline = baseline_ttft_ms(obs.at_rest())
     summary |= {"baseline_ttft_ms": baseline, "burst_ttft_max_ms": _ms(max(ttfts, default=0))}
     if baseline is not None and ttfts and max(ttfts) > QUEUE_FACTOR * baseline + QUEUE_MARGIN_MS:
         return failed(
@@ -245,8 +228,7 @@ def refuses(obs: Observations) -> CheckResult:
 
 
 def refusal_status(obs: Observations) -> CheckResult:
-    kinds = _kinds(obs.overload().burst)
-    summary = _burst_summary(obs)
+    kinds, summary = _burst(obs)
     if kinds.get("refused_in_stream"):
         ex = kinds["refused_in_stream"][0]
         return failed(
@@ -299,9 +281,9 @@ def refusal_retry_after(obs: Observations) -> CheckResult:
 
 def recovers(obs: Observations) -> CheckResult:
     o = obs.overload()
-    kinds = _kinds(o.burst)
+    kinds, summary = _burst(obs)
     if not kinds.get("refused") and not kinds.get("refused_in_stream"):
-        return skipped("nothing was refused in the burst (see zeroqueue.6)", **_burst_summary(obs))
+        return skipped("nothing was refused in the burst (see zeroqueue.6)", **summary)
     bound = obs.target.options.recovery_s
     statuses = [ex.status for ex in o.recovery]
     evidence = {"after_burst_statuses": statuses[:50], "bound_s": bound}
