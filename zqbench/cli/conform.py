@@ -19,6 +19,7 @@ from zqbench.cli.options import (
     ApiKeyEnvOpt,
     ServerSchedulerOpt,
     TargetOpt,
+    fields_of,
     refuse_embedded_options_with_target,
 )
 from zqbench.dialects import DIALECTS
@@ -60,9 +61,7 @@ ApisOpt = Annotated[
 ]
 Only = Annotated[list[str] | None, typer.Option("--only", help="Run only this group (repeatable).")]
 Skip = Annotated[list[str] | None, typer.Option("--skip", help="Skip this check id (repeatable).")]
-Junit = Annotated[Path | None, typer.Option(help="Write JUnit XML here.")]
 JsonPath = Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")]
-Out = Annotated[Path | None, typer.Option(help="Folder for conform.json and junit.xml.")]
 ListChecks = Annotated[bool, typer.Option("--list", help="Print the catalogue and exit.")]
 Model = Annotated[
     str | None,
@@ -81,7 +80,6 @@ ExpectHeaders = Annotated[
     typer.Option("--expect-header", help="'NAME=VALUE' or 'NAME~REGEX' every response must carry."),
 ]
 Timeout = Annotated[float, typer.Option("--timeout", help="Per-request timeout, seconds.")]
-QueueBound = Annotated[float, typer.Option(help="zeroqueue.3 bound.")]
 QueueMargin = Annotated[
     float,
     typer.Option(
@@ -94,8 +92,6 @@ SlopeSteps = Annotated[
 OverloadConcurrency = Annotated[
     int, typer.Option(help="zeroqueue.6-10: requests in the overload burst.")
 ]
-RefusalBound = Annotated[float, typer.Option(help="zeroqueue.8 bound.")]
-RecoveryBound = Annotated[float, typer.Option(help="zeroqueue.10 bound, seconds.")]
 FalseRefusalShare = Annotated[
     float, typer.Option(help="zeroqueue.11: most share of refusals under load with a slot free.")
 ]
@@ -118,9 +114,9 @@ def conform(
     apis: ApisOpt = ConformApi.auto,
     only: Only = None,
     skip: Skip = None,
-    junit: Junit = None,
+    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here.")] = None,
     json_path: JsonPath = None,
-    out: Out = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for conform.json and junit.xml.")] = None,
     list_checks: ListChecks = False,
     model: Model = None,
     strict_model: StrictModel = False,
@@ -129,12 +125,12 @@ def conform(
     expect_http2: ExpectHttp2 = False,
     expect_headers: ExpectHeaders = None,
     timeout_s: Timeout = 10.0,
-    server_queue_bound_ms: QueueBound = 5.0,
+    server_queue_bound_ms: Annotated[float, typer.Option(help="zeroqueue.3 bound.")] = 5.0,
     queue_margin_ms: QueueMargin = 20.0,
     slope_steps: SlopeSteps = "1,2,4,8,16,32",
     overload_concurrency: OverloadConcurrency = 32,
-    refusal_bound_ms: RefusalBound = 100.0,
-    recovery_s: RecoveryBound = 2.0,
+    refusal_bound_ms: Annotated[float, typer.Option(help="zeroqueue.8 bound.")] = 100.0,
+    recovery_s: Annotated[float, typer.Option(help="zeroqueue.10 bound, seconds.")] = 2.0,
     false_refusal_share: FalseRefusalShare = 0.05,
     retry_share: RetryShare = 0.75,
     disconnect_max_tokens: DisconnectTokens = 1024,
@@ -155,30 +151,13 @@ def conform(
     if list_checks:
         typer.echo(format_catalogue())
         return
-    options = ConformOptions(
-        target=target or "",  # "": the embedded server's, once it has started
-        apis=_apis(apis),
-        model=model,
-        strict_model=strict_model,
-        api_key=read_api_key(api_key_env),
-        expect_auth=expect_auth,
-        expect_http2=expect_http2,
-        expect_headers=tuple(expect_headers or ()),
-        only=tuple(only or ()),
-        skip=tuple(skip or ()),
-        timeout_s=timeout_s,
-        server_queue_bound_ms=server_queue_bound_ms,
-        queue_margin_ms=queue_margin_ms,
-        slope_steps=parse_steps(slope_steps),
-        overload_concurrency=overload_concurrency,
-        refusal_bound_ms=refusal_bound_ms,
-        recovery_s=recovery_s,
-        false_refusal_share=false_refusal_share,
-        retry_share=retry_share,
-        disconnect_max_tokens=disconnect_max_tokens,
-        disconnect_bound_s=disconnect_bound_s,
-        body_limit_bytes=body_limit_bytes,
-    )
+    given = {
+        "target": target or "",  # "": the embedded server's, once it has started
+        "apis": _apis(apis),
+        "api_key": read_api_key(api_key_env),
+        "slope_steps": parse_steps(slope_steps),
+    }
+    options = ConformOptions(**(fields_of(ConformOptions, ctx.params) | given))
     report = _run(options, server_scheduler.value, server_max_batch_size)
     typer.echo(format_summary(report))
     write_conform(report, out=out, json_path=json_path, junit=junit)
