@@ -227,17 +227,25 @@ class Evidence:
     min_ratio_samples: int = 100
 
 
-def _unavailable(slo: Slo, reason: str) -> SloResult:
+def _result(
+    slo: Slo,
+    value: float | None,
+    verdict: SloVerdict,
+    message: str,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    n: int = 0,
+    needed: int | None = None,
+) -> SloResult:
+    """The result of `slo`: its value, verdict and message, the interval it was decided by."""
     return SloResult(
-        slo.expr,
-        slo.metric,
-        None,
-        slo.threshold,
-        "inconclusive",
-        None,
-        None,
-        f"{slo.metric} unavailable: {reason}",
+        slo.expr, slo.metric, value, slo.threshold, verdict, low, high, message, n, needed
     )
+
+
+def _unavailable(slo: Slo, reason: str) -> SloResult:
+    return _result(slo, None, "inconclusive", f"{slo.metric} unavailable: {reason}")
 
 
 def _evaluate_percentile(slo: Slo, values: np.ndarray, q: float) -> SloResult:
@@ -253,18 +261,7 @@ def _evaluate_percentile(slo: Slo, values: np.ndarray, q: float) -> SloResult:
         f"{slo.agg} = {format_value(point, unit)}, 95% CI {_interval(low, high, unit)}"
         f" (n = {len(values):,}) {_tail(verdict, slo.op, threshold, needed)}"
     )
-    return SloResult(
-        slo.expr,
-        slo.metric,
-        point,
-        slo.threshold,
-        verdict,
-        low,
-        high,
-        message,
-        n=len(values),
-        samples_needed=needed,
-    )
+    return _result(slo, point, verdict, message, low, high, n=len(values), needed=needed)
 
 
 def _point(slo: Slo, value: float, n: int, what: str) -> SloResult:
@@ -274,7 +271,7 @@ def _point(slo: Slo, value: float, n: int, what: str) -> SloResult:
         f"{what} = {format_value(value, slo.unit)} (point estimate, no CI)"
         f" {_tail(verdict, slo.op, threshold, None)}"
     )
-    return SloResult(slo.expr, slo.metric, value, slo.threshold, verdict, None, None, message, n=n)
+    return _result(slo, value, verdict, message, n=n)
 
 
 RATIO_CI_EACH = 0.975  # per percentile: both intervals hold at once with >= 95% (Bonferroni)
@@ -333,7 +330,7 @@ def _evaluate_ratio(
         f"{slo.agg} (worst class {name!r}, n = {n:,}) = {format_value(value, slo.unit)},"
         f" 95% CI {_interval(low, high, slo.unit)} {tail}"
     )
-    return SloResult(slo.expr, slo.metric, value, slo.threshold, verdict, low, high, message, n=n)
+    return _result(slo, value, verdict, message, low, high, n=n)
 
 
 def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloResult:
@@ -367,18 +364,7 @@ def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloResult:
         f" {_interval(low, high, unit)}"
         f" {_tail(verdict, slo.op, format_value(slo.threshold, unit), needed)}"
     )
-    return SloResult(
-        slo.expr,
-        slo.metric,
-        rate,
-        slo.threshold,
-        verdict,
-        low,
-        high,
-        message,
-        n=n,
-        samples_needed=needed,
-    )
+    return _result(slo, rate, verdict, message, low, high, n=n, needed=needed)
 
 
 def _evaluate_scalar(slo: Slo, evidence: Evidence) -> SloResult:

@@ -258,18 +258,9 @@ def validity(frame: MetricFrame, run: RunInfo, load: Load) -> Validity:
 
 
 def slo_record(result: SloResult) -> SloRecord:
-    return SloRecord(
-        expr=result.expr,
-        metric=result.metric,
-        value=json_number(result.value),
-        threshold=result.threshold,
-        verdict=result.verdict,
-        ci_low=json_number(result.ci_low),
-        ci_high=json_number(result.ci_high),
-        n=result.n,
-        samples_needed=result.samples_needed,
-        message=result.message,
-    )
+    """The result as summary.json holds it: the same fields, its numbers JSON's."""
+    numbers = {k: json_number(getattr(result, k)) for k in ("value", "ci_low", "ci_high")}
+    return SloRecord(**{**asdict(result), **numbers})
 
 
 def stage_record(index: int, stage: StageInfo) -> Stage:
