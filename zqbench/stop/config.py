@@ -56,13 +56,8 @@ class ErrorRateRule:
     @classmethod
     def parse(cls, t: Table) -> ErrorRateRule:
         d = cls(above=1.0)
-        return cls(
-            above=_share(t),
-            window_s=_window(t, d.window_s),
-            min_requests=_min_requests(t, d.min_requests),
-            count_refusals=t.boolean("count_refusals", d.count_refusals),
-            ends=_ends(t, d.ends),
-        )
+        share = _share_keys(t, d)
+        return cls(*share, t.boolean("count_refusals", d.count_refusals), _ends(t, d.ends))
 
     def judge(self, w: Window) -> Trip | None:
         return rules.error_rate(self, *w.errors(self.count_refusals))
@@ -115,12 +110,7 @@ class QueuedShareRule:
     @classmethod
     def parse(cls, t: Table) -> QueuedShareRule:
         d = cls(above=1.0)
-        return cls(
-            above=_share(t),
-            window_s=_window(t, d.window_s),
-            min_requests=_min_requests(t, d.min_requests),
-            ends=_ends(t, d.ends),
-        )
+        return cls(*_share_keys(t, d), _ends(t, d.ends))
 
     def judge(self, w: Window) -> Trip | None:
         return rules.queued_share(self, *w.queued())
@@ -160,6 +150,11 @@ def parse_stop(t: Table) -> StopConfig:
         if t.has(name)
     }
     return StopConfig(**given)  # type: ignore[arg-type]
+
+
+def _share_keys(t: Table, d: ErrorRateRule | QueuedShareRule) -> tuple[float, float, int]:
+    """A share rule's first fields, read in their order: above, window, min_requests."""
+    return _share(t), _window(t, d.window_s), _min_requests(t, d.min_requests)
 
 
 def _share(t: Table) -> float:
