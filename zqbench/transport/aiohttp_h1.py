@@ -235,20 +235,14 @@ class AiohttpTransport(PoolBase):
             "GET", URL(self._base + "/"), loop=asyncio.get_running_loop(), ssl=True
         )
         # All n connect attempts run at once; the connector pools each one on release().
-        results = await asyncio.gather(
-            *(self._connect_one(connector, req, timeout) for _ in range(n)), return_exceptions=True
-        )
+        connects = (self._while_connecting(connector.connect(req, [], timeout)) for _ in range(n))
+        results = await asyncio.gather(*connects, return_exceptions=True)
         conns = [r for r in results if not isinstance(r, BaseException)]
         for c in conns:
             c.release()
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
-
-    async def _connect_one(
-        self, connector: aiohttp.BaseConnector, req: aiohttp.ClientRequest, t: aiohttp.ClientTimeout
-    ) -> aiohttp.connector.Connection:
-        return await self._while_connecting(connector.connect(req, [], t))
 
     async def _while_connecting(self, step: Awaitable[T]) -> T:
         """A step of `open()`, bounded by the connect timeout; failures are ConnectError."""

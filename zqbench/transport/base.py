@@ -29,29 +29,26 @@ from typing import Protocol
 class TransportError(Exception):
     error_class = "transport"
 
-
-class ConnectError(TransportError):
-    error_class = "connect"
-
-
-class RequestTimeout(TransportError):
-    error_class = "timeout"
+    def __init_subclass__(cls, error_class: str) -> None:
+        cls.error_class = error_class  # the class's Sample.error (the tree above)
 
 
-class ConnectionReset(TransportError):
-    error_class = "reset"
+class ConnectError(TransportError, error_class="connect"): ...
 
 
-class ProtocolViolation(TransportError):
-    error_class = "protocol"
+class RequestTimeout(TransportError, error_class="timeout"): ...
 
 
-class BodyTooLarge(TransportError):
-    error_class = "too_large"
+class ConnectionReset(TransportError, error_class="reset"): ...
 
 
-class Cancelled(TransportError):
-    error_class = "interrupted"
+class ProtocolViolation(TransportError, error_class="protocol"): ...
+
+
+class BodyTooLarge(TransportError, error_class="too_large"): ...
+
+
+class Cancelled(TransportError, error_class="interrupted"): ...
 
 
 @dataclass(frozen=True, slots=True)
