@@ -28,6 +28,7 @@ from zqbench.load.executor import (
     LoadPlan,
     Slot,
     Stage,
+    WireFields,
     graceful_stop,
     scaled_stages,
     scheduled_missing,
@@ -205,10 +206,15 @@ def _chunks(times_ns: np.ndarray, ids: np.ndarray, stages: np.ndarray) -> Iterat
 
 
 @dataclass(frozen=True, slots=True)
-class ArrivalWork:
+class ArrivalWork(WireFields):
     """One worker's arrivals: global request ids, intended times (ns from t = 0), stages."""
 
     wire_name: ClassVar[str] = "arrival-rate"
+    wire_arrays: ClassVar[dict[str, str]] = {
+        "request_ids": "int64",
+        "times_ns": "int64",
+        "stages": "int32",
+    }
 
     request_ids: np.ndarray  # int64
     times_ns: np.ndarray  # int64, non-decreasing
@@ -228,18 +234,3 @@ class ArrivalWork:
 
     def missing(self, received_ids: np.ndarray) -> tuple[int, float | None, float | None]:
         return scheduled_missing(self.request_ids, self.times_ns, received_ids)
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "request_ids": self.request_ids.astype(np.int64).tobytes(),
-            "times_ns": self.times_ns.astype(np.int64).tobytes(),
-            "stages": self.stages.astype(np.int32).tobytes(),
-        }
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> ArrivalWork:
-        return cls(
-            request_ids=np.frombuffer(data["request_ids"], dtype=np.int64).copy(),
-            times_ns=np.frombuffer(data["times_ns"], dtype=np.int64).copy(),
-            stages=np.frombuffer(data["stages"], dtype=np.int32).copy(),
-        )

@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -182,6 +182,26 @@ class Executor:
     required: tuple[str, ...]
     # (table, the scenario file's folder): the table's keys were checked against `keys`
     parse: Callable[[Table, Path], LoadSpec]
+
+
+W = TypeVar("W", bound="WireFields")
+
+
+class WireFields:
+    """`Work.to_wire` and `from_wire` of a frozen dataclass work: its fields by name, the
+    numpy arrays among them (`wire_arrays`: name -> dtype) as their bytes."""
+
+    __slots__: tuple[str, ...] = ()  # a dataclass(slots=True) names its fields here
+    wire_arrays: ClassVar[dict[str, str]] = {}
+
+    def to_wire(self) -> dict[str, Any]:
+        data = {name: getattr(self, name) for name in self.__slots__}
+        return data | {k: data[k].astype(t).tobytes() for k, t in self.wire_arrays.items()}
+
+    @classmethod
+    def from_wire(cls: type[W], data: dict[str, Any]) -> W:
+        arrays = {k: np.frombuffer(data[k], dtype=t).copy() for k, t in cls.wire_arrays.items()}
+        return cls(**{name: data[name] for name in cls.__slots__} | arrays)
 
 
 def scheduled_missing(

@@ -45,6 +45,7 @@ from zqbench.load.executor import (
     LoadPlan,
     Slot,
     Stage,
+    WireFields,
     check_users,
     graceful_stop,
     scheduled_missing,
@@ -160,10 +161,13 @@ class SessionsLoad:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionWork:
+class SessionWork(WireFields):
     """One worker's sessions: scheduled starts (rate), or users running sessions."""
 
     wire_name: ClassVar[str] = "sessions"
+    wire_arrays: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("starts_ns", "sessions", "users"), "int64"
+    )
 
     turns: int
     think_ns: int
@@ -232,30 +236,6 @@ class SessionWork:
             return 0, None, None
         # Each session's turn 0 was scheduled; later turns wait for answers.
         return scheduled_missing(self.sessions * self.turns, self.starts_ns, received_ids)
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "turns": self.turns,
-            "think_ns": self.think_ns,
-            "think": self.think,
-            "seed": self.seed,
-            "until_ns": self.until_ns,
-            "starts_ns": self.starts_ns.astype(np.int64).tobytes(),
-            "sessions": self.sessions.astype(np.int64).tobytes(),
-            "users": self.users.astype(np.int64).tobytes(),
-            "n_users": self.n_users,
-        }
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> SessionWork:
-        arrays = {
-            k: np.frombuffer(data[k], dtype=np.int64).copy()
-            for k in ("starts_ns", "sessions", "users")
-        }
-        scalars = {
-            k: data[k] for k in ("turns", "think_ns", "think", "seed", "until_ns", "n_users")
-        }
-        return cls(**scalars, **arrays)
 
 
 def parse(t: Table, folder: Path) -> SessionsLoad:

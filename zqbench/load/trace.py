@@ -35,6 +35,7 @@ from zqbench.load.executor import (
     Executor,
     LoadPlan,
     Stage,
+    WireFields,
     graceful_stop,
     scheduled_missing,
     stage_spans,
@@ -163,10 +164,11 @@ def trace_index(path: str, fmt: str, block_tokens: int) -> TraceIndex:
 
 
 @dataclass(frozen=True, slots=True)
-class TraceWork:
+class TraceWork(WireFields):
     """One worker's rows: request ids first_id, first_id + step, ...; their times (ns)."""
 
     wire_name: ClassVar[str] = "trace"
+    wire_arrays: ClassVar[dict[str, str]] = {"times_ns": "int64"}
 
     times_ns: np.ndarray  # int64, non-decreasing
     first_id: int
@@ -199,21 +201,6 @@ class TraceWork:
 
     def missing(self, received_ids: np.ndarray) -> tuple[int, float | None, float | None]:
         return scheduled_missing(self.request_ids(), self.times_ns, received_ids)
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "times_ns": self.times_ns.astype(np.int64).tobytes(),
-            "first_id": self.first_id,
-            "step": self.step,
-        }
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> TraceWork:
-        return cls(
-            times_ns=np.frombuffer(data["times_ns"], dtype=np.int64).copy(),
-            first_id=int(data["first_id"]),
-            step=int(data["step"]),
-        )
 
 
 def parse(t: Table, folder: Path) -> TraceLoad:
