@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ from zqbench.load.trace_file import (
     TraceIndex,
     scaled_ns,
     scan,
+    stat_cached,
 )
 from zqbench.strict_toml import Table
 
@@ -145,22 +145,13 @@ class TraceLoad:
 
 
 @functools.lru_cache(maxsize=2)
-def _cached_index(path: str, fmt: str, block_tokens: int, size: int, mtime_ns: int) -> TraceIndex:
-    return scan(Path(path), fmt, block_tokens)
-
-
-@functools.lru_cache(maxsize=2)
 def _scaled_times(path: str, fmt: str, block_tokens: int, time_scale: float) -> np.ndarray:
     times = trace_index(path, fmt, block_tokens).times_ns
     return times if time_scale == 1.0 else scaled_ns(times, time_scale)
 
 
-def trace_index(path: str, fmt: str, block_tokens: int) -> TraceIndex:
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise TraceError(f"trace {path}: cannot read it ({e.strerror}); check the path") from None
-    return _cached_index(path, fmt, block_tokens, st.st_size, st.st_mtime_ns)
+# (path, format, block_tokens) -> the file's TraceIndex
+trace_index = stat_cached(scan, "trace", TraceError, maxsize=2)
 
 
 @dataclass(frozen=True, slots=True)

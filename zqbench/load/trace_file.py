@@ -19,16 +19,17 @@ gaps, counted from the first row's.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
 import math
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import numpy as np
 
@@ -42,6 +43,7 @@ _MAX_LINE = 16 << 20  # a line longer than this is a broken file, not a row
 _PIECE_ROWS = 1 << 20
 _MAX_ID = 1 << 63
 _BITMAP_IDS = 1 << 32  # hash ids below this are marked in a bitmap, larger ones in a set
+T = TypeVar("T")
 
 
 class TraceError(UsageError):
@@ -403,6 +405,30 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def file_size(path: str) -> int | None:
-    """The file's size in bytes, None when it is not a file (a worker's check of its copy)."""
-    return os.stat(path).st_size if os.path.isfile(path) else None
+def stat_cached(
+    scan: Callable[..., T], what: str, error: type[UsageError], maxsize: int
+) -> Callable[..., T]:
+    """`index(path, *args)`: `scan(Path(path), *args)`, read once per process while the file
+    stays as it was (its size and mtime); `error` naming `what` when it cannot be read."""
+    cached = functools.lru_cache(maxsize)(lambda path, args, _size, _mtime: scan(path, *args))
+
+    def index(path: str, *args: Any) -> T:
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise error(f"{what} {path}: cannot read it ({e.strerror}); check the path") from None
+        return cached(Path(path), args, st.st_size, st.st_mtime_ns)
+
+    return index
+
+
+def check_copy(what: str, path: str, size: int, error: type[UsageError]) -> None:
+    """A worker's copy of the master's file (a trace or dataset): `error` unless it is at the
+    same path, `size` bytes."""
+    found = os.stat(path).st_size if os.path.isfile(path) else None
+    if found != size:
+        shown = "no such file" if found is None else f"{found} bytes, not {size}"
+        raise error(
+            f"{what} {path} on this worker: {shown}; give every worker the master's file at "
+            "the same path"
+        )

@@ -19,10 +19,7 @@ the same requests (`zqbench compare` warns when the hashes differ).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -30,8 +27,9 @@ import numpy as np
 from zqbench.dialects import DIALECTS
 from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.load import Slot
+from zqbench.load.trace_file import check_copy, stat_cached
 from zqbench.scenario import DatasetConfig, Scenario, shown_path
-from zqbench.sources.dataset_rows import DatasetError, DatasetFile, Index, read_row, scan
+from zqbench.sources.dataset_rows import DatasetError, DatasetFile, read_row, scan
 
 if TYPE_CHECKING:
     from zqbench.target.calibrate import Calibration
@@ -128,20 +126,8 @@ def check(config: DatasetConfig) -> None:
     _index(config.path, config.format)
 
 
-@functools.lru_cache(maxsize=4)
-def _cached_index(path: str, fmt: str, size: int, mtime_ns: int) -> Index:
-    return scan(Path(path), fmt)
-
-
-def _index(path: str, fmt: str) -> Index:
-    """The file's index, read once per process while the file stays as it was."""
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise DatasetError(
-            f"dataset {path}: cannot read it ({e.strerror}); check the path"
-        ) from None
-    return _cached_index(path, fmt, st.st_size, st.st_mtime_ns)
+# (path, format) -> the file's Index, read once per process while the file stays as it was
+_index = stat_cached(scan, "dataset", DatasetError, maxsize=4)
 
 
 def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> DatasetSource:
@@ -208,14 +194,7 @@ class DatasetRequests:
     def __init__(self, source: DatasetSource) -> None:
         self.source = source
         # A distributed worker reads its own copy, at the master's path.
-        path = source.config.path
-        size = os.stat(path).st_size if os.path.isfile(path) else None
-        if size != source.file.size:
-            found = "no such file" if size is None else f"{size} bytes, not {source.file.size}"
-            raise DatasetError(
-                f"dataset {path} on this worker: {found}; give every worker the master's file "
-                "at the same path"
-            )
+        check_copy("dataset", source.config.path, source.file.size, DatasetError)
         self._users: dict[int, list[int]] = {}  # user -> [start, requests so far]
 
     def _position(self, slot: Slot) -> int:

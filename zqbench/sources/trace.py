@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from zqbench.dialects import DIALECTS
 from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.load import Slot, TraceLoad
-from zqbench.load.trace_file import TraceError, TraceReader, TraceRow, file_size, ideal_reuse
+from zqbench.load.trace_file import TraceError, TraceReader, TraceRow, check_copy, ideal_reuse
 from zqbench.scenario import Scenario, shown_path
 from zqbench.sources.prompts import WORDS, synth_text
 
@@ -144,13 +144,7 @@ class TraceRequests:
 
     def __init__(self, source: TraceSource) -> None:
         self.source = source
-        size = file_size(source.path)
-        if size != source.size:
-            found = "no such file" if size is None else f"{size} bytes, not {source.size}"
-            raise TraceError(
-                f"trace {source.path} on this worker: {found}; give every worker the master's "
-                "file at the same path"
-            )
+        check_copy("trace", source.path, source.size, TraceError)
         self._pool = synth_text(_POOL_BYTES, seed=_POOL_SEED + source.seed)
         self._reader = TraceReader(source.path, source.format, source.block_tokens)
         self._blocks: dict[int, str] = {}  # recent blocks' texts: a shared prefix recurs
