@@ -61,16 +61,12 @@ def make_dir(path: Path) -> Path:
     return path
 
 
-def _temp_beside(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-
-
 def write_via(path: Path, write: Callable[[Path], None]) -> Path:
     """`write(tmp)` fills a new file beside `path`, which then replaces `path` (a link there
     is replaced, never followed). The file is 0666 less the umask, as every output."""
     path = Path(path)
     make_dir(path.parent)
-    tmp = _temp_beside(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666))
         write(tmp)

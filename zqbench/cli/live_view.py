@@ -42,9 +42,8 @@ class LiveView:
         self.console = Console(stderr=True, soft_wrap=True)
         self._lock = threading.Lock()
         self._snap = Progress()
-        self._history: deque[tuple[float, int, int]] = deque(maxlen=16)
-        # (time, {worker: sent}): each worker's own rate, over the same window
-        self._worker_history: deque[tuple[float, dict[int, int]]] = deque(maxlen=16)
+        # (time, sent, due, {worker: sent}): the rates, each worker's own too, over a window
+        self._history: deque[tuple[float, int, int, dict[int, int]]] = deque(maxlen=16)
         self._t0 = time.monotonic()
         self._live: Live | None = None
 
@@ -55,34 +54,26 @@ class LiveView:
     def update(self, progress: Progress) -> None:
         with self._lock:
             self._snap = progress
-            now = time.monotonic()
-            self._history.append((now, progress.sent, progress.due))
-            self._worker_history.append((now, {w.worker: w.sent for w in progress.per_worker}))
+            workers = {w.worker: w.sent for w in progress.per_worker}
+            self._history.append((time.monotonic(), progress.sent, progress.due, workers))
 
-    def _rates(self) -> tuple[float | None, float | None]:
+    def _rates(self) -> tuple[float | None, float | None, dict[int, float]]:
+        """The offered and achieved rates, and each worker's, over the window kept."""
         if len(self._history) < 2:
-            return None, None
-        t0, sent0, due0 = self._history[0]
-        t1, sent1, due1 = self._history[-1]
+            return None, None, {}
+        t0, sent0, due0, first = self._history[0]
+        t1, sent1, due1, last = self._history[-1]
         dt = t1 - t0
         if dt <= 0:
-            return None, None
+            return None, None, {}
         offered = (due1 - due0) / dt if due1 else None
-        return offered, (sent1 - sent0) / dt
-
-    def _worker_rates(self) -> dict[int, float]:
-        if len(self._worker_history) < 2:
-            return {}
-        (t0, first), (t1, last) = self._worker_history[0], self._worker_history[-1]
-        if t1 <= t0:
-            return {}
-        return {w: (sent - first[w]) / (t1 - t0) for w, sent in last.items() if w in first}
+        workers = {w: (sent - first[w]) / dt for w, sent in last.items() if w in first}
+        return offered, (sent1 - sent0) / dt, workers
 
     def __rich__(self) -> Table:
         with self._lock:
             snap = self._snap
-            offered, achieved = self._rates()
-            worker_rates = self._worker_rates()
+            offered, achieved, worker_rates = self._rates()
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()

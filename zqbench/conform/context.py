@@ -1,7 +1,7 @@
 """What conform knows of its target, and how its plan sends.
 
 Target  the facts every check may read: the resolved options, the model, the origin,
-        and the requests the dialects build (generate, post, get). It sends nothing.
+        and the requests the dialects build (generate, get). It sends nothing.
 Sender  the one way a phase of the plan (phases.py) reaches the target: sequential
         requests on the control-plane client (`zqbench.target.control`); bursts on the
         load transport (loadclient.py) record theirs here too: every exchange is kept for
@@ -56,11 +56,6 @@ class Target:
         spec = RequestSpec("conform", PROMPT, max_tokens or self.options.max_tokens, stream)
         return Request(dialect.build(spec), lambda hook: dialect.parser(spec, on_event=hook))
 
-    def post(self, body: bytes, dialect: Dialect | None = None) -> Request:
-        """`body` (any bytes) POSTed to the generation route with the dialect's headers."""
-        d = dialect or self.dialect()
-        return Request(HttpRequest("POST", d.path, d.headers, body))
-
     def get(self, path: str, api: str | None = None) -> Request:
         headers = self.dialect(api).headers
         return Request(
@@ -72,17 +67,15 @@ class Target:
 class Sender:
     target: Target
     seen: list[Evidence] = field(default_factory=list)
-    _client: ControlClient | None = None
+    client: ControlClient = field(init=False)
 
-    def client(self) -> ControlClient:
-        if self._client is None:
-            self._client = ControlClient(timeout_s=self.target.options.timeout_s)
-        return self._client
+    def __post_init__(self) -> None:
+        self.client = ControlClient(timeout_s=self.target.options.timeout_s)
 
     def send(self, req: Request, client: ControlClient | None = None) -> Evidence:
         """One request on `client` (default: the run's), recorded for headers.*."""
         rec = Recorder(req)
-        ex = rec.finish((client or self.client()).send(self.target.base, req.http, rec))
+        ex = rec.finish((client or self.client).send(self.target.base, req.http, rec))
         self.record([ex])
         return ex
 
@@ -91,6 +84,4 @@ class Sender:
         self.seen.extend(exchanges[: max(0, room)])
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self.client.close()

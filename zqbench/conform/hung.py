@@ -2,32 +2,33 @@
 never a byte more) would hold every later request for its whole --timeout, one check after
 another (#44 item 7: 331 requests, 91 s at --timeout 1). Between measurements, the runner
 asks `stopped_answering`: when the last HUNG_STREAK exchanges timed out and one more request
-(`confirm`) does too, the rest is not sent. The confirmation keeps a queue still draining
+(a short generation) does too, the rest is not sent. The confirmation keeps a queue still draining
 after a burst, whose burst timed out but which answers a request alone, from counting.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from zqbench.conform.evidence import Evidence
+if TYPE_CHECKING:
+    from zqbench.conform.context import Sender
 
 HUNG_STREAK = 3
 
 
-def stopped_answering(
-    seen: Sequence[Evidence], confirm: Callable[[], Evidence], timeout_s: float
-) -> str | None:
+def stopped_answering(sender: Sender) -> str | None:
     """Why the checks not yet run are not sent (the first of them fails with it); None:
-    the target still answers. `seen`: every exchange so far, in order."""
-    tail = seen[-HUNG_STREAK:]
+    the target still answers. Judged on every exchange so far (`sender.seen`, in order),
+    confirmed by one short generation."""
+    t = sender.target
+    tail = sender.seen[-HUNG_STREAK:]
     if len(tail) < HUNG_STREAK or any(ex.error != "timeout" for ex in tail):
         return None
-    if confirm().error != "timeout":
+    if sender.send(t.generate(t.api, stream=True, max_tokens=1)).error != "timeout":
         return None
     return (
         f"the target stopped answering: the last {HUNG_STREAK + 1} requests got no answer "
-        f"within --timeout {timeout_s:g} s; the checks after this one were not run"
+        f"within --timeout {t.options.timeout_s:g} s; the checks after this one were not run"
     )
 
 

@@ -215,17 +215,7 @@ def measure(sender: Sender, plan: list[Phase]) -> tuple[Observations, dict[str, 
         t = time.monotonic()
         obs.results[phase.name] = phase.measure(sender, obs)
         seconds[phase.name] = time.monotonic() - t
-        stopped = _stopped_answering(sender)
+        stopped = hung.stopped_answering(sender)
         if stopped is not None:
             break  # the rest would each wait out --timeout (conform.hung)
     return Observations(sender.target, obs.results, tuple(sender.seen), stopped), seconds
-
-
-def _stopped_answering(sender: Sender) -> str | None:
-    """conform.hung over the exchanges so far, confirmed by one short generation."""
-    target = sender.target
-
-    def confirm() -> Evidence:
-        return sender.send(target.generate(target.api, stream=True, max_tokens=1))
-
-    return hung.stopped_answering(sender.seen, confirm, target.options.timeout_s)

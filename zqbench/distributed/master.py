@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -188,12 +188,7 @@ class Master:
 
     def _ready(self, slot: WorkerSlot | None, node: str, data: Any) -> None:
         if slot is not None and slot.state == "assigned":
-            slot.clock = ClockOffset(
-                offset_ns=_int(data["offset_ns"]),
-                uncertainty_ns=_int(data["uncertainty_ns"]),
-                rtt_ns=_int(data["rtt_ns"]),
-                rounds=_int(data["rounds"]),
-            )
+            slot.clock = ClockOffset(*(_int(data[f.name]) for f in fields(ClockOffset)))
             slot.state = "ready"
 
     def _failed(self, slot: WorkerSlot | None, node: str, data: Any) -> None:

@@ -32,7 +32,7 @@ import pandas as pd
 from zqbench.load.spans import StageInfo
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import NS_PER_S, columns_of, latency
-from zqbench.summary import LossRecovery, LossStage, LossWindow, PacketLoss
+from zqbench.summary import LossWindow, PacketLoss
 
 RECOVERY_WINDOW_S = 2.0
 RECOVERY_MIN_REQUESTS = 10
@@ -162,21 +162,16 @@ def packet_loss_record(
     impaired = [i for i in hook_record.get("stages", ()) if 0 <= i < len(stages)]
     if not impaired:
         return None
-    result = packet_loss_analysis(samples, stages, impaired)
-    return PacketLoss(
-        loss=float(hook_record["loss"]),
-        impaired_stages=result["impaired_stages"],
-        baseline_stages=result["baseline_stages"],
-        windows=[
-            LossWindow(applied_s=w["applied_s"], removed_s=w.get("removed_s"))
-            for w in hook_record.get("windows", ())
-        ],
-        dropped_packets=int(hook_record.get("dropped_packets", 0)),
-        baseline_p99_s=result["baseline_p99_s"],
-        loss_p99_s=result["loss_p99_s"],
-        p99_delta_s=result["p99_delta_s"],
-        p99_ratio=result["p99_ratio"],
-        loss_error_share=result["loss_error_share"],
-        stages=[LossStage(**row) for row in result["stages"]],
-        recovery=LossRecovery(**result["recovery"]),
+    windows = [
+        LossWindow(applied_s=w["applied_s"], removed_s=w.get("removed_s"))
+        for w in hook_record.get("windows", ())
+    ]
+    # The analysis' keys are the section's fields (its stages' and recovery's too).
+    return PacketLoss.model_validate(
+        {
+            **packet_loss_analysis(samples, stages, impaired),
+            "loss": float(hook_record["loss"]),
+            "windows": windows,
+            "dropped_packets": int(hook_record.get("dropped_packets", 0)),
+        }
     )

@@ -108,7 +108,11 @@ def run_scenario(
                 html=out.html,
             )
     interrupted = execution.interrupted or stop.is_set()
-    code = _exit_code(analysis.summary.verdict, interrupted, options)
+    code = EXIT_INTERRUPTED
+    if not interrupted:
+        code = exit_code_for_verdict(
+            analysis.summary.verdict, inconclusive_fails=out.inconclusive_fails
+        )
     return RunResult(out_dir, analysis.summary, code, interrupted)
 
 
@@ -171,9 +175,3 @@ def _disk_errors(out_dir: Path) -> Iterator[None]:
             f"cannot write the outputs in {out_dir} ({reason}); "
             "free some space or choose another --out"
         ) from None
-
-
-def _exit_code(verdict: str, interrupted: bool, options: RunOptions) -> int:
-    if interrupted:
-        return EXIT_INTERRUPTED
-    return exit_code_for_verdict(verdict, inconclusive_fails=options.output.inconclusive_fails)

@@ -17,6 +17,7 @@ stream) is not ok: it counts under `<status>:<error>`, as in a run's status mix.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -226,21 +227,13 @@ def _report(target: str, requests: list[ProbeRequest]) -> ProbeReport:
         target=redact_url(target),
         n=len(requests),
         ok_count=len(ok),
-        statuses=_statuses(requests),
+        statuses=dict(Counter(r.status_key for r in requests)),
         phases=phases,
         ratio_p99_p50=ratio,
         ratio_phase=over.name,
         output_tokens_p50=round(_rank(counts, 0.5)) if counts else None,
         tokens_from_usage=bool(ok) and all(r.read.summary.tokens_from_usage for r in ok),
     )
-
-
-def _statuses(requests: list[ProbeRequest]) -> dict[str, int]:
-    """How many requests ended with each HTTP status, transport error, or error in a 2xx."""
-    statuses: dict[str, int] = {}
-    for r in requests:
-        statuses[r.status_key] = statuses.get(r.status_key, 0) + 1
-    return statuses
 
 
 def format_probe(report: ProbeReport) -> str:

@@ -34,19 +34,6 @@ NVML_TEMPERATURE_GPU = 0  # nvmlTemperatureSensors_t
 THERMAL_REASONS = 0x20 | 0x40  # SwThermalSlowdown, HwThermalSlowdown
 POWER_REASONS = 0x04 | 0x80  # SwPowerCap, HwPowerBrakeSlowdown
 HW_SLOWDOWN = 0x08  # HwSlowdown: thermal or power, the hardware does not say which
-_COLUMNS = (
-    "t_epoch_ns",
-    "gpu",
-    "util",
-    "mem_util",
-    "mem_used_bytes",
-    "mem_total_bytes",
-    "sm_clock_mhz",
-    "power_w",
-    "temp_c",
-    "throttle_reasons",
-    "source",
-)
 
 
 def is_local(host: str) -> bool:
@@ -78,7 +65,7 @@ class NvmlSampler:
         self.interval_s = interval_s
         self.primary = primary
         self._error = getattr(nvml, "NVMLError", Exception)
-        self._rows: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+        self._rows: dict[str, list[Any]] = {f.name: [] for f in table.GPU_SCHEMA}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._ctx: HookContext | None = None

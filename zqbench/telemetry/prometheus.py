@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -82,16 +81,11 @@ def sample_name(line: str) -> str:
     return line.split("{", 1)[0].split(" ", 1)[0].strip()
 
 
-def _known_lines(text: str) -> Iterator[str]:
-    for line in text.splitlines():
-        if sample_name(line) in ALIASES:
-            yield line
-
-
 def parse(text: str) -> list[tuple[str, str, dict[str, str], float]]:
     """(canonical, scraped name, labels, value) of every series zqbench understands."""
     found = []
-    for family in text_string_to_metric_families("\n".join(_known_lines(text)) + "\n"):
+    known = "\n".join(line for line in text.splitlines() if sample_name(line) in ALIASES)
+    for family in text_string_to_metric_families(known + "\n"):
         for sample in family.samples:
             canonical = ALIASES.get(sample.name)
             if canonical is None:

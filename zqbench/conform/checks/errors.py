@@ -41,7 +41,8 @@ def _valid(t: Target) -> dict[str, Any]:
 def _post(t: Target, body: bytes | dict[str, Any], dialect: Dialect | None = None) -> Request:
     """`body` to the generation route, with the headers of `dialect` (default: the run's)."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return t.post(raw, dialect)
+    d = dialect or t.dialect()
+    return Request(HttpRequest("POST", d.path, d.headers, raw))
 
 
 def _expect(t: Target, cases: Named, status: int) -> CheckResult:
