@@ -52,3 +52,22 @@ class Section:
         if self.view is None:
             return getattr(summary, self.name)
         return self.view(summary, plot)
+
+
+def sentence(
+    name: str, text: Callable[[Any], str], compute: Callable[[MetricFrame, RunInfo], Any]
+) -> Section:
+    """A banner section that is one sentence, `text` of its model: the pages and the
+    terminal show the same words, and nothing when the run has no such part."""
+
+    def said(summary: Summary) -> str | None:
+        part = getattr(summary, name)
+        return None if part is None else text(part)
+
+    return Section(
+        name,
+        "banner",
+        view=lambda s, _: said(s),
+        lines=lambda s: [line] if (line := said(s)) else [],
+        compute=compute,
+    )

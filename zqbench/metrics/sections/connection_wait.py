@@ -18,7 +18,7 @@ import numpy as np
 from zqbench import summary as model
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
-from zqbench.metrics.sections.base import Section
+from zqbench.metrics.sections.base import sentence
 from zqbench.summary import ConnectionWait
 
 if TYPE_CHECKING:
@@ -59,10 +59,8 @@ def _seconds(value: float) -> str:
     return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
 
 
-def connection_wait_text(w: model.ConnectionWait | None) -> str | None:
+def connection_wait_text(w: model.ConnectionWait) -> str:
     """How long sends waited for a connection, why, and how the verdict treats it."""
-    if w is None:
-        return None
     return (
         f"{w.waited:,} of {w.sent:,} sends waited for a free connection longer than the "
         f"schedule-lag limit ({_seconds(w.limit_s)}): connection_wait p99 "
@@ -75,10 +73,4 @@ def connection_wait_text(w: model.ConnectionWait | None) -> str | None:
     )
 
 
-SECTION = Section(
-    "connection_wait",
-    "banner",
-    view=lambda s, _: connection_wait_text(s.connection_wait),
-    lines=lambda s: [text] if (text := connection_wait_text(s.connection_wait)) else [],
-    compute=connection_wait,
-)
+SECTION = sentence("connection_wait", connection_wait_text, connection_wait)

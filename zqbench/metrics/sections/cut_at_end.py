@@ -22,7 +22,7 @@ from zqbench.summary import CutAtEnd
 if TYPE_CHECKING:
     from zqbench.metrics.summarize import RunInfo
 from zqbench import summary as model
-from zqbench.metrics.sections.base import Section
+from zqbench.metrics.sections.base import sentence
 
 STOP_RULE_GRACE_S = 1.0  # zqbench.engines.native: a stopped load's in-flight requests
 
@@ -59,10 +59,8 @@ def _how(run: RunInfo) -> tuple[Any, float | None]:
     return "graceful_stop", float(grace) if isinstance(grace, (int, float)) else None
 
 
-def cut_at_end_text(c: model.CutAtEnd | None) -> str | None:
+def cut_at_end_text(c: model.CutAtEnd) -> str:
     """The requests the run's end cut, how many had not started, and why they count so."""
-    if c is None:
-        return None
     grace = "" if c.grace is None else f"{c.grace:g} s"
     if c.how == "graceful_stop":
         why = "the graceful stop ended" + (
@@ -82,10 +80,4 @@ def cut_at_end_text(c: model.CutAtEnd | None) -> str | None:
     )
 
 
-SECTION = Section(
-    "cut_at_end",
-    "banner",
-    view=lambda s, _: cut_at_end_text(s.cut_at_end),
-    lines=lambda s: [text] if (text := cut_at_end_text(s.cut_at_end)) else [],
-    compute=cut_at_end,
-)
+SECTION = sentence("cut_at_end", cut_at_end_text, cut_at_end)

@@ -14,7 +14,7 @@ import numpy as np
 
 from zqbench import summary as model
 from zqbench.metrics.frame import MetricFrame
-from zqbench.metrics.sections.base import Section
+from zqbench.metrics.sections.base import sentence
 from zqbench.summary import RESENT_WHY, Resent
 
 
@@ -26,10 +26,8 @@ def resent(frame: MetricFrame) -> Resent | None:
     return Resent(count=count, why=RESENT_WHY) if count else None
 
 
-def resent_text(r: model.Resent | None) -> str | None:
+def resent_text(r: model.Resent) -> str:
     """The requests sent again on a new connection, and why they are not errors."""
-    if r is None:
-        return None
     many = r.count != 1
     errors = "errors" if many else "error"
     return (
@@ -40,10 +38,4 @@ def resent_text(r: model.Resent | None) -> str | None:
     )
 
 
-SECTION = Section(
-    "resent",
-    "banner",
-    view=lambda s, _: resent_text(s.resent),
-    lines=lambda s: [text] if (text := resent_text(s.resent)) else [],
-    compute=lambda frame, run: resent(frame),
-)
+SECTION = sentence("resent", resent_text, lambda frame, run: resent(frame))
