@@ -188,8 +188,8 @@ W = TypeVar("W", bound="WireFields")
 
 
 class WireFields:
-    """`Work.to_wire` and `from_wire` of a frozen dataclass work: its fields by name, the
-    numpy arrays among them (`wire_arrays`: name -> dtype) as their bytes."""
+    """`to_wire` and `from_wire` of a frozen dataclass (a Work, a RequestSource): its fields
+    by name, the numpy arrays among them (`wire_arrays`: name -> dtype) as their bytes."""
 
     __slots__: tuple[str, ...] = ()  # a dataclass(slots=True) names its fields here
     wire_arrays: ClassVar[dict[str, str]] = {}

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.load import Slot
+from zqbench.load.executor import WireFields
 from zqbench.scenario import RequestClass, Scenario
 from zqbench.sources.mix import SlotClasses
 from zqbench.sources.prompts import synth_text
@@ -37,7 +38,7 @@ def _suffix_seed(seed: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class SharedPrefixSource:
+class SharedPrefixSource(WireFields):
     wire_name: ClassVar[str] = "shared-prefix"
 
     prefixes: tuple[str, ...]  # each group's prefix text
@@ -65,21 +66,9 @@ class SharedPrefixSource:
             "suffix_bytes": len(self.suffix),
         }
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "prefixes": list(self.prefixes),
-            "suffix": self.suffix,
-            "prefix_tokens": self.prefix_tokens,
-            "suffix_tokens": self.suffix_tokens,
-            "request_class": self.request_class,
-            "max_tokens": self.max_tokens,
-            "stream": self.stream,
-            "seed": self.seed,
-        }
-
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> SharedPrefixSource:
-        fields = {k: v for k, v in data.items() if k != "source"}  # the registry's key
+        fields = {k: data[k] for k in cls.__slots__}
         return cls(**{**fields, "prefixes": tuple(data["prefixes"])})
 
     def groups(self) -> tuple[RequestClass, ...]:

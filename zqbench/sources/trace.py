@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from zqbench.dialects import DIALECTS
 from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.load import Slot, TraceLoad
+from zqbench.load.executor import WireFields
 from zqbench.load.trace_file import TraceError, TraceReader, TraceRow, check_copy, ideal_reuse
 from zqbench.scenario import Scenario, shown_path
 from zqbench.sources.prompts import WORDS, synth_text
@@ -45,7 +46,7 @@ def _id_words(key: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class TraceSource:
+class TraceSource(WireFields):
     wire_name: ClassVar[str] = "trace"
 
     path: str
@@ -86,13 +87,6 @@ class TraceSource:
             "ideal_reuse": self.ideal_reuse,
             "output_lengths": self.output_statement,
         }
-
-    def to_wire(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> TraceSource:
-        return cls(**{k: v for k, v in data.items() if k != "source"})
 
     def bytes_for(self, tokens: int) -> int:
         """Bytes of text for a prompt of `tokens` tokens (at least 1)."""
