@@ -12,7 +12,9 @@ from zqbench.hooks.contract import HookContext
 from zqbench.impair import PacketLossHook, nft
 from zqbench.impair.hook import impaired_windows
 from zqbench.load.spans import StageInfo
-from zqbench.pipeline.hooks import hooks_for_run
+from zqbench.pipeline.hooks import build_hooks
+from zqbench.pipeline.options import HookOptions
+from zqbench.pipeline.target import Endpoint
 from zqbench.scenario import NetworkConfig, load_scenario
 
 
@@ -58,7 +60,7 @@ def test_preflight_without_root_exits_2_with_the_remedy(monkeypatch: pytest.Monk
     assert "run as root (sudo) and install nftables: apt-get install nftables" in str(err.value)
     # The run asks before any traffic: building the hooks is where it fails.
     with pytest.raises(UsageError, match="needs root"):
-        hooks_for_run(load_scenario("packet-loss"), telemetry=[])
+        build_hooks(HookOptions(), load_scenario("packet-loss"), Endpoint("http://h:1", "m"))
 
 
 def test_preflight_without_nft_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:

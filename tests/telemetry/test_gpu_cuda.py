@@ -11,9 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from zqbench.pipeline.hooks import hooks_for_run
+from zqbench.pipeline.hooks import telemetry_hooks
 from zqbench.pipeline.run import RunOptions, run_scenario
-from zqbench.scenario import load_scenario
 from zqbench.target.embedded import EmbeddedServer
 from zqbench.telemetry.nvml import NvmlSampler
 from zqbench.telemetry.table import GPU_TABLE
@@ -48,9 +47,7 @@ def test_torch_engine_on_cuda_reports_a_real_gpu_density(tmp_path: Path) -> None
         log_path=tmp_path / "server.log",
     ) as server:
         assert str(server.health.get("device", "")).startswith("cuda"), server.health
-        hooks = hooks_for_run(
-            load_scenario(str(scenario_path)), telemetry=["auto"], target_host="127.0.0.1"
-        )
+        hooks = telemetry_hooks(["auto"], "127.0.0.1")
         assert [h.name for h in hooks] == ["nvml"]
         result = run_scenario(
             RunOptions.of(

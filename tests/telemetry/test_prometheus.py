@@ -16,8 +16,7 @@ from tests.polling import wait_for
 from tests.telemetry.conftest import run_with
 from zqbench.errors import OptionError, UsageError
 from zqbench.hooks.contract import HookContext
-from zqbench.pipeline.hooks import hooks_for_run
-from zqbench.scenario import load_scenario
+from zqbench.pipeline.hooks import telemetry_hooks
 from zqbench.summary import Unavailable
 from zqbench.target.embedded import EmbeddedServer, free_port
 from zqbench.telemetry import table
@@ -150,17 +149,14 @@ def test_reference_server_metrics_during_a_run(ref_server: EmbeddedServer, tmp_p
     print(telemetry)
 
 
-def test_hooks_for_run_builds_one_scraper_per_source_and_rejects_others(endpoint: str) -> None:
-    scenario = load_scenario("smoke")
-    hooks = hooks_for_run(
-        scenario, telemetry=[f"prometheus:{endpoint}", "prometheus:http://h:9400/metrics"]
-    )
+def test_telemetry_hooks_builds_one_scraper_per_source_and_rejects_others(endpoint: str) -> None:
+    hooks = telemetry_hooks([f"prometheus:{endpoint}", "prometheus:http://h:9400/metrics"], "")
     assert [h.name for h in hooks] == ["prometheus", "prometheus"]
     with pytest.raises(OptionError, match=r"^telemetry 'gpu': expected nvml, auto"):
-        hooks_for_run(scenario, telemetry=["gpu"])
+        telemetry_hooks(["gpu"], "")
     with pytest.raises(UsageError, match="http"):
-        hooks_for_run(scenario, telemetry=["prometheus:ftp://x"])
-    assert hooks_for_run(scenario, telemetry=[], target_host="127.0.0.1") == []
+        telemetry_hooks(["prometheus:ftp://x"], "")
+    assert telemetry_hooks([], "127.0.0.1") == []
 
 
 UNKNOWN_ENGINE = """\

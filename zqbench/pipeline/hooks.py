@@ -1,4 +1,4 @@
-"""`hooks_for_run`: the hooks a run needs, from its scenario and its `--telemetry` sources.
+"""`build_hooks`: the hooks a run needs, from its scenario and its `--telemetry` sources.
 
     scenario [network] packet-loss       -> PacketLossHook (after preflight: root + nft)
     --telemetry nvml                     -> NvmlSampler (fails if NVML does not start)
@@ -27,28 +27,6 @@ from zqbench.redact import redact_url
 from zqbench.scenario import Scenario
 
 TELEMETRY_HELP = "nvml, auto, or prometheus:URL (a /metrics endpoint); repeatable"
-
-
-def hooks_for_run(
-    scenario: Scenario,
-    *,
-    telemetry: Sequence[str] = (),
-    target_host: str = "",
-    server_metrics: ServerMetrics | None = None,
-) -> list[RunHook]:
-    """Impairment first (it shapes the traffic), then the telemetry sources, then the
-    target's own metrics when `server_metrics` says where to look."""
-    hooks: list[RunHook] = []
-    if scenario.network is not None:
-        from zqbench.impair import PacketLossHook, preflight
-
-        preflight()
-        hooks.append(PacketLossHook(scenario.network))
-    if telemetry:
-        hooks.extend(telemetry_hooks(telemetry, target_host))
-    if server_metrics is not None:
-        hooks.extend(server_metrics.hooks(telemetry))
-    return hooks
 
 
 def _no_note(line: str) -> None:
@@ -140,20 +118,24 @@ def build_hooks(
     *,
     on_note: Callable[[str], None] | None = None,
 ) -> list[RunHook]:
-    """The scenario's impairment, the telemetry sources and the target's own metrics
-    (found on its origin unless `options.server_metrics` is off), then the caller's hooks.
+    """The scenario's impairment first (it shapes the traffic), then the telemetry sources
+    and the target's own metrics (found on its origin unless `options.server_metrics` is
+    off), then the caller's hooks.
 
     Called before any request: impairment preflight and telemetry sources fail here;
     `on_note` hears which server metrics were found, or why none."""
-    built = hooks_for_run(
-        scenario,
-        telemetry=options.telemetry,
-        target_host=endpoint.host,
-        server_metrics=ServerMetrics(
-            endpoint.base_url,
-            enabled=options.server_metrics,
-            insecure=endpoint.access.insecure,
-            on_note=on_note or _no_note,
-        ),
+    hooks: list[RunHook] = []
+    if scenario.network is not None:
+        from zqbench.impair import PacketLossHook, preflight
+
+        preflight()
+        hooks.append(PacketLossHook(scenario.network))
+    if options.telemetry:
+        hooks.extend(telemetry_hooks(options.telemetry, endpoint.host))
+    server_metrics = ServerMetrics(
+        endpoint.base_url,
+        enabled=options.server_metrics,
+        insecure=endpoint.access.insecure,
+        on_note=on_note or _no_note,
     )
-    return [*built, *options.hooks]
+    return [*hooks, *server_metrics.hooks(options.telemetry), *options.hooks]
