@@ -1,6 +1,6 @@
 """The values both dialects read the same way: headers (timing stamps, Retry-After), JSON
-numbers and token counts, error objects, and the headers a dialect sends (secrets wrapped).
-The parser skeleton that uses them is `zqbench.dialects.parser`.
+numbers and token counts, error objects. The parser skeleton that uses them is
+`zqbench.dialects.parser`.
 """
 
 from __future__ import annotations
@@ -15,18 +15,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from zqbench.dialects.base import ResponseSummary
-from zqbench.redact import secret_headers
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # a non-streamed body larger than this is "too_large"
 ERROR_BODY_CAP = 64 * 1024  # of a non-2xx body, kept only to describe the error
 _DETAIL_CHARS = 200
-
-
-def header_tuple(
-    base: list[tuple[str, str]], extra: tuple[tuple[str, str], ...]
-) -> tuple[tuple[str, str], ...]:
-    """The dialect's headers, then the user's extra ones (credentials among them redacted)."""
-    return (*base, *secret_headers(extra))
 
 
 # ---------------------------------------------------------------------- header values

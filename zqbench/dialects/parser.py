@@ -64,7 +64,6 @@ from zqbench.dialects.common import (
     describe_error_body,
     error_object_problem,
     estimate_tokens,
-    header_tuple,
     loads,
     read_headers,
     stream_error_class,
@@ -72,6 +71,7 @@ from zqbench.dialects.common import (
 from zqbench.dialects.shapes import ApiShapes
 from zqbench.dialects.skim import NO_SKIMMED, SKIM_AFTER, JsonSkim, SkimmedStrings, SkimTooLarge
 from zqbench.dialects.sse import SkimmedData, SSEDecoder, SSEEvent
+from zqbench.redact import secret_headers
 from zqbench.transport.base import HttpRequest
 
 
@@ -411,7 +411,8 @@ class DialectBase(abc.ABC):
     def __init__(self, config: DialectConfig, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
         self.config = config
         self.max_body_bytes = max_body_bytes
-        self.headers = header_tuple(self._headers(config), config.extra_headers)
+        # The API's headers, then the user's extra ones (credentials among them redacted).
+        self.headers = (*self._headers(config), *secret_headers(config.extra_headers))
         self._model_json = json.dumps(config.model).encode()
         self._prepare(config)
 
