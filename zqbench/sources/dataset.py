@@ -88,14 +88,8 @@ class DatasetSource:
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> DatasetSource:
         c = data["config"]
-        config = DatasetConfig(
-            path=c["path"],
-            format=c["format"],
-            order=c["order"],
-            prompt_tokens=_pair(c["prompt_tokens"]),
-            output_tokens=_pair(c["output_tokens"]),
-            force_output=c["force_output"],
-        )
+        spans = {k: _pair(c[k]) for k in ("prompt_tokens", "output_tokens")}
+        config = DatasetConfig(**{**c, **spans})
         fields: dict[str, Any] = {name: data[name] for name in _SCALARS}
         fields.update((name, np.frombuffer(data[name], dtype="<i8")) for name in _ARRAYS)
         return cls(config=config, file=DatasetFile(**data["file"]), **fields)
