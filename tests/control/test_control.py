@@ -83,7 +83,8 @@ def test_non_2xx_and_non_json_answers_are_errors_naming_the_call(
     with pytest.raises(ControlError, match="the answer is not JSON") as info:
         control.get_json(programmed_server.url + "/health")  # "ok" is not JSON
     assert info.value.error_class == "bad_json"
-    assert control.post_json(programmed_server.url + "/echo", b'{"a": [1]}') == {"a": [1]}
+    with ControlClient() as client:
+        assert client.post_json(programmed_server.url + "/echo", b'{"a": [1]}') == {"a": [1]}
 
 
 def test_credentials_never_reach_an_error(refused_url: str) -> None:

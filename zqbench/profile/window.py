@@ -116,12 +116,10 @@ class CaptureHook:
             route = "/start_profile" if on else "/stop_profile"
             t_s = self._timer.seconds()
             try:
-                answer = control.post_json(
-                    f"{self.base_url}{route}",
-                    b"{}",
-                    headers=self._headers(),
-                    timeout_s=_CALL_TIMEOUT_S,
-                )
+                with control.ControlClient(timeout_s=_CALL_TIMEOUT_S) as client:
+                    answer = client.post_json(
+                        f"{self.base_url}{route}", b"{}", headers=self._headers()
+                    )
             except ZqbenchError as exc:
                 self.log.errors.append(f"POST {route}: {exc.message}")
                 return

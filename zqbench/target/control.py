@@ -143,23 +143,31 @@ def _joined(items: Iterable[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-class _Body:
-    """A sink that keeps the status, headers and body of one answer."""
+class Answer:
+    """A sink keeping the status and the first `keep` bytes of the body, and passing
+    everything on to `parser`, if any (a dialect's, which reads the answer too)."""
 
-    def __init__(self) -> None:
+    def __init__(self, parser: ResponseSink | None = None, *, keep: int = MAX_BODY_BYTES) -> None:
+        self.parser = parser
         self.status = 0
-        self.headers: dict[str, str] = {}
-        self.parts: list[bytes] = []
+        self.body = bytearray()
+        self.keep = keep  # bytes of the body kept
 
     def on_headers(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
         self.status = status
-        self.headers = dict(headers)
+        if self.parser is not None:
+            self.parser.on_headers(status, headers, t_ns)
 
     def on_data(self, data: bytes, t_ns: int) -> None:
-        self.parts.append(data)
+        room = self.keep - len(self.body)
+        if room > 0:
+            self.body += data[:room]
+        if self.parser is not None:
+            self.parser.on_data(data, t_ns)
 
     def on_end(self, t_ns: int) -> None:
-        pass
+        if self.parser is not None:
+            self.parser.on_end(t_ns)
 
 
 class ControlClient:
@@ -291,7 +299,7 @@ class ControlClient:
     # ------------------------------------------------------------ whole answers
     def call(self, method: str, url: str, *, headers: Headers = (), body: bytes = b"") -> bytes:
         """The body of a 2xx answer; ControlError for a failure or any other status."""
-        sink = _Body()
+        sink = Answer(keep=self.max_body_bytes)  # a longer body fails the call (too_large)
         ex = self.send(url, HttpRequest(method, "", tuple(headers), body), sink)
         if ex.error is not None:
             raise ControlError(method, url, str(ex.error), ex.error.error_class)
@@ -299,7 +307,7 @@ class ControlClient:
             raise ControlError(
                 method, url, f"HTTP {sink.status}", f"http_{sink.status}", sink.status
             )
-        return b"".join(sink.parts)
+        return bytes(sink.body)
 
     def get_text(self, url: str, *, headers: Headers = ()) -> str:
         return self.call("GET", url, headers=headers).decode("utf-8", "replace")
@@ -334,18 +342,6 @@ def get_json(
         return client.get_json(url, headers=headers)
 
 
-def post_json(
-    url: str,
-    body: bytes,
-    *,
-    headers: Headers = (),
-    insecure: bool = False,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-) -> Any:
-    with ControlClient(insecure=insecure, timeout_s=timeout_s) as client:
-        return client.post_json(url, body, headers=headers)
-
-
 def check_reachable(
     base_url: str, *, insecure: bool = False, timeout_s: float = 5.0, http2: bool = False
 ) -> None:
@@ -355,7 +351,7 @@ def check_reachable(
     server is there (and, for https, whether its certificate verifies)."""
     origin = parse_base_url(base_url)
     with ControlClient(insecure=insecure, timeout_s=timeout_s, http2=http2) as client:
-        ex = client.send(base_url, HttpRequest("GET", "/health", ()), _Body())
+        ex = client.send(base_url, HttpRequest("GET", "/health", ()), Answer(keep=0))
     if isinstance(ex.error, RequestTimeout):
         raise TargetError(f"cannot reach {origin.address}: no answer within {timeout_s:g} s")
     if ex.error is not None:

@@ -35,18 +35,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from zqbench.dialects import DIALECTS, get_dialect
-from zqbench.dialects.base import DialectConfig, RequestSpec, StreamParser
+from zqbench.dialects.base import DialectConfig, RequestSpec
 from zqbench.dialects.common import ERROR_BODY_CAP, error_message
 from zqbench.errors import TargetError, UsageError
 from zqbench.printable import shown
 from zqbench.redact import redact_text, redact_url
 from zqbench.summary import ApiProbe, ApiSource, TargetResolution
-from zqbench.target.control import ControlClient
+from zqbench.target.control import Answer, ControlClient
 from zqbench.transport.base import HttpRequest
 
 MODELS_PATH = "/v1/models"
@@ -122,31 +122,8 @@ class _Probe:
 MODEL_LIST_CAP = 8 * 1024 * 1024
 
 
-class _Answer:
-    """A sink keeping the status and the first bytes of the body (an error's words), and
-    passing everything on to the dialect's parser, if any."""
-
-    def __init__(self, parser: StreamParser | None = None, *, keep: int = ERROR_BODY_CAP) -> None:
-        self.parser = parser
-        self.status = 0
-        self.body = bytearray()
-        self.keep = keep  # bytes of the body kept
-
-    def on_headers(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
-        self.status = status
-        if self.parser is not None:
-            self.parser.on_headers(status, headers, t_ns)
-
-    def on_data(self, data: bytes, t_ns: int) -> None:
-        room = self.keep - len(self.body)
-        if room > 0:
-            self.body += data[:room]
-        if self.parser is not None:
-            self.parser.on_data(data, t_ns)
-
-    def on_end(self, t_ns: int) -> None:
-        if self.parser is not None:
-            self.parser.on_end(t_ns)
+class _Answer(Answer):
+    """The answer kept (the first bytes of the body: an error's words), read as JSON."""
 
     def json(self) -> Any:
         """The body as JSON; ValueError when it is not."""
@@ -343,7 +320,7 @@ def _check(client: ControlClient, base_url: str, api: str, config: DialectConfig
     """One one-token request of `api` for the model; how it ended."""
     dialect = get_dialect(api, config)
     parser = dialect.parser(_CHECK)
-    answer = _Answer(parser)
+    answer = _Answer(parser, keep=ERROR_BODY_CAP)
     ex = client.send(base_url, dialect.build(_CHECK), answer)
     ms = round((ex.t_end - ex.t_send) / 1e6, 1) if ex.t_send else 0.0
     status = answer.status
