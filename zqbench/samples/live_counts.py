@@ -134,9 +134,8 @@ class LiveCounts:
 
 def merge(snapshots: Iterable[LiveCountsSnapshot]) -> LiveCountsSnapshot:
     """The sum of several workers' counts."""
-    requests: dict[RequestKey, int] = {}
-    bins: dict[HistogramKey, list[int]] = {}
-    sums: dict[HistogramKey, float] = {}
+    total = LiveCounts()
+    requests, bins, sums = total._requests, total._bins, total._sums
     for snap in snapshots:
         for key, n in snap.requests.items():
             requests[key] = requests.get(key, 0) + n
@@ -145,10 +144,7 @@ def merge(snapshots: Iterable[LiveCountsSnapshot]) -> LiveCountsSnapshot:
             for i, n in enumerate(h.bins):
                 mine[i] += n
             sums[hkey] = sums.get(hkey, 0.0) + h.sum_s
-    return LiveCountsSnapshot(
-        requests=requests,
-        histograms={k: HistogramCounts(tuple(b), sums[k]) for k, b in bins.items()},
-    )
+    return total.snapshot()
 
 
 def bucket_quantile(bins: tuple[int, ...] | list[int], q: float) -> float | None:
