@@ -101,11 +101,16 @@ def server_queue(obs: Observations) -> CheckResult:
     if not queue_ms:
         return skipped("no received/dispatch stamps to measure (see zeroqueue.1)")
     bound = obs.target.options.server_queue_bound_ms
-    p99, p50 = _p(queue_ms, 0.99), _p(queue_ms, 0.5)
-    evidence = {"n": len(queue_ms), "p50_ms": _ms(p50), "p99_ms": _ms(p99), "bound_ms": bound}
+    return _p99_within("server_queue", queue_ms, bound, " at low load")
+
+
+def _p99_within(name: str, ms: list[float], bound: float, at: str = "", **more: Any) -> CheckResult:
+    """The p99 of `ms` at most `bound` (milliseconds); `more` joins a failure's evidence."""
+    p99 = _p(ms, 0.99)
+    evidence = {"n": len(ms), "p50_ms": _ms(_p(ms, 0.5)), "p99_ms": _ms(p99), "bound_ms": bound}
     if p99 > bound:
-        return failed(f"server_queue p99 {_ms(p99)} ms > {bound} ms at low load", **evidence)
-    return passed(f"server_queue p99 {_ms(p99)} ms <= {bound} ms", **evidence)
+        return failed(f"{name} p99 {_ms(p99)} ms > {bound} ms{at}", **more, **evidence)
+    return passed(f"{name} p99 {_ms(p99)} ms <= {bound} ms", **evidence)
 
 
 def health(obs: Observations) -> CheckResult:
@@ -253,20 +258,9 @@ def refusal_fast(obs: Observations) -> CheckResult:
     if not refusals:
         return skipped("nothing was refused with a status (see zeroqueue.6)")
     times = [(ex.t_end - ex.t_send) / 1e6 for ex in refusals]
+    slowest = max(refusals, key=lambda ex: ex.t_end - ex.t_send).evidence()
     bound = obs.target.options.refusal_bound_ms
-    p99 = _p(times, 0.99)
-    evidence = {
-        "n": len(times),
-        "p50_ms": _ms(_p(times, 0.5)),
-        "p99_ms": _ms(p99),
-        "bound_ms": bound,
-    }
-    if p99 > bound:
-        slowest = max(refusals, key=lambda ex: ex.t_end - ex.t_send)
-        return failed(
-            f"time_to_reject p99 {_ms(p99)} ms > {bound} ms", slowest=slowest.evidence(), **evidence
-        )
-    return passed(f"time_to_reject p99 {_ms(p99)} ms <= {bound} ms", **evidence)
+    return _p99_within("time_to_reject", times, bound, slowest=slowest)
 
 
 def refusal_retry_after(obs: Observations) -> CheckResult:
