@@ -32,7 +32,7 @@ from zqbench.metrics.classify import Answer, allowance, classify, live_batch
 from zqbench.stop.config import Rule, StopConfig
 from zqbench.stop.ended import EndedAt
 from zqbench.stop.rules import Trip, Window
-from zqbench.summary import OutcomeBasis, Stop, StopEvent, StopGrowth
+from zqbench.summary import OutcomeBasis, Stop, StopEvent
 
 HOLDS_KEPT = 2048  # the latest holds, for the running median
 NS = 1e9
@@ -134,21 +134,10 @@ class StopWatch:
         last = stage == len(self.stages) - 1
         if rule.ends == "run" or last:
             self.ended.end_run(at_ns)
-        g = trip.growth
-        self.events.append(
-            StopEvent(
-                rule=trip.rule,  # type: ignore[arg-type]
-                ends=rule.ends,
-                stage=stage,
-                stage_name=self.stages[stage].name,
-                at=now_s,
-                reason=trip.reason,
-                requests=trip.requests,
-                measured=trip.measured,
-                bound=trip.bound,
-                growth=None if g is None else StopGrowth.model_validate(dataclasses.asdict(g)),
-            )
-        )
+        # The trip's fields (its growth's too) are the event's, beside where and when.
+        where = {"ends": rule.ends, "stage": stage, "stage_name": self.stages[stage].name}
+        event = {**dataclasses.asdict(trip), **where, "at": now_s}
+        self.events.append(StopEvent.model_validate(event))
         if self.on_note is not None:
             what = "the run" if rule.ends == "run" or last else f"stage {self.stages[stage].name}"
             self.on_note(f"stop: {trip.rule} ended {what} at {now_s:.1f} s: {trip.reason}")

@@ -247,8 +247,7 @@ def fit_target(
     if isinstance(at_rest, Unavailable):
         note(f"warning: {at_rest.unavailable}; requests without timing headers are undetermined")
     return Target(
-        base_url=endpoint.base_url,
-        model=endpoint.model,
+        **{f.name: getattr(endpoint, f.name) for f in dataclasses.fields(Endpoint)},
         dialect_config=dialect_config,
         scenario=scenario,
         max_context=max_context,
@@ -257,10 +256,6 @@ def fit_target(
         calibration=calibration,
         at_rest=at_rest,
         capacity=stated_capacity(health) or _props_capacity(endpoint, options.insecure),
-        note=endpoint.note,
-        server=endpoint.server,
-        resolution=endpoint.resolution,
-        access=options,
     )
 
 

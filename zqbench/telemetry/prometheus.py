@@ -133,12 +133,9 @@ class PrometheusScraper:
         self.insecure = insecure
         self.name = name
         self._client: ControlClient | None = None
+        # telemetry.prometheus.parquet's columns but the url, the same in every row
         self._rows: dict[str, list[Any]] = {
-            "t_epoch_ns": [],
-            "metric": [],
-            "source_metric": [],
-            "labels": [],
-            "value": [],
+            f.name: [] for f in table.PROMETHEUS_SCHEMA if f.name != "url"
         }
         self._times: list[int] = []  # epoch ns of each successful scrape
         self._latest: dict[str, float] = {}  # the last scrape's series, summed over labels
