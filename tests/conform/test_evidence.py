@@ -3,28 +3,15 @@ in the stream or failed; its first token; its usage; and its evidence stays boun
 
 from __future__ import annotations
 
+from tests.conform.util import recorded
 from tests.dialects.frames import A_ERROR_BODY, A_STREAM, a_frame
-from zqbench.conform.evidence import BODY_CAP, Evidence, Recorder, Request
-from zqbench.dialects import get_dialect
-from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.conform.evidence import BODY_CAP, Evidence
 from zqbench.transport.base import ConnectionReset
-from zqbench.transport.base import Exchange as Sent
-
-SSE = {"content-type": "text/event-stream"}
 
 
 def record(status: int, pieces: list[bytes], *, failure: bool = False) -> Evidence:
-    """A streamed Anthropic request answered with `pieces`, one tick apart from t=10 ns."""
-    dialect = get_dialect("anthropic", DialectConfig(model="m"))
-    spec = RequestSpec("conform", "p", 4)
-    rec = Recorder(Request(dialect.build(spec), lambda hook: dialect.parser(spec, on_event=hook)))
-    rec.on_headers(status, SSE, 10)
-    for t, piece in enumerate(pieces, start=11):
-        rec.on_data(piece, t * 1_000_000)
-    if not failure:
-        rec.on_end(99_000_000)
     error = ConnectionReset("peer reset") if failure else None
-    return rec.finish(Sent(t_send=0, t_end=99_000_000, http_version="1.1", error=error))
+    return recorded("anthropic", pieces, status=status, error=error)
 
 
 def test_an_admitted_stream_as_the_dialect_reads_it() -> None:

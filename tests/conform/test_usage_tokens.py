@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conform.util import recorded
 from tests.dialects.frames import (
     A_EVENTS,
     A_SPLIT_FRAMES,
@@ -24,27 +25,8 @@ from tests.dialects.frames import (
 )
 from zqbench.conform.checks.api import usage_tokens
 from zqbench.conform.context import Target
-from zqbench.conform.evidence import Evidence, Recorder, Request
 from zqbench.conform.observations import Observations
 from zqbench.conform.options import ConformOptions
-from zqbench.dialects import get_dialect
-from zqbench.dialects.base import DialectConfig, RequestSpec
-from zqbench.transport.base import Exchange as Sent
-
-SSE = {"content-type": "text/event-stream"}
-
-
-def streamed(api: str, frames: list[bytes]) -> Evidence:
-    """A streamed request of `api` answered with `frames`, one frame a millisecond."""
-    dialect = get_dialect(api, DialectConfig(model="m"))
-    spec = RequestSpec("conform", "p", 64)
-    rec = Recorder(Request(dialect.build(spec), lambda hook: dialect.parser(spec, on_event=hook)))
-    rec.on_headers(200, SSE, 0)
-    t = 0
-    for t, frame in enumerate(frames, start=1):
-        rec.on_data(frame, t * 1_000_000)
-    rec.on_end((t + 1) * 1_000_000)
-    return rec.finish(Sent(t_send=0, t_end=(t + 1) * 1_000_000, http_version="1.1"))
 
 
 def frames_of(texts: list[str], *, usage: int) -> list[bytes]:
@@ -56,7 +38,7 @@ def frames_of(texts: list[str], *, usage: int) -> list[bytes]:
 def judged(api: str, frames: list[bytes]):
     """usage_tokens on observations whose streamed exchange is `frames` (nothing is sent)."""
     target = Target(ConformOptions(target="http://127.0.0.1:9", apis=(api,)))
-    obs = Observations(target, {f"api.{api}.stream": [(api, streamed(api, frames))]})
+    obs = Observations(target, {f"api.{api}.stream": [(api, recorded(api, frames))]})
     return usage_tokens(obs, api)
 
 

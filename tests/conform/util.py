@@ -6,6 +6,12 @@ import dataclasses
 from typing import Any
 
 from zqbench.conform import CheckOutcome, ConformOptions, ConformReport
+from zqbench.conform.evidence import Evidence, Recorder, Request
+from zqbench.dialects import get_dialect
+from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.transport.base import Exchange, TransportError
+
+MS = 1_000_000  # ns
 
 
 def fake_options(url: str, **overrides: Any) -> ConformOptions:
@@ -23,6 +29,23 @@ def fake_options(url: str, **overrides: Any) -> ConformOptions:
         body_limit_bytes=1024 * 1024,
     )
     return dataclasses.replace(options, **overrides)
+
+
+def recorded(
+    api: str, pieces: list[bytes], *, status: int = 200, error: TransportError | None = None
+) -> Evidence:
+    """A streamed request of `api` (64 tokens asked) answered with `pieces`, one a
+    millisecond from t=11 ms after the send (t=0), recorded as conform records it; the
+    answer ends at 99 ms, unless it failed with `error`."""
+    dialect = get_dialect(api, DialectConfig(model="m"))
+    spec = RequestSpec("conform", "p", 64)
+    rec = Recorder(Request(dialect.build(spec), lambda hook: dialect.parser(spec, on_event=hook)))
+    rec.on_headers(status, {"content-type": "text/event-stream"}, 10)
+    for t, piece in enumerate(pieces, start=11):
+        rec.on_data(piece, t * MS)
+    if error is None:
+        rec.on_end(99 * MS)
+    return rec.finish(Exchange(t_send=0, t_end=99 * MS, http_version="1.1", error=error))
 
 
 def failing(report: ConformReport) -> dict[str, str]:
