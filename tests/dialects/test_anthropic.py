@@ -195,8 +195,6 @@ def test_mid_stream_error(error_obj, want):
     assert s.error == want
     assert len(s.token_times) == 1  # the chunk before the error, nothing after
     assert s.output_tokens == 1 and not s.tokens_from_usage  # estimated: 5 chars / 4
-    if isinstance(error_obj, dict) and error_obj["type"] == "overloaded_error":
-        assert parser.error_detail == "overloaded_error: Overloaded"
 
 
 def test_every_truncation_is_incomplete_unless_message_stop_arrived():
@@ -295,13 +293,12 @@ def test_http_errors(status, headers, retry):
     assert s.retry_after_s == retry
     assert s.t_first_token is None and s.token_times == []
     assert s.output_tokens is None
-    assert parser.error_detail == "overloaded_error: Overloaded"
 
 
 def test_http_error_with_garbage_body():
     parser = AnthropicDialect(CONFIG).parser(SPEC)
     s = feed(parser, [b"<html>\xff bad gateway"], status=502, headers={})
-    assert s.error == "http_502" and parser.error_detail is None
+    assert s.error == "http_502"
 
 
 def test_refusal_keeps_received_time():

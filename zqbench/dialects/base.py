@@ -119,7 +119,6 @@ class ResponseSummary:
 class StreamParser(ResponseSink, Protocol):
     summary: ResponseSummary
     stop_reason: str | None  # why the output stopped, in the API's words, when it said
-    error_detail: str | None  # the server's own words for an error, shortened
 
     @property
     def sse_error(self) -> str | None:

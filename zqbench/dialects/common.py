@@ -166,20 +166,6 @@ def error_object_problem(obj: Any) -> str | None:
     return None
 
 
-def describe_error(obj: Any) -> str | None:
-    """`type: message` from an Anthropic, OpenAI or flat vLLM error object, shortened."""
-    if isinstance(obj, dict) and "error" in obj:
-        obj = obj["error"]
-    if isinstance(obj, str):
-        return obj[:_DETAIL_CHARS]
-    if not isinstance(obj, dict):
-        return None
-    kind = obj.get("type")
-    message = obj.get("message")
-    parts = [str(p) for p in (kind, message) if isinstance(p, (str, int)) and p != ""]
-    return ": ".join(parts)[:_DETAIL_CHARS] if parts else None
-
-
 def error_message(obj: Any) -> str | None:
     """The server's own words, the `message` of an Anthropic, OpenAI or flat vLLM error
     object (or a bare error string), shortened; None when `obj` holds none."""
@@ -188,17 +174,6 @@ def error_message(obj: Any) -> str | None:
     if isinstance(obj, dict):
         obj = obj.get("message")
     return obj[:_DETAIL_CHARS] if isinstance(obj, str) and obj.strip() else None
-
-
-def describe_error_body(body: bytes) -> str | None:
-    """The error a non-2xx body describes; None for an empty or non-JSON body."""
-    if not body:
-        return None
-    try:
-        obj = json.loads(body)
-    except Exception:  # garbage, bad UTF-8, absurd nesting: the status already says enough
-        return None
-    return describe_error(obj)
 
 
 def estimate_tokens(chars: int) -> int:

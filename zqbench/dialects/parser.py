@@ -1,13 +1,13 @@
 """The skeleton both dialects fill in: `ResponseParser` (one response) and `DialectBase`.
 
 `ResponseParser` implements the `ResponseSink` side once (status, timing headers,
-Retry-After, error bodies, body caps, SSE framing, end-of-stream checks); a dialect
-subclass only says what one SSE event or one JSON body means. `DialectBase` holds what a
-dialect object shares: its configuration, headers, parser and error-object check.
+Retry-After, body caps, SSE framing, end-of-stream checks); a dialect subclass only says
+what one SSE event or one JSON body means. `DialectBase` holds what a dialect object
+shares: its configuration, headers, parser and error-object check.
 
 Error classes a parser can leave in `summary.error` (first one wins):
 
-    http_<code>        the status was not 2xx (the error JSON, if any, goes to `error_detail`)
+    http_<code>        the status was not 2xx
     bad_sse            the event stream was not valid UTF-8, or a line/event passed the cap
     bad_json           an event's data, or a non-streamed body, was not JSON of the right shape
     stream_error       an error reported inside a 2xx response (`event: error`, an `error` key);
@@ -58,10 +58,7 @@ from typing import Any
 from zqbench.dialects.base import DialectConfig, EventHook, RequestSpec, ResponseSummary
 from zqbench.dialects.common import (
     DEFAULT_MAX_BODY_BYTES,
-    ERROR_BODY_CAP,
     apply_zq_timing,
-    describe_error,
-    describe_error_body,
     error_object_problem,
     estimate_tokens,
     loads,
@@ -100,7 +97,6 @@ class ResponseParser(abc.ABC):
         "_skimmed",
         "_sse",
         "_stopped",
-        "error_detail",
         "stop_reason",
         "stream",
         "summary",
@@ -116,7 +112,6 @@ class ResponseParser(abc.ABC):
     ) -> None:
         self.summary = ResponseSummary(answer=[] if keep_answer else None)
         self.stream = stream
-        self.error_detail: str | None = None  # the server's own words for an error, shortened
         self.stop_reason: str | None = None  # stop_reason / finish_reason, when given
         self._cap = max_body_bytes
         self._ok = False  # 2xx
@@ -153,8 +148,7 @@ class ResponseParser(abc.ABC):
             if not data:
                 return
             if not self._ok:
-                self._keep(data, ERROR_BODY_CAP)
-                return
+                return  # a non-2xx body: its status is the error class
             sse = self._sse
             if sse is None:
                 if self.summary.t_first_token is None:
@@ -183,8 +177,7 @@ class ResponseParser(abc.ABC):
         try:
             s = self.summary
             if not self._ok:
-                self.error_detail = describe_error_body(b"".join(self._body))
-                self._body = []
+                pass  # a non-2xx answer: its status is the error class
             elif self._sse is not None:
                 if not self._stopped:
                     # Lenient about a final event whose closing blank line never came; a
@@ -227,7 +220,6 @@ class ResponseParser(abc.ABC):
 
     def _server_error(self, err: Any) -> None:
         """An error the server reported inside a 2xx response (an event, a chunk, the body)."""
-        self.error_detail = describe_error(err)
         self._fail(stream_error_class(err))
 
     def _finish_stream(self) -> None:
