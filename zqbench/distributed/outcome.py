@@ -18,31 +18,22 @@ from zqbench.summary import Distributed, DistributedWorker, Summary
 
 @dataclass(frozen=True)
 class DistributedOutcome:
-    master: str  # HOST:PORT the master listened on
-    expected: int
-    max_lost_share: float
-    workers: tuple[DistributedWorker, ...]  # schedule_lag_p99_s filled by `attach`
-    lost_requests: int
-    lost_share: float
-    rejected: dict[str, int] = dataclasses.field(default_factory=dict)
+    # The run's `distributed` section; its workers' schedule_lag_p99_s filled by `attach`.
+    record: Distributed
 
     @classmethod
     def of_record(cls, record: Distributed) -> DistributedOutcome:
         """The outcome a saved run's `distributed` section records (for a gate after the
         fact: `attach` then judges its workers' lag again against the samples)."""
-        return cls(
-            master=record.master,
-            expected=record.expected_workers,
-            max_lost_share=record.max_lost_share,
-            workers=tuple(record.workers),
-            lost_requests=record.lost_requests,
-            lost_share=record.lost_share,
-            rejected=dict(record.rejected_messages),
-        )
+        return cls(record)
+
+    @property
+    def lost_requests(self) -> int:
+        return self.record.lost_requests
 
     @property
     def too_lossy(self) -> bool:
-        return self.lost_share > self.max_lost_share
+        return self.record.lost_share > self.record.max_lost_share
 
     def adjust(self, info: RunInfo) -> RunInfo:
         """Within the allowed loss, the lost requests leave the offered load (so the achieved
@@ -61,7 +52,7 @@ class DistributedOutcome:
         limit = summary.validity.thresholds.max_schedule_lag_p99_s
         workers = [
             w.model_copy(update={"schedule_lag_p99_s": _lag_p99(samples, w.index)})
-            for w in self.workers
+            for w in self.record.workers
         ]
         reasons = list(summary.validity.reasons)
         for w in workers:
@@ -76,25 +67,18 @@ class DistributedOutcome:
                 f"worker {w.index} ({w.host}): {w.missing}" for w in workers if w.state == "lost"
             )
             reasons.append(
-                f"{self.lost_share:.1%} of the run was lost with its workers, more than the"
-                f" allowed {self.max_lost_share:.0%} (--max-lost-share): {lost}"
+                f"{self.record.lost_share:.1%} of the run was lost with its workers, more than"
+                f" the allowed {self.record.max_lost_share:.0%} (--max-lost-share): {lost}"
             )
-        record = Distributed(
-            master=self.master,
-            expected_workers=self.expected,
-            workers=workers,
-            lost_requests=self.lost_requests,
-            lost_share=self.lost_share,
-            max_lost_share=self.max_lost_share,
-            rejected_messages=dict(self.rejected),
-        )
-        update: dict[str, object] = {"distributed": record}
+        update: dict[str, object] = {
+            "distributed": self.record.model_copy(update={"workers": workers})
+        }
         if reasons != summary.validity.reasons:
             update["validity"] = summary.validity.model_copy(
                 update={"ok": False, "reasons": reasons}
             )
             update["verdict"] = "invalid"
-        elif (self.lost_requests or self.lost_share > 0) and summary.verdict != "invalid":
+        elif (self.lost_requests or self.record.lost_share > 0) and summary.verdict != "invalid":
             # Within the allowed loss the numbers stand, but a run that lost a worker never
             # passes: CI must hear of it (exit 1); `distributed` says what was lost.
             update["verdict"] = "fail"
@@ -116,9 +100,16 @@ def outcome(
         share = lost / offered
     else:  # closed loop: the lost workers' VU share over the time they were gone
         share = sum(_vu_time_lost(s, len(slots), duration_s) for s in slots)
-    return DistributedOutcome(
-        master, len(slots), max_lost_share, tuple(workers), lost, share, dict(rejected or {})
+    record = Distributed(
+        master=master,
+        expected_workers=len(slots),
+        workers=workers,
+        lost_requests=lost,
+        lost_share=share,
+        max_lost_share=max_lost_share,
+        rejected_messages=dict(rejected or {}),
     )
+    return DistributedOutcome(record)
 
 
 def _vu_time_lost(slot: WorkerSlot, n: int, duration_s: float) -> float:
