@@ -57,8 +57,8 @@ def _run_data(run: Path) -> plots.RunData:
 def test_runs_without_headers_or_telemetry_skip_those_figures(tmp_path: Path) -> None:
     write_synthetic_run(tmp_path / "bare", headers=False)
     data = _run_data(tmp_path / "bare")
-    assert plots.dispatch(data, tmp_path) is None
-    assert plots.gpu(data, None, tmp_path) is None
+    assert plots.dispatch(data) is None
+    assert plots.gpu(data) is None
     assert not (tmp_path / "dispatch.png").exists()
 
 

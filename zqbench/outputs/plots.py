@@ -17,7 +17,7 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 
@@ -64,15 +64,19 @@ def _legend(ax: Any) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(**OUTSIDE_LEGEND)
     else:
-        ax.text(
-            0.5,
-            0.5,
-            "nothing to show: no request in this group",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-            color="0.4",
-        )
+        _centered(ax, "nothing to show: no request in this group")
+
+
+def _centered(ax: Axes, message: str, **style: Any) -> None:
+    """A grey message in the middle of the axes."""
+    ax.text(
+        0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="0.4", **style
+    )
+
+
+# A run's figure as its function draws it: the figure, its title, and its caption (one
+# sentence: how to read it).
+Drawn: TypeAlias = "tuple[Figure, str, str]"
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def _figure(rows: int = 1, cols: int = 1, *, height: float = 3.6, **kw: Any) -> 
     return fig
 
 
-def _save(fig: Figure, plots_dir: Path, name: str, title: str, caption: str) -> Plot:
+def _save(plots_dir: Path, name: str, fig: Figure, title: str, caption: str) -> Plot:
     """Write the figure to plots_dir/<name>.png."""
     path = plots_dir / f"{name}.png"
     png = io.BytesIO()
@@ -237,17 +241,7 @@ def _hline(ax: Axes, y: float, label: str, *, color: str = "k", linestyle: str =
 
 def _no_data(ax: Axes, message: str) -> None:
     """A message in place of an empty panel (x ticks kept: the axis may be shared)."""
-    ax.text(
-        0.5,
-        0.5,
-        message,
-        transform=ax.transAxes,
-        ha="center",
-        va="center",
-        fontsize=9,
-        color="0.4",
-        wrap=True,
-    )
+    _centered(ax, message, fontsize=9, wrap=True)
     ax.set_yticks([])
 
 
@@ -277,9 +271,15 @@ def _log_axis(ax: Axes, axis: str = "y") -> None:
 class RunData:
     """What every figure reads from one run: times in seconds, the metric frame, the summary."""
 
-    def __init__(self, summary: Summary, frame: MetricFrame) -> None:
+    def __init__(
+        self,
+        summary: Summary,
+        frame: MetricFrame,
+        gpu: Mapping[str, np.ndarray] | None = None,  # GPU readings: t_s, gpu, util
+    ) -> None:
         self.summary = summary
         self.frame = frame
+        self.gpu = gpu
         c = frame.columns
         self.t_send = _seconds(c.t_send)
         self.t_end = _seconds(c.t_end)
@@ -328,7 +328,7 @@ class RunData:
 # --- the figures ----------------------------------------------------------------------
 
 
-def timeline(run: RunData, plots_dir: Path) -> Plot:
+def timeline(run: RunData) -> Drawn:
     fig = _figure(2, 1, height=2.9, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     top, bottom = fig.axes
     _time_series(
@@ -369,10 +369,8 @@ def timeline(run: RunData, plots_dir: Path) -> Plot:
         xlabel="time since start (s)",
         panels=[top],
     )
-    return _save(
+    return (
         fig,
-        plots_dir,
-        "timeline",
         "Latency and request rate over time",
         "Top: latency of each request by send time (refusals as red x). Bottom: the"
         " schedule's offered rate, the rate actually sent, and successful completions."
@@ -407,8 +405,8 @@ def _draw_percentiles(
 ) -> None:
     """One HDR panel: a line per (label, sorted seconds, color); without any, `empty` says
     why."""
+    ax.set_title(title, fontsize=10)
     if not curves:
-        ax.set_title(title, fontsize=10)
         _no_data(ax, empty)
         return
     max_x = 0.0
@@ -426,7 +424,6 @@ def _draw_percentiles(
         )
         max_x = max(max_x, float(x[-1]))
     _log_axis(ax)
-    ax.set_title(title, fontsize=10)
     _percentile_axis(ax, max_x)
     ax.legend(loc="upper left", fontsize=7, framealpha=0.85)
 
@@ -434,7 +431,7 @@ def _draw_percentiles(
 HDR_METRICS = ("latency", "latency_corrected", "ttft")
 
 
-def percentiles(run: RunData, plots_dir: Path) -> Plot:
+def percentiles(run: RunData) -> Drawn:
     fig = _figure(1, len(HDR_METRICS), height=3.8)
     for ax, metric in zip(fig.axes, HDR_METRICS, strict=True):
         reason = run.frame.unavailable_reason(metric)
@@ -448,10 +445,8 @@ def percentiles(run: RunData, plots_dir: Path) -> Plot:
             )
         _draw_percentiles(ax, curves, metric, empty=f"unavailable:\n{reason}")
     fig.axes[0].set_ylabel("ms (log)")
-    return _save(
+    return (
         fig,
-        plots_dir,
-        "percentiles",
         "Latency percentile distribution (HDR)",
         "Value at each percentile, one line per request class; the x axis stretches"
         " the tail (each tick is ten times rarer). Successful requests only.",
@@ -470,7 +465,7 @@ def _log_bins(values_ms: np.ndarray, bins: int = 60) -> list[float]:
     return np.geomspace(low, high, bins + 1).tolist()
 
 
-def histograms(run: RunData, plots_dir: Path) -> Plot | None:
+def histograms(run: RunData) -> Drawn | None:
     panels = [("ttft", "TTFT"), ("itl", "inter-token latency (mean gap per request)")]
     panels = [(m, t) for m, t in panels if run.available(m)]
     if not panels:
@@ -498,10 +493,8 @@ def histograms(run: RunData, plots_dir: Path) -> Plot | None:
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
         ax.grid(True, alpha=0.3)
-    return _save(
+    return (
         fig,
-        plots_dir,
-        "histograms",
         "TTFT and inter-token latency",
         "How many successful requests fell in each (log-spaced) bin, with p50 and p99 marked.",
     )
@@ -518,7 +511,7 @@ def _status_color(key: str, i: int) -> str:
     return ("#e377c2", "#8c564b", "#bcbd22", "#17becf")[i % 4]
 
 
-def status_mix(run: RunData, plots_dir: Path) -> Plot | None:
+def status_mix(run: RunData) -> Drawn | None:
     keys = run.frame.status_keys
     counts = run.summary.status_codes
     if not counts:
@@ -530,10 +523,8 @@ def status_mix(run: RunData, plots_dir: Path) -> Plot | None:
     shares = series.shares(run.t_send, keys, run.edges, order)
     colors = [_status_color(k, i) for i, k in enumerate(order)]
     fig = _stacked_shares(run, run.edges, run.width, shares, order, colors, "status")
-    return _save(
+    return (
         fig,
-        plots_dir,
-        "status_mix",
         "Status mix over time",
         "Share of each HTTP status or transport error among the requests sent in each"
         " bin: how errors migrate as load changes.",
@@ -577,7 +568,7 @@ OUTCOME_COLORS = {
 }
 
 
-def outcomes(run: RunData, plots_dir: Path) -> Plot | None:
+def outcomes(run: RunData) -> Drawn | None:
     """Each outcome's share of the requests sent per bin (summary.json's
     `outcomes.over_time`): where a queue formed and drained."""
     judged = run.summary.outcomes
@@ -593,10 +584,8 @@ def outcomes(run: RunData, plots_dir: Path) -> Plot | None:
     edges = np.append(np.asarray(t.start_s, dtype=float), t.start_s[-1] + t.bin_s)
     colors = [OUTCOME_COLORS[k] for k in order]
     fig = _stacked_shares(run, edges, t.bin_s, shares, order, colors, "outcome")
-    return _save(
+    return (
         fig,
-        plots_dir,
-        "outcomes",
         "Outcomes over time",
         "Share of each outcome among the requests sent in each bin: a queue formed where"
         " queued or refused_slow rises, and drained where they fall back and served (or"
@@ -604,7 +593,7 @@ def outcomes(run: RunData, plots_dir: Path) -> Plot | None:
     )
 
 
-def dispatch(run: RunData, plots_dir: Path) -> Plot | None:
+def dispatch(run: RunData) -> Drawn | None:
     shown = [
         (metric, color)
         for metric, color in (("dispatch_delay", "dispatch"), ("server_queue", "queue"))
@@ -644,10 +633,8 @@ def dispatch(run: RunData, plots_dir: Path) -> Plot | None:
     bottom.set_xlim(0, run.span)
     bottom.grid(True, alpha=0.3)
     run.stage_lines(fig.axes)
-    return _save(
+    return (
         fig,
-        plots_dir,
-        "dispatch",
         "Server queue, dispatch delay and jitter",
         "Top: time queued in the server (timing headers) and from send to the first"
         " compute step. Bottom: the jitter of dispatch_delay over consecutive windows"
@@ -655,9 +642,9 @@ def dispatch(run: RunData, plots_dir: Path) -> Plot | None:
     )
 
 
-def gpu(run: RunData, gpu_samples: Mapping[str, np.ndarray] | None, plots_dir: Path) -> Plot | None:
+def gpu(run: RunData) -> Drawn | None:
     """GPU busy fraction over time; shaded where at least one request was in flight."""
-    if gpu_samples is None or len(gpu_samples["t_s"]) == 0:
+    if run.gpu is None or len(run.gpu["t_s"]) == 0:
         return None
     fig = _figure(1, 1, height=3.0)
     ax = fig.axes[0]
@@ -674,7 +661,7 @@ def gpu(run: RunData, gpu_samples: Mapping[str, np.ndarray] | None, plots_dir: P
         label="≥1 request in flight",
         linewidth=0,
     )
-    t, util, dev = gpu_samples["t_s"], gpu_samples["util"], gpu_samples["gpu"]
+    t, util, dev = run.gpu["t_s"], run.gpu["util"], run.gpu["gpu"]
     for i, g in enumerate(np.unique(dev)):
         sel = dev == g
         ax.plot(
@@ -689,17 +676,15 @@ def gpu(run: RunData, gpu_samples: Mapping[str, np.ndarray] | None, plots_dir: P
         ax.plot([], [], " ", label=f"gpu_density = {density:.1%}")
     ax.set_ylim(0, 105)
     run.finish(ax, ylabel="busy (%)", xlabel="time since start (s)", legend="lower right")
-    return _save(
+    return (
         fig,
-        plots_dir,
-        "gpu",
         "GPU utilization",
         "GPU busy fraction from telemetry; shaded spans had at least one request in"
         " flight (gpu_density averages only those).",
     )
 
 
-def schedule_lag(run: RunData, plots_dir: Path) -> Plot | None:
+def schedule_lag(run: RunData) -> Drawn | None:
     if not run.available("schedule_lag"):
         return None
     fig = _figure(1, 1, height=3.0)
@@ -726,17 +711,15 @@ def schedule_lag(run: RunData, plots_dir: Path) -> Plot | None:
         xlabel="intended send time since start (s)",
         legend="upper left",
     )
-    return _save(
+    return (
         fig,
-        plots_dir,
-        "schedule_lag",
         "Did the generator hold the schedule?",
         "How late each request was sent relative to its intended time; values at or"
         " below 1 µs are drawn at 1 µs. Above the red line at p99 the run is invalid.",
     )
 
 
-def server_queue(run: RunData, plots_dir: Path) -> Plot | None:
+def server_queue(run: RunData) -> Drawn | None:
     """Requests waiting and running at the server, from its own metrics, over the run."""
     q = run.summary.server_queue
     if not isinstance(q, ServerQueue) or not q.over_time.t:
@@ -756,10 +739,8 @@ def server_queue(run: RunData, plots_dir: Path) -> Plot | None:
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # requests come whole
     ax.set_ylim(bottom=0)
     run.finish(ax, ylabel="requests", xlabel="time since start (s)", legend="upper left")
-    return _save(
+    return (
         fig,
-        plots_dir,
-        "server_queue",
         f"Server queue from {q.engine_name}'s metrics",
         f"Requests waiting for and holding a slot at the server, as its /metrics said at"
         f" each scrape ({q.scrapes} scrapes).",
@@ -813,7 +794,7 @@ def _loss_marks(ax: Axes, p: PacketLoss, span_s: float) -> None:
         ax.plot([], [], " ", label="did not recover within the run")
 
 
-def packet_loss(run: RunData, plots_dir: Path) -> Plot | None:
+def packet_loss(run: RunData) -> Drawn | None:
     """Latency by send time with its rolling P99, the loss shaded and the recovery marked."""
     p = run.summary.packet_loss
     if p is None:
@@ -835,10 +816,8 @@ def packet_loss(run: RunData, plots_dir: Path) -> Plot | None:
     _loss_marks(ax, p, run.span)
     _log_axis(ax)
     run.finish(ax, ylabel="latency (ms, log)", xlabel="send time since start (s)")
-    return _save(
+    return (
         fig,
-        plots_dir,
-        "packet_loss",
         "Latency under packet loss",
         "Each successful request's latency by send time, and the P99 of the requests sent in"
         f" the {r.window_s:g} s after each point. Shaded: the drop rules were in place. The"
@@ -854,21 +833,26 @@ def render_plots(
     *,
     gpu_samples: Mapping[str, np.ndarray] | None = None,
 ) -> list[Plot]:
-    """Every figure the run has data for, written to plots_dir/<name>.png."""
-    run = RunData(summary, frame)
-    out: list[Plot | None] = [
-        timeline(run, plots_dir),
-        percentiles(run, plots_dir),
-        histograms(run, plots_dir),
-        status_mix(run, plots_dir),
-        outcomes(run, plots_dir),
-        dispatch(run, plots_dir),
-        gpu(run, gpu_samples, plots_dir),
-        schedule_lag(run, plots_dir),
-        server_queue(run, plots_dir),
-        packet_loss(run, plots_dir),
-    ]
-    return [p for p in out if p is not None]
+    """Every figure the run has data for, written to plots_dir/<name>.png, each named by
+    the function that draws it."""
+    run = RunData(summary, frame, gpu_samples)
+    plots = []
+    for draw in (
+        timeline,
+        percentiles,
+        histograms,
+        status_mix,
+        outcomes,
+        dispatch,
+        gpu,
+        schedule_lag,
+        server_queue,
+        packet_loss,
+    ):
+        drawn = draw(run)
+        if drawn is not None:
+            plots.append(_save(plots_dir, draw.__name__, *drawn))
+    return plots
 
 
 # --- comparison ---------------------------------------------------------------------------
@@ -888,9 +872,9 @@ def compare_percentiles(
         _draw_percentiles(ax, curves, metric, empty="unavailable in every run")
     fig.axes[0].set_ylabel("ms (log)")
     return _save(
-        fig,
         plots_dir,
         "compare_percentiles",
+        fig,
         "Percentile distributions, overlaid",
         "Each run's value at each percentile (successful requests); lower is better.",
     )
