@@ -142,7 +142,6 @@ class FakeServer:
         queue: bool = False,
         any_model: bool = False,
         props: bool = False,
-        coalesce: bool = False,
         hang_up_stalls: int = 0,
         hang_up_stall_s: float = BUSY_DELAY_S,
         shared_prefill_s: float = 0.0,
@@ -160,9 +159,6 @@ class FakeServer:
         # As llama.cpp's server too: /health says nothing of capacity, GET /props has
         # `total_slots`.
         self.props = props
-        # As llama.cpp's server (a token ending inside a UTF-8 character) and a descheduled
-        # vLLM: the OpenAI stream's second chunk carries two tokens; usage counts them all.
-        self.coalesce = coalesce
         self.busy_until = 0.0  # busy_for
         # As a GC pause or a descheduled engine: after each of the first `hang_up_stalls`
         # rounds of client hang-ups, the next `slots` admissions each come `hang_up_stall_s`
@@ -270,7 +266,8 @@ class FakeServer:
         body: bytes,
         headers: list[tuple[str, str]] = (),
         ctype: str = "application/json",
-    ) -> None:
+    ) -> bool:
+        """Answers `body` whole; True: the connection stays open."""
         w.write(
             self._head(
                 status, [("content-type", ctype), ("content-length", str(len(body))), *headers]
@@ -278,6 +275,7 @@ class FakeServer:
             + body
         )
         await w.drain()
+        return True
 
     async def _chunk(self, w: asyncio.StreamWriter, data: bytes) -> None:
         w.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -292,53 +290,41 @@ class FakeServer:
                 obj["slots"] = self.slots
             if "health_no_jitter" in self.faults:
                 del obj["dispatch_jitter_us"]
-            await self._full(w, 200, json.dumps(obj).encode(), stamps)
-            return True
+            return await self._full(w, 200, json.dumps(obj).encode(), stamps)
         if path == "/props" and self.props:
             props = {"total_slots": self.slots, "model_path": "fake.gguf"}
-            await self._full(w, 200, json.dumps(props).encode(), stamps)
-            return True
+            return await self._full(w, 200, json.dumps(props).encode(), stamps)
         if path == "/metrics" and self.queue:
-            await self._full(w, 200, self._metrics(), stamps, "text/plain; version=0.0.4")
-            return True
+            return await self._full(w, 200, self._metrics(), stamps, "text/plain; version=0.0.4")
         self.requests.append((method, path, headers))
         if path in PATHS and PATHS[path] not in self.apis:
-            await self._full(w, 404, b'{"detail":"Not Found"}', stamps)
-            return True
+            return await self._full(w, 404, b'{"detail":"Not Found"}', stamps)
         api = PATHS.get(path, "anthropic" if "anthropic-version" in headers else "openai")
         allowed = "GET" if path == "/v1/models" else "POST"
         if path not in PATHS and path != "/v1/models":
-            await self._full(w, 404, error_body(api, 404, "no route"), stamps)
-            return True
+            return await self._full(w, 404, error_body(api, 404, "no route"), stamps)
         if method != allowed:
             status = 404 if "wrong_method_404" in self.faults else 405
-            await self._full(
+            return await self._full(
                 w, status, error_body(api, status, "method"), [*stamps, ("allow", allowed)]
             )
-            return True
         if self.api_key and self.api_key not in (
             headers.get("x-api-key"),
             headers.get("authorization", "")[7:],
         ):
-            await self._full(w, 401, error_body(api, 401, "no key"), stamps)
-            return True
+            return await self._full(w, 401, error_body(api, 401, "no key"), stamps)
         if path == "/v1/models" and self.models_body is not None:
-            await self._full(w, 200, self.models_body, stamps)
-            return True
+            return await self._full(w, 200, self.models_body, stamps)
         if path == "/v1/models" and self.models is None:
-            await self._full(w, 404, b'{"detail":"Not Found"}', stamps)
-            return True
+            return await self._full(w, 404, b'{"detail":"Not Found"}', stamps)
         if path == "/v1/models":
-            await self._full(w, 200, self._models(), stamps)
-            return True
+            return await self._full(w, 200, self._models(), stamps)
         try:
             req = self._parse(api, body)
         except BadRequest as e:
             if e.status == 400 and "invalid_plaintext" in self.faults and "invalid" in str(e):
-                await self._full(w, 400, b"bad request", stamps, "text/plain")
-            else:
-                await self._full(w, e.status, error_body(api, e.status, str(e)), stamps)
-            return True
+                return await self._full(w, 400, b"bad request", stamps, "text/plain")
+            return await self._full(w, e.status, error_body(api, e.status, str(e)), stamps)
         return await self._generate(w, api, req, received, stamps)
 
     def _metrics(self) -> bytes:
@@ -491,8 +477,7 @@ class FakeServer:
             await self._chunk(w, b"event: error\ndata: " + json.dumps(err).encode() + b"\n\n")
             await self._chunk(w, b"")
             return True
-        await self._full(w, status, error_body(api, status, "overloaded"), headers)
-        return True
+        return await self._full(w, status, error_body(api, status, "overloaded"), headers)
 
     async def _generate(self, w, api, req, received, stamps) -> bool:
         try:
@@ -651,12 +636,9 @@ class FakeServer:
                 }
 
             await ev(None, chunk({"role": "assistant", "content": ""}))
-            k = 0
-            while k < texts:
+            for _ in range(texts):
                 await asyncio.sleep(self.token_s)
-                two = self.coalesce and k == 1 and k + 1 < texts
-                await ev(None, chunk({"content": "aa" if two else "a"}))
-                k += 2 if two else 1
+                await ev(None, chunk({"content": "a"}))
             await ev(None, chunk({}, self._reason(api)))
             await ev(
                 None,
