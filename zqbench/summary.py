@@ -501,9 +501,6 @@ class AtRest(_SparseRecord):
     # from runs saved before it was.
     opener: AtRestProbe | None = None
 
-    def _absent(self) -> Collection[str]:
-        return ["opener"] if self.opener is None else []
-
 
 class Capacity(_Record):
     """How many requests the target computes at once, and where that figure came from."""

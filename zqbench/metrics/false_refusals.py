@@ -65,17 +65,21 @@ def _admitted_spans(frame: MetricFrame) -> tuple[np.ndarray, np.ndarray]:
     return c.t_send[keep], c.t_end[keep]
 
 
+def peak_in_flight(send: np.ndarray, end: np.ndarray) -> int:
+    """The most [send, end) spans open at once (an end at a send's moment has ended)."""
+    if not len(send):
+        return 0
+    starts, ends = np.sort(send), np.sort(end)
+    # At each start: spans started by then minus spans ended by then.
+    open_now = np.arange(1, len(starts) + 1) - np.searchsorted(ends, starts, side="right")
+    return int(open_now.max())
+
+
 def most_at_once(send: np.ndarray, end: np.ndarray, grace_ns: float) -> int:
     """The most spans open at once, each shrunk by a grace (at most a quarter of its length)
     at both ends: a turnover's two requests in transit never count together."""
-    if not len(send):
-        return 0
     trim = np.minimum(grace_ns, (end - send) / 4.0)
-    starts, ends = np.sort(send + trim), np.sort(end - trim)
-    # At each start: spans started by then minus spans ended by then (an end at that
-    # moment has ended).
-    open_now = np.arange(1, len(starts) + 1) - np.searchsorted(ends, starts, side="right")
-    return int(open_now.max())
+    return peak_in_flight(send + trim, end - trim)
 
 
 def overlapping(

@@ -97,10 +97,6 @@ class RunOutput:
     frame: Callable[[], MetricFrame] | None = None
 
 
-def _summary_md(run: RunOutput) -> str:
-    return render_summary_md(run.summary)
-
-
 def _junit(run: RunOutput) -> str:
     return render_junit(
         run.summary, inconclusive_as="failure" if run.inconclusive_fails else "skipped"
@@ -112,14 +108,12 @@ def _report_html(run: RunOutput, folder: Path) -> list[Path]:
     return render_html(folder, run.summary, run.samples(), frame)
 
 
-def _summary_json(run: RunOutput) -> str:
-    return dumps_summary(run.summary)
-
-
-SUMMARY_JSON_WRITER: TextWriter[RunOutput] = TextWriter(SUMMARY_JSON, _summary_json)
+SUMMARY_JSON_WRITER: TextWriter[RunOutput] = TextWriter(
+    SUMMARY_JSON, lambda run: dumps_summary(run.summary)
+)
 RUN_WRITERS: tuple[Writer[RunOutput], ...] = (
     SUMMARY_JSON_WRITER,
-    TextWriter(SUMMARY_MD, _summary_md),
+    TextWriter(SUMMARY_MD, lambda run: render_summary_md(run.summary)),
     TextWriter(JUNIT_XML, _junit),
     PageWriter(REPORT_HTML, _report_html),
 )

@@ -202,13 +202,13 @@ def diff_stat(
     return _percentile_diff(stat, a, b, max_regression, gated)
 
 
+def _worst(verdicts: set[str]) -> str:
+    """regression over inconclusive over ok."""
+    return next((v for v in ("regression", "inconclusive") if v in verdicts), "ok")
+
+
 def pair_verdict(diffs: Sequence[Diff]) -> str:
-    verdicts = {d.verdict for d in diffs if d.gated and d.verdict != "unavailable"}
-    if "regression" in verdicts:
-        return "regression"
-    if "inconclusive" in verdicts:
-        return "inconclusive"
-    return "ok"
+    return _worst({d.verdict for d in diffs if d.gated and d.verdict != "unavailable"})
 
 
 def compare_runs(
@@ -248,15 +248,9 @@ def compare_runs(
             for s in shown
         ]
         pairs.append(Pair(labels[0], label, diffs, pair_verdict(diffs)))
-    verdicts = {p.verdict for p in pairs}
+    verdict = _worst({p.verdict for p in pairs})
     if any(r.summary.verdict == "invalid" for r in runs):
         verdict = "invalid"
-    elif "regression" in verdicts:
-        verdict = "regression"
-    elif "inconclusive" in verdicts:
-        verdict = "inconclusive"
-    else:
-        verdict = "ok"
     warnings = [
         w
         for label, run in zip(labels[1:], runs[1:], strict=True)

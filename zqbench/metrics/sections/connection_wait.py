@@ -17,21 +17,13 @@ import numpy as np
 
 from zqbench import summary as model
 from zqbench.metrics import quantiles
+from zqbench.metrics.false_refusals import peak_in_flight
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.metrics.sections.base import sentence
 from zqbench.summary import ConnectionWait
 
 if TYPE_CHECKING:
     from zqbench.metrics.summarize import RunInfo
-
-
-def peak_in_flight(send: np.ndarray, end: np.ndarray) -> int:
-    """The most [send, end) spans open at once (an end at a send's moment has ended)."""
-    if not len(send):
-        return 0
-    starts, ends = np.sort(send), np.sort(end)
-    open_now = np.arange(1, len(starts) + 1) - np.searchsorted(ends, starts, side="right")
-    return int(open_now.max())
 
 
 def connection_wait(frame: MetricFrame, run: RunInfo) -> ConnectionWait | None:
