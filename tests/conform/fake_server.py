@@ -277,6 +277,11 @@ class FakeServer:
         await w.drain()
         return True
 
+    def _sse_head(self, w: asyncio.StreamWriter, stamps: list[tuple[str, str]]) -> None:
+        """A 200 event stream's head; its events follow as chunks."""
+        sse = [("content-type", "text/event-stream"), ("transfer-encoding", "chunked")]
+        w.write(self._head(200, [*sse, *stamps]))
+
     async def _chunk(self, w: asyncio.StreamWriter, data: bytes) -> None:
         w.write(b"%x\r\n%s\r\n" % (len(data), data))
         await w.drain()
@@ -463,16 +468,7 @@ class FakeServer:
                 wait = "3"  # the truth: its refusals go on for 2.5 s
             headers.append(("retry-after", wait))
         if "refuse_in_stream" in self.faults:
-            w.write(
-                self._head(
-                    200,
-                    [
-                        ("content-type", "text/event-stream"),
-                        ("transfer-encoding", "chunked"),
-                        *stamps,
-                    ],
-                )
-            )
+            self._sse_head(w, stamps)
             err = {"type": "error", "error": {"type": "overloaded_error", "message": "full"}}
             await self._chunk(w, b"event: error\ndata: " + json.dumps(err).encode() + b"\n\n")
             await self._chunk(w, b"")
@@ -563,12 +559,7 @@ class FakeServer:
         return json.dumps(obj).encode()
 
     async def _stream(self, w, api: str, n: int, stamps) -> None:
-        w.write(
-            self._head(
-                200,
-                [("content-type", "text/event-stream"), ("transfer-encoding", "chunked"), *stamps],
-            )
-        )
+        self._sse_head(w, stamps)
 
         async def ev(name: str | None, obj: Any) -> None:
             data = obj if isinstance(obj, str) else json.dumps(obj)
@@ -640,17 +631,8 @@ class FakeServer:
                 await asyncio.sleep(self.token_s)
                 await ev(None, chunk({"content": "a"}))
             await ev(None, chunk({}, self._reason(api)))
-            await ev(
-                None,
-                {
-                    "id": "c1",
-                    "object": "chat.completion.chunk",
-                    "created": 1,
-                    "model": MODEL,
-                    "choices": [],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3},
-                },
-            )
+            usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
+            await ev(None, {**chunk({}), "choices": [], "usage": usage})
             if "o_no_done" not in self.faults:
                 await ev(None, "[DONE]")
         await self._chunk(w, b"")

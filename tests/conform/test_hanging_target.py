@@ -34,8 +34,7 @@ class Hanging(FakeServer):
             self.posts += 1
             if self.posts > RESOLVE_POSTS:
                 if self.head:
-                    stream = [("content-type", "text/event-stream")]
-                    w.write(self._head(200, [*stream, ("transfer-encoding", "chunked")]))
+                    self._sse_head(w, [])
                     await w.drain()
                 await asyncio.Event().wait()  # until the server shuts down
         return await super()._handle(w, method, path, *rest)
