@@ -107,11 +107,39 @@ def _ok_only(c: Columns, values: np.ndarray) -> np.ndarray:
 # --- one function per metric (ns per request, NaN where undefined) ------------------------
 
 
+Metric = Callable[[Columns], np.ndarray]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    func: Metric
+    ok_only: bool  # undefined for failed requests
+    missing: str  # why it is unavailable when no request defines it
+
+
+# Every per-request metric by name, in the order its function is defined (summary.json's).
+REQUEST_METRICS: dict[str, MetricSpec] = {}
+_CLOSED_LOOP = "closed loop: requests have no intended send time"
+_NO_GAPS = "no inter-token gaps were recorded"
+
+
+def _metric(ok_only: bool, missing: str) -> Callable[[Metric], Metric]:
+    """Registers the metric it decorates in REQUEST_METRICS, under its function's name."""
+
+    def register(func: Metric) -> Metric:
+        REQUEST_METRICS[func.__name__] = MetricSpec(func, ok_only, missing)
+        return func
+
+    return register
+
+
+@_metric(True, "no successful request")
 def latency(c: Columns) -> np.ndarray:
     """latency = t_end - t_send, successful requests."""
     return _ok_only(c, c.t_end - c.t_send)
 
 
+@_metric(True, _CLOSED_LOOP)
 def latency_corrected(c: Columns) -> np.ndarray:
     """latency_corrected = t_end - t_intended, successful requests (open loop only).
 
@@ -120,27 +148,32 @@ def latency_corrected(c: Columns) -> np.ndarray:
     return _ok_only(c, c.t_end - c.t_intended)
 
 
+@_metric(False, "no request sent")
 def latency_error_adjusted(c: Columns) -> np.ndarray:
     """latency for successful requests; +inf for every failed or refused request."""
     return np.where(c.ok, c.t_end - c.t_send, np.inf)
 
 
+@_metric(False, _CLOSED_LOOP)
 def latency_corrected_error_adjusted(c: Columns) -> np.ndarray:
     """latency_corrected for successful requests; +inf for failed ones (open loop only)."""
     values = np.where(c.ok, c.t_end - c.t_intended, np.inf)
     return np.where(np.isnan(c.t_intended), np.nan, values)
 
 
+@_metric(True, "no response headers were recorded")
 def ttfb(c: Columns) -> np.ndarray:
     """ttfb = t_headers - t_send, successful requests."""
     return _ok_only(c, c.t_headers - c.t_send)
 
 
+@_metric(True, "no first token was recorded")
 def ttft(c: Columns) -> np.ndarray:
     """ttft = t_first_token - t_send, successful requests."""
     return _ok_only(c, c.t_first_token - c.t_send)
 
 
+@_metric(True, "no successful request had more than one output token in two or more token events")
 def tpot(c: Columns) -> np.ndarray:
     """tpot = (t_last_token - t_first_token) / (output_tokens - 1), successful requests with
     output_tokens > 1 and at least two token events.
@@ -155,6 +188,7 @@ def tpot(c: Columns) -> np.ndarray:
     return _ok_only(c, np.where(timed, values, np.nan))
 
 
+@_metric(True, f"{_NO_GAPS} (fewer than 2 events)")
 def itl(c: Columns) -> np.ndarray:
     """itl = the request's mean gap between consecutive token events (itl_mean_ns).
 
@@ -163,16 +197,19 @@ def itl(c: Columns) -> np.ndarray:
     return _ok_only(c, c.itl_mean_ns)
 
 
+@_metric(True, _NO_GAPS)
 def itl_p99(c: Columns) -> np.ndarray:
     """itl_p99 = the request's own p99 gap between token events (nearest rank, ceil(0.99 n))."""
     return _ok_only(c, c.itl_p99_ns)
 
 
+@_metric(True, _NO_GAPS)
 def itl_max(c: Columns) -> np.ndarray:
     """itl_max = the request's longest gap between token events (a stall)."""
     return _ok_only(c, c.itl_max_ns)
 
 
+@_metric(False, _CLOSED_LOOP)
 def schedule_lag(c: Columns) -> np.ndarray:
     """schedule_lag = t_send - t_intended - connection_wait, every request sent: the
     generator's own lateness. The wait for a free connection is the target's (it held every
@@ -185,12 +222,14 @@ def schedule_lag(c: Columns) -> np.ndarray:
     return np.where(c.unsent, np.nan, c.t_send - c.t_intended - waited)
 
 
+@_metric(False, "the samples predate the connection_wait column")
 def connection_wait(c: Columns) -> np.ndarray:
     """connection_wait = the time a request waited for a free connection (HTTP/2: stream)
     before its first byte, every request sent; 0 when one was free at once."""
     return np.where(c.unsent, np.nan, c.connection_wait)
 
 
+@_metric(False, "the target sent no X-Request-Received-Time/X-Request-Dispatch-Time headers")
 def server_queue(c: Columns) -> np.ndarray:
     """server_queue = (srv_dispatch - srv_received) * 1e9, server clock only."""
     return (c.srv_dispatch - c.srv_received) * NS_PER_S
@@ -205,6 +244,7 @@ def _srv_relative_ns(c: Columns, epoch_s: np.ndarray) -> np.ndarray:
     return (epoch_s - base_s) * NS_PER_S - (c.start_epoch_ns - base_s * NS_PER_S)
 
 
+@_metric(True, "the target sent no X-Request-Start-Time header")
 def dispatch_delay(c: Columns) -> np.ndarray:
     """dispatch_delay = srv_start - (start_epoch_ns + t_send + clock_offset_ns).
 
@@ -212,6 +252,7 @@ def dispatch_delay(c: Columns) -> np.ndarray:
     return _ok_only(c, _srv_relative_ns(c, c.srv_start) - (c.t_send + c.clock_offset_ns))
 
 
+@_metric(False, "no request was refused (429/503/529)")
 def time_to_reject(c: Columns) -> np.ndarray:
     """time_to_reject = t_end - t_send of refused requests (status 429, 503 or 529)."""
     refused = np.isin(c.status, REFUSAL_STATUSES)
@@ -230,63 +271,6 @@ def dispatch_jitter(delay_ns: np.ndarray, t_send: np.ndarray) -> np.ndarray:
         return np.empty(0)
     return ordered[: windows * JITTER_WINDOW].reshape(windows, JITTER_WINDOW).std(axis=1)
 
-
-@dataclass(frozen=True)
-class MetricSpec:
-    name: str
-    func: Callable[[Columns], np.ndarray]
-    ok_only: bool  # undefined for failed requests
-    missing: str  # why it is unavailable when no request defines it
-
-
-_CLOSED_LOOP = "closed loop: requests have no intended send time"
-_NO_GAPS = "no inter-token gaps were recorded"
-
-REQUEST_METRICS: dict[str, MetricSpec] = {
-    s.name: s
-    for s in (
-        MetricSpec("latency", latency, True, "no successful request"),
-        MetricSpec("latency_corrected", latency_corrected, True, _CLOSED_LOOP),
-        MetricSpec("latency_error_adjusted", latency_error_adjusted, False, "no request sent"),
-        MetricSpec(
-            "latency_corrected_error_adjusted",
-            latency_corrected_error_adjusted,
-            False,
-            _CLOSED_LOOP,
-        ),
-        MetricSpec("ttfb", ttfb, True, "no response headers were recorded"),
-        MetricSpec("ttft", ttft, True, "no first token was recorded"),
-        MetricSpec(
-            "tpot",
-            tpot,
-            True,
-            "no successful request had more than one output token in two or more token events",
-        ),
-        MetricSpec("itl", itl, True, f"{_NO_GAPS} (fewer than 2 events)"),
-        MetricSpec("itl_p99", itl_p99, True, _NO_GAPS),
-        MetricSpec("itl_max", itl_max, True, _NO_GAPS),
-        MetricSpec("schedule_lag", schedule_lag, False, _CLOSED_LOOP),
-        MetricSpec(
-            "connection_wait",
-            connection_wait,
-            False,
-            "the samples predate the connection_wait column",
-        ),
-        MetricSpec(
-            "server_queue",
-            server_queue,
-            False,
-            "the target sent no X-Request-Received-Time/X-Request-Dispatch-Time headers",
-        ),
-        MetricSpec(
-            "dispatch_delay",
-            dispatch_delay,
-            True,
-            "the target sent no X-Request-Start-Time header",
-        ),
-        MetricSpec("time_to_reject", time_to_reject, False, "no request was refused (429/503/529)"),
-    )
-}
 
 WINDOW_METRICS = ("dispatch_jitter",)
 DURATION_METRICS: tuple[str, ...] = (*REQUEST_METRICS, *WINDOW_METRICS)

@@ -40,23 +40,19 @@ def rate(times_s: np.ndarray, bin_edges: np.ndarray) -> np.ndarray:
     return counts / np.diff(bin_edges)
 
 
+BAND_LEVELS = {"p50": 0.5, "p99": 0.99, "max": 1.0}  # what a time plot's bands draw
+
+
 @dataclass(frozen=True)
 class Bands:
     """Per-bin percentiles of a value; NaN where a bin holds no value."""
 
     centers: np.ndarray  # bin centres, s
-    counts: np.ndarray  # values per bin
     levels: dict[str, np.ndarray]  # "p50" -> per-bin value
 
 
-def percentile_bands(
-    times_s: np.ndarray,
-    values: np.ndarray,
-    bin_edges: np.ndarray,
-    levels: dict[str, float] | None = None,
-) -> Bands:
+def percentile_bands(times_s: np.ndarray, values: np.ndarray, bin_edges: np.ndarray) -> Bands:
     """Nearest-rank percentiles of `values` in each time bin (one sort of the whole run)."""
-    levels = levels or {"p50": 0.5, "p90": 0.9, "p99": 0.99, "max": 1.0}
     keep = ~np.isnan(times_s) & ~np.isnan(values)
     t, v = times_s[keep], values[keep]
     n_bins = len(bin_edges) - 1
@@ -65,13 +61,13 @@ def percentile_bands(
     v_sorted, which_sorted = v[order], which[order]
     starts = np.searchsorted(which_sorted, np.arange(n_bins), side="left")
     stops = np.searchsorted(which_sorted, np.arange(n_bins), side="right")
-    out = {name: np.full(n_bins, np.nan) for name in levels}
+    out = {name: np.full(n_bins, np.nan) for name in BAND_LEVELS}
     for b in np.flatnonzero(stops > starts):
         chunk = v_sorted[starts[b] : stops[b]]
-        for name, q in levels.items():
+        for name, q in BAND_LEVELS.items():
             out[name][b] = quantiles.quantile(chunk, q)
     centers = (bin_edges[:-1] + bin_edges[1:]) / 2
-    return Bands(centers, stops - starts, out)
+    return Bands(centers, out)
 
 
 def shares(
