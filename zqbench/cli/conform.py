@@ -51,98 +51,93 @@ else:
 
 # Parameters are named after ConformOptions fields (`apis` is --api, `timeout_s` --timeout),
 # so the CLI boundary shows an OptionError about a field under its flag.
+ApisOpt = Annotated[
+    ConformApi,
+    typer.Option(
+        "--api",
+        help=f"{', '.join(DIALECTS)}, all, or auto: those that answer (the first drives "
+        f"errors/zeroqueue; {next(iter(DIALECTS))} first).",
+    ),
+]
+Only = Annotated[list[str] | None, typer.Option("--only", help="Run only this group (repeatable).")]
+Skip = Annotated[list[str] | None, typer.Option("--skip", help="Skip this check id (repeatable).")]
+JsonPath = Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")]
+ListChecks = Annotated[bool, typer.Option("--list", help="Print the catalogue and exit.")]
+Model = Annotated[
+    str | None,
+    typer.Option(help="Model name (default: the one GET /v1/models lists; the first of several)."),
+]
+StrictModel = Annotated[
+    bool,
+    typer.Option("--strict-model", help="Without --model: fail when GET /v1/models lists several."),
+]
+ExpectAuth = Annotated[bool, typer.Option(help="errors.6: requests without the key must get 401.")]
+ExpectHttp2 = Annotated[
+    bool, typer.Option(help="http.2 fails (not skips) when HTTP/2 does not work.")
+]
+ExpectHeaders = Annotated[
+    list[str] | None,
+    typer.Option("--expect-header", help="'NAME=VALUE' or 'NAME~REGEX' every response must carry."),
+]
+Timeout = Annotated[float, typer.Option("--timeout", help="Per-request timeout, seconds.")]
+QueueMargin = Annotated[
+    float,
+    typer.Option(
+        help="zeroqueue.5: least margin (ms) over 2x the TTFT at rest that counts as a wait."
+    ),
+]
+SlopeSteps = Annotated[
+    str, typer.Option(help="zeroqueue.5: concurrencies, comma-separated (2x capacity is added).")
+]
+OverloadConcurrency = Annotated[
+    int, typer.Option(help="zeroqueue.6-10: requests in the overload burst.")
+]
+FalseRefusalShare = Annotated[
+    float, typer.Option(help="zeroqueue.11: most share of refusals under load with a slot free.")
+]
+RetryShare = Annotated[
+    float, typer.Option(help="zeroqueue.12: least share of retries admitted when Retry-After said.")
+]
+DisconnectTokens = Annotated[
+    int, typer.Option(help="zeroqueue.13: max_tokens of the streams it cuts mid-generation.")
+]
+DisconnectBound = Annotated[
+    float, typer.Option(help="zeroqueue.13: seconds within which cut streams free their slots.")
+]
+BodyLimit = Annotated[int, typer.Option(help="errors.4: the endpoint's body limit.")]
+ServerBatch = Annotated[int, typer.Option(help="Embedded reference server: sequence slots.")]
 
 
 def conform(
     ctx: typer.Context,
     target: TargetOpt = None,
-    apis: Annotated[
-        ConformApi,
-        typer.Option(
-            "--api",
-            help=f"{', '.join(DIALECTS)}, all, or auto: those that answer (the first drives "
-            f"errors/zeroqueue; {next(iter(DIALECTS))} first).",
-        ),
-    ] = ConformApi.auto,
-    only: Annotated[
-        list[str] | None, typer.Option("--only", help="Run only this group (repeatable).")
-    ] = None,
-    skip: Annotated[
-        list[str] | None, typer.Option("--skip", help="Skip this check id (repeatable).")
-    ] = None,
+    apis: ApisOpt = ConformApi.auto,
+    only: Only = None,
+    skip: Skip = None,
     junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here.")] = None,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write the JSON report here.")
-    ] = None,
+    json_path: JsonPath = None,
     out: Annotated[Path | None, typer.Option(help="Folder for conform.json and junit.xml.")] = None,
-    list_checks: Annotated[
-        bool, typer.Option("--list", help="Print the catalogue and exit.")
-    ] = False,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            help="Model name (default: the one GET /v1/models lists; the first of several)."
-        ),
-    ] = None,
-    strict_model: Annotated[
-        bool,
-        typer.Option(
-            "--strict-model", help="Without --model: fail when GET /v1/models lists several."
-        ),
-    ] = False,
+    list_checks: ListChecks = False,
+    model: Model = None,
+    strict_model: StrictModel = False,
     api_key_env: ApiKeyEnvOpt = None,
-    expect_auth: Annotated[
-        bool, typer.Option(help="errors.6: requests without the key must get 401.")
-    ] = False,
-    expect_http2: Annotated[
-        bool, typer.Option(help="http.2 fails (not skips) when HTTP/2 does not work.")
-    ] = False,
-    expect_headers: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--expect-header", help="'NAME=VALUE' or 'NAME~REGEX' every response must carry."
-        ),
-    ] = None,
-    timeout_s: Annotated[
-        float, typer.Option("--timeout", help="Per-request timeout, seconds.")
-    ] = 10.0,
+    expect_auth: ExpectAuth = False,
+    expect_http2: ExpectHttp2 = False,
+    expect_headers: ExpectHeaders = None,
+    timeout_s: Timeout = 10.0,
     server_queue_bound_ms: Annotated[float, typer.Option(help="zeroqueue.3 bound.")] = 5.0,
-    queue_margin_ms: Annotated[
-        float,
-        typer.Option(
-            help="zeroqueue.5: least margin (ms) over 2x the TTFT at rest that counts as a wait."
-        ),
-    ] = 20.0,
-    slope_steps: Annotated[
-        str,
-        typer.Option(help="zeroqueue.5: concurrencies, comma-separated (2x capacity is added)."),
-    ] = "1,2,4,8,16,32",
-    overload_concurrency: Annotated[
-        int, typer.Option(help="zeroqueue.6-10: requests in the overload burst.")
-    ] = 32,
+    queue_margin_ms: QueueMargin = 20.0,
+    slope_steps: SlopeSteps = "1,2,4,8,16,32",
+    overload_concurrency: OverloadConcurrency = 32,
     refusal_bound_ms: Annotated[float, typer.Option(help="zeroqueue.8 bound.")] = 100.0,
     recovery_s: Annotated[float, typer.Option(help="zeroqueue.10 bound, seconds.")] = 2.0,
-    false_refusal_share: Annotated[
-        float,
-        typer.Option(help="zeroqueue.11: most share of refusals under load with a slot free."),
-    ] = 0.05,
-    retry_share: Annotated[
-        float,
-        typer.Option(help="zeroqueue.12: least share of retries admitted when Retry-After said."),
-    ] = 0.75,
-    disconnect_max_tokens: Annotated[
-        int, typer.Option(help="zeroqueue.13: max_tokens of the streams it cuts mid-generation.")
-    ] = 1024,
-    disconnect_bound_s: Annotated[
-        float, typer.Option(help="zeroqueue.13: seconds within which cut streams free their slots.")
-    ] = 1.0,
-    body_limit_bytes: Annotated[int, typer.Option(help="errors.4: the endpoint's body limit.")] = 32
-    * 1024
-    * 1024,
+    false_refusal_share: FalseRefusalShare = 0.05,
+    retry_share: RetryShare = 0.75,
+    disconnect_max_tokens: DisconnectTokens = 1024,
+    disconnect_bound_s: DisconnectBound = 1.0,
+    body_limit_bytes: BodyLimit = 32 * 1024 * 1024,
     server_scheduler: ServerSchedulerOpt = ServerScheduler.zero_queue,
-    server_max_batch_size: Annotated[
-        int, typer.Option(help="Embedded reference server: sequence slots.")
-    ] = 4,
+    server_max_batch_size: ServerBatch = 4,
 ) -> None:
     """Run the numbered conformance checks against an endpoint (exit 1 when any fails)."""
     from zqbench.conform.catalogue import format_catalogue
