@@ -36,16 +36,12 @@ from zqbench.summary import (
 MAX_BINS = 300  # longer runs get wider bins, so summary.json stays small
 
 
-def bin_width_s(duration_s: float) -> float:
-    """1 s bins, widened to a whole number of seconds so a run has at most MAX_BINS."""
-    return float(max(1, math.ceil(duration_s / MAX_BINS)))
-
-
 def send_bins(frame: MetricFrame, duration_s: float) -> tuple[float, np.ndarray, int]:
     """(bin width s, each request's bin floor(t_send / width), bins): the over-time views'
     bins, for a frame with at least one request."""
     t_send_s = frame.columns.t_send / NS_PER_S
-    width = bin_width_s(max(duration_s, float(np.max(t_send_s))))
+    # 1 s bins, widened to a whole number of seconds so a run has at most MAX_BINS.
+    width = float(max(1, math.ceil(max(duration_s, float(np.max(t_send_s))) / MAX_BINS)))
     bins = np.floor(t_send_s / width).astype(np.int64)
     return width, bins, int(bins.max()) + 1
 

@@ -94,7 +94,7 @@ class ReportView:
 def build_view(summary: Summary, figures: Sequence[FigureData] = ()) -> ReportView:
     """The view of a summary (redacted here) and of the figures drawn from its run."""
     s = redacted(summary)
-    metrics = _key_metrics(s)
+    metrics = [(name, s.metrics[name]) for name in KEY_METRICS if name in s.metrics]
     shown = tuple(figure(*f) for f in figures)
     return ReportView(
         summary=s,
@@ -159,11 +159,6 @@ def slo_ci(slo: model.SloRecord) -> str:
     lo = "−∞" if low is None else format_value(low, unit)
     hi = "+∞" if high is None else format_value(high, unit)
     return f"[{lo}, {hi}]"
-
-
-def _key_metrics(s: Summary) -> list[tuple[str, model.MetricStats]]:
-    """The key metrics the run has, in KEY_METRICS order."""
-    return [(name, s.metrics[name]) for name in KEY_METRICS if name in s.metrics]
 
 
 def _metric_rows(s: Summary, name: str, entry: model.MetricStats) -> list[MetricRow]:

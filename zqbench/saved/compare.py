@@ -207,10 +207,6 @@ def _worst(verdicts: set[str]) -> str:
     return next((v for v in ("regression", "inconclusive") if v in verdicts), "ok")
 
 
-def pair_verdict(diffs: Sequence[Diff]) -> str:
-    return _worst({d.verdict for d in diffs if d.gated and d.verdict != "unavailable"})
-
-
 def compare_runs(
     run_dirs: Sequence[Path],
     *,
@@ -247,7 +243,8 @@ def compare_runs(
             )
             for s in shown
         ]
-        pairs.append(Pair(labels[0], label, diffs, pair_verdict(diffs)))
+        judged = {d.verdict for d in diffs if d.gated and d.verdict != "unavailable"}
+        pairs.append(Pair(labels[0], label, diffs, _worst(judged)))
     verdict = _worst({p.verdict for p in pairs})
     if any(r.summary.verdict == "invalid" for r in runs):
         verdict = "invalid"

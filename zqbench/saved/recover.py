@@ -52,7 +52,8 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
     unknown = [] if record is not None else ["scenario", "target", "clock", "schedule", "SLOs"]
     info = dataclasses.replace(
         info,
-        duration_s=_last_end_s(samples),
+        # to the last recorded request's end (0 with none)
+        duration_s=float(samples["t_end"].max()) / 1e9 if len(samples) else 0.0,
         environment={
             **info.environment,
             "interrupted": True,
@@ -81,11 +82,6 @@ def _unknown_run() -> RunInfo:
         duration_s=0.0,
         clock_offset_source=UNKNOWN,
     )
-
-
-def _last_end_s(samples: pd.DataFrame) -> float:
-    """Seconds from the run's start to the last recorded request's end (0 with none)."""
-    return float(samples["t_end"].max()) / 1e9 if len(samples) else 0.0
 
 
 def _marked_interrupted(summary: Summary, n: int, unknown: list[str], why: str) -> Summary:

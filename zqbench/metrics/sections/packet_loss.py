@@ -49,10 +49,6 @@ def _loss_windows(p: model.PacketLoss) -> str:
     return ", ".join(spans)
 
 
-def _loss_stages(s: Summary, p: model.PacketLoss) -> str:
-    return ", ".join(stage_label(s, str(i)) for i in p.impaired_stages)
-
-
 def _loss_p99(p: model.PacketLoss) -> str:
     """ "912 ms under loss against 70 ms baseline (13×, +842 ms)"."""
     if p.loss_p99_s is None or p.baseline_p99_s is None:
@@ -88,8 +84,9 @@ def loss_recovery(p: model.PacketLoss, *, brief: bool = False) -> str:
 
 def rows(s: Summary, p: model.PacketLoss) -> list[Fact]:
     """The section's rows, as the terminal shows them too."""
+    impaired = ", ".join(stage_label(s, str(i)) for i in p.impaired_stages)
     return [
-        Fact("loss", f"{p.loss * 100:g}% of packets, each direction, in {_loss_stages(s, p)}"),
+        Fact("loss", f"{p.loss * 100:g}% of packets, each direction, in {impaired}"),
         Fact("rules in place", _loss_windows(p)),
         Fact("dropped packets", count(p.dropped_packets)),
         Fact("latency P99", _loss_p99(p)),

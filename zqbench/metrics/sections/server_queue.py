@@ -17,11 +17,6 @@ def queue_metrics(q: model.ServerQueue) -> tuple[str, ...]:
     return tuple(p.metric for p in parts if not isinstance(p, model.Unavailable))
 
 
-def queue_source(q: model.ServerQueue) -> str:
-    """Where the figures come from: "from vLLM's /metrics (vllm:num_requests_waiting, ...)"."""
-    return f"from {q.engine_name}'s /metrics ({', '.join(queue_metrics(q))})"
-
-
 def _gauge_text(g: model.GaugeSummary | model.Unavailable) -> str:
     if isinstance(g, model.Unavailable):
         return f"unavailable: {g.unavailable}"
@@ -65,8 +60,9 @@ def lines(summary: Summary) -> list[str]:
     queue = summary.server_queue
     if not isinstance(queue, model.ServerQueue):
         return []
+    # Where the figures come from: "from vLLM's /metrics (vllm:num_requests_waiting, ...)".
     return [
-        f"server queue {queue_source(queue)}:",
+        f"server queue from {queue.engine_name}'s /metrics ({', '.join(queue_metrics(queue))}):",
         *(f"  {f.label}: {f.value}" for f in rows(queue)),
     ]
 
