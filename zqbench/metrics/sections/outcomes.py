@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from zqbench import summary as model
 from zqbench.metrics.outcomes import outcomes_summary
 from zqbench.metrics.sections.base import Section
-from zqbench.metrics.sections.text import NO_VALUE, Figure, stage_label
+from zqbench.metrics.sections.text import NO_VALUE, Figure, or_none, stage_label
 from zqbench.metrics.sig_digits import significant
 
 if TYPE_CHECKING:
@@ -37,8 +37,7 @@ class OutcomesView:
     false_refusals: str | None = None  # one sentence; None: a run saved before them
 
 
-def _share(value: float | None) -> str:
-    return NO_VALUE if value is None else f"{value:.1%}"
+_share = or_none(".1%")
 
 
 def _ms(seconds: float | str | None) -> str:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from zqbench import summary as model
 from zqbench.metrics.sections.base import Section
 from zqbench.metrics.sections.text import (
-    NO_VALUE,
     Fact,
     Figure,
     count,
     ms,
+    or_none,
     seconds,
     share,
     stage_label,
@@ -31,9 +31,7 @@ class PacketLossView:
     figure: Figure | None  # latency and rolling P99 over send time, the loss shaded
 
 
-def times(value: float | None) -> str:
-    """A stage's P99 over the baseline P99: "13×"."""
-    return NO_VALUE if value is None else f"{value:.3g}×"
+times = or_none(".3g", "×")  # a stage's P99 over the baseline P99: "13×"
 
 
 def _loss_windows(p: model.PacketLoss) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -59,8 +60,14 @@ def ms(value: JsonFloat) -> str:
     return "∞" if math.isinf(v) else significant(v * 1e3)
 
 
-def count(value: int | None) -> str:
-    return NO_VALUE if value is None else f"{value:,}"
+def or_none(spec: str, suffix: str = "") -> Callable[[float | None], str]:
+    """A number formatted by `spec` (then `suffix`), or NO_VALUE for null."""
+    return lambda value: NO_VALUE if value is None else format(value, spec) + suffix
+
+
+count = or_none(",")
+share = or_none(".2%")
+ratio = or_none(".3g")
 
 
 def request_counts(summary: Summary) -> str:
@@ -91,17 +98,9 @@ def request_counts(summary: Summary) -> str:
 _SERVED_NOTES = (("queued", "after a queue"), ("undetermined", "not judged"))
 
 
-def share(value: float | None) -> str:
-    return NO_VALUE if value is None else f"{value:.2%}"
-
-
 def plain(value: object) -> str:
     """A value as the summary holds it (a name, a configured rate), or NO_VALUE for null."""
     return NO_VALUE if value is None else str(value)
-
-
-def ratio(value: float | None) -> str:
-    return NO_VALUE if value is None else f"{value:.3g}"
 
 
 def seconds(value: float) -> str:
