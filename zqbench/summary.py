@@ -211,8 +211,8 @@ class StageStatus(_Record):
     share: dict[str, float]
 
 
-class StatusOverTime(_Record):
-    """Request counts per status key in bins of `bin_s` seconds of send time."""
+class OverTime(_Record):
+    """Request counts per status key (or outcome) in bins of `bin_s` seconds of send time."""
 
     bin_s: float
     start_s: list[float]
@@ -222,7 +222,7 @@ class StatusOverTime(_Record):
 class StatusMix(_Record):
     share: dict[str, float]
     by_stage: dict[str, StageStatus]  # stage index -> mix
-    over_time: StatusOverTime | Unavailable
+    over_time: OverTime | Unavailable
 
 
 class MigrationStage(_Record):
@@ -551,14 +551,6 @@ class OutcomeStage(_Record):
     refusals_slow_share: float | None  # refused_slow / refusals; None: no refusal
 
 
-class OutcomesOverTime(_Record):
-    """Request counts per outcome in bins of `bin_s` seconds of send time."""
-
-    bin_s: float
-    start_s: list[float]
-    counts: dict[str, list[int]]  # every outcome, one count per bin
-
-
 class Outcomes(_SparseRecord):
     """Each request's outcome: served at once, queued, refused fast or slow, timed out,
     failed, interrupted by the run's end, or undetermined (no evidence to judge by)."""
@@ -571,7 +563,7 @@ class Outcomes(_SparseRecord):
     refusals_slow_share: float | None
     evidence: dict[str, int]  # what decided: server_queue, ttft, time_to_reject, status, none
     by_stage: dict[str, OutcomeStage]  # stage index -> counts
-    over_time: OutcomesOverTime | Unavailable
+    over_time: OverTime | Unavailable  # every outcome's counts
     # Refusals made while a slot was free; Unavailable: no capacity to judge them by (no
     # request admitted, none stated); None in files written before zqbench judged them.
     false_refusals: FalseRefusals | Unavailable | None = None

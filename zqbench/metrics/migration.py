@@ -4,7 +4,7 @@ A queueing server under overload turns work into 429s and timeouts; a zero-queue
 server turns it into fast 503/529 refusals that say when to come back (Retry-After).
 Three views of one run, all computed from the samples:
 
-- `status_over_time`: request counts per status key in fixed time bins of `t_send`;
+- `over_time`: request counts per status key (or outcome) in fixed time bins of `t_send`;
 - `migration`: the baseline stage (the first with requests) beside the overload stage
   (the stage with the highest send rate, requests sent / stage duration): status shares,
   admitted latency p50/p99 and time_to_reject p99 of each;
@@ -16,7 +16,7 @@ A view without inputs is `Unavailable` (`{"unavailable": "<reason>"}`), never ze
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,8 +28,8 @@ from zqbench.summary import (
     Migration,
     MigrationRow,
     MigrationStage,
+    OverTime,
     RetryAfter,
-    StatusOverTime,
     Unavailable,
 )
 
@@ -46,23 +46,21 @@ def send_bins(frame: MetricFrame, duration_s: float) -> tuple[float, np.ndarray,
     return width, bins, int(bins.max()) + 1
 
 
-def status_over_time(frame: MetricFrame, duration_s: float) -> StatusOverTime | Unavailable:
-    """Bins of width w: start_s [0, w, ...], counts {"200": [...], "529": [...]}.
+def over_time(
+    frame: MetricFrame, duration_s: float, keys: np.ndarray, names: Iterable[str]
+) -> OverTime | Unavailable:
+    """Bins of width w: start_s [0, w, ...], counts {"200": [...], "529": [...]}, one list
+    per name in `names`' order (each request's key in `keys`: a status key, an outcome).
 
     Request i falls in bin floor(t_send / w); a key's list has one count per bin."""
     if frame.n == 0:
         return Unavailable(unavailable="no request sent")
     width, bins, n_bins = send_bins(frame, duration_s)
-    counts = {}
-    for key in pd.unique(frame.status_keys):
-        hits = bins[frame.status_keys == key]
-        counts[str(key)] = np.bincount(hits, minlength=n_bins).astype(int).tolist()
-    order = sorted(counts, key=lambda k: -sum(counts[k]))
-    return StatusOverTime(
-        bin_s=width,
-        start_s=[i * width for i in range(n_bins)],
-        counts={k: counts[k] for k in order},
-    )
+    counts = {
+        str(name): np.bincount(bins[keys == name], minlength=n_bins).astype(int).tolist()
+        for name in names
+    }
+    return OverTime(bin_s=width, start_s=[i * width for i in range(n_bins)], counts=counts)
 
 
 def status_counts(keys: np.ndarray) -> dict[str, int]:

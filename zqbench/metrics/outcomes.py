@@ -18,11 +18,10 @@ from zqbench.metrics import false_refusals
 from zqbench.metrics.classify import EVIDENCE, OUTCOMES, Batch, Classes, classify
 from zqbench.metrics.false_refusals import Judged
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
-from zqbench.metrics.migration import send_bins
+from zqbench.metrics.migration import over_time
 from zqbench.summary import (
     OutcomeBasis,
     Outcomes,
-    OutcomesOverTime,
     OutcomeStage,
     ServerQueue,
     Unavailable,
@@ -100,20 +99,6 @@ def _stage(codes: np.ndarray) -> OutcomeStage:
     return OutcomeStage(counts=counts, admitted_queued_share=queued, refusals_slow_share=slow)
 
 
-def over_time(
-    frame: MetricFrame, codes: np.ndarray, duration_s: float
-) -> OutcomesOverTime | Unavailable:
-    """Outcome counts per bin of send time (the status mix's bins)."""
-    if frame.n == 0:
-        return Unavailable(unavailable="no request sent")
-    width, bins, n_bins = send_bins(frame, duration_s)
-    counts = {
-        name: np.bincount(bins[codes == i], minlength=n_bins).astype(int).tolist()
-        for i, name in enumerate(OUTCOMES)
-    }
-    return OutcomesOverTime(bin_s=width, start_s=[i * width for i in range(n_bins)], counts=counts)
-
-
 def outcomes_summary(
     frame: MetricFrame, classified: Classified, basis: OutcomeBasis, duration_s: float
 ) -> Outcomes:
@@ -130,7 +115,8 @@ def outcomes_summary(
         refusals_slow_share=slow,
         evidence={name: int(evidence[i]) for i, name in enumerate(EVIDENCE)},
         by_stage={str(s): _stage(classified.outcome[frame.stage == s]) for s in frame.stages},
-        over_time=over_time(frame, classified.outcome, duration_s),
+        # Every outcome's counts per bin of send time (the status mix's bins).
+        over_time=over_time(frame, duration_s, classified.names(), OUTCOMES),
         false_refusals=false_refusals.false_refusals_summary(
             frame, classified.refusals, classified.refused
         ),

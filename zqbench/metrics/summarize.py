@@ -32,9 +32,9 @@ from zqbench.metrics.frame import (
 from zqbench.metrics.head_of_line import head_of_line
 from zqbench.metrics.migration import (
     migration,
+    over_time,
     retry_after,
     status_counts,
-    status_over_time,
     status_shares,
 )
 from zqbench.metrics.outcomes import classify_frame
@@ -178,16 +178,21 @@ def ratio_summary(frame: MetricFrame, name: str, min_samples: int) -> Ratio:
 
 def status_mix(frame: MetricFrame, duration_s: float) -> StatusMix:
     """Counts and shares of each status key, overall, per stage and over time."""
-    overall = status_counts(frame.status_keys)
+    keys = frame.status_keys
+    overall = status_counts(keys)
     total = max(1, frame.n)
     by_stage = {}
     for stage in frame.stages:
-        keys = frame.status_keys[frame.stage == stage]
-        by_stage[str(stage)] = StageStatus(counts=status_counts(keys), share=status_shares(keys))
+        staged = keys[frame.stage == stage]
+        by_stage[str(stage)] = StageStatus(
+            counts=status_counts(staged), share=status_shares(staged)
+        )
+    # Over time, the most frequent key first (a tie: the one sent first).
+    order = sorted(pd.unique(keys), key=lambda k: -np.count_nonzero(keys == k))
     return StatusMix(
         share={k: v / total for k, v in overall.items()},
         by_stage=by_stage,
-        over_time=status_over_time(frame, duration_s),
+        over_time=over_time(frame, duration_s, keys, order),
     )
 
 

@@ -25,7 +25,7 @@ from zqbench.metrics import quantiles
 from zqbench.metrics.frame import JITTER_WINDOW, NS_PER_S, MetricFrame, dispatch_jitter
 from zqbench.outputs import series
 from zqbench.safe_files import write_bytes
-from zqbench.summary import OutcomesOverTime, PacketLoss, ServerQueue, Stage, Summary
+from zqbench.summary import OverTime, PacketLoss, ServerQueue, Stage, Summary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -572,7 +572,7 @@ def outcomes(run: RunData) -> Drawn | None:
     """Each outcome's share of the requests sent per bin (summary.json's
     `outcomes.over_time`): where a queue formed and drained."""
     judged = run.summary.outcomes
-    if judged is None or not isinstance(judged.over_time, OutcomesOverTime):
+    if judged is None or not isinstance(judged.over_time, OverTime):
         return None  # a run from before outcomes, or one that sent nothing
     t = judged.over_time
     order = [k for k in OUTCOME_COLORS if any(t.counts.get(k, ()))]

@@ -81,7 +81,7 @@ def outcomes_view(
         rows=tuple(rows),
         evidence=f"decided by {evidence or 'nothing'}",
         basis=basis_text(o),
-        over_time=isinstance(o.over_time, model.OutcomesOverTime),
+        over_time=isinstance(o.over_time, model.OverTime),
         figure=figure,
         false_refusals=false_refusals_text(o.false_refusals, stage_label),
     )
