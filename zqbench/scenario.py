@@ -473,8 +473,7 @@ def _at_most(t: Table, name: str, minimum: int, maximum: int, what: str) -> int 
 
 
 def _parse_metrics(t: Table) -> MetricsConfig:
-    if not t.has("port"):
-        raise t.missing("port", ": the port to serve the run's metrics on (0: any free one)")
+    t.require("port", why=": the port to serve the run's metrics on (0: any free one)")
     port = t.integer("port", minimum=0)
     if port > 65535:
         raise t.fail("port", "must be a TCP port, 0-65535")
@@ -539,9 +538,7 @@ def _parse_request(t: Table, folder: Path) -> RequestConfig:
     shared = None
     if t.has("shared_prefix"):
         s = Table(t.label, "request.shared_prefix", t.data["shared_prefix"], _SHARED_PREFIX_KEYS)
-        for key in _SHARED_PREFIX_KEYS:
-            if not s.has(key):
-                raise s.missing(key, f" (give {', '.join(_SHARED_PREFIX_KEYS)})")
+        s.require(*_SHARED_PREFIX_KEYS, why=f" (give {', '.join(_SHARED_PREFIX_KEYS)})")
         shared = SharedPrefixConfig(*(s.integer(k, minimum=1) for k in _SHARED_PREFIX_KEYS))
         _check_shared_prefix(s, shared)
     return RequestConfig(max_tokens, stream, timeout, mix, cold, dataset, shared)
@@ -553,8 +550,7 @@ def _parse_dataset(t: Table, folder: Path) -> DatasetConfig:
     d = Table(
         t.label, "request.dataset", {"path": raw} if isinstance(raw, str) else raw, _DATASET_KEYS
     )
-    if not d.has("path"):
-        raise d.missing("path", " (the dataset file)")
+    d.require("path", why=" (the dataset file)")
     path = d.string("path") or ""
     if not path:
         raise d.fail("path", "must name the dataset file")
@@ -625,9 +621,7 @@ def _parse_mix(t: Table) -> tuple[RequestClass, ...]:
     classes: list[RequestClass] = []
     for i, item in enumerate(raw):
         c = Table(t.label, f"request.mix[{i}]", item, _MIX_KEYS)
-        for key in ("name", "weight", "prompt_tokens"):
-            if not c.has(key):
-                raise c.missing(key)
+        c.require("name", "weight", "prompt_tokens")
         name = c.string("name") or ""
         if not name.strip():
             raise c.fail("name", "must not be empty")
@@ -681,12 +675,10 @@ def _parse_slo(t: Table) -> tuple[str, ...]:
 
 
 def _parse_network(t: Table, load: LoadSpec) -> NetworkConfig:
-    if not t.has("impairment"):
-        raise t.missing("impairment", f" (one of {', '.join(IMPAIRMENTS)})")
+    t.require("impairment", why=f" (one of {', '.join(IMPAIRMENTS)})")
     t.choice("impairment", IMPAIRMENTS)  # raises unless it is one of them
     impairment: str = t.data["impairment"]
-    if not t.has("loss"):
-        raise t.missing("loss", ' (the fraction of packets dropped, e.g. 0.1, for "packet-loss")')
+    t.require("loss", why=' (the fraction of packets dropped, e.g. 0.1, for "packet-loss")')
     loss = t.number("loss", strict=True)
     if loss > 1:
         raise t.fail("loss", "must be a fraction of packets, 0 < loss <= 1")

@@ -50,16 +50,13 @@ class Table:
         self.data = data
         for key in data:
             if key not in allowed:
-                raise ScenarioError(self.unknown_key_message(key, allowed))
-
-    def unknown_key_message(self, key: str, allowed: tuple[str, ...]) -> str:
-        close = difflib.get_close_matches(key, allowed, n=1)
-        hint = f'; did you mean "{self.key(close[0])}"?' if close else ""
-        where = f"[{self.prefix}]" if self.prefix else "the top level"
-        return (
-            f'{self.label}: unknown key "{self.key(key)}"{hint} '
-            f"(allowed in {where}: {', '.join(allowed)})"
-        )
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f'; did you mean "{self.key(close[0])}"?' if close else ""
+                where = f"[{prefix}]" if prefix else "the top level"
+                raise ScenarioError(
+                    f'{label}: unknown key "{self.key(key)}"{hint} '
+                    f"(allowed in {where}: {', '.join(allowed)})"
+                )
 
     def key(self, name: str) -> str:
         return f"{self.prefix}.{name}" if self.prefix else name
@@ -67,8 +64,11 @@ class Table:
     def fail(self, name: str, problem: str) -> ScenarioError:
         return ScenarioError(f"{self.label}: {self.key(name)} = {show(self.data[name])} {problem}")
 
-    def missing(self, name: str, why: str = "") -> ScenarioError:
-        return ScenarioError(f"{self.label}: {self.key(name)} is missing{why}")
+    def require(self, *names: str, why: str = "") -> None:
+        """ScenarioError naming the first of `names` the table lacks, and `why` it is needed."""
+        for name in names:
+            if name not in self.data:
+                raise ScenarioError(f"{self.label}: {self.key(name)} is missing{why}")
 
     def has(self, name: str) -> bool:
         return name in self.data

@@ -55,8 +55,7 @@ def parse_load(t: Table, folder: Path) -> LoadSpec:
     """The `[load]` table as its executor's LoadSpec; ScenarioError naming the key. Paths in
     it are read from `folder`, the scenario file's."""
     names = tuple(EXECUTORS)
-    if not t.has("executor"):
-        raise t.missing("executor", f" (one of {', '.join(names)})")
+    t.require("executor", why=f" (one of {', '.join(names)})")
     t.choice("executor", names)  # raises unless it is one of them
     executor = EXECUTORS[t.data["executor"]]
     for key in t.data:
@@ -65,11 +64,9 @@ def parse_load(t: Table, folder: Path) -> LoadSpec:
                 f"{t.label}: {t.key(key)} is not used by executor {executor.name} "
                 f"(it takes {', '.join(executor.keys)})"
             )
-    for key in executor.required:
-        if not t.has(key):
-            raise t.missing(
-                key, f" (executor {executor.name} needs {', '.join(executor.required)})"
-            )
+    t.require(
+        *executor.required, why=f" (executor {executor.name} needs {', '.join(executor.required)})"
+    )
     return executor.parse(t, folder)
 
 

@@ -154,11 +154,10 @@ def parse_arrivals(
     arrivals = t.choice("arrivals", ARRIVALS, "uniform") or "uniform"
     burstiness = None
     if arrivals == "gamma":
-        if not t.has("burstiness"):
-            raise t.missing(
-                "burstiness",
-                ' (arrivals = "gamma" needs it: the gamma shape, 1 = Poisson, < 1 burstier)',
-            )
+        t.require(
+            "burstiness",
+            why=' (arrivals = "gamma" needs it: the gamma shape, 1 = Poisson, < 1 burstier)',
+        )
         burstiness = t.number("burstiness", strict=True)
     elif t.has("burstiness"):
         raise t.fail("burstiness", 'applies only to arrivals = "gamma"')

@@ -241,9 +241,7 @@ def parse_stages(t: Table, *, vus: bool) -> tuple[Stage, ...]:
     stages = []
     for i, item in enumerate(raw):
         s = Table(t.label, f"{t.prefix}.stages[{i}]", item, _STAGE_KEYS)
-        for key in ("duration", "target"):
-            if not s.has(key):
-                raise s.missing(key)
+        s.require("duration", "target")
         duration = s.duration("duration")
         target = float(s.integer("target", minimum=0)) if vus else s.number("target")
         mix = _stage_mix(s)

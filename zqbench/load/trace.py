@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,8 +201,6 @@ def parse(t: Table, folder: Path) -> TraceLoad:
     if not path.is_file():
         raise t.fail("trace", f"names no file (from {folder}); give the trace's path")
     time_scale = t.number("time_scale", strict=True) if t.has("time_scale") else 1.0
-    if not (math.isfinite(time_scale) and time_scale > 0):
-        raise t.fail("time_scale", "must be > 0 (2 replays at half speed)")
     blocks = t.integer("block_tokens", minimum=1) if t.has("block_tokens") else None
     fmt = t.choice("format", TRACE_FORMATS, "auto") or "auto"
     if blocks is not None and fmt == "tokens":

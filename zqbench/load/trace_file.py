@@ -74,9 +74,6 @@ class TraceIndex:
     file: TraceFile
     times_ns: np.ndarray  # int64 per row: its timestamp less the first row's, in ns
     input_tokens: int  # the rows' total
-    output_tokens: int
-    blocks: int  # hash ids over all rows (0 for a tokens trace)
-    unique_blocks: int
     # Prompt tokens an unbounded prefix cache would serve: per row, the leading blocks
     # seen in an earlier row (the last, partial block counted at its length).
     ideal_hit_tokens: int
@@ -103,7 +100,7 @@ def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
         rows = _Rows(path, fmt, block_tokens, digest)
         times = array("d")
         seen = _Seen()
-        inputs = outputs = blocks = hits = 0
+        inputs = hits = 0
         last = -math.inf
         for row in rows.all(f):
             if row.timestamp_ms < last:
@@ -114,8 +111,6 @@ def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
             last = row.timestamp_ms
             times.append(row.timestamp_ms)
             inputs += row.input_tokens
-            outputs += row.output_tokens
-            blocks += len(row.hash_ids)
             hits += min(row.input_tokens, seen.leading(row.hash_ids) * block_tokens)
     if not times:
         raise TraceError(f"trace {path}: no rows in it; give a file with rows")
@@ -123,9 +118,6 @@ def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
         file=TraceFile(digest.hexdigest(), size, rows.format, len(times)),
         times_ns=scaled_ns(np.frombuffer(times, dtype=np.float64), 1e6),
         input_tokens=inputs,
-        output_tokens=outputs,
-        blocks=blocks,
-        unique_blocks=seen.count,
         ideal_hit_tokens=hits,
     )
 
@@ -208,7 +200,6 @@ class _Seen:
     def __init__(self) -> None:
         self._bits = bytearray()
         self._big: set[int] = set()
-        self.count = 0
 
     def leading(self, ids: tuple[int, ...]) -> int:
         """How many of `ids`' leading ids were seen before; marks them all seen."""
@@ -231,7 +222,6 @@ class _Seen:
                 self._bits.extend(bytes(max(byte + 1 - len(self._bits), len(self._bits))))
             was = bool(self._bits[byte] & bit)
             self._bits[byte] |= bit
-        self.count += not was
         return was
 
 

@@ -158,8 +158,7 @@ def _share_keys(t: Table, d: ErrorRateRule | QueuedShareRule) -> tuple[float, fl
 
 
 def _share(t: Table) -> float:
-    if not t.has("above"):
-        raise t.missing("above", ": the share (0 < above <= 1) past which the rule trips")
+    t.require("above", why=": the share (0 < above <= 1) past which the rule trips")
     share = t.number("above", strict=True)
     if share > 1:
         raise t.fail("above", "must be a share of the window's requests, 0 < above <= 1")
