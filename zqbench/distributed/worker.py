@@ -172,10 +172,13 @@ class _Session:
             nonce = auth.new_nonce()
             hello = {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__}
             self._send(p.HELLO, {**hello, "nonce": nonce})
-            refused = self._handshake(nonce)
+            challenge = self._wait_for(p.CHALLENGE, "before it answered the hello")
+            if isinstance(challenge, int):
+                return challenge
+            refused = self._prove(nonce, challenge)
             if refused is not None:
                 return refused
-            assignment = self._wait_for_assignment()
+            assignment = self._wait_for(p.ASSIGN, "before it assigned a share")
             if isinstance(assignment, int):
                 return assignment
             return self._run(assignment)
@@ -185,39 +188,48 @@ class _Session:
             self.runner.quit()
             self.runner.client.close(linger=1000)
 
-    def _handshake(self, nonce: bytes) -> int | None:
-        """Prove the secret to a master that proved it first; None once proven, else the exit
-        code: 2 for a secret that differs (retrying cannot help), 3 for a refusal."""
+    def _wait_for(self, kind: str, when: str) -> dict[str, Any] | int:
+        """The master's next `kind`, or the exit code of a refusal, of the master ending the
+        run (a sealed stop: only once the handshake made a channel), of its silence, or of
+        Ctrl-C."""
         import gevent
 
-        node = self.runner.client_id
         while not self.stop.is_set():
             refused = self._refused()
             if refused is not None:
                 return refused
-            challenge = self._take(p.CHALLENGE)
-            if challenge is None:
-                if self._master_silent():
-                    return self._lost("before it answered the hello")
-                gevent.sleep(0.02)
-                continue
-            theirs = challenge.get("nonce")
-            shown = challenge.get("proof")
-            if not auth.is_nonce(theirs) or not auth.proof_ok(
-                self.secret, "master", node, nonce, theirs, shown
-            ):
-                self.note(
-                    f"zqbench worker: the master at {self.address} did not prove the shared"
-                    " secret; leaving it (is the secret the same on both?)"
-                )
-                return EXIT_USAGE
-            proof = auth.proof(self.secret, "worker", node, theirs, nonce)
-            self._send(p.PROOF, {"proof": proof})
-            self.channel = auth.Channel(self.secret, node, theirs, nonce)
-            return None
+            message = self._take(kind)
+            if message is not None:
+                return message
+            if self.channel is not None and self._take(p.STOP) is not None:
+                self.note(f"zqbench worker: the master at {self.address} ended the run early")
+                return EXIT_TARGET
+            if self._master_silent():
+                return self._lost(when)
+            gevent.sleep(0.02)
         return EXIT_INTERRUPTED
 
+    def _prove(self, nonce: bytes, challenge: dict[str, Any]) -> int | None:
+        """Prove the secret to a master that proved it first; None once proven, else exit
+        code 2: the secret differs (retrying cannot help)."""
+        node = self.runner.client_id
+        theirs = challenge.get("nonce")
+        shown = challenge.get("proof")
+        if not auth.is_nonce(theirs) or not auth.proof_ok(
+            self.secret, "master", node, nonce, theirs, shown
+        ):
+            self.note(
+                f"zqbench worker: the master at {self.address} did not prove the shared"
+                " secret; leaving it (is the secret the same on both?)"
+            )
+            return EXIT_USAGE
+        proof = auth.proof(self.secret, "worker", node, theirs, nonce)
+        self._send(p.PROOF, {"proof": proof})
+        self.channel = auth.Channel(self.secret, node, theirs, nonce)
+        return None
+
     def _refused(self) -> int | None:
+        """The exit code of a refusal: 2 for a secret that differs, 3 otherwise; None: none."""
         refused = self._take(p.REFUSED)
         if refused is None:
             return None
@@ -225,25 +237,6 @@ class _Session:
         said = reason[:300] if isinstance(reason, str) else "?"
         self.note(f"zqbench worker: refused by {self.address}: {said}")
         return EXIT_USAGE if refused.get("secret") is True else EXIT_TARGET
-
-    def _wait_for_assignment(self) -> dict[str, Any] | int:
-        """The assignment, or the exit code of a refusal (or of Ctrl-C)."""
-        import gevent
-
-        while not self.stop.is_set():
-            refused = self._refused()
-            if refused is not None:
-                return refused
-            assignment = self._take(p.ASSIGN)
-            if assignment is not None:
-                return assignment
-            if self._take(p.STOP) is not None:
-                self.note(f"zqbench worker: the master at {self.address} ended the run early")
-                return EXIT_TARGET
-            if self._master_silent():
-                return self._lost("before it assigned a share")
-            gevent.sleep(0.05)
-        return EXIT_INTERRUPTED
 
     def _run(self, assignment: dict[str, Any]) -> int:
         index = int(assignment["index"])
