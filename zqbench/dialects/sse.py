@@ -15,10 +15,10 @@ Rules followed (https://html.spec.whatwg.org/multipage/server-sent-events.html):
   start of the next are one line ending;
 - a leading UTF-8 BOM is dropped;
 - `:` starts a comment; `field:value` with one optional space after the colon; a line with no
-  colon is a field with an empty value; unknown fields are ignored (counted in
-  `unknown_fields`);
+  colon is a field with an empty value; unknown fields are ignored, and so is `retry`
+  (nothing here reconnects);
 - `data` lines accumulate, joined with `\\n`; `event` sets the type (default `"message"`);
-  `id` sets the last event id unless it contains NUL; `retry` takes ASCII digits only;
+  `id` sets the last event id unless it contains NUL;
 - a blank line dispatches the event, unless no `data` line was seen (then it only resets the
   event type).
 
@@ -76,8 +76,6 @@ class SSEDecoder:
         "_tail",
         "error",
         "last_event_id",
-        "retry_ms",
-        "unknown_fields",
     )
 
     def __init__(
@@ -100,8 +98,6 @@ class SSEDecoder:
         self._pend_plain = False  # the unfinished line is long but no data line: kept
         self.error: str | None = None
         self.last_event_id = ""
-        self.retry_ms: int | None = None
-        self.unknown_fields = 0
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         """Decode one piece of the stream; return the events it completed."""
@@ -256,11 +252,6 @@ class SSEDecoder:
             elif name == "id":
                 if "\0" not in value:
                     self.last_event_id = value
-            elif name == "retry":
-                if value.isascii() and value.isdigit():
-                    self.retry_ms = int(value)
-            else:
-                self.unknown_fields += 1
 
     # ------------------------------------------------------------------ large events
     def _start_skim(self) -> None:
