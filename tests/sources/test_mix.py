@@ -7,7 +7,7 @@ import pytest
 
 from zqbench.load import Slot
 from zqbench.scenario import RequestClass
-from zqbench.sources.mix import ClassById, ClassPicker, SlotClasses
+from zqbench.sources.mix import ClassPicker, SlotClasses
 
 MIX = (
     RequestClass("short", 7.0, 32, None),
@@ -24,8 +24,8 @@ def assign_classes(
     stage: np.ndarray | None = None,
     stage_mixes: list[tuple[str, ...] | None] | None = None,
 ) -> np.ndarray:
-    """The classes of open-loop requests 0..n-1, as ClassById draws them."""
-    by_id = ClassById(mix, seed, stage_mixes or ())
+    """The classes of open-loop requests 0..n-1, as SlotClasses draws them."""
+    by_id = SlotClasses(mix, seed, stage_mixes or ())
     return np.array([by_id.index(i, 0 if stage is None else int(stage[i])) for i in range(n)])
 
 
@@ -94,18 +94,18 @@ def test_class_by_id_is_the_same_whichever_worker_asks() -> None:
     mixes = [None, ("medium", "long")]
     whole = assign_classes(MIX, n, seed=9, stage=stage, stage_mixes=mixes)
     for worker in range(3):
-        by_id = ClassById(MIX, 9, mixes)
+        by_id = SlotClasses(MIX, 9, mixes)
         ids = range(worker, n, 3)
         got = [by_id.index(i, int(stage[i])) for i in ids]
         assert got == whole[worker::3].tolist()
-    backwards = ClassById(MIX, 9, mixes)
+    backwards = SlotClasses(MIX, 9, mixes)
     assert [backwards.index(i, int(stage[i])) for i in reversed(range(n))] == whole[::-1].tolist()
 
 
 def test_slot_classes_draw_by_id_for_arrivals_and_per_user_for_users() -> None:
     slots = SlotClasses(MIX, 9)
-    by_id = ClassById(MIX, 9)
-    assert [slots.index(Slot(i, 0)) for i in range(50)] == [by_id.index(i, 0) for i in range(50)]
+    by_id = SlotClasses(MIX, 9)
+    assert [slots.of(Slot(i, 0)) for i in range(50)] == [by_id.index(i, 0) for i in range(50)]
     picker = ClassPicker(MIX, 9, 3)
-    got = [slots.index(Slot(1000 + i, 0, user=3)) for i in range(50)]
+    got = [slots.of(Slot(1000 + i, 0, user=3)) for i in range(50)]
     assert got == [picker.next_index() for _ in range(50)]

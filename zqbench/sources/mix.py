@@ -5,7 +5,7 @@ independent of the arrival stream (`zqbench.load.arrival_schedule`), so changing
 arrival process never reshuffles the classes:
 
 - a slot without a user (open loop): draw i of one stream (`SeedSequence(seed,
-  spawn_key=(1,))`) for request id i, whichever worker sends it (`ClassById`);
+  spawn_key=(1,))`) for request id i, whichever worker sends it (`SlotClasses.index`);
 - a user's slot (closed loop): one stream per VU (`SeedSequence(seed,
   spawn_key=(2, vu))`), so a VU's sequence of classes does not depend on how many other
   VUs ran or how fast they were.
@@ -64,16 +64,18 @@ class ClassPicker:
         return j
 
 
-class ClassById:
-    """The class of request id i, drawn as ids arrive: the i-th uniform of the stream, in
-    whichever order and on whichever worker the ids come.
+class SlotClasses:
+    """A slot's class: by request id for an arrival (`index`), from its user's own stream
+    (a `ClassPicker`) for a virtual user's request.
 
-    numpy draws the stream's uniforms one after another whatever the block size, so
-    extending the draws in blocks gives the same i-th draw as one vectorised call. A stage
-    with its own mix maps request i's one draw through the cumulative weights of its own
-    classes, so restricting one stage never changes the classes of another."""
+    The class of request id i is drawn as ids arrive: the i-th uniform of the stream, in
+    whichever order and on whichever worker the ids come. numpy draws the stream's uniforms
+    one after another whatever the block size, so extending the draws in blocks gives the
+    same i-th draw as one vectorised call. A stage with its own mix maps request i's one
+    draw through the cumulative weights of its own classes, so restricting one stage never
+    changes the classes of another."""
 
-    __slots__ = ("_by_stage", "_cum", "_draws", "_n_classes", "_rng")
+    __slots__ = ("_by_stage", "_cum", "_draws", "_mix", "_n_classes", "_rng", "_seed", "_users")
 
     def __init__(
         self,
@@ -81,6 +83,8 @@ class ClassById:
         seed: int,
         stage_mixes: Sequence[tuple[str, ...] | None] = (),
     ) -> None:
+        self._mix, self._seed = mix, seed
+        self._users: dict[int, ClassPicker] = {}
         self._n_classes = len(mix)
         self._cum = _cumulative(mix).tolist()
         names = [c.name for c in mix]
@@ -97,6 +101,14 @@ class ClassById:
         )
         self._draws = np.empty(0, dtype=np.float64)
 
+    def of(self, slot: Slot) -> int:
+        if slot.user is None:
+            return self.index(slot.request_id, slot.stage)
+        picker = self._users.get(slot.user)
+        if picker is None:
+            picker = self._users[slot.user] = ClassPicker(self._mix, self._seed, slot.user)
+        return picker.next_index()
+
     def index(self, request_id: int, stage: int) -> int:
         if self._n_classes == 1:
             return 0
@@ -109,28 +121,3 @@ class ClassById:
             return bisect.bisect_right(self._cum, draw)
         index, sub = restricted
         return index[bisect.bisect_right(sub, draw)]
-
-
-class SlotClasses:
-    """A slot's class: by request id for an arrival, from its user's own stream for a
-    virtual user's request."""
-
-    __slots__ = ("_by_id", "_mix", "_seed", "_users")
-
-    def __init__(
-        self,
-        mix: tuple[RequestClass, ...],
-        seed: int,
-        stage_mixes: Sequence[tuple[str, ...] | None] = (),
-    ) -> None:
-        self._by_id = ClassById(mix, seed, stage_mixes)
-        self._mix, self._seed = mix, seed
-        self._users: dict[int, ClassPicker] = {}
-
-    def index(self, slot: Slot) -> int:
-        if slot.user is None:
-            return self._by_id.index(slot.request_id, slot.stage)
-        picker = self._users.get(slot.user)
-        if picker is None:
-            picker = self._users[slot.user] = ClassPicker(self._mix, self._seed, slot.user)
-        return picker.next_index()

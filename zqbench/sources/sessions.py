@@ -20,7 +20,7 @@ from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.errors import ScenarioError
 from zqbench.load import SessionsLoad, Slot
 from zqbench.scenario import MAX_PROMPT_TOKENS, Scenario
-from zqbench.sources.mix import ClassById
+from zqbench.sources.mix import SlotClasses
 from zqbench.sources.synthetic import SyntheticSource
 from zqbench.sources.synthetic import fit as fit_messages
 
@@ -85,7 +85,7 @@ class SessionsRequests:
 
     def __init__(self, source: SessionsSource) -> None:
         self.source = source
-        self._by_session = ClassById(source.messages.mix(), source.messages.seed)
+        self._by_session = SlotClasses(source.messages.mix(), source.messages.seed)
         self._history: dict[int, list[tuple[str, str]]] = {}
         self._answered_tokens: dict[int, int] = {}
 

@@ -118,7 +118,7 @@ class SharedPrefixRequests:
 
     def request(self, slot: Slot) -> RequestSpec:
         s = self.source
-        group = self._groups.index(slot)
+        group = self._groups.of(slot)
         return RequestSpec(
             request_class=s.request_class,
             prompt=s.prefixes[group] + _suffix(s.suffix, slot.request_id),

@@ -120,7 +120,7 @@ class SyntheticRequests:
         self._classes = SlotClasses(source.mix(), source.seed, source.stage_mixes)
 
     def request(self, slot: Slot) -> RequestSpec:
-        cls = self.source.classes[self._classes.index(slot)]
+        cls = self.source.classes[self._classes.of(slot)]
         return RequestSpec(
             request_class=cls.name,
             prompt=_unique_prompt(cls.prompt, slot.request_id),
