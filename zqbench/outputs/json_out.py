@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from zqbench.errors import UsageError
-from zqbench.load.legacy import upgrade_summary
 from zqbench.redact import redact
 from zqbench.safe_files import write_bytes
 from zqbench.summary import SCHEMA, Summary
@@ -42,6 +42,21 @@ def dumps_summary(summary: Summary) -> str:
 def write_summary(summary: Summary, path: Path) -> Path:
     """Write summary.json atomically; returns the path, and leaves no file on ValueError."""
     return write_atomic(Path(path), dumps_summary(summary))
+
+
+def upgrade_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a parsed summary.json) with an old load section rewritten; else unchanged.
+
+    Saved summaries from before the executor protocol: their load section said
+    `"open_loop": true|false`; it now says `"loop": "open"|"closed"`, the executor's own
+    word. Read-side only: zqbench writes the new key, and `zqbench report`, `gate` and
+    `compare` still read runs saved earlier."""
+    load = data.get("load")
+    if isinstance(load, dict) and "open_loop" in load and "loop" not in load:
+        old = load.pop("open_loop")
+        upgraded = {"loop": "open" if old is True else "closed" if old is False else old}
+        data["load"] = {**upgraded, **load}
+    return data
 
 
 def load_summary(path: Path) -> Summary:
