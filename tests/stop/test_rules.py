@@ -7,12 +7,13 @@ import math
 import numpy as np
 import pytest
 
+from zqbench.metrics.classify import FAILED, QUEUED, SERVED
 from zqbench.stop.config import ErrorRateRule, QueuedShareRule, QueueGrowthRule
 from zqbench.stop.rules import (
     MIN_INFLIGHT_POINTS,
-    error_rate,
+    Trip,
+    Window,
     queue_growth,
-    queued_share,
     slope_bound,
     t_quantile,
 )
@@ -125,20 +126,29 @@ def test_slope_bound_on_three_points() -> None:
 
 # --------------------------------------------------------------------------- error_rate
 
+
+def _judged(rule: ErrorRateRule | QueuedShareRule, hits: int, n: int) -> Trip | None:
+    """The rule's judgement of a window of n answers, `hits` of them failed (or queued)."""
+    outcome = np.array([FAILED if isinstance(rule, ErrorRateRule) else QUEUED] * hits)
+    outcome = np.concatenate((outcome, np.full(n - hits, SERVED))).astype(np.int64)
+    empty = np.zeros(0)
+    return rule.judge(Window(outcome, empty, empty, empty, empty, empty, allowance_s=0.1))
+
+
 ERR = ErrorRateRule(above=0.5, window_s=5.0, min_requests=20)
 
 
 def test_error_rate_no_verdict_below_min_requests() -> None:
-    assert error_rate(ERR, 19, 19) is None  # every one failed, but too few answered
+    assert _judged(ERR, 19, 19) is None  # every one failed, but too few answered
 
 
 def test_error_rate_no_trip_at_exactly_above() -> None:
-    assert error_rate(ERR, 10, 20) is None
-    assert error_rate(ErrorRateRule(above=0.3, min_requests=2), 3, 10) is None
+    assert _judged(ERR, 10, 20) is None
+    assert _judged(ErrorRateRule(above=0.3, min_requests=2), 3, 10) is None
 
 
 def test_error_rate_trips_just_past_above() -> None:
-    trip = error_rate(ERR, 11, 20)
+    trip = _judged(ERR, 11, 20)
     assert trip is not None
     assert trip.rule == "error_rate"
     assert trip.reason == (
@@ -150,7 +160,7 @@ def test_error_rate_trips_just_past_above() -> None:
 
 def test_error_rate_with_refusals_counted_says_so() -> None:
     rule = ErrorRateRule(above=0.25, window_s=0.5, min_requests=4, count_refusals=True)
-    trip = error_rate(rule, 3, 4)
+    trip = _judged(rule, 3, 4)
     assert trip is not None
     assert trip.reason == (
         "3 of 4 requests answered in the last 0.5 s failed, timed out or were refused (75% > 25%)"
@@ -158,7 +168,7 @@ def test_error_rate_with_refusals_counted_says_so() -> None:
 
 
 def test_error_rate_just_past_by_one_request_in_many() -> None:
-    trip = error_rate(ERR, 101, 200)
+    trip = _judged(ERR, 101, 200)
     assert trip is not None
     assert trip.measured == pytest.approx(0.505)
     # Whole percent would read "50% > 50%": one decimal where it would.
@@ -166,7 +176,7 @@ def test_error_rate_just_past_by_one_request_in_many() -> None:
 
 
 def test_error_rate_nothing_answered() -> None:
-    assert error_rate(ErrorRateRule(above=0.5, min_requests=0), 0, 0) is None
+    assert _judged(ErrorRateRule(above=0.5, min_requests=0), 0, 0) is None
 
 
 # --------------------------------------------------------------------------- queued_share
@@ -175,15 +185,15 @@ QS = QueuedShareRule(above=0.5, window_s=5.0, min_requests=20)
 
 
 def test_queued_share_no_verdict_below_min_requests() -> None:
-    assert queued_share(QS, 19, 19) is None
+    assert _judged(QS, 19, 19) is None
 
 
 def test_queued_share_no_trip_at_exactly_above() -> None:
-    assert queued_share(QS, 10, 20) is None
+    assert _judged(QS, 10, 20) is None
 
 
 def test_queued_share_trips_just_past_above() -> None:
-    trip = queued_share(QS, 11, 20)
+    trip = _judged(QS, 11, 20)
     assert trip is not None
     assert trip.rule == "queued_share"
     assert trip.reason == ("11 of 20 admitted requests in the last 5 s were queued (55% > 50%)")
@@ -191,7 +201,7 @@ def test_queued_share_trips_just_past_above() -> None:
 
 
 def test_queued_share_nothing_judged() -> None:
-    assert queued_share(QueuedShareRule(above=0.5, min_requests=0), 0, 0) is None
+    assert _judged(QueuedShareRule(above=0.5, min_requests=0), 0, 0) is None
 
 
 # --------------------------------------------------------------------------- queue_growth

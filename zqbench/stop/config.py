@@ -60,7 +60,9 @@ class ErrorRateRule:
         return cls(*share, t.boolean("count_refusals", d.count_refusals), _ends(t, d.ends))
 
     def judge(self, w: Window) -> Trip | None:
-        return rules.error_rate(self, *w.errors(self.count_refusals))
+        did = "failed, timed out or were refused" if self.count_refusals else "failed or timed out"
+        what = f"requests answered in the last {self.window_s:g} s {did}"
+        return rules.share_trip(self, *w.errors(self.count_refusals), what)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +115,8 @@ class QueuedShareRule:
         return cls(*_share_keys(t, d), _ends(t, d.ends))
 
     def judge(self, w: Window) -> Trip | None:
-        return rules.queued_share(self, *w.queued())
+        what = f"admitted requests in the last {self.window_s:g} s were queued"
+        return rules.share_trip(self, *w.queued(), what)
 
 
 Rule = ErrorRateRule | QueueGrowthRule | QueuedShareRule

@@ -166,21 +166,9 @@ def slope_bound(x: np.ndarray, y: np.ndarray, confidence: float) -> tuple[float,
     return slope, slope - t_quantile(confidence, n - 2) * se
 
 
-def error_rate(rule: ErrorRateRule, errors: int, answered: int) -> Trip | None:
-    what = "failed, timed out or were refused" if rule.count_refusals else "failed or timed out"
-    return _past(
-        rule, errors, answered, f"requests answered in the last {rule.window_s:g} s {what}"
-    )
-
-
-def queued_share(rule: QueuedShareRule, queued: int, judged: int) -> Trip | None:
-    return _past(
-        rule, queued, judged, f"admitted requests in the last {rule.window_s:g} s were queued"
-    )
-
-
-def _past(rule: ErrorRateRule | QueuedShareRule, hits: int, n: int, what: str) -> Trip | None:
-    """The share rules' trip: hits / n past `above`, with at least `min_requests` judged."""
+def share_trip(rule: ErrorRateRule | QueuedShareRule, hits: int, n: int, what: str) -> Trip | None:
+    """The share rules' trip: hits / n past `above`, with at least `min_requests` judged;
+    `what` the n requests were, and what the hits did."""
     if n < rule.min_requests or n == 0:
         return None
     share = hits / n
