@@ -1,7 +1,7 @@
 """The `zqbench` command line: parse flags into the library's options and call the library.
 
-One module per command (`run.py`, `sweep.py`, `profile.py`, ...), each with a `register(app)`
-that adds it; `COMMANDS` below is the one list.
+One module per command (`run.py`, `sweep.py`, `profile.py`, ...); the list below adds them,
+each command's function, or its module's `register(app)` where it needs more than that.
 
 Commands hold no logic and no error handling: the options are checked by the library, and
 `zqbench.cli.boundary` turns any ZqbenchError into one line and its exit code. `main` is
@@ -74,9 +74,13 @@ def _main(
 
 
 # In `zqbench --help` order.
-COMMANDS = (run, worker, sweep, scenarios, probe, serve, reports, conform, impair, profile)
-for _command in COMMANDS:
-    _command.register(app)
+for _command in (run.run, worker.worker, sweep.sweep, scenarios.scenarios, probe.probe):
+    app.command()(_command)
+serve.register(app)  # its arguments pass through to the server
+for _command in (reports.report, reports.gate, reports.compare, conform.conform):
+    app.command()(_command)
+impair.register(app)  # a group of commands
+profile.register(app)  # the server command after `--`
 
 
 class _RedactingStream:

@@ -20,6 +20,7 @@ from zqbench.cli.options import (
     ServerSchedulerOpt,
     TargetOpt,
     fields_of,
+    note,
     refuse_embedded_options_with_target,
 )
 from zqbench.dialects import DIALECTS
@@ -180,19 +181,9 @@ def _run(options: ConformOptions, scheduler: str, max_batch_size: int) -> Confor
     def show(outcome: CheckOutcome) -> None:
         typer.echo(one_line(format_line(outcome)))
 
-    def note(line: str) -> None:
-        typer.echo(one_line(line), err=True)
-
     if options.target:
         return run_conformance(options, on_result=show, on_note=note)
     typer.echo(f"starting the reference server ({scheduler}, sim engine)", err=True)
     with EmbeddedServer(engine="sim", scheduler=scheduler, max_batch_size=max_batch_size) as srv:
         local = dataclasses.replace(options, target=srv.base_url)
         return run_conformance(local, on_result=show, on_note=note)
-
-
-def register(app: typer.Typer) -> None:
-    app.command(name="conform")(conform)
-
-
-__all__ = ["register"]

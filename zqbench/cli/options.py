@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from zqbench import option_values as values
+from zqbench.printable import one_line
 
 
 def _duration_s(text: str, option: str) -> float:
@@ -50,6 +51,12 @@ def choice_option(kind: type[values.Choice], option: str, help: str) -> Any:
         metavar="[" + "|".join(kind.values()) + "]",
         help=help,
     )
+
+
+def note(line: str) -> None:
+    """A library's note for the user (the target resolved, a worker's state): one line on
+    stderr."""
+    typer.echo(one_line(line), err=True)
 
 
 def fields_of(kind: type[Any], params: Mapping[str, Any]) -> dict[str, Any]:

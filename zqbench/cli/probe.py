@@ -7,10 +7,7 @@ from typing import Annotated
 import typer
 
 from zqbench.cli import options as opt
-from zqbench.option_values import (
-    ApiChoice,
-)
-from zqbench.printable import one_line
+from zqbench.option_values import ApiChoice
 
 
 def probe(
@@ -44,13 +41,6 @@ def probe(
     """Sequential requests with a curl-style breakdown and P50/P99: does this endpoint queue?"""
     from zqbench.target.probe import ProbeOptions, format_probe, run_probe
 
-    def note(line: str) -> None:
-        typer.echo(one_line(line), err=True)
-
-    report = run_probe(ProbeOptions(**opt.fields_of(ProbeOptions, ctx.params)), on_note=note)
+    report = run_probe(ProbeOptions(**opt.fields_of(ProbeOptions, ctx.params)), on_note=opt.note)
     typer.echo(format_probe(report))
     raise typer.Exit(0 if report.ok else 1)
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(probe)

@@ -1,7 +1,7 @@
 """`zqbench report`, `zqbench gate` and `zqbench compare`: commands over saved runs.
 
-No traffic is sent. `zqbench.cli` calls `register(app)`; its error boundary reports
-ZqbenchError. Nothing heavy is imported at module level.
+No traffic is sent. `zqbench.cli`'s error boundary reports ZqbenchError. Nothing heavy is
+imported at module level.
 """
 
 from __future__ import annotations
@@ -104,9 +104,3 @@ def compare(
     for path in paths:
         typer.echo(str(path))
     raise typer.Exit(exit_code(comparison, inconclusive_fails=not inconclusive_ok))
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(report)
-    app.command()(gate)
-    app.command()(compare)

@@ -31,7 +31,3 @@ def run(scenario: opt.ScenarioArg = "burst", *, quiet: opt.QuietOpt = False, **g
         result = run_scenario(options, on_progress=view.update, on_target=view.note)
     view.final(result.summary, result.out_dir)
     raise typer.Exit(result.exit_code)
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(run)

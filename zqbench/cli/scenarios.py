@@ -20,7 +20,3 @@ def scenarios(
         return
     scenario = load_scenario(name)
     typer.echo(Path(scenario.source).read_text(encoding="utf-8"), nl=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(scenarios)

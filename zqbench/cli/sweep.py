@@ -54,7 +54,3 @@ def sweep(
     typer.echo(outcome(result.report))
     typer.echo(f"outputs: {result.out_dir}")
     raise typer.Exit(result.exit_code)
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(sweep)

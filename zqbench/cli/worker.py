@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from zqbench.cli.options import SecretEnvOpt
-from zqbench.printable import one_line
+from zqbench.cli.options import SecretEnvOpt, note
 
 
 def worker(
@@ -32,9 +31,6 @@ def worker(
     from zqbench.distributed.auth import read_secret
     from zqbench.distributed.worker import WorkerOptions, serve
 
-    def note(line: str) -> None:
-        typer.echo(one_line(line), err=True)
-
     options = WorkerOptions(
         master=master,
         secret=read_secret(secret_env),
@@ -43,7 +39,3 @@ def worker(
         connect_timeout_s=connect_timeout_s,
     )
     raise typer.Exit(serve(options, on_note=note))
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(worker)
