@@ -66,7 +66,7 @@ def test_spec_and_work_cross_the_wire_without_the_api_key() -> None:
     assert back_work.request_ids.tolist() == [1, 3, 5] and back_work.stages.tolist() == [0, 0, 1]
     assert back_work.times_ns.tolist() == [10, 20, 30]
 
-    plan = VuPlan(2, (0, 10), (2,), (4,), 0, 0)
+    plan = VuPlan((0, 10), (2,), (4,), 0)
     closed = VuWork(plan, worker=1, n_workers=2)
     assert work_from_wire(work_to_wire(closed)) == closed
 

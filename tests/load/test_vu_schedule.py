@@ -45,9 +45,10 @@ def test_ramp_down_removes_one_vu_per_step() -> None:
 
 
 def test_closed_loop_scenario_plan() -> None:
-    p = vu_plan(load_scenario("closed-loop").load)
+    load = load_scenario("closed-loop").load
+    p = vu_plan(load)
     assert p.think_time_ns == 100_000_000
-    assert p.graceful_stop_ns == 30 * S
+    assert load.graceful_stop_s == 30
     assert p.target_at(int(0.2 * S)) == 1  # 50 VUs over 10 s: one every 200 ms
     assert p.target_at(5 * S) == 25
     assert p.target_at(10 * S) == 50

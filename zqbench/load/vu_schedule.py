@@ -20,7 +20,7 @@ What the engine does with it (constant-vus is one flat stage):
   `think_time_ns` is 0 when the scenario has none (back-to-back requests).
 - Graceful ramp-down (k6 gracefulRampDown) and graceful stop: a VU that must stop never
   starts another request; one sleeping stops at once; one with a request in flight lets
-  it finish, but for at most `graceful_stop_ns` after the VU was told to stop (or after
+  it finish, but for at most `graceful_stop` after the VU was told to stop (or after
   the run's end); then the request is cancelled and recorded as interrupted.
 """
 
@@ -38,12 +38,10 @@ _NS = 1_000_000_000
 
 @dataclass(frozen=True, slots=True)
 class VuPlan:
-    start_vus: int
     bounds_ns: tuple[int, ...]  # stage boundaries: K + 1 values from 0 to the run's end
     from_vus: tuple[int, ...]  # each stage's starting target (the previous stage's target)
     to_vus: tuple[int, ...]  # each stage's target
     think_time_ns: int
-    graceful_stop_ns: int
 
     @property
     def duration_ns(self) -> int:
@@ -81,10 +79,8 @@ def vu_plan(load: VuLoad) -> VuPlan:
     targets = tuple(int(s.target) for s in load.stages)
     start = int(load.start_vus or 0)
     return VuPlan(
-        start_vus=start,
         bounds_ns=tuple(bounds),
         from_vus=(start, *targets[:-1]),
         to_vus=targets,
         think_time_ns=round((load.think_time_s or 0.0) * _NS),
-        graceful_stop_ns=round(load.graceful_stop_s * _NS),
     )
