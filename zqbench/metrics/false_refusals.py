@@ -96,16 +96,6 @@ def overlapping(
     return over
 
 
-def occupancy(
-    frame: MetricFrame, refused: np.ndarray, send: np.ndarray, end: np.ndarray, grace_ns: float
-) -> np.ndarray:
-    """Per refusal: admitted spans [send, end + grace] overlapping [its send, its end]."""
-    out = np.full(frame.n, np.nan)
-    c = frame.columns
-    out[refused] = overlapping(c.t_send[refused], c.t_end[refused], send, end, grace_ns)
-    return out
-
-
 def capacity_of(
     basis: OutcomeBasis,
     server_queue: ServerQueue | Unavailable | None,
@@ -151,14 +141,10 @@ def _full_by_gauge(
     t = np.asarray(series.t, dtype=np.float64)
     sent = frame.columns.t_send[refused] / NS_PER_S
     after = np.searchsorted(t, sent, side="left")  # the first scrape at or after the send
-    before = after - 1
-    n = len(t)
-    hit = np.zeros(len(sent), dtype=bool)
-    ok_after = after < n
-    hit[ok_after] |= at_cap[after[ok_after]]
-    ok_before = before >= 0
-    hit[ok_before] |= at_cap[before[ok_before]]
-    full[refused] = hit
+    # The scrape before the send is at_cap[after - 1], the one after at_cap[after]; none
+    # before the first scrape or after the last (the padding's False).
+    padded = np.concatenate(([False], at_cap, [False]))
+    full[refused] = padded[after] | padded[after + 1]
     return full
 
 
@@ -173,7 +159,9 @@ def judge(
     grace_ns = grace_s * NS_PER_S
     send, end = _admitted_spans(frame)
     cap = capacity_of(basis, server_queue, send, end, grace_ns)
-    occ = occupancy(frame, refused, send, end, grace_ns)
+    c = frame.columns
+    occ = np.full(frame.n, np.nan)  # per refusal: the admitted spans overlapping it
+    occ[refused] = overlapping(c.t_send[refused], c.t_end[refused], send, end, grace_ns)
     false = np.zeros(frame.n, dtype=bool)
     if cap is not None:
         false = refused & (occ < cap.value)

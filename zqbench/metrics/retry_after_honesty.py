@@ -26,10 +26,6 @@ from zqbench.summary import RetryAfterFollowUp, json_number
 CUT = ("ended_with_run", "stopped")  # a try cut by the run, not answered by the target
 
 
-def _admitted(status: pd.Series) -> pd.Series:
-    return (status >= 200) & (status < 300)
-
-
 def follow_up_summary(tries: pd.DataFrame, *, asked: int, attempts: int) -> RetryAfterFollowUp:
     counts = {"honoured": 0, "admitted_later": 0, "refused": 0, "failed": 0, "cut": 0}
     to_admission: list[float] = []
@@ -39,7 +35,7 @@ def follow_up_summary(tries: pd.DataFrame, *, asked: int, attempts: int) -> Retr
         first = g.iloc[0]
         if first["error"] not in CUT:
             tried += 1
-        admitted = g[_admitted(g["status"]) & g["error"].isna()]
+        admitted = g[(g["status"] >= 200) & (g["status"] < 300) & g["error"].isna()]
         last = g.iloc[-1]
         if len(admitted):
             hit = admitted.iloc[0]
