@@ -274,20 +274,10 @@ def dispatch_jitter(delay_ns: np.ndarray, t_send: np.ndarray) -> np.ndarray:
 
 WINDOW_METRICS = ("dispatch_jitter",)
 DURATION_METRICS: tuple[str, ...] = (*REQUEST_METRICS, *WINDOW_METRICS)
-# Per-request metrics a goodput request must meet (upper bounds of SLOs on these).
+# Per-request metrics a goodput request must meet (upper bounds of SLOs on these): those of
+# successful requests, and the server's queue time.
 GOODPUT_METRICS = frozenset(
-    {
-        "latency",
-        "latency_corrected",
-        "ttfb",
-        "ttft",
-        "tpot",
-        "itl",
-        "itl_p99",
-        "itl_max",
-        "server_queue",
-        "dispatch_delay",
-    }
+    {*(name for name, spec in REQUEST_METRICS.items() if spec.ok_only), "server_queue"}
 )
 
 

@@ -108,10 +108,6 @@ def _save(plots_dir: Path, name: str, fig: Figure, title: str, caption: str) -> 
     return Plot(name, title, caption, path)
 
 
-def _seconds(ns: np.ndarray) -> np.ndarray:
-    return ns / NS_PER_S
-
-
 def _ms_floor(values_s: np.ndarray) -> np.ndarray:
     """Seconds -> ms, values <= 0 raised to 1 µs so a log axis can show them."""
     return np.maximum(values_s * MS, FLOOR_MS)
@@ -281,9 +277,9 @@ class RunData:
         self.frame = frame
         self.gpu = gpu
         c = frame.columns
-        self.t_send = _seconds(c.t_send)
-        self.t_end = _seconds(c.t_end)
-        self.t_intended = _seconds(c.t_intended)
+        self.t_send = c.t_send / NS_PER_S
+        self.t_end = c.t_end / NS_PER_S
+        self.t_intended = c.t_intended / NS_PER_S
         span = float(np.nanmax(self.t_end)) if frame.n else 0.0
         self.span = max(span, summary.duration, 1e-3)
         self.width = series.bin_width(self.span)

@@ -61,10 +61,10 @@ class MetricRow:
     p50: str
     p90: str
     p99: str
-    p999: str
-    maximum: str
-    p50_ci: str  # "[lo, hi]" in ms, or "" when the summary has no CI
-    p99_ci: str
+    p999: str = NO_VALUE
+    maximum: str = NO_VALUE
+    p50_ci: str = ""  # "[lo, hi]" in ms, or "" when the summary has no CI
+    p99_ci: str = ""
 
 
 @dataclass(frozen=True)
@@ -206,10 +206,6 @@ def _server_queue_rows(s: Summary) -> list[MetricRow]:
             p50=_at_most(t.p50, t.largest_bound),
             p90=_at_most(t.p90, t.largest_bound),
             p99=_at_most(t.p99, t.largest_bound),
-            p999=NO_VALUE,
-            maximum=NO_VALUE,
-            p50_ci="",
-            p99_ci="",
         )
     ]
 
