@@ -633,7 +633,7 @@ def test_the_run_keeps_figures_over_a_reason_and_the_earliest_hooks_figures() ->
     """Hooks stop newest first: an explicit --telemetry source (built first) wins over the
     URL found on the target, and any figures over another source's reason."""
     from zqbench.hooks.contract import HookContext, HookResult
-    from zqbench.hooks.running import stop_hooks
+    from zqbench.hooks.running import RunningHooks
 
     def section(engine: str) -> ServerQueue:
         none = Unavailable(unavailable="-")
@@ -659,6 +659,12 @@ def test_the_run_keeps_figures_over_a_reason_and_the_earliest_hooks_figures() ->
 
         def stop(self) -> HookResult:
             return HookResult(server_queue=self.queue)
+
+    def stop_hooks(hooks: list[Fixed]) -> HookResult:
+        ctx = HookContext("r", Path("."), "u", "h", 1, start_monotonic_ns=0, stages=[])
+        running = RunningHooks(list(hooks), ctx)
+        running.start(0)
+        return running.stop()
 
     reason = Unavailable(unavailable="GET u: HTTP 404")
     explicit, found = Fixed("prometheus", section("vllm")), Fixed("server_metrics", reason)

@@ -23,7 +23,6 @@ class Slope:
     slope: float  # units of y per unit of x
     ci_low: float
     ci_high: float
-    n_steps: int
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -48,4 +47,4 @@ def median_slope(
         boot[:, j] = np.median(s[idx], axis=1)
     slopes = _slope(x, boot)
     low, high = np.percentile(slopes, [2.5, 97.5])
-    return Slope(float(_slope(x, medians)), float(low), float(high), len(usable))
+    return Slope(float(_slope(x, medians)), float(low), float(high))

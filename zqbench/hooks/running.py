@@ -25,29 +25,25 @@ class RunningHooks:
             hook.start(ctx)
 
     def stop(self) -> HookResult:
-        return stop_hooks(self.started)
-
-
-def stop_hooks(started: list[RunHook]) -> HookResult:
-    """Stop every started hook, newest first, even when one of them fails to stop."""
-    merged = HookResult()
-    errors: list[str] = []
-    for hook in reversed(started):
-        try:
-            result = hook.stop()
-        except Exception as exc:  # keep stopping the others; report, never hide
-            errors.append(f"{hook.name}: {type(exc).__name__}: {exc}")
-            continue
-        merged.telemetry.update(result.telemetry)
-        merged.server_queue = _preferred(merged.server_queue, result.server_queue)
-        if result.environment:
-            merged.environment[hook.name] = result.environment
-        merged.notes.extend(result.notes)
-    if errors:
-        merged.notes.extend(f"hook failed to stop: {e}" for e in errors)
-    if merged.notes:
-        merged.environment["notes"] = merged.notes
-    return merged
+        """Stop every started hook, newest first, even when one of them fails to stop."""
+        merged = HookResult()
+        errors: list[str] = []
+        for hook in reversed(self.started):
+            try:
+                result = hook.stop()
+            except Exception as exc:  # keep stopping the others; report, never hide
+                errors.append(f"{hook.name}: {type(exc).__name__}: {exc}")
+                continue
+            merged.telemetry.update(result.telemetry)
+            merged.server_queue = _preferred(merged.server_queue, result.server_queue)
+            if result.environment:
+                merged.environment[hook.name] = result.environment
+            merged.notes.extend(result.notes)
+        if errors:
+            merged.notes.extend(f"hook failed to stop: {e}" for e in errors)
+        if merged.notes:
+            merged.environment["notes"] = merged.notes
+        return merged
 
 
 def _preferred(

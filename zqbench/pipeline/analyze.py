@@ -56,12 +56,40 @@ def analyze(
     writer.finalize(out_dir, metadata, execution.sample_files)
     table = pq.read_table(out_dir / writer.PARQUET_NAME)
     samples = table.to_pandas()
-    info = _run_info(options, validity, plan, target, execution)
-    # What packet loss did needs the samples and the rules' real windows (the hook's record).
-    packet_loss = packet_loss_record(
-        samples, plan.stages, info.environment.get(PacketLossHook.name)
+    # The run's record: what it knew at t = 0, then what the load and the hooks report.
+    at_start = start_info(
+        options,
+        validity,
+        plan,
+        target,
+        start_ns=execution.start_ns,
+        start_epoch_ns=execution.start_epoch_ns,
     )
-    info = dataclasses.replace(info, packet_loss=packet_loss)
+    environment = dict(at_start.environment)
+    environment["prompts"] = {**environment["prompts"], "bytes": execution.prompt_bytes}
+    if execution.request_source.get("source") != "synthetic":  # synthetic: as before
+        environment["request_source"] = execution.request_source
+    offered = at_start.offered_requests
+    if offered is not None and execution.stop is not None and execution.stop.not_sent:
+        # What a rule left unsent was never offered: the achieved ratio is of the rest.
+        offered = max(0, offered - execution.stop.not_sent)
+    info = dataclasses.replace(
+        at_start,
+        offered_requests=offered,
+        stop=execution.stop,
+        duration_s=(execution.end_ns - execution.start_ns) / 1e9,
+        environment={
+            **environment,
+            "interrupted": execution.interrupted,
+            **execution.hooks.environment,
+        },
+        telemetry=execution.hooks.telemetry,
+        server_queue=execution.hooks.server_queue,
+        # What packet loss did needs the samples and the rules' real windows (its hook's record).
+        packet_loss=packet_loss_record(
+            samples, plan.stages, execution.hooks.environment.get(PacketLossHook.name)
+        ),
+    )
     if execution.distributed is not None:
         info = execution.distributed.adjust(info)
     frame = run_frame(samples, info)
@@ -143,44 +171,6 @@ def validity_thresholds(options: ValidityOptions, scenario: ValidityConfig) -> V
 
 def _first(option: T | None, scenario: T | None, default: T) -> T:
     return option if option is not None else scenario if scenario is not None else default
-
-
-def _run_info(
-    options: PlanOptions,
-    validity: ValidityOptions,
-    plan: Plan,
-    target: Target,
-    execution: Execution,
-) -> RunInfo:
-    at_start = start_info(
-        options,
-        validity,
-        plan,
-        target,
-        start_ns=execution.start_ns,
-        start_epoch_ns=execution.start_epoch_ns,
-    )
-    environment = dict(at_start.environment)
-    environment["prompts"] = {**environment["prompts"], "bytes": execution.prompt_bytes}
-    if execution.request_source.get("source") != "synthetic":  # synthetic: as before
-        environment["request_source"] = execution.request_source
-    offered = at_start.offered_requests
-    if offered is not None and execution.stop is not None and execution.stop.not_sent:
-        # What a rule left unsent was never offered: the achieved ratio is of the rest.
-        offered = max(0, offered - execution.stop.not_sent)
-    return dataclasses.replace(
-        at_start,
-        offered_requests=offered,
-        stop=execution.stop,
-        duration_s=(execution.end_ns - execution.start_ns) / 1e9,
-        environment={
-            **environment,
-            "interrupted": execution.interrupted,
-            **execution.hooks.environment,
-        },
-        telemetry=execution.hooks.telemetry,
-        server_queue=execution.hooks.server_queue,
-    )
 
 
 def _environment(options: PlanOptions, target: Target) -> dict[str, Any]:

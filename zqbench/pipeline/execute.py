@@ -88,7 +88,6 @@ def execute(
         ),
     )
     source = fit_source(target.scenario, seed, target.calibration)
-    check_distribution(target.scenario, distribution)
     watch = _stop_watch(plan, target, on_note)
     specs = _worker_specs(connection, len(plan.works), target, source, out_dir, live_counts)
     on_start: Callable[[int], None] = run_hooks.start
