@@ -150,20 +150,17 @@ def _percentile_diff(
     stat: Stat, a: MetricFrame, b: MetricFrame, max_regression: float, gated: bool
 ) -> Diff:
     missing = [f.unavailable_reason(stat.metric) for f in (a, b)]
-    if any(missing):
-        both = all(missing)
-        note = "; ".join(m for m in missing if m)
-        if both:
-            return Diff.without_value(stat.key, "unavailable", gated, note)
+    note = "; ".join(m for m in missing if m)
+    if all(missing):
+        return Diff.without_value(stat.key, "unavailable", gated, note)
+    xa, xb = (
+        None if m else f.sorted_seconds(stat.metric) for f, m in zip((a, b), missing, strict=True)
+    )
+    pa, pb = (None if x is None else quantiles.quantile(x, stat.q) for x in (xa, xb))
+    if xa is None or xb is None:
         # The run that has it shows its value (a zero-queue twin's time to reject beside a
         # FIFO baseline that refused nothing); there is no difference to judge.
-        pa, pb = (
-            None if m else quantiles.quantile(f.sorted_seconds(stat.metric), stat.q)
-            for f, m in zip((a, b), missing, strict=True)
-        )
         return Diff(stat.key, pa, pb, None, None, None, None, "inconclusive", gated, note)
-    xa, xb = a.sorted_seconds(stat.metric), b.sorted_seconds(stat.metric)
-    pa, pb = quantiles.quantile(xa, stat.q), quantiles.quantile(xb, stat.q)
     la, ha = quantiles.quantile_ci(xa, stat.q, CONFIDENCE_EACH)
     lb, hb = quantiles.quantile_ci(xb, stat.q, CONFIDENCE_EACH)
     low, high = _sub(lb, ha), _sub(hb, la)
@@ -186,20 +183,6 @@ def _rate_diff(
     return Diff(
         stat.key, ra, rb, rb - ra, low, high, max_increase, _decide(low, high, max_increase), gated
     )
-
-
-def diff_stat(
-    stat: Stat,
-    a: MetricFrame,
-    b: MetricFrame,
-    *,
-    max_regression: float,
-    max_error_increase: float,
-    gated: bool,
-) -> Diff:
-    if stat.stat == "rate":
-        return _rate_diff(stat, a, b, max_error_increase, gated)
-    return _percentile_diff(stat, a, b, max_regression, gated)
 
 
 def _worst(verdicts: set[str]) -> str:
@@ -233,14 +216,9 @@ def compare_runs(
     pairs = []
     for label in labels[1:]:
         diffs = [
-            diff_stat(
-                s,
-                base,
-                frames[label],
-                max_regression=max_regression,
-                max_error_increase=max_error_increase,
-                gated=s in gated,
-            )
+            _rate_diff(s, base, frames[label], max_error_increase, s in gated)
+            if s.stat == "rate"
+            else _percentile_diff(s, base, frames[label], max_regression, s in gated)
             for s in shown
         ]
         judged = {d.verdict for d in diffs if d.gated and d.verdict != "unavailable"}
