@@ -104,7 +104,7 @@ _SWEEP_KEYS = ("min_rate", "max_rate", "step_factor", "step_duration", "bisect_s
 
 _DEFAULT_MAX_TOKENS = 256
 _DEFAULT_PROMPT_TOKENS = 32
-_DEFAULT_TIMEOUT = "60s"
+_DEFAULT_TIMEOUT_S = parse_duration("60s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,9 +513,7 @@ def _check_stage_mixes(label: str, load: LoadSpec, request: RequestConfig) -> No
 def _parse_request(t: Table, folder: Path) -> RequestConfig:
     max_tokens = t.integer("max_tokens", minimum=1) if t.has("max_tokens") else _DEFAULT_MAX_TOKENS
     stream = t.boolean("stream", True)
-    timeout = t.duration("timeout", positive=True) if t.has("timeout") else None
-    if timeout is None:
-        timeout = parse_duration(_DEFAULT_TIMEOUT)
+    timeout = t.duration("timeout", positive=True) if t.has("timeout") else _DEFAULT_TIMEOUT_S
     cold = t.boolean("cold_connections", False)
     if t.has("mix") and t.has("prompt_tokens"):
         raise ScenarioError(

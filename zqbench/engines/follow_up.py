@@ -98,7 +98,9 @@ class FollowUps:
         t_refused_abs: int,
         retry_after_s: float,
     ) -> None:
-        """Try again at each Retry-After until admitted, refused without one, or out of tries."""
+        """Try again at each Retry-After until admitted, refused without one, or out of tries.
+        Each try has its own id, so a server's logs tell a try from the request it follows."""
+        headers = tuple(h for h in request.headers if h[0] != "x-request-id")
         t_prev, wait_s = t_refused_abs, retry_after_s
         for attempt in range(1, self.spec.attempts + 1):
             due = t_prev + int(wait_s * 1e9)
@@ -119,49 +121,31 @@ class FollowUps:
                 if not await sender.sleep_until(due):
                     record["error"] = "stopped"
                     return
-                status, answer_ra, t_end = await self._try(
-                    sender, request, rspec, request_id, attempt, record
-                )
+                tag = ("x-request-id", f"zq-{request_id}-retry{attempt}")
+                tagged = HttpRequest(request.method, request.path, (*headers, tag), request.body)
+                parser, exchange = sender.dialect.parser(rspec), Exchange()
+                summary = parser.summary
+                try:
+                    await sender.transport.send(tagged, parser, self.timeout_s, exchange)
+                finally:
+                    t_end = exchange.t_end or self.now_ns()
+                    failed = exchange.error
+                    record.update(
+                        t_send=exchange.t_send - sender.start_ns if exchange.t_send else None,
+                        t_end=t_end - sender.start_ns,
+                        status=summary.status,
+                        retry_after_s=summary.retry_after_s,
+                        error=summary.error if failed is None else failed.error_class,
+                    )
             except asyncio.CancelledError:
                 record["error"] = "ended_with_run"
                 raise
+            status, answer_ra = summary.status, summary.retry_after_s
             if 200 <= status < 300 or status not in REFUSAL_STATUSES:
                 return  # admitted, or an answer that is not a refusal: nothing to wait for
             if answer_ra is None or not 0 <= answer_ra <= MAX_WAIT_S:
                 return
             t_prev, wait_s = t_end, answer_ra
-
-    async def _try(
-        self,
-        sender: Sender,
-        request: HttpRequest,
-        rspec: RequestSpec,
-        request_id: int,
-        attempt: int,
-        record: dict[str, Any],
-    ) -> tuple[int, float | None, int]:
-        # Its own id, so a server's logs tell a try from the request it follows.
-        headers = tuple(h for h in request.headers if h[0] != "x-request-id")
-        tagged = HttpRequest(
-            request.method,
-            request.path,
-            (*headers, ("x-request-id", f"zq-{request_id}-retry{attempt}")),
-            request.body,
-        )
-        parser = sender.dialect.parser(rspec)
-        exchange = Exchange()
-        try:
-            await sender.transport.send(tagged, parser, self.timeout_s, exchange)
-        finally:
-            t_end = exchange.t_end or self.now_ns()
-            summary = parser.summary
-            record["t_send"] = exchange.t_send - sender.start_ns if exchange.t_send else None
-            record["t_end"] = t_end - sender.start_ns
-            record["status"] = summary.status
-            record["retry_after_s"] = summary.retry_after_s
-            error = exchange.error.error_class if exchange.error is not None else summary.error
-            record["error"] = error
-        return summary.status, summary.retry_after_s, t_end
 
     def write(self) -> None:
         """The tries, one JSON object a line (none: no file)."""
