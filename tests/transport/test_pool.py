@@ -148,20 +148,25 @@ def test_h2_timeout_sends_rst_stream_and_keeps_connection(
     assert 0 <= truth["t_client_reset"] - hung.t_end < 50_000_000
 
 
-def test_h2_stream_reset_is_connection_reset_and_connection_survives(
-    programmed_server: ProgrammedServer,
-) -> None:
+def _h2_then_health(url: str, path: str):
+    """`path`, then /health, on one H2Transport: both sends, and the connections it opened."""
+
     async def go():
-        tr = H2Transport(programmed_server.url)
+        tr = H2Transport(url)
         await tr.open()
         try:
-            reset = await send(tr, get("/reset?bytes=500"))
-            ok = await send(tr, get("/health"))
-            return reset, ok, tr.opened
+            first = await send(tr, get(path))
+            return first, await send(tr, get("/health")), tr.opened
         finally:
             await tr.close()
 
-    (rex, rsink), (ok, _), opened = run(go)
+    return run(go)
+
+
+def test_h2_stream_reset_is_connection_reset_and_connection_survives(
+    programmed_server: ProgrammedServer,
+) -> None:
+    (rex, rsink), (ok, _), opened = _h2_then_health(programmed_server.url, "/reset?bytes=500")
     assert isinstance(rex.error, ConnectionReset) and "reset" in str(rex.error)
     assert rex.bytes_in == 500 and rsink.t_end == 0
     assert ok.error is None and opened == 1
@@ -170,17 +175,7 @@ def test_h2_stream_reset_is_connection_reset_and_connection_survives(
 def test_h2_goaway_fails_unprocessed_stream_and_reconnects(
     programmed_server: ProgrammedServer,
 ) -> None:
-    async def go():
-        tr = H2Transport(programmed_server.url)
-        await tr.open()
-        try:
-            gone = await send(tr, get("/goaway"))
-            ok = await send(tr, get("/health"))
-            return gone, ok, tr.opened
-        finally:
-            await tr.close()
-
-    (gex, _), (ok, _), opened = run(go)
+    (gex, _), (ok, _), opened = _h2_then_health(programmed_server.url, "/goaway")
     assert isinstance(gex.error, ConnectionReset) and "GOAWAY" in str(gex.error)
     assert ok.error is None and opened == 2
 

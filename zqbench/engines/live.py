@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -159,15 +160,16 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], None]
+X = TypeVar("X")
 
 
-def tee(first: ProgressCallback, then: ProgressCallback | None) -> ProgressCallback:
+def tee(first: Callable[[X], None], then: Callable[[X], None] | None) -> Callable[[X], None]:
     """One callback that calls `first`, then `then` (None: nobody else listens)."""
 
-    def both(progress: Progress) -> None:
-        first(progress)
+    def both(value: X) -> None:
+        first(value)
         if then is not None:
-            then(progress)
+            then(value)
 
     return both
 
