@@ -21,15 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from zqbench.conform import capacity, queueing
 from zqbench.conform.capacity import Capacity
 from zqbench.conform.context import Target
-from zqbench.conform.disconnect import DisconnectRounds
 from zqbench.conform.evidence import Evidence
-from zqbench.conform.retry import RetryRun
 
+T = TypeVar("T")
 Named = list[tuple[str, Evidence]]  # a sequential phase's exchanges, each with its case
 
 
@@ -87,14 +86,14 @@ class Observations:
         wanted = set(needs)
         return replace(self, results={k: v for k, v in self.results.items() if k in wanted})
 
-    def get(self, phase: str) -> Any:
+    def get(self, phase: str, kind: type[T]) -> T:
+        """The observation of `phase`, a `kind`."""
         if phase not in self.results:
             raise MissingObservation(f"{phase!r} was not declared by the check, or not measured")
-        return self.results[phase]
+        return cast(T, self.results[phase])
 
-    # ------------------------------------------------------------ typed readings
     def named(self, phase: str) -> Named:
-        return cast(Named, self.get(phase))
+        return self.get(phase, list)
 
     def exchange(self, phase: str) -> Evidence:
         """The one exchange of a one-request phase."""
@@ -102,35 +101,20 @@ class Observations:
         return ex
 
     def at_rest(self) -> list[Evidence]:
-        return cast(list[Evidence], self.get("at_rest"))
-
-    def slope(self) -> SlopeRun:
-        return cast(SlopeRun, self.get("slope"))
-
-    def overload(self) -> Overload:
-        return cast(Overload, self.get("overload"))
-
-    def retry(self) -> RetryRun:
-        return cast(RetryRun, self.get("retry"))
-
-    def disconnect(self) -> DisconnectRounds:
-        return cast(DisconnectRounds, self.get("disconnect"))
-
-    def settled(self, phase: str) -> Settled:
-        return cast(Settled, self.get(phase))
+        return self.get("at_rest", list)
 
     # ------------------------------------------------------------ derived
     def capacity(self) -> Capacity | None:
         """What zeroqueue.11-13 judge by: the slope's capacity (advertised or discovered),
         else estimated from the slope steps and the overload burst (capacity.estimated)."""
-        run, burst = self.slope(), self.overload().burst
+        run, burst = self.get("slope", SlopeRun), self.get("overload", Overload).burst
         if run.capacity is not None:
             return run.capacity
         return capacity.estimated([*(ex for s in run.steps for ex in s.exchanges), *burst])
 
     def judgement(self) -> queueing.Judgement:
         """The slope steps judged (zeroqueue.5 reports it, .13 takes its T)."""
-        o, run = self.target.options, self.slope()
+        o, run = self.target.options, self.get("slope", SlopeRun)
         return queueing.judge(
             run.steps,
             baseline_ms=baseline_ttft_ms(self.at_rest()),

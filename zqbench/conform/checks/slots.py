@@ -19,10 +19,11 @@ from dataclasses import asdict
 from typing import Any
 
 from zqbench.conform import disconnect, queueing, refusals
-from zqbench.conform.disconnect import DisconnectRun
+from zqbench.conform.disconnect import DisconnectRounds, DisconnectRun
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, failed, passed, skipped
-from zqbench.conform.observations import Observations
+from zqbench.conform.observations import Observations, Overload, SlopeRun
+from zqbench.conform.retry import RetryRun
 from zqbench.metrics.classify import DEFAULT_MARGIN_S
 
 LISTED = 5  # false refusals shown in the evidence
@@ -37,8 +38,10 @@ def _capacity(obs: Observations) -> dict[str, Any] | None:
 def false_refusals(obs: Observations) -> CheckResult:
     known = obs.capacity()
     groups: list[tuple[str, list[Evidence]]] = [("at rest", obs.at_rest())]
-    groups += [(f"slope step {s.concurrency}", s.exchanges) for s in obs.slope().steps]
-    groups.append(("overload burst", obs.overload().burst))
+    groups += [
+        (f"slope step {s.concurrency}", s.exchanges) for s in obs.get("slope", SlopeRun).steps
+    ]
+    groups.append(("overload burst", obs.get("overload", Overload).burst))
     judged = refusals.judge(groups, None if known is None else known.value)
     if not judged:
         return skipped("nothing was refused at rest, in the slope steps or in the burst")
@@ -94,7 +97,7 @@ def false_refusals(obs: Observations) -> CheckResult:
 
 # ------------------------------------------------------------------ .12
 def retry_after_honoured(obs: Observations) -> CheckResult:
-    run = obs.retry()
+    run = obs.get("retry", RetryRun)
     if run.error is not None:
         return failed(f"the burst could not start: {run.error}")
     counts = Counter(ex.admission for ex in run.burst)
@@ -139,7 +142,7 @@ def retry_after_honoured(obs: Observations) -> CheckResult:
 
 # ------------------------------------------------------------------ .13
 def disconnect_frees(obs: Observations) -> CheckResult:
-    rounds = obs.disconnect()
+    rounds = obs.get("disconnect", DisconnectRounds)
     run = rounds.first
     if run is None:
         return skipped("no capacity known and nothing admitted to estimate it by")

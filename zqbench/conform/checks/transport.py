@@ -42,7 +42,7 @@ def over_http2(sender: Sender, _: Observations) -> tuple[Evidence, Evidence | No
 
 
 def keep_alive(obs: Observations) -> CheckResult:
-    exchanges, opened = obs.get("http.keep_alive")
+    exchanges, opened = obs.get("http.keep_alive", tuple)
     for ex in exchanges:
         if ex.status == 0:
             return failed(f"{ex.method} {ex.path} failed: {ex.error}", response=ex.evidence())
@@ -63,7 +63,7 @@ def keep_alive(obs: Observations) -> CheckResult:
 
 def http2(obs: Observations) -> CheckResult:
     how = "ALPN" if obs.target.origin.tls else "h2c prior knowledge"
-    models, stream = obs.get("http.h2")
+    models, stream = obs.get("http.h2", tuple)
     if stream is None:
         got = models.error or models.http_version
         if obs.target.options.expect_http2:

@@ -14,10 +14,10 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from zqbench.conform import queueing
+from zqbench.conform import observations, queueing
 from zqbench.conform.evidence import Evidence
 from zqbench.conform.model import Check, CheckResult, Phase, failed, passed, sequential, skipped
-from zqbench.conform.observations import Observations, SlopeStep, baseline_ttft_ms
+from zqbench.conform.observations import Observations, Overload, Settled, SlopeRun, SlopeStep
 from zqbench.dialects.common import parse_epoch, parse_retry_after
 
 REFUSAL_STATUSES = (503, 529)  # the zero-queue refusal: overloaded, retry elsewhere or later
@@ -151,7 +151,7 @@ def _unjudged_row(step: SlopeStep) -> dict[str, Any]:
 def hidden_queue(obs: Observations) -> CheckResult:
     """Judged on each step's tail (zqbench.conform.queueing holds the rule and its reasons)."""
     o = obs.target.options
-    run = obs.slope()
+    run = obs.get("slope", SlopeRun)
     j = obs.judgement()
     evidence: dict[str, Any] = {
         "baseline_ttft_ms": _ms(j.baseline_ms),
@@ -162,7 +162,7 @@ def hidden_queue(obs: Observations) -> CheckResult:
         "steps_asked": list(run.asked),
         "steps_added": list(run.added),
         "steps": [s.row() for s in j.steps] or [_unjudged_row(s) for s in run.steps],
-        "settled": asdict(obs.settled("settle.load")),
+        "settled": asdict(obs.get("settle.load", Settled)),
         "median_slope": queueing.slope_evidence(run.steps, o.seed),
     }
     if j.threshold_ms is None:
@@ -197,7 +197,7 @@ def hidden_queue(obs: Observations) -> CheckResult:
 def _burst(obs: Observations) -> tuple[dict[str, list[Evidence]], dict[str, Any]]:
     """The overload burst's requests by admission, and its summary for the evidence."""
     kinds: dict[str, list[Evidence]] = {}
-    for ex in obs.overload().burst:
+    for ex in obs.get("overload", Overload).burst:
         kinds.setdefault(ex.admission, []).append(ex)
     counts = {k: len(v) for k, v in sorted(kinds.items())}
     return kinds, {"concurrency": obs.target.options.overload_concurrency, "counts": counts}
@@ -219,8 +219,8 @@ def refuses(obs: Observations) -> CheckResult:
     if kinds.get("refused") or kinds.get("refused_in_stream"):
         return passed("the endpoint refused part of the burst", **summary)
     # Nothing refused: either the capacity exceeds the burst, or the extra requests waited.
-    ttfts = queueing.admitted_ttfts(obs.overload().burst)
-    baseline = baseline_ttft_ms(obs.at_rest())
+    ttfts = queueing.admitted_ttfts(obs.get("overload", Overload).burst)
+    baseline = observations.baseline_ttft_ms(obs.at_rest())
     summary |= {"baseline_ttft_ms": baseline, "burst_ttft_max_ms": _ms(max(ttfts, default=0))}
     if baseline is not None and ttfts and max(ttfts) > QUEUE_FACTOR * baseline + QUEUE_MARGIN_MS:
         return failed(
@@ -274,7 +274,7 @@ def refusal_retry_after(obs: Observations) -> CheckResult:
 
 
 def recovers(obs: Observations) -> CheckResult:
-    o = obs.overload()
+    o = obs.get("overload", Overload)
     kinds, summary = _burst(obs)
     if not kinds.get("refused") and not kinds.get("refused_in_stream"):
         return skipped("nothing was refused in the burst (see zeroqueue.6)", **summary)
