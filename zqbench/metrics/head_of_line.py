@@ -23,11 +23,6 @@ from zqbench.metrics.frame import MetricFrame
 from zqbench.summary import HeadOfLine, HeadOfLineClass, HeadOfLineRow, HeadOfLineWorst, Unavailable
 
 
-def _includes(outer: tuple[str, ...] | None, inner: tuple[str, ...], classes: set[str]) -> bool:
-    outer_set = classes if outer is None else set(outer)
-    return set(inner) < outer_set
-
-
 def _pick(
     frame: MetricFrame, stage_classes: Sequence[tuple[str, ...] | None]
 ) -> tuple[int, int] | None:
@@ -37,7 +32,8 @@ def _pick(
         if base is None or b not in sent:
             continue
         for m in range(b + 1, len(stage_classes)):
-            if m in sent and _includes(stage_classes[m], base, all_classes | set(base)):
+            mixed = stage_classes[m]  # None: every class
+            if m in sent and set(base) < (all_classes | set(base) if mixed is None else set(mixed)):
                 return b, m
         return None
     return None

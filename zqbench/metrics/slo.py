@@ -339,19 +339,17 @@ def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloResult:
         return _unavailable(slo, "no request sent")
     if slo.metric == "errors":
         hits = int(np.count_nonzero(~frame.ok))
-    elif slo.metric in OUTCOMES:
-        if frame.outcomes is None:
-            return _unavailable(slo, "the run judged no outcomes (saved before zqbench did)")
-        hits = int(np.count_nonzero(frame.outcomes.outcome == OUTCOMES.index(slo.metric)))
-    elif slo.metric == FALSE_REFUSALS:
-        if frame.outcomes is None:
-            return _unavailable(slo, "the run judged no outcomes (saved before zqbench did)")
-        if frame.outcomes.refusals.capacity is None:
-            return _unavailable(slo, "no capacity to judge refusals by (none stated, none seen)")
-        hits = int(np.count_nonzero(frame.outcomes.refusals.false))
-    else:
+    elif slo.metric.startswith("status_"):
         code = int(slo.metric.removeprefix("status_"))
         hits = int(np.count_nonzero(frame.columns.status == code))
+    elif frame.outcomes is None:  # an outcome's rate, or false refusals'
+        return _unavailable(slo, "the run judged no outcomes (saved before zqbench did)")
+    elif slo.metric in OUTCOMES:
+        hits = int(np.count_nonzero(frame.outcomes.outcome == OUTCOMES.index(slo.metric)))
+    elif frame.outcomes.refusals.capacity is None:
+        return _unavailable(slo, "no capacity to judge refusals by (none stated, none seen)")
+    else:
+        hits = int(np.count_nonzero(frame.outcomes.refusals.false))
     rate = hits / n
     low, high = quantiles.wilson_interval(hits, n)
     verdict = quantiles.decide(slo.op, low, high, slo.threshold)

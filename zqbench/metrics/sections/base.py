@@ -19,10 +19,6 @@ if TYPE_CHECKING:
 Place = Literal["banner", "body", "late"]
 
 
-def no_lines(summary: Summary) -> list[str]:
-    return []
-
-
 @dataclass(frozen=True)
 class Section:
     """One report section. Its model is a part of summary.json (`Summary.<name>`, in
@@ -37,7 +33,7 @@ class Section:
     # Left out: the model itself, `Summary.<name>`.
     view: Callable[[Summary, Figure | None], Any] | None = None
     # The terminal's lines after the verdict (cli/live_view.py); [] for none.
-    lines: Callable[[Summary], list[str]] = no_lines
+    lines: Callable[[Summary], list[str]] = lambda summary: []
     # Its part of the summary from the run's frame (metrics/summarize.py); None: a later
     # stage measures it and sets it on the summary (the pipeline, `zqbench profile`).
     compute: Callable[[MetricFrame, RunInfo], Any] | None = None

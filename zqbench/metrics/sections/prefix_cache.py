@@ -29,6 +29,7 @@ from zqbench.summary import (
     CacheCounters,
     CachedUsage,
     CacheHitRate,
+    JsonFloat,
     PrefixCache,
     ServerQueue,
     Summary,
@@ -56,12 +57,6 @@ def prefix_cache(
     return PrefixCache(server=server, usage=usage)
 
 
-def _p50(values: np.ndarray) -> float | None:
-    kept = np.sort(values[~np.isnan(values)])
-    p50 = quantiles.quantile(kept, 0.5)
-    return None if p50 is None else p50 / 1e9
-
-
 def cached_usage(frame: MetricFrame) -> CachedUsage | Unavailable:
     ok = frame.ok
     if len(frame.cached_tokens) != frame.n:  # a frame built without the columns
@@ -71,8 +66,11 @@ def cached_usage(frame: MetricFrame) -> CachedUsage | Unavailable:
         return Unavailable(unavailable=NO_USAGE)
     cached = frame.cached_tokens[reporting]
     prompt = frame.prompt_tokens[reporting]
-    ttft = frame.values["ttft"][reporting]
-    hit = cached > 0
+    hit = reporting & (frame.cached_tokens > 0)
+
+    def ttft_p50(keep: np.ndarray) -> JsonFloat:
+        return json_number(quantiles.quantile(frame.sorted_seconds("ttft", keep), 0.5))
+
     return CachedUsage(
         requests=int(np.count_nonzero(ok)),
         reporting=int(np.count_nonzero(reporting)),
@@ -80,8 +78,8 @@ def cached_usage(frame: MetricFrame) -> CachedUsage | Unavailable:
         prompt_tokens=int(prompt.sum()),
         cached_share=json_number(float(cached.sum() / prompt.sum()) if prompt.sum() else None),
         cached_requests=int(np.count_nonzero(hit)),
-        ttft_p50_cached=json_number(_p50(ttft[hit])),
-        ttft_p50_uncached=json_number(_p50(ttft[~hit])),
+        ttft_p50_cached=ttft_p50(hit),
+        ttft_p50_uncached=ttft_p50(reporting & ~hit),
     )
 
 
