@@ -249,9 +249,8 @@ class SSEDecoder:
                     data = self._data
             elif name == "event":
                 self._event = value
-            elif name == "id":
-                if "\0" not in value:
-                    self.last_event_id = value
+            elif name == "id" and "\0" not in value:
+                self.last_event_id = value
 
     # ------------------------------------------------------------------ large events
     def _start_skim(self) -> None:
