@@ -421,6 +421,11 @@ def build_frame(
     class_code, class_names = pd.factorize(samples["request_class"].astype(str), sort=True)
     stage = samples["stage"].to_numpy(dtype=np.int64)
     status_keys, answers = _status_keys(c.status, samples["error"])
+    # Stamps of 1e308 (a damaged file) overflow to infinity quietly: numpy's warning would be
+    # a stray line on the terminal, or under a strict warnings filter an exception, and
+    # infinity is already a value the analysis reads (an error-adjusted failure).
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = {name: spec.func(c) for name, spec in REQUEST_METRICS.items()}
     return MetricFrame(
         columns=c,
         stage=stage,
@@ -429,7 +434,7 @@ def build_frame(
         stages=tuple(int(s) for s in np.unique(stage)),
         status_keys=status_keys,
         answers=answers,
-        values=_request_values(c),
+        values=values,
         retry_after_s=float_column(samples, "retry_after_s"),
         prompt_tokens=float_column(samples, "prompt_tokens"),
         cached_tokens=float_column(samples, "cached_tokens"),
@@ -437,15 +442,6 @@ def build_frame(
         turn=float_column(samples, "turn"),
         resent=bool_column(samples, "resent"),
     )
-
-
-def _request_values(c: Columns) -> dict[str, np.ndarray]:
-    """Every per-request metric. Stamps of 1e308 (a damaged file) overflow to infinity
-    quietly: numpy's warning would be a stray line on the terminal, or under a strict
-    warnings filter an exception, and infinity is already a value the analysis reads (an
-    error-adjusted failure)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return {name: spec.func(c) for name, spec in REQUEST_METRICS.items()}
 
 
 def goodput_count(frame: MetricFrame, bounds: Iterable[tuple[str, str, float]]) -> int:

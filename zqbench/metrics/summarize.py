@@ -208,17 +208,14 @@ def load_summary(frame: MetricFrame, run: RunInfo) -> Load:
     it starts or ends slowly, a ramp from 0: over it, a generator that kept up exactly
     looked faster than the schedule.)"""
     sent = frame.n
-    ratio: float | None = None
+    ratio = sent / run.offered_requests if run.offered_requests else None
     if run.offered_requests and run.offered_rate:
         achieved_rate: float | None = sent / (run.offered_requests / run.offered_rate)
-        ratio = sent / run.offered_requests
     else:
         t_send = frame.columns.t_send
         span_s = (float(np.max(t_send)) - float(np.min(t_send))) / NS_PER_S if sent else 0.0
         achieved_rate = (sent - 1) / span_s if sent > 1 and span_s > 0 else None
-        if run.offered_requests:
-            ratio = sent / run.offered_requests
-        elif run.offered_rate and achieved_rate is not None:
+        if ratio is None and run.offered_rate and achieved_rate is not None:
             ratio = achieved_rate / run.offered_rate
     return Load(
         loop=run.loop,

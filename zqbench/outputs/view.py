@@ -18,15 +18,10 @@ from typing import Any
 
 from zqbench import summary as model
 from zqbench.errors import UsageError
-from zqbench.metrics.sections import SECTIONS
+from zqbench.metrics.sections import SECTIONS, text
 from zqbench.metrics.sections.base import Place
 from zqbench.metrics.sections.server_queue import at_most as _at_most
 from zqbench.metrics.sections.text import NO_VALUE, Fact, Figure, figure, ms
-from zqbench.metrics.sections.text import count as _count
-from zqbench.metrics.sections.text import number as _number
-from zqbench.metrics.sections.text import plain as _plain
-from zqbench.metrics.sections.text import share as _share
-from zqbench.metrics.sections.text import stage_label as _stage_label
 from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import format_value, parse_slo
 from zqbench.outputs.json_out import redacted
@@ -143,7 +138,7 @@ def _slo_unit(slo: model.SloRecord) -> str:
 
 def slo_value(slo: model.SloRecord) -> str:
     """The SLO's measured value, in the unit it was written in."""
-    return format_value(_number(slo.value), _slo_unit(slo))
+    return format_value(text.number(slo.value), _slo_unit(slo))
 
 
 def slo_threshold(slo: model.SloRecord) -> str:
@@ -153,7 +148,7 @@ def slo_threshold(slo: model.SloRecord) -> str:
 def slo_ci(slo: model.SloRecord) -> str:
     """The value's 95% CI in the SLO's unit; an unbounded side is −∞ or +∞."""
     unit = _slo_unit(slo)
-    low, high = _number(slo.ci_low), _number(slo.ci_high)
+    low, high = text.number(slo.ci_low), text.number(slo.ci_high)
     if low is None and high is None:
         return NO_VALUE
     lo = "−∞" if low is None else format_value(low, unit)
@@ -172,7 +167,7 @@ def _metric_rows(s: Summary, name: str, entry: model.MetricStats) -> list[Metric
         return MetricRow(
             metric=name,
             group=group,
-            n=_count(stats.n),
+            n=text.count(stats.n),
             p50=ms(stats.p50),
             p90=ms(stats.p90),
             p99=ms(stats.p99),
@@ -184,7 +179,7 @@ def _metric_rows(s: Summary, name: str, entry: model.MetricStats) -> list[Metric
 
     rows = [row("all", entry)]
     if len(entry.by_stage) > 1:
-        rows += [row(_stage_label(s, k), v) for k, v in entry.by_stage.items()]
+        rows += [row(text.stage_label(s, k), v) for k, v in entry.by_stage.items()]
     if len(entry.by_class) > 1:
         rows += [row(f"class {k}", v) for k, v in entry.by_class.items()]
     return rows
@@ -202,7 +197,7 @@ def _server_queue_rows(s: Summary) -> list[MetricRow]:
         MetricRow(
             metric="server_queue",
             group="from the server's metrics",
-            n=_count(t.count),
+            n=text.count(t.count),
             p50=_at_most(t.p50, t.largest_bound),
             p90=_at_most(t.p90, t.largest_bound),
             p99=_at_most(t.p99, t.largest_bound),
@@ -233,7 +228,7 @@ def follow_up_text(f: model.RetryAfterFollowUp | None) -> str | None:
         low, high = significant(f.to_admission[0]), significant(f.to_admission[-1])
         later = f" (after {low} s)" if low == high else f" (after {low} to {high} s)"
     late = "" if f.send_late_p99 is None else f", sent {ms(f.send_late_p99)} ms late at p99"
-    honoured = _share(f.honoured_share)
+    honoured = text.share(f.honoured_share)
     return (
         f"Retry-After honoured: {f.honoured} of {f.tried} followed refusals ({honoured}) were "
         f"admitted when their Retry-After said, {f.admitted_later} later{later}, "
@@ -286,7 +281,7 @@ def _flatten(prefix: str, value: object) -> tuple[Fact, ...]:
             for k, v in value.items()
             for fact in _flatten(f"{prefix}.{k}" if prefix else str(k), v)
         )
-    return (Fact(prefix, _plain(value)),)
+    return (Fact(prefix, text.plain(value)),)
 
 
 # The page's own filters (outputs/templating.py gives both environments these, besides
