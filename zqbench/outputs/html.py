@@ -10,25 +10,14 @@ and each optional section the run has (zqbench.metrics.sections) where SECTIONS 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import resources
 
 import zqbench
 from zqbench.outputs import view
 from zqbench.outputs.templating import html_environment
 from zqbench.summary import Summary
 
-# compare.html (outputs/compare_render.py) inlines the same stylesheet.
-CSS = (resources.files("zqbench.outputs") / "templates" / "report.css").read_text("utf-8")
-
 
 def render_report_html(summary: Summary, figures: Sequence[view.FigureData]) -> str:
     """The page; figures are (name, title, caption, png bytes)."""
     template = html_environment().get_template("report.html.j2")
     return template.render(view=view.build_view(summary, figures), version=zqbench.__version__)
-
-
-def figure(title: str, caption: str, png: bytes, name: str) -> str:
-    """One embedded figure as report.html shows it, for pages that embed the same."""
-    macros = html_environment().get_template("macros.html.j2").module
-    # A template's macros are attributes of its module, unknown to the type checker.
-    return str(macros.figure(view.figure(name, title, caption, png)))  # type: ignore[attr-defined]
