@@ -95,21 +95,19 @@ def stop_on_signals(stop: StopFlag) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def run_in_process(
+def _in_process(
     spec: WorkerSpec,
     work: Work,
-    *,
-    on_progress: ProgressCallback | None = None,
-    stop: StopFlag | None = None,
-    on_start: Callable[[int], None] | None = None,
-    ended: EndedAt | None = None,
+    on_progress: ProgressCallback | None,
+    stop: StopFlag,
+    on_start: Callable[[int], None] | None,
+    ended: EndedAt | None,
 ) -> tuple[int, bool]:
     """Run one worker here. Returns (start_monotonic_ns, interrupted): a [stop] rule that
     ended the run (`ended`) is no interruption.
 
     Signals are the caller's: `run_scenario` (or `zqbench worker`) holds the process's one
     `stop_on_signals` scope, which sets `stop`."""
-    stop = stop or StopFlag()
 
     def progress(snapshot: WorkerProgress) -> None:
         if on_progress is not None:
@@ -222,18 +220,16 @@ def run_workers(
     ended: EndedAt | None = None,
 ) -> tuple[int, bool]:
     """Run one worker in this process, or several in one spawned process each. Returns
-    (start_monotonic_ns, interrupted). Signals are the caller's, as for `run_in_process`;
+    (start_monotonic_ns, interrupted). Signals are the caller's, as for `_in_process`;
     `ended` (shared when there are several) is the [stop] rules' word to the workers."""
+    stop = stop or StopFlag()
     if len(specs) == 1:
-        return run_in_process(
-            specs[0], works[0], on_progress=on_progress, stop=stop, on_start=on_start, ended=ended
-        )
+        return _in_process(specs[0], works[0], on_progress, stop, on_start, ended)
     ctx = mp.get_context("spawn")  # fork would copy a running event loop and its sockets
     ready_q = ctx.Queue()
     progress_q = ctx.Queue()
     start_value = ctx.Value("q", 0)
     stop_event = ctx.Event()
-    stop = stop or StopFlag()
     procs = [
         ctx.Process(
             target=_child,

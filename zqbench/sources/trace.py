@@ -107,10 +107,7 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Trace
     tpb, base = (
         (1.0, 1.0)
         if calibration is None
-        else (
-            calibration.tokens_per_byte,
-            calibration.base_tokens,
-        )
+        else (calibration.tokens_per_byte, calibration.base_tokens)
     )
     return TraceSource(
         path=load.path,

@@ -75,12 +75,8 @@ class _Connection(SlicedProtocol):
         self.can_write.set()
 
     # -- capacity
-    @property
-    def max_streams(self) -> int:
-        return self.h2.remote_settings.max_concurrent_streams
-
     def has_room(self) -> bool:
-        return self.usable and len(self.streams) < self.max_streams
+        return self.usable and len(self.streams) < self.h2.remote_settings.max_concurrent_streams
 
     # -- asyncio plumbing
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
