@@ -94,7 +94,7 @@ def execute(
     if watch is not None:
         specs = [dataclasses.replace(spec, watched=True) for spec in specs]
         on_progress = tee(watch.observe, on_progress)
-        on_start = _both(watch.start, run_hooks.start)
+        on_start = tee(watch.start, run_hooks.start)
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()
     stop = stop or StopFlag()
@@ -161,14 +161,6 @@ def _stop_watch(
         return None
     ended = EndedAt(len(plan.stages), shared=len(plan.works) > 1)
     return StopWatch(config, plan.stages, target.outcome_basis(), ended, on_note)
-
-
-def _both(first: Callable[[int], None], then: Callable[[int], None]) -> Callable[[int], None]:
-    def both(start_ns: int) -> None:
-        first(start_ns)
-        then(start_ns)
-
-    return both
 
 
 def _master(options: DistributedOptions, out_dir: Path, api_key_env: str | None) -> Master | None:
