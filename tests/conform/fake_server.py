@@ -50,7 +50,10 @@ FAULTS: dict[str, str | tuple[str, ...]] = {
     "bad_utf8_500": "errors.7",
     "close_each": "http.1",
     "no_h2": "http.2",
-    "no_timing": "zeroqueue.1",
+    "no_timing": "zeroqueue.1",  # received only: instrumentation that is there but short
+    # None of the reference server's instrumentation, as an engine (vLLM, llama.cpp): no
+    # X-Request-*-Time stamp, /health without dispatch_jitter_us. Fails only where required.
+    "uninstrumented": ("zeroqueue.1", "zeroqueue.4"),
     "timing_disorder": "zeroqueue.2",
     "late_start": "zeroqueue.2",
     "slow_dispatch": "zeroqueue.3",
@@ -289,11 +292,13 @@ class FakeServer:
     # ------------------------------------------------------------ routes
     async def _handle(self, w, method, path, headers, body, received) -> bool:
         stamps = [("x-request-received-time", f"{received:.6f}")]
+        if "uninstrumented" in self.faults:
+            stamps = []
         if path == "/health":
             obj: dict[str, Any] = {"status": "healthy", "dispatch_jitter_us": 12.5}
             if not self.queue and not self.props:  # vLLM's shape advertises no capacity
                 obj["slots"] = self.slots
-            if "health_no_jitter" in self.faults:
+            if self.faults & {"health_no_jitter", "uninstrumented"}:
                 del obj["dispatch_jitter_us"]
             return await self._full(w, 200, json.dumps(obj).encode(), stamps)
         if path == "/props" and self.props:
@@ -495,7 +500,7 @@ class FakeServer:
                 start = dispatch  # the lie that hides the queue
             if "late_start" in self.faults:
                 start = received + 0.5
-            if "no_timing" not in self.faults:
+            if not self.faults & {"no_timing", "uninstrumented"}:
                 stamps = [
                     *stamps,
                     ("x-request-dispatch-time", f"{dispatch:.6f}"),

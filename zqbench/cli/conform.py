@@ -106,6 +106,13 @@ DisconnectBound = Annotated[
     float, typer.Option(help="zeroqueue.13: seconds within which cut streams free their slots.")
 ]
 BodyLimit = Annotated[int, typer.Option(help="errors.4: the endpoint's body limit.")]
+RequireInstrumentation = Annotated[
+    bool,
+    typer.Option(
+        help="zeroqueue.1-4 fail, not skip, on a target without the reference server's timing "
+        "headers and /health jitter (its instrumentation)."
+    ),
+]
 ServerBatch = Annotated[int, typer.Option(help="Embedded reference server: sequence slots.")]
 
 
@@ -125,6 +132,7 @@ def conform(
     expect_auth: ExpectAuth = False,
     expect_http2: ExpectHttp2 = False,
     expect_headers: ExpectHeaders = None,
+    require_instrumentation: RequireInstrumentation = False,
     timeout_s: Timeout = 10.0,
     server_queue_bound_ms: Annotated[float, typer.Option(help="zeroqueue.3 bound.")] = 5.0,
     queue_margin_ms: QueueMargin = 20.0,

@@ -8,6 +8,13 @@ what must hold, the phases it `needs`, and `run(observations) -> CheckResult`: a
 judgement of what those phases observed, so checks run in any order. A result is `pass`,
 `fail` or `skip`; a fail carries the evidence that shows why, a skip the reason it could
 not be decided.
+
+Two kinds of check: behaviour, what every zero-queue endpoint must do (its API's shapes, no
+queue, fast honest refusals, slots freed, recovery), and instrumentation, what the reference
+server adds so that a queue can be seen from inside (the X-Request-*-Time stamps, /health's
+dispatch jitter). An endpoint without the instrumentation is not failed for it: its
+instrumentation checks skip as `not instrumented` (`uninstrumented`), and its verdict rests
+on behaviour, unless the run requires instrumentation (`--require-instrumentation`).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ class CheckResult:
     status: Status
     reason: str = ""  # one line: why it failed or was skipped (or what passed)
     evidence: dict[str, Any] = field(default_factory=dict)
+    instrumented: bool = True  # False: what it checks is instrumentation the target lacks
 
 
 def passed(reason: str = "", **evidence: Any) -> CheckResult:
@@ -41,6 +49,15 @@ def failed(reason: str, **evidence: Any) -> CheckResult:
 
 def skipped(reason: str, **evidence: Any) -> CheckResult:
     return CheckResult("skip", reason, evidence)
+
+
+UNINSTRUMENTED = "not instrumented: "
+
+
+def uninstrumented(required: bool, missing: str, **evidence: Any) -> CheckResult:
+    """The target lacks the instrumentation a check reads (`missing` says which): a skip, or
+    a fail where the run requires instrumentation."""
+    return CheckResult("fail" if required else "skip", UNINSTRUMENTED + missing, evidence, False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +86,7 @@ class Check:
     statement: str
     run: Callable[[Observations], CheckResult]
     needs: tuple[str, ...] = ()  # the phases whose observations it judges
+    instrumentation: bool = False  # a check of instrumentation, not of behaviour
 
     @property
     def group(self) -> str:
@@ -87,12 +105,18 @@ class CheckOutcome:
     reason: str
     evidence: dict[str, Any]
     duration_s: float
+    kind: str = "behaviour"  # or "instrumentation"
+    instrumented: bool = True
 
     @classmethod
     def of(cls, check: Check, result: CheckResult, duration_s: float) -> CheckOutcome:
         """The line of `check` that gave `result` in `duration_s` seconds."""
         c, r = check, result
-        return cls(c.id, c.group, c.statement, r.status, r.reason, r.evidence, duration_s)
+        kind = "instrumentation" if c.instrumentation else "behaviour"
+        return cls(
+            c.id, c.group, c.statement, r.status, r.reason, r.evidence, duration_s, kind,
+            r.instrumented,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +131,11 @@ class ConformReport:
 
     def count(self, status: Status) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def not_instrumented(self) -> tuple[str, ...]:
+        """The checks the target's missing instrumentation left unmeasured."""
+        return tuple(o.id for o in self.outcomes if not o.instrumented)
 
     @property
     def ok(self) -> bool:

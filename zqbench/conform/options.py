@@ -33,6 +33,8 @@ class ConformOptions:
     expect_auth: bool = False  # errors.6: a request without the key must get 401
     expect_http2: bool = False  # http.2 fails (not skips) when HTTP/2 does not work
     expect_headers: tuple[str, ...] = ()  # 'NAME=VALUE' or 'NAME~REGEX'
+    # zeroqueue.1-4 fail (not skip) on a target without the reference server's instrumentation
+    require_instrumentation: bool = False
     only: tuple[str, ...] = ()  # groups (or group prefixes: `api`, `zeroqueue`)
     skip: tuple[str, ...] = ()  # check ids
     timeout_s: float = 10.0  # per request

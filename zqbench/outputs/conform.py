@@ -33,6 +33,7 @@ def to_dict(report: ConformReport) -> dict[str, Any]:
             "pass": report.count("pass"),
             "fail": report.count("fail"),
             "skip": report.count("skip"),
+            "not_instrumented": list(report.not_instrumented),
         },
         "options": report.options,
         "checks": [
@@ -40,6 +41,7 @@ def to_dict(report: ConformReport) -> dict[str, Any]:
                 "id": o.id,
                 "group": o.group,
                 "statement": o.statement,
+                "kind": o.kind,
                 "status": o.status,
                 "reason": o.reason,
                 "evidence": _finite(o.evidence),
@@ -108,8 +110,16 @@ def format_line(outcome: CheckOutcome) -> str:
 
 
 def format_summary(report: ConformReport) -> str:
-    """The table's last line: the counts, the time, the target."""
-    return (
+    """The table's last line: the counts, the time, the target; before it, when the target
+    lacks the reference server's instrumentation, which checks that left unmeasured."""
+    counts = (
         f"{report.count('pass')} passed, {report.count('fail')} failed, "
         f"{report.count('skip')} skipped in {report.duration_s:.1f} s ({report.target})"
+    )
+    missing = report.not_instrumented
+    if not missing or report.options.get("require_instrumentation"):
+        return counts
+    return (
+        f"not instrumented: {', '.join(missing)} unmeasured, the verdict rests on behaviour "
+        f"(--require-instrumentation fails them)\n{counts}"
     )

@@ -2,6 +2,7 @@
 
 .1-.3  at rest: timing headers present, ordered, and server_queue p99 under a bound
 .4     /health reports status and dispatch_jitter_us
+       (.1-.4 check instrumentation: a target with none of it is `not instrumented`, model.py)
 .5     the hidden-queue detector: stepping concurrency past capacity, no significant share
        of admitted requests may wait for a slot (judged on the tail: conform/queueing.py)
 .6-.10 one burst past capacity: refusals (not waits or timeouts), as 503/529 statuses,
@@ -16,7 +17,16 @@ from typing import Any
 
 from zqbench.conform import observations, queueing
 from zqbench.conform.evidence import Evidence
-from zqbench.conform.model import Check, CheckResult, Phase, failed, passed, sequential, skipped
+from zqbench.conform.model import (
+    Check,
+    CheckResult,
+    Phase,
+    failed,
+    passed,
+    sequential,
+    skipped,
+    uninstrumented,
+)
 from zqbench.conform.observations import Observations, Overload, Settled, SlopeRun, SlopeStep
 from zqbench.dialects.common import parse_epoch, parse_retry_after
 
@@ -45,10 +55,19 @@ OVERLOAD = ("overload",)
 
 
 # ------------------------------------------------------------------ at rest
+NO_STAMPS = "no X-Request-Received/Dispatch/Start-Time headers"
+
+
+def _required(obs: Observations) -> bool:
+    return obs.target.options.require_instrumentation
+
+
 def headers_present(obs: Observations) -> CheckResult:
     admitted = _admitted(obs.at_rest())
     if not admitted:
         return skipped("no request was admitted at low load")
+    if not any(h in ex.headers for ex in admitted for h in HEADERS):
+        return uninstrumented(_required(obs), NO_STAMPS, responses=len(admitted))
     for ex in admitted:
         for name, value in zip(HEADERS, _stamps(ex), strict=True):
             if value is None:
@@ -88,6 +107,8 @@ def headers_ordered(obs: Observations) -> CheckResult:
                 response=ex.evidence(body=False),
             )
     if not checked:
+        if not any(h in ex.headers for ex in admitted for h in HEADERS):
+            return uninstrumented(False, NO_STAMPS)
         return skipped("no response carried all three stamps (see zeroqueue.1)")
     return passed(f"ordered on {checked} responses, start before the first body byte")
 
@@ -99,6 +120,8 @@ def server_queue(obs: Observations) -> CheckResult:
         if received is not None and dispatch is not None:
             queue_ms.append((dispatch - received) * 1e3)
     if not queue_ms:
+        if not any(h in ex.headers for ex in _admitted(obs.at_rest()) for h in HEADERS):
+            return uninstrumented(False, NO_STAMPS)
         return skipped("no received/dispatch stamps to measure (see zeroqueue.1)")
     bound = obs.target.options.server_queue_bound_ms
     return _p99_within("server_queue", queue_ms, bound, " at low load")
@@ -116,11 +139,13 @@ def _p99_within(name: str, ms: list[float], bound: float, at: str = "", **more: 
 def health(obs: Observations) -> CheckResult:
     ex = obs.exchange("health")
     obj = ex.json()
-    if ex.status != 200 or not isinstance(obj, dict):
-        return failed(
-            f"GET /health: status {ex.status or ex.error}, JSON object expected",
-            response=ex.evidence(),
-        )
+    if not isinstance(obj, dict) or "dispatch_jitter_us" not in obj:
+        # Engines answer /health with an empty 200 (vLLM) or {"status": "ok"} (llama.cpp):
+        # health, not the dispatch jitter this check reads.
+        what = f"GET /health: status {ex.status or ex.error}, no `dispatch_jitter_us`"
+        return uninstrumented(_required(obs), what, response=ex.evidence())
+    if ex.status != 200:
+        return failed(f"GET /health: status {ex.status or ex.error}", response=ex.evidence())
     jitter = obj.get("dispatch_jitter_us")
     if not isinstance(obj.get("status"), str):
         return failed("/health has no string `status`", response=ex.evidence())
@@ -298,6 +323,7 @@ CHECKS = [
         "Admitted responses carry X-Request-Received/Dispatch/Start-Time as epoch seconds.",
         headers_present,
         AT_REST,
+        instrumentation=True,
     ),
     Check(
         "zeroqueue.2",
@@ -305,18 +331,21 @@ CHECKS = [
         "precedes the first body byte.",
         headers_ordered,
         AT_REST,
+        instrumentation=True,
     ),
     Check(
         "zeroqueue.3",
         "server_queue (dispatch - received) p99 stays under the bound at low load.",
         server_queue,
         AT_REST,
+        instrumentation=True,
     ),
     Check(
         "zeroqueue.4",
         "GET /health returns JSON with `status` and `dispatch_jitter_us`.",
         health,
         ("health",),
+        instrumentation=True,
     ),
     Check(
         "zeroqueue.5",
