@@ -15,7 +15,7 @@ from zqbench.conform import ConformReport, phases, run_conformance
 from zqbench.conform.catalogue import CATALOGUE
 from zqbench.conform.checks.zeroqueue import hidden_queue
 from zqbench.conform.context import Sender, Target
-from zqbench.conform.observations import Observations
+from zqbench.conform.observations import Observations, Settled
 from zqbench.conform.options import ConformOptions
 
 pytestmark = pytest.mark.slow  # conform runs against a server, for seconds
@@ -144,9 +144,8 @@ def test_refusals_at_rest_neither_stall_nor_end_the_settling() -> None:
     """A server that refuses one at-rest request in three (zeroqueue.11's fault) settles as
     soon as 3 admitted probes answer in time: a refusal says nothing of leftover work."""
     with FakeServer({"refuse_idle"}, queue=True, slots=4) as srv:
-        settled = _observed(srv, fake_options(srv.base_url, slope_steps=(1, 2))).settled(
-            "settle.load"
-        )
+        obs = _observed(srv, fake_options(srv.base_url, slope_steps=(1, 2)))
+    settled = obs.get("settle.load", Settled)
     assert settled.at_rest is True, settled
     assert settled.probes >= 4 and settled.waited_s < 2.0, settled
 
