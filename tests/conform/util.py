@@ -55,3 +55,16 @@ def failing(report: ConformReport) -> dict[str, str]:
 def outcome(report: ConformReport, check_id: str) -> CheckOutcome:
     (found,) = [o for o in report.outcomes if o.id == check_id]
     return found
+
+
+INSTRUMENTATION = ["zeroqueue.1", "zeroqueue.2", "zeroqueue.3", "zeroqueue.4"]
+
+
+def judged_on_behaviour(doc: dict[str, Any], stdout: str) -> None:
+    """An engine's conform.json and terminal: it lacks the reference server's instrumentation,
+    which skips as such rather than failing it, and what fails is behaviour."""
+    checks = {c["id"]: c for c in doc["checks"]}
+    assert doc["summary"]["not_instrumented"] == INSTRUMENTATION
+    assert all(checks[i]["reason"].startswith("not instrumented: ") for i in INSTRUMENTATION)
+    assert {c["kind"] for c in checks.values() if c["status"] == "fail"} == {"behaviour"}
+    assert f"not instrumented: {', '.join(INSTRUMENTATION)} unmeasured" in stdout
