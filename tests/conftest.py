@@ -27,6 +27,7 @@ settings.load_profile("zqbench")
 # The files that take a minute or more (the slowest of `pytest --durations`), longest first.
 LONGEST_FIRST = (
     "tests/vllm/test_vllm.py",
+    "tests/vllm/test_vllm_admission.py",
     "tests/llamacpp/test_llamacpp.py",
     "tests/profile/test_gpu_check_dry_run.py",
     "tests/core/test_distributed.py",
@@ -45,7 +46,11 @@ LONGEST_FIRST = (
 SLOW_RERUNS = 1
 
 # The third-party servers under test, one after the other on one worker.
-REAL_ENGINES = ("tests/vllm/test_vllm.py", "tests/llamacpp/test_llamacpp.py")
+REAL_ENGINES = (
+    "tests/vllm/test_vllm.py",
+    "tests/vllm/test_vllm_admission.py",
+    "tests/llamacpp/test_llamacpp.py",
+)
 
 
 def _path(item: pytest.Item) -> str:
