@@ -55,16 +55,20 @@ def test_a_burst_on_vllms_zero_queue_mode_refuses_what_vllm_counts_and_queues_no
     before = _rejections(capped)
     out = tmp_path / "burst"
     result = zqbench_pinned(
-        "run", "burst", "--target", capped.base_url, "--rate-scale", "0.05",
-        "--duration-scale", "0.5", "--max-tokens", "16", "--max-schedule-lag", "250ms",
+        "run", "burst", "--target", capped.base_url, "--rate-scale", "0.04",
+        "--duration-scale", "0.5", "--max-tokens", "32", "--max-schedule-lag", "250ms",
         "--out", str(out),
     )  # fmt: skip
     grown = _rejections(capped) - before
     assert result.returncode in (0, 1), result.stderr  # an SLO verdict, not invalid
     summary = json.loads((out / "summary.json").read_text())
     counts = summary["outcomes"]["counts"]
-    # Past 4 in flight vLLM refuses at once: the pulse (50 req/s against about 10 served a
-    # second here) must have met the cap.
+    # Past 4 in flight vLLM refuses at once: the pulse (40 req/s against about 8 served a
+    # second here) must have met the cap. 32 tokens, not 16: on one core vLLM's steps slow
+    # while its API server refuses, so a TTFT under load is 1.5-4 times the one at rest; the
+    # longer hold widens the "queued" bound (half the hold, classify.py) above that (TTFT p99
+    # 60-70 ms against a bound of 210-220 ms measured) where 16 tokens left it at 1.3 times,
+    # and a busy CI machine crossed it (11 of 252 judged queued, vLLM's gauge at 0).
     assert grown > 20, (grown, counts)
     # Each refusal vLLM counted is one zqbench saw: a 503, or a 200 stream with the error
     # inside (vLLM's race between its two admission checks, the failed count here).
