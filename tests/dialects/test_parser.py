@@ -64,7 +64,10 @@ def test_sse_error_says_the_stream_was_not_valid_sse() -> None:
 def test_errors_reported_in_a_2xx_stream_are_told_apart() -> None:
     error = a_frame("error", '{"type":"error","error":{"type":"overloaded_error","message":"x"}}')
     _, summary, _ = _parse_with_hook("anthropic", [error])
-    assert summary.error == "stream_overloaded_error" and reported_in_stream(summary.error)
+    assert summary.error == "refused_in_stream" and reported_in_stream(summary.error)
+    broken = a_frame("error", '{"type":"error","error":{"type":"api_error","message":"x"}}')
+    _, summary, _ = _parse_with_hook("anthropic", [broken])
+    assert summary.error == "stream_api_error" and reported_in_stream(summary.error)
     for other in (None, "http_503", "incomplete_stream", "bad_json"):
         assert not reported_in_stream(other)
 

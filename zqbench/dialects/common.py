@@ -136,9 +136,55 @@ def apply_zq_timing(summary: ResponseSummary, obj: Any) -> None:
 
 _PLAIN_TYPE = re.compile(r"[a-z0-9_]{1,40}")
 
+# A refusal in disguise: a 2xx answer whose stream (or body) carries, before any token, an
+# error that says the server is full. The parser's error class for it, which the outcome
+# kernel counts as a refusal (zqbench.metrics.classify).
+REFUSED_IN_STREAM = "refused_in_stream"
+OVERLOAD_CODES = frozenset({429, 503, 529})  # zqbench.metrics.classify.REFUSAL_STATUSES
+OVERLOAD_TYPES = frozenset({"overloaded_error", "rate_limit_error"})
+_CODE_KEYS = ("code", "status", "status_code")
+# vLLM's Anthropic route (0.32) converts its OpenAI route's chunks; the overload chunk
+# `{"error": {..., "code": 503}}` fails that conversion, and what reaches the client is an
+# `internal_error` whose message is pydantic's validation error, quoting the chunk it could
+# not convert: `input_value={'error': {'message': 'Th...am': None, 'code': 503}}`. The quoted
+# error object with an overload code is the server's own sign; a message that merely
+# mentions a number is not.
+_QUOTED_OVERLOAD = re.compile(
+    r"""\{['"]error['"]: ?\{[^\n{}]*['"]code['"]: ?['"]?(?:429|503|529)['"]?\}"""
+)
+_QUOTED_SCAN = 4096  # characters of a message searched: the quote sits near its start
 
-def stream_error_class(err: Any) -> str:
-    """`stream_<type>` for an error object with a plain type, else `stream_error`."""
+
+def _overload_code(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        text = value.strip()
+        value = int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
+    return isinstance(value, int) and value in OVERLOAD_CODES
+
+
+def overload_sign(err: Any) -> bool:
+    """True when an error object says the server is full: 429, 503 or 529 (an int or a
+    numeric string) in `code`, `status` or `status_code`; a type `overloaded_error` or
+    `rate_limit_error`; or a message quoting an error object with such a code (vLLM's
+    Anthropic route, above)."""
+    if not isinstance(err, dict):
+        return False
+    if any(_overload_code(err.get(key)) for key in _CODE_KEYS):
+        return True
+    if err.get("type") in OVERLOAD_TYPES:
+        return True
+    message = err.get("message")
+    return isinstance(message, str) and bool(_QUOTED_OVERLOAD.search(message[:_QUOTED_SCAN]))
+
+
+def stream_error_class(err: Any, *, before_token: bool = False) -> str:
+    """The class of an error reported inside a 2xx response: `refused_in_stream` when it
+    came before any token event and says the server is full (`overload_sign`), else
+    `stream_<type>` for an error object with a plain type, else `stream_error`."""
+    if before_token and overload_sign(err):
+        return REFUSED_IN_STREAM
     if isinstance(err, dict):
         kind = err.get("type")
         if isinstance(kind, str) and kind != "error" and _PLAIN_TYPE.fullmatch(kind):
@@ -148,7 +194,7 @@ def stream_error_class(err: Any) -> str:
 
 def reported_in_stream(error: str | None) -> bool:
     """True for the error classes of an error the server reported inside a 2xx response."""
-    return error is not None and error.startswith("stream_")
+    return error is not None and (error == REFUSED_IN_STREAM or error.startswith("stream_"))
 
 
 def error_object_problem(obj: Any) -> str | None:

@@ -10,8 +10,16 @@ Error classes a parser can leave in `summary.error` (first one wins):
     http_<code>        the status was not 2xx
     bad_sse            the event stream was not valid UTF-8, or a line/event passed the cap
     bad_json           an event's data, or a non-streamed body, was not JSON of the right shape
-    stream_error       an error reported inside a 2xx response (`event: error`, an `error` key);
-    stream_<type>        with the error's type when it has a plain one: stream_overloaded_error
+    refused_in_stream  a refusal in disguise: an error reported inside a 2xx response before
+                         any token event, saying the server is full (`common.overload_sign`:
+                         a code or status 429/503/529, int or numeric string, in `code`,
+                         `status` or `status_code`; type overloaded_error or
+                         rate_limit_error; or, as vLLM's Anthropic route sends it, an
+                         internal error whose message quotes an error object with such a
+                         code); the outcome kernel counts it as a refusal
+    stream_error       any other error reported inside a 2xx response (`event: error`, an
+                         `error` key), or one after a token event, whatever it says;
+    stream_<type>        with the error's type when it has a plain one: stream_api_error
     incomplete_stream  the body ended before the stream's end marker
     empty_stream       the end marker came before the stream's opening (OpenAI: `[DONE]`
                          before any chunk; Anthropic: `message_stop` before `message_start`)
@@ -219,8 +227,13 @@ class ResponseParser(abc.ABC):
             self.summary.error = error
 
     def _server_error(self, err: Any) -> None:
-        """An error the server reported inside a 2xx response (an event, a chunk, the body)."""
-        self._fail(stream_error_class(err))
+        """An error the server reported inside a 2xx response (an event, a chunk, the body).
+
+        Before any token event (a held provisional one counts: a finish chunk came) an
+        overload error is a refusal; after one, the server admitted the request and broke
+        it off."""
+        before = not self.summary.token_times and self._provisional is None
+        self._fail(stream_error_class(err, before_token=before))
 
     def _finish_stream(self) -> None:
         """The stream's end marker. One that came before the stream's opening ended an
