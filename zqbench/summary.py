@@ -252,7 +252,8 @@ class Migration(_Record):
 
 
 class RetryAfter(_Record):
-    """Refusals (429/503/529) that carried Retry-After, and its values (s)."""
+    """Refusals (429/503/529, or in disguise: a 2xx `refused_in_stream`) that carried
+    Retry-After, and its values (s)."""
 
     refusals: int
     with_retry_after: int
@@ -398,6 +399,15 @@ class CacheCounters(_Record):
     hit_rate: JsonFloat  # hits / queries; null without queries
 
 
+class Rejections(_Record):
+    """The requests the server counted as refused at admission over the run: its counter's
+    growth from the first scrape to the last, in all and by the counter's `reason` label."""
+
+    metric: str  # the counter, as the server names it
+    total: float
+    by_reason: dict[str, float]  # "" for a series without a reason label
+
+
 class CacheHitRate(_Record):
     """The server's prefix cache from its own hit-rate gauge (SGLang's
     `sglang:cache_hit_rate`, a recent window's rate, not counters): sampled at each scrape."""
@@ -468,6 +478,8 @@ class ServerQueue(_SparseRecord):
     over_time: QueueSeries
     # The prefix cache's counters; absent (None) in files written before them.
     prefix_cache: CacheCounters | CacheHitRate | Unavailable | None = None
+    # The refusals the server counted itself; absent in files written before them.
+    rejections: Rejections | Unavailable | None = None
 
 
 # --- outcomes: each request served, queued or refused (zqbench.metrics.outcomes) ----------
@@ -548,12 +560,15 @@ class FalseRefusals(_Record):
 class OutcomeStage(_Record):
     counts: dict[str, int]  # outcome -> requests, every outcome listed
     admitted_queued_share: float | None  # queued / (served + queued); None: none admitted
-    refusals_slow_share: float | None  # refused_slow / refusals; None: no refusal
+    # refused_slow / refusals (fast, slow and in disguise); None: no refusal
+    refusals_slow_share: float | None
 
 
 class Outcomes(_SparseRecord):
-    """Each request's outcome: served at once, queued, refused fast or slow, timed out,
-    failed, interrupted by the run's end, or undetermined (no evidence to judge by)."""
+    """Each request's outcome: served at once, queued, refused fast or slow, refused in
+    disguise (refused_in_stream: a 2xx whose answer carried an overload error before any
+    token; absent from runs saved before it), timed out, failed, interrupted by the run's
+    end, or undetermined (no evidence to judge by)."""
 
     basis: OutcomeBasis
     hold: JsonFloat  # median seconds a successful request streamed after its first token

@@ -29,6 +29,7 @@ from zqbench.summary import (
     PrefixCache,
     QueueSeries,
     QueueTime,
+    Rejections,
     ServerQueue,
     Summary,
     Unavailable,
@@ -79,6 +80,8 @@ def vllm_text(hit: int) -> str:
     buckets, total = (BEFORE, SUM_BEFORE) if hit <= 2 else (AFTER, SUM_BEFORE + SUM_GROWTH)
     waiting = WAITING[min(hit, len(WAITING)) - 1]
     queries, hits = (1000, 200) if hit <= 2 else (5000, 3200)
+    # Admission control's refusals, by reason: 40 and 3 during the run, 7 before it.
+    full, tokens = (7, 0) if hit <= 2 else (47, 3)
     lines = [
         "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
         "# TYPE vllm:num_requests_waiting gauge",
@@ -99,6 +102,11 @@ def vllm_text(hit: int) -> str:
         f'vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {queries}',
         "# TYPE vllm:prefix_cache_hits counter",
         f'vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}',
+        "# TYPE vllm:admission_rejections counter",
+        *(
+            f'vllm:admission_rejections_total{{model_name="m",reason="{reason}"}} {n}'
+            for reason, n in (("max_num_queued_reqs", full), ("max_num_queued_tokens", tokens))
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -496,6 +504,11 @@ def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: P
     assert (t.p50, t.p90, t.p99) == pytest.approx((P50, P90, P99), abs=1e-12)
     assert len(queue.over_time.t) == queue.scrapes
     assert queue.over_time.t == sorted(queue.over_time.t)
+    assert queue.rejections == Rejections(
+        metric="vllm:admission_rejections_total",
+        total=43.0,
+        by_reason={"max_num_queued_reqs": 40.0, "max_num_queued_tokens": 3.0},
+    )
     assert result.summary.requests.ok == result.summary.requests.sent
     cache = result.summary.prefix_cache
     assert cache is not None and queue.prefix_cache == cache.server
@@ -538,6 +551,9 @@ def test_run_against_vllm_finds_and_scrapes_its_metrics(engine: str, tmp_path: P
         " mean 5200 ms (100 requests)"
     )
     assert queue_row + " |" in md
+    assert (
+        "| refused, by its own count | 43 (max_num_queued_reqs 40, max_num_queued_tokens 3) |" in md
+    )
     html = (out / "report.html").read_text()
     assert '<section id="server-queue">' in html
     assert "From vLLM's /metrics (<code>vllm:num_requests_waiting</code>, " in html

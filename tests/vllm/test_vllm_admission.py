@@ -75,6 +75,14 @@ def test_a_burst_on_vllms_zero_queue_mode_refuses_what_vllm_counts_and_queues_no
     seen = counts["refused_fast"] + counts["refused_slow"] + counts["failed"]
     assert abs(seen - grown) <= 0.01 * grown, (seen, grown, summary["status_codes"])
     assert summary["status_codes"].get("503", 0) >= 0.9 * grown, summary["status_codes"]
+    # The run's own scrapes of the counter say the same, by reason, beside the server queue.
+    counted = summary["server_queue"]["rejections"]
+    assert counted["metric"] == "vllm:admission_rejections_total", counted
+    assert abs(counted["total"] - grown) <= 0.01 * grown, (counted, grown)
+    assert counted["by_reason"]["max_num_queued_reqs"] == counted["total"], counted
+    assert f"refused, by its own count | {round(counted['total'])} (max_num_queued_reqs" in (
+        out / "summary.md"
+    ).read_text()
     # Nothing waits: admitted requests are served, and vLLM's own gauge never saw a queue.
     assert counts["queued"] == 0 and counts["served"] > 0, counts
     waiting = summary["server_queue"]["waiting"]

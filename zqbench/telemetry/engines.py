@@ -4,6 +4,8 @@
     vllm       vllm:num_requests_waiting                 vllm:request_queue_time_seconds
                vllm:num_requests_running
                prefix cache (counters, prompt tokens):   vllm:prefix_cache_queries, _hits
+               refusals (counter, by reason):            vllm:admission_rejections (0.29+,
+                                                         `--max-num-queued-reqs`/`-tokens`)
     sglang     sglang:num_queue_reqs                     sglang:queue_time_seconds
                sglang:num_running_reqs                   (not in every release)
     tgi        tgi_queue_size                            tgi_request_queue_duration
@@ -19,6 +21,7 @@
     refserver  refserver_num_requests_waiting            refserver_request_queue_time_seconds
                refserver_num_requests_running
                prefix cache (counters, prompt tokens):   refserver_prefix_cache_queries, _hits
+               refusals (counter, by reason):            refserver_requests_rejected
 
 An engine is recognised from the sample names of one scrape (`recognise`): the first whose
 waiting or running gauge is there. Names change between releases: a histogram the engine
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 CACHE_QUERIES = "prefix_cache_queries"  # canonical names of the cache counters
 CACHE_HITS = "prefix_cache_hits"
 CACHE_HIT_RATE = "prefix_cache_hit_rate"  # a gauge of the engine's own recent hit rate
+REJECTIONS = "rejections"  # canonical name of a counter of the requests the engine refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,9 @@ class Engine:
     # A gauge of the recent hit rate, for an engine without the counters (SGLang's, LMDeploy's,
     # TensorRT-LLM's).
     cache_hit_rate: str | None = None
+    # A counter of the requests the engine refused at admission, labelled by `reason`, base
+    # name; None: the engine counts none (TGI, SGLang: their refusals are only the client's).
+    rejections: str | None = None
 
     @property
     def series(self) -> dict[str, str]:
@@ -66,6 +73,7 @@ class Engine:
         for counter, canonical in (
             (self.cache_queries, CACHE_QUERIES),
             (self.cache_hits, CACHE_HITS),
+            (self.rejections, REJECTIONS),
         ):
             if counter is not None:
                 out[counter] = out[counter + "_total"] = canonical
@@ -83,6 +91,7 @@ ENGINES: tuple[Engine, ...] = (
         "vllm:request_queue_time_seconds",
         cache_queries="vllm:prefix_cache_queries",
         cache_hits="vllm:prefix_cache_hits",
+        rejections="vllm:admission_rejections",
     ),
     Engine(
         "sglang",
@@ -130,6 +139,7 @@ ENGINES: tuple[Engine, ...] = (
         "refserver_request_queue_time_seconds",
         cache_queries="refserver_prefix_cache_queries",
         cache_hits="refserver_prefix_cache_hits",
+        rejections="refserver_requests_rejected",
     ),
 )
 

@@ -34,11 +34,18 @@ from zqbench.summary import (
     GaugeSummary,
     QueueSeries,
     QueueTime,
+    Rejections,
     ServerQueue,
     Unavailable,
     json_number,
 )
-from zqbench.telemetry.engines import CACHE_HIT_RATE, CACHE_HITS, CACHE_QUERIES, Engine
+from zqbench.telemetry.engines import (
+    CACHE_HIT_RATE,
+    CACHE_HITS,
+    CACHE_QUERIES,
+    REJECTIONS,
+    Engine,
+)
 
 WAITING = "num_requests_waiting"
 RUNNING = "num_requests_running"
@@ -165,6 +172,32 @@ def cache_counters(
     )
 
 
+def rejections(
+    frame: pd.DataFrame, times: Sequence[int], engine: Engine
+) -> Rejections | Unavailable:
+    """The growth of the engine's refusal counter over the run, in all and by reason."""
+    if engine.rejections is None:
+        return Unavailable(unavailable=f"{engine.name} exports no refusal counter zqbench reads")
+    rows = frame[frame["metric"] == REJECTIONS]
+    if rows.empty:
+        # vLLM creates its counter's series only with admission control on.
+        return Unavailable(unavailable=f"no {engine.rejections} at the server's /metrics")
+    if len(times) < 2:
+        return Unavailable(unavailable="one scrape only: no growth to measure")
+    grown = _growth(frame, REJECTIONS, times[0], times[-1])
+    if (grown < 0).any():
+        return Unavailable(unavailable="the counter went down during the run (a restart?)")
+    by_reason: dict[str, float] = {}
+    for labels, n in grown.items():
+        reason = str(json.loads(str(labels)).get("reason", ""))
+        by_reason[reason] = by_reason.get(reason, 0.0) + float(n)
+    return Rejections(
+        metric=str(rows["source_metric"].iloc[0]),
+        total=float(grown.sum()),
+        by_reason=dict(sorted(by_reason.items())),
+    )
+
+
 def _series(frame: pd.DataFrame, times: Sequence[int], start_epoch_ns: int) -> QueueSeries:
     """The gauges at each scrape; with more than MAX_POINTS scrapes, the peak of each run."""
     t = (np.asarray(times, dtype=np.int64) - start_epoch_ns) / 1e9
@@ -210,4 +243,5 @@ def server_queue(
         queue_time=queue_time(frame, times, source.engine),
         over_time=_series(frame, times, start_epoch_ns),
         prefix_cache=cache_counters(frame, times, source.engine),
+        rejections=rejections(frame, times, source.engine),
     )

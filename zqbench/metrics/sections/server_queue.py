@@ -13,8 +13,8 @@ from zqbench.summary import JsonFloat, Summary
 
 def queue_metrics(q: model.ServerQueue) -> tuple[str, ...]:
     """The engine's names of the quantities shown."""
-    parts = (q.waiting, q.running, q.queue_time)
-    return tuple(p.metric for p in parts if not isinstance(p, model.Unavailable))
+    parts = (q.waiting, q.running, q.queue_time, q.rejections)
+    return tuple(p.metric for p in parts if p is not None and not isinstance(p, model.Unavailable))
 
 
 def _gauge_text(g: model.GaugeSummary | model.Unavailable) -> str:
@@ -46,13 +46,29 @@ def _queue_time_text(t: model.QueueTime | model.Unavailable) -> str:
     )
 
 
+def _rejections_text(r: model.Rejections | model.Unavailable) -> str:
+    """The server's count of its refusals, and by reason when it gives more than one."""
+    if isinstance(r, model.Unavailable):
+        return f"unavailable: {r.unavailable}"
+    # A counter's value is a float in the exposition; refusals are whole.
+    reasons = [
+        f"{reason or 'no reason'} {count(round(n))}" for reason, n in r.by_reason.items() if n
+    ]
+    return f"{count(round(r.total))}" + (f" ({', '.join(reasons)})" if reasons else "")
+
+
 def rows(q: model.ServerQueue) -> list[Fact]:
-    """The section's rows, as the terminal shows them too."""
-    return [
+    """The section's rows, as the terminal shows them too, with the server's own count of
+    its refusals where it keeps one zqbench reads: fewer than the run's refusals means
+    something in front of it (a proxy, a second front end) refused the rest."""
+    facts = [
         Fact("requests waiting", _gauge_text(q.waiting)),
         Fact("requests running", _gauge_text(q.running)),
         Fact("queue time", _queue_time_text(q.queue_time)),
     ]
+    if q.rejections is not None and not isinstance(q.rejections, model.Unavailable):
+        facts.append(Fact("refused, by its own count", _rejections_text(q.rejections)))
+    return facts
 
 
 def lines(summary: Summary) -> list[str]:
