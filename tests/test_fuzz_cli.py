@@ -116,6 +116,24 @@ DOMAINS: dict[str, list[str]] = {
     "--secret-env": ENVS,
     # A worker waits this long for its master: values a case outlives in seconds at most.
     # (0 and 1e308 wait as long as it takes, as documented: not among them.)
+    # `sweep --server-cmd` launches what it is given: only commands that exit at once (the
+    # target, 127.0.0.1:1, never answers, so a command that kept running would wait out
+    # --ready-timeout).
+    "--server-cmd": [
+        f"{sys.executable} -c pass",
+        "true --port {port}",
+        "false",
+        "",
+        "  ",
+        "{cap}",
+        "'unclosed",
+        "{}",
+        "x}",
+        "/nonexistent {port}",
+        "true {port!r}",
+    ],
+    "--server-param": ["cap=1,2", "cap", "port=1", "=", "a=,", "cap=1,1", "x" * 300 + "=1"],
+    "--ready-timeout": ["1s", "0s", "-1s", "abc", "1e400s", "nan"],
     "--connect-timeout": ["-1", "nan", "inf", "0.5", "0.001", "2s", "abc", "1e400", "", "1ms"],
 }
 NEVER = {"--help"}

@@ -24,6 +24,7 @@ import numpy as np
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import JITTER_WINDOW, NS_PER_S, MetricFrame, dispatch_jitter
 from zqbench.outputs import series
+from zqbench.outputs.advice_model import AdviceReport
 from zqbench.safe_files import write_bytes
 from zqbench.summary import OverTime, PacketLoss, ServerQueue, Stage, Summary
 
@@ -873,4 +874,68 @@ def compare_percentiles(
         fig,
         "Percentile distributions, overlaid",
         "Each run's value at each percentile (successful requests); lower is better.",
+    )
+
+
+def advice(report: AdviceReport, plots_dir: Path) -> Plot:
+    """`zqbench sweep --server-cmd`: admitted throughput and TTFT p99 per setting, the
+    recommended one marked; a setting that never ran is an empty slot."""
+    fig = _figure(1, 2, height=3.8)
+    ax_rate, ax_ttft = fig.axes
+    x = np.arange(len(report.settings))
+    labels = [s.label.replace(" ", "\n") for s in report.settings]  # a param a line
+    rec = report.recommendation
+    colors = [
+        COLORS["ok"] if rec is not None and s.index == rec.setting else COLORS["offered"]
+        for s in report.settings
+    ]
+    rates = [s.admitted_per_s or 0.0 for s in report.settings]
+    ax_rate.bar(x, rates, color=colors)
+    ax_rate.set_ylabel("admitted (req/s)")
+    ttft = [
+        np.nan if s.ttft_p99 is None or s.ttft_p99 == "inf" else float(s.ttft_p99) * MS
+        for s in report.settings
+    ]
+    ax_ttft.bar(x, ttft, color=colors)
+    ax_ttft.set_ylabel("TTFT p99 (ms, log)")
+    if any(v > 0 for v in ttft if not np.isnan(v)):
+        ax_ttft.set_yscale("log")
+    for ax in (ax_rate, ax_ttft):
+        many = len(labels) > 4
+        ax.set_xticks(
+            x, labels, rotation=30 if many else 0, ha="right" if many else "center", fontsize=8
+        )
+        for i, s in enumerate(report.settings):
+            foot = ax.get_ylim()[0]
+            if s.state != "ran":
+                ax.text(i, foot, s.state, ha="center", va="bottom", color="0.4", fontsize=8)
+            elif not s.passed:
+                ax.text(
+                    i,
+                    0,
+                    s.verdict or "",
+                    ha="center",
+                    va="bottom",
+                    color=COLORS["reject"],
+                    fontsize=8,
+                )
+    if rec is not None:
+        ax_rate.annotate(
+            "recommended",
+            (rec.setting, rates[rec.setting]),
+            ha="center",
+            va="bottom",
+            xytext=(0, 3),
+            textcoords="offset points",
+            color=COLORS["ok"],
+            fontsize=9,
+        )
+    return _save(
+        plots_dir,
+        "advice",
+        fig,
+        "Admitted throughput and TTFT p99 per setting",
+        "Each setting's admitted requests per second (left) and TTFT p99 (right); the "
+        "recommended setting (green) admits the most with its SLOs holding; a failed verdict "
+        "is marked in red at the bar's foot.",
     )

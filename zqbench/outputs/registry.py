@@ -5,6 +5,7 @@
                                                                         (report: a killed run
                                                                         recovered, all four)
     SweepReport     sweep.json  sweep.md                                zqbench sweep
+    AdviceReport    advice.json  advice.md  plots/advice.png            zqbench sweep --server-cmd
     ConformReport   conform.json  junit.xml                             zqbench conform
     Comparison      compare.json  compare.md  compare.html*             zqbench compare
 
@@ -23,16 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar, Union
 
-from zqbench.outputs import compare_render, conform, sweep
+from zqbench.outputs import advice, compare_render, conform, plots, sweep
+from zqbench.outputs.advice_model import AdviceReport
 from zqbench.outputs.json_out import dumps_summary, write_atomic
 from zqbench.outputs.junit import render_junit
 from zqbench.outputs.markdown import render_summary_md
 from zqbench.outputs.paths import (
+    ADVICE_JSON,
+    ADVICE_MD,
     COMPARE_HTML,
     COMPARE_JSON,
     COMPARE_MD,
     CONFORM_JSON,
     JUNIT_XML,
+    PLOTS_DIR,
     REPORT_HTML,
     SUMMARY_JSON,
     SUMMARY_MD,
@@ -124,6 +129,18 @@ SWEEP_WRITERS: tuple[Writer[SweepReport], ...] = (
     TextWriter(SWEEP_MD, sweep.render_sweep_md),
 )
 
+
+def _advice_plot(report: AdviceReport, folder: Path) -> list[Path]:
+    make_dir(folder / PLOTS_DIR)
+    return [plots.advice(report, folder / PLOTS_DIR).path]
+
+
+ADVICE_WRITERS: tuple[Writer[AdviceReport], ...] = (
+    TextWriter(ADVICE_JSON, AdviceReport.to_json),
+    TextWriter(ADVICE_MD, advice.render_advice_md),
+    PageWriter(f"{PLOTS_DIR}/advice.png", _advice_plot),
+)
+
 CONFORM_JSON_WRITER: TextWriter[ConformReport] = TextWriter(CONFORM_JSON, conform.dumps)
 CONFORM_JUNIT_WRITER: TextWriter[ConformReport] = TextWriter(JUNIT_XML, conform.render_junit)
 CONFORM_WRITERS = (CONFORM_JSON_WRITER, CONFORM_JUNIT_WRITER)
@@ -150,6 +167,10 @@ def write_run(folder: Path, run: RunOutput, *, html: bool = True) -> list[Path]:
 
 def write_sweep(folder: Path, report: SweepReport) -> list[Path]:
     return write_all(SWEEP_WRITERS, report, folder)
+
+
+def write_advice(folder: Path, report: AdviceReport) -> list[Path]:
+    return write_all(ADVICE_WRITERS, report, folder)
 
 
 def write_conform(
