@@ -118,7 +118,8 @@ def build() -> dict:
             "Outcome shares", "percentunit",
             [(f"sum by (outcome) (rate(zqbench_requests_total[{RATE}])) / ignoring(outcome) "
               f"group_left sum(rate(zqbench_requests_total[{RATE}]))", "{{outcome}}")],
-            "ok, refused (429/503/529), timed_out, failed: each as a share of ended requests.",
+            "ok, refused (429/503/529), refused_in_stream (a refusal in disguise: 2xx, overload "
+            "error inside), timed_out, failed: each as a share of ended requests.",
         ))
         .with_panel(_series(
             "Offered and sent", "reqps",

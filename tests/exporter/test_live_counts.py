@@ -81,6 +81,23 @@ def test_counts_are_the_samples_by_stage_class_status_and_outcome() -> None:
     assert sum(h.sum_s for h in lags) == pytest.approx(2000 * 0.002)
 
 
+def test_a_refusal_in_disguise_is_counted_by_name_and_timed_as_a_refusal() -> None:
+    counts = LiveCounts()
+    for i, (status, error) in enumerate(
+        [(200, "refused_in_stream")] * 3 + [(503, None), (200, "stream_error"), (200, None)]
+    ):
+        counts.record(_sample(i, stage=0, cls="c", status=status, error=error, latency_ms=4.0))
+    snap = counts.snapshot()
+    assert snap.requests == {
+        (0, "c", "200", "refused_in_stream"): 3,
+        (0, "c", "503", "refused"): 1,
+        (0, "c", "200", "failed"): 1,
+        (0, "c", "200", "ok"): 1,
+    }
+    assert sum(snap.histograms[("time_to_reject", 0, "c")].bins) == 4
+    assert sum(snap.histograms[("latency", 0, "c")].bins) == 1
+
+
 def test_merging_two_workers_equals_counting_them_together() -> None:
     samples = _samples(1000)
     a, b, both = LiveCounts(), LiveCounts(), LiveCounts()

@@ -10,7 +10,14 @@ import pandas as pd
 import pytest
 
 from zqbench.load.spans import StageInfo
-from zqbench.metrics.classify import DEFAULT_RULES, OUTCOMES
+from zqbench.metrics.classify import (
+    ANSWERS,
+    DEFAULT_RULES,
+    OUTCOMES,
+    REFUSALS,
+    Answer,
+    answer_of,
+)
 from zqbench.metrics.summarize import run_frame, summarize
 from zqbench.saved.run import run_info as saved_run_info
 from zqbench.summary import AtRest, AtRestProbe, OutcomeBasis, Summary, Unavailable
@@ -117,6 +124,55 @@ def test_refusals_are_fast_until_they_take_as_long_as_waiting_for_a_slot() -> No
     assert list(outcomes.columns()["outcome_evidence"])[3:] == ["time_to_reject"] * 4
     assert list(outcomes.columns()["outcome_bound_s"])[3:] == pytest.approx([0.070] * 4)
     assert summary.outcomes is not None and summary.outcomes.refusals_slow_share == 0.5
+
+
+def test_a_refusal_in_disguise_is_its_own_outcome_counted_as_a_refusal() -> None:
+    """A 200 whose stream carried an overload error before any token (the parser's
+    refused_in_stream) is refused_in_stream however long it took: judged by time_to_reject
+    with no bound, a refusal in every count, never served or failed."""
+    served = timed([12.0] * 3, [100.0] * 3)
+    fast = build_samples([4.0], status=503, error="http_503")
+    disguised = build_samples([5.0, 2000.0], status=200, error="refused_in_stream")
+    broken = build_samples([7.0], status=200, error="stream_overloaded_error")
+    late = build_samples([9.0], status=500, error="refused_in_stream")  # no 2xx: not one
+    samples = _concat(served, fast, disguised, broken, late)
+    samples.loc[3:, "t_first_token"] = None
+    outcomes, summary = judged(samples)
+    assert list(outcomes.names()) == [
+        "served", "served", "served", "refused_fast", "refused_in_stream", "refused_in_stream",
+        "failed", "failed",
+    ]  # fmt: skip
+    cols = outcomes.columns()
+    assert list(cols["outcome_evidence"])[3:6] == ["time_to_reject"] * 3
+    assert cols["outcome_measure_s"][4:6] == pytest.approx([0.005, 2.0])
+    assert np.isnan(cols["outcome_bound_s"][4:6]).all()
+    assert list(outcomes.refused) == [False] * 3 + [True] * 3 + [False] * 2
+    out = summary.outcomes
+    assert out is not None
+    assert out.counts["refused_in_stream"] == 2 and out.counts["failed"] == 2
+    assert out.refusals_slow_share == 0.0  # none slow of 3 refusals
+    assert out.evidence["time_to_reject"] == 3
+    assert not isinstance(out.false_refusals, Unavailable) and out.false_refusals is not None
+    assert out.false_refusals.refusals == 3
+    assert summary.status_codes == {
+        "200": 3, "200:refused_in_stream": 2, "503": 1, "200:stream_overloaded_error": 1,
+        "500:refused_in_stream": 1,
+    }  # fmt: skip
+    reject = summary.metrics["time_to_reject"]
+    assert reject.n == 3 and reject.p99 == pytest.approx(2.0)
+    assert not isinstance(summary.retry_after, Unavailable)
+    assert summary.retry_after.refusals == 3
+    assert summary.requests.ok == 3
+
+
+def test_the_answer_of_one_sample() -> None:
+    assert answer_of(200, "refused_in_stream") == Answer.REFUSED_IN_STREAM
+    assert ANSWERS[Answer.REFUSED_IN_STREAM] == "refused_in_stream"
+    assert set(REFUSALS) == {Answer.REFUSED, Answer.REFUSED_IN_STREAM}
+    assert answer_of(503, None) == answer_of(503, "http_503") == Answer.REFUSED
+    for status, error in ((200, "stream_error"), (200, "stream_overloaded_error"),
+                          (503, "refused_in_stream"), (0, "reset"), (500, None)):  # fmt: skip
+        assert answer_of(status, error) == Answer.FAILED, (status, error)
 
 
 def test_failures_are_sorted_by_kind() -> None:

@@ -178,3 +178,41 @@ def test_false_refusals_are_said_with_their_capacity_stages_and_first_times() ->
     assert outcome_line(summary.outcomes)[0].endswith(
         ", interrupted 5, false refusals 15 (100.0% of refusals)"
     )
+
+
+def test_a_refusal_in_disguise_is_named_as_one_on_every_output(tmp_path: Path) -> None:
+    """12 served, 6 refused by a 503 and 7 by a 200 whose stream carried the overload error
+    (refused_in_stream): the table's column, the status mix, the Refusals line, the headline
+    and the terminal each say it was a refusal in disguise, with its count."""
+    n = 25
+    t_send = (np.arange(n) * 10 * MS).astype(np.int64)
+    status = [200] * 12 + [503] * 6 + [200] * 7
+    error = [None] * 12 + ["http_503"] * 6 + ["refused_in_stream"] * 7
+    samples = build_samples(
+        [112.0] * 12 + [3.0] * 13,
+        t_first_token=[int(t + 12 * MS) for t in t_send[:12]] + [None] * 13,
+        status=status,
+        error=error,
+    )
+    summary = summarize(samples, run=run_info(duration_s=1.0, outcome_basis=basis()), slos=[])
+    out = summary.outcomes
+    assert out is not None and out.counts["refused_in_stream"] == 7
+    phrase = "a refusal in disguise: 2xx, overload error inside"
+    (line,) = outcome_line(out)
+    assert line.startswith(
+        "outcomes: served 12, queued 0 (0.0% of admitted), refused fast 6, slow 0"
+        f" (0.0% of refusals), refused in stream 7 (each {phrase}), false refusals "
+    )
+    md = render_summary_md(summary)
+    table = _table(md)
+    assert table["stage"][:5] == [*ALWAYS_SHOWN, "refused_in_stream"]
+    assert table["all"][:5] == ["12", "0", "6", "0", "7"]
+    assert f"refused_in_stream 7: each {phrase} (the status mix's" in md
+    assert f"| `200:refused_in_stream` ({phrase}) | 7 | 28.00% |" in md
+    assert "13 refused (429/503/529; 7 of them in disguise as 2xx); time_to_reject" in md
+    assert "refused 13 (6 fast, 7 in disguise as 2xx), failed 0" in md
+    render_html(tmp_path, summary, samples)
+    html = (tmp_path / "report.html").read_text()
+    assert f"<tr><td><code>200:refused_in_stream</code> ({phrase})</td>" in html
+    assert f"<p>refused_in_stream 7: each {phrase}" in html
+    assert "refused 13 (6 fast, 7 in disguise as 2xx), failed 0" in html

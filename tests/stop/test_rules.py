@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from zqbench.metrics.classify import FAILED, QUEUED, SERVED
+from zqbench.metrics.classify import FAILED, QUEUED, REFUSED_IN_STREAM, SERVED
 from zqbench.stop.config import ErrorRateRule, QueuedShareRule, QueueGrowthRule
 from zqbench.stop.rules import (
     MIN_INFLIGHT_POINTS,
@@ -317,3 +317,16 @@ def test_queue_growth_no_spread_in_send_times() -> None:
     send, wait, t, inflight = fifo_window()
     same = np.full_like(send, 11.0)
     assert queue_growth(QG, "server_queue", same, wait, t, inflight, MIN_RISE) is None
+
+
+def test_error_rate_counts_a_refusal_in_disguise_as_a_refusal_never_a_failure() -> None:
+    """20 answers: 10 served, 10 refused in the stream of a 200. As failures they would
+    trip the breaker (50% > 25%); they are refusals, counted only with count_refusals."""
+    outcome = np.array([REFUSED_IN_STREAM] * 10 + [SERVED] * 10, dtype=np.int64)
+    empty = np.zeros(0)
+    window = Window(outcome, empty, empty, empty, empty, empty, allowance_s=0.1)
+    assert ErrorRateRule(above=0.25, min_requests=20).judge(window) is None
+    trip = ErrorRateRule(above=0.25, min_requests=20, count_refusals=True).judge(window)
+    assert trip is not None and trip.reason == (
+        "10 of 20 requests answered in the last 5 s failed, timed out or were refused (50% > 25%)"
+    )

@@ -140,7 +140,7 @@ _PLAIN_TYPE = re.compile(r"[a-z0-9_]{1,40}")
 # error that says the server is full. The parser's error class for it, which the outcome
 # kernel counts as a refusal (zqbench.metrics.classify).
 REFUSED_IN_STREAM = "refused_in_stream"
-OVERLOAD_CODES = frozenset({429, 503, 529})  # zqbench.metrics.classify.REFUSAL_STATUSES
+OVERLOAD_CODES = frozenset({429, 503, 529})  # also the refusal statuses of the outcome kernel
 OVERLOAD_TYPES = frozenset({"overloaded_error", "rate_limit_error"})
 _CODE_KEYS = ("code", "status", "status_code")
 # vLLM's Anthropic route (0.32) converts its OpenAI route's chunks; the overload chunk

@@ -1,12 +1,15 @@
 """The outcome kernel: the one judgement of a batch of requests, after the run and live.
 
 answer   how the server answered, from status and error alone (ANSWERS): ok (2xx, no
-         error), refused (429, 503, 529, the answer whole), timed_out, interrupted (cut by
-         the run's end), failed. One sample decides it: the live exposition's `outcome`
-         label (samples/live_counts.py) is the answer.
+         error), refused (429, 503, 529, the answer whole), refused_in_stream (a refusal in
+         disguise: a 2xx answer carrying an overload error before any token, the dialect
+         parser's error class of that name), timed_out, interrupted (cut by the run's end),
+         failed. One sample decides it: the live exposition's `outcome` label
+         (samples/live_counts.py) is the answer. Both refusals are REFUSALS.
 outcome  what the request met (OUTCOMES): served, queued, refused_fast, refused_slow,
-         timed_out, failed, interrupted, undetermined (admitted, nothing to judge its start
-         by). The evidence, best first (docs/metrics.md, "Outcomes", says why):
+         refused_in_stream, timed_out, failed, interrupted, undetermined (admitted, nothing
+         to judge its start by). Every refusal is one of REFUSED_OUTCOMES. The evidence,
+         best first (docs/metrics.md, "Outcomes", says why):
 
     server_queue    admitted with timing headers: queued when dispatch - received exceeds
                     `[outcomes] server_queue` (5 ms, conform's zeroqueue.3 bound)
@@ -14,7 +17,9 @@ outcome  what the request met (OUTCOMES): served, queued, refused_fast, refused_
                     base + slope * p the target's TTFT at rest (zqbench.target.at_rest),
                     p the prompt's tokens (unknown: the largest probe's), H the median hold
     time_to_reject  a refusal is slow past max(margin, H / 2) + 2 B0, B0 the fastest probe
-                    size's TTFT at rest: longer than a wait for the slot ahead would take
+                    size's TTFT at rest: longer than a wait for the slot ahead would take;
+                    a refusal in disguise is refused_in_stream however long it took (its
+                    measure t_end - t_send, no bound): its form is the finding
     status, none    failures by kind; undetermined
 
 `classify` is called by metrics/outcomes.py on the run's frame and by the [stop] watcher
@@ -30,18 +35,25 @@ from enum import IntEnum
 
 import numpy as np
 
+from zqbench.dialects.common import OVERLOAD_CODES
+from zqbench.dialects.common import REFUSED_IN_STREAM as REFUSED_IN_STREAM_ERROR
 from zqbench.summary import AtRest, OutcomeBasis, OutcomeRules
 
-REFUSAL_STATUSES = (429, 503, 529)
-ANSWERS = ("ok", "refused", "timed_out", "interrupted", "failed")
+REFUSAL_STATUSES = tuple(sorted(OVERLOAD_CODES))  # 429, 503, 529
+# What every output says of a refused_in_stream request, beside its name.
+IN_DISGUISE = "a refusal in disguise: 2xx, overload error inside"
+ANSWERS = ("ok", "refused", "refused_in_stream", "timed_out", "interrupted", "failed")
 OUTCOMES = (
-    "served", "queued", "refused_fast", "refused_slow", "timed_out", "failed", "interrupted",
-    "undetermined",
+    "served", "queued", "refused_fast", "refused_slow", "refused_in_stream", "timed_out",
+    "failed", "interrupted", "undetermined",
 )  # fmt: skip
 EVIDENCE = ("server_queue", "ttft", "time_to_reject", "status", "none")
-SERVED, QUEUED, REFUSED_FAST, REFUSED_SLOW, TIMED_OUT, FAILED, INTERRUPTED, UNDETERMINED = range(
-    len(OUTCOMES)
-)
+(
+    SERVED, QUEUED, REFUSED_FAST, REFUSED_SLOW, REFUSED_IN_STREAM, TIMED_OUT, FAILED,
+    INTERRUPTED, UNDETERMINED,
+) = range(len(OUTCOMES))  # fmt: skip
+REFUSED_OUTCOMES = (REFUSED_FAST, REFUSED_SLOW, REFUSED_IN_STREAM)
+REFUSED_NAMES = tuple(OUTCOMES[i] for i in REFUSED_OUTCOMES)
 BY_SERVER_QUEUE, BY_TTFT, BY_TIME_TO_REJECT, BY_STATUS, BY_NONE = range(len(EVIDENCE))
 
 DEFAULT_SERVER_QUEUE_S = 0.005  # conform's zeroqueue.3 bound on server_queue at rest
@@ -60,12 +72,14 @@ DEFAULT_RULES = OutcomeRules(
 
 
 class Answer(IntEnum):  # index into ANSWERS
-    OK, REFUSED, TIMED_OUT, INTERRUPTED, FAILED = range(len(ANSWERS))
+    OK, REFUSED, REFUSED_IN_STREAM, TIMED_OUT, INTERRUPTED, FAILED = range(len(ANSWERS))
 
+
+REFUSALS = (Answer.REFUSED, Answer.REFUSED_IN_STREAM)
 
 # The members as plain globals: a global read costs less than an Enum attribute's, and
 # answer_of runs for every sample on a worker's event loop.
-_OK, _REFUSED, _TIMED_OUT, _INTERRUPTED, _FAILED = Answer
+_OK, _REFUSED, _REFUSED_IN_STREAM, _TIMED_OUT, _INTERRUPTED, _FAILED = Answer
 
 
 def answer_of(status: int, error: str | None) -> Answer:
@@ -76,7 +90,14 @@ def answer_of(status: int, error: str | None) -> Answer:
         return _REFUSED if status in REFUSAL_STATUSES else _FAILED
     if error == "timeout":
         return _TIMED_OUT
+    if error == REFUSED_IN_STREAM_ERROR and 200 <= status < 300:
+        return _REFUSED_IN_STREAM
     return _INTERRUPTED if error == "interrupted" else _FAILED
+
+
+def is_refusal(status: int, error: str | None) -> bool:
+    """True for a refusal of either kind (answer_of)."""
+    return answer_of(status, error) in REFUSALS
 
 
 # One answered request as the live listeners get it (zqbench.engines.live.live_answer): ns on
@@ -125,7 +146,7 @@ class Classes:
 
     @property
     def refused(self) -> np.ndarray:
-        return (self.outcome == REFUSED_FAST) | (self.outcome == REFUSED_SLOW)
+        return np.isin(self.outcome, REFUSED_OUTCOMES)
 
     def names(self) -> np.ndarray:
         return np.array(OUTCOMES, dtype=object)[self.outcome]
@@ -201,4 +222,9 @@ def classify(batch: Batch, basis: OutcomeBasis | None, hold_s: float | None) -> 
     bound[refused] = reject_bound
     evidence[refused] = BY_TIME_TO_REJECT
     outcome[refused] = np.where(reject[refused] > reject_bound, REFUSED_SLOW, REFUSED_FAST)
+
+    disguised = a == Answer.REFUSED_IN_STREAM
+    measure[disguised] = reject[disguised]
+    evidence[disguised] = BY_TIME_TO_REJECT
+    outcome[disguised] = REFUSED_IN_STREAM
     return Classes(outcome, evidence, measure, bound)

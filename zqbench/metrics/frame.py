@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from zqbench.metrics.classify import REFUSAL_STATUSES, answer_of
+from zqbench.metrics.classify import REFUSAL_STATUSES, REFUSED_IN_STREAM_ERROR, answer_of
 
 if TYPE_CHECKING:
     from zqbench.metrics.outcomes import Classified
@@ -42,6 +42,8 @@ class Columns:
     t_end: np.ndarray
     status: np.ndarray  # int64
     ok: np.ndarray  # bool
+    # bool: refused, by its status (429, 503, 529) or in disguise (a 2xx refused_in_stream)
+    refused: np.ndarray
     unsent: np.ndarray  # bool: interrupted before a byte was written (t_send is not real)
     output_tokens: np.ndarray
     n_chunks: np.ndarray  # token events
@@ -61,7 +63,7 @@ class Columns:
 FLOAT_COLUMNS = tuple(
     f.name
     for f in fields(Columns)
-    if f.name not in {"status", "ok", "unsent", "start_epoch_ns", "clock_offset_ns"}
+    if f.name not in {"status", "ok", "refused", "unsent", "start_epoch_ns", "clock_offset_ns"}
 )
 
 
@@ -83,7 +85,9 @@ def columns_of(
     samples: pd.DataFrame, *, start_epoch_ns: int = 0, clock_offset_ns: int = 0
 ) -> Columns:
     status = samples["status"].to_numpy(dtype=np.int64)
-    ok = samples["error"].isna().to_numpy() & (status >= 200) & (status < 300)
+    two_xx = (status >= 200) & (status < 300)
+    ok = samples["error"].isna().to_numpy() & two_xx
+    disguised = (samples["error"] == REFUSED_IN_STREAM_ERROR).to_numpy(dtype=bool, na_value=False)
     values = {name: float_column(samples, name) for name in FLOAT_COLUMNS}
     if "t_last_token" not in samples.columns:
         # Saved before zqbench recorded the last token: TPOT then ran to t_end, and a
@@ -94,6 +98,7 @@ def columns_of(
         **values,
         status=status,
         ok=ok,
+        refused=np.isin(status, REFUSAL_STATUSES) | (disguised & two_xx),
         unsent=interrupted & (values["t_send"] == values["t_end"]),
         start_epoch_ns=start_epoch_ns,
         clock_offset_ns=clock_offset_ns,
@@ -254,9 +259,9 @@ def dispatch_delay(c: Columns) -> np.ndarray:
 
 @_metric(False, "no request was refused (429/503/529)")
 def time_to_reject(c: Columns) -> np.ndarray:
-    """time_to_reject = t_end - t_send of refused requests (status 429, 503 or 529)."""
-    refused = np.isin(c.status, REFUSAL_STATUSES)
-    return np.where(refused, c.t_end - c.t_send, np.nan)
+    """time_to_reject = t_end - t_send of refused requests (status 429, 503 or 529, or a
+    refusal in disguise: a 2xx whose stream carried an overload error before any token)."""
+    return np.where(c.refused, c.t_end - c.t_send, np.nan)
 
 
 def dispatch_jitter(delay_ns: np.ndarray, t_send: np.ndarray) -> np.ndarray:

@@ -8,7 +8,8 @@ Three views of one run, all computed from the samples:
 - `migration`: the baseline stage (the first with requests) beside the overload stage
   (the stage with the highest send rate, requests sent / stage duration): status shares,
   admitted latency p50/p99 and time_to_reject p99 of each;
-- `retry_after`: how many refusals (429/503/529) carried a Retry-After header.
+- `retry_after`: how many refusals (429/503/529, and those in disguise: a 2xx
+  `refused_in_stream`) carried a Retry-After header.
 
 A view without inputs is `Unavailable` (`{"unavailable": "<reason>"}`), never zeros.
 """
@@ -22,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from zqbench.metrics import quantiles
-from zqbench.metrics.classify import REFUSAL_STATUSES
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.summary import (
     Migration,
@@ -127,8 +127,9 @@ def migration(
 
 
 def retry_after(frame: MetricFrame, retry_after_s: np.ndarray) -> RetryAfter | Unavailable:
-    """Share of refusals (429/503/529) that carried Retry-After, and its values."""
-    refused = np.isin(frame.columns.status, REFUSAL_STATUSES)
+    """Share of refusals (429/503/529, or in disguise) that carried Retry-After, and its
+    values."""
+    refused = frame.columns.refused
     n = int(np.count_nonzero(refused))
     if n == 0:
         return Unavailable(unavailable="no request was refused (429/503/529)")

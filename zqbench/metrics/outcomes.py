@@ -15,7 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from zqbench.metrics import false_refusals
-from zqbench.metrics.classify import EVIDENCE, OUTCOMES, Batch, Classes, classify
+from zqbench.metrics.classify import (
+    EVIDENCE,
+    OUTCOMES,
+    REFUSED_NAMES,
+    Batch,
+    Classes,
+    classify,
+)
 from zqbench.metrics.false_refusals import Judged
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.metrics.migration import over_time
@@ -86,7 +93,7 @@ def _counts(codes: np.ndarray) -> dict[str, int]:
 
 def _shares(counts: dict[str, int]) -> tuple[float | None, float | None]:
     admitted = counts["served"] + counts["queued"]
-    refusals = counts["refused_fast"] + counts["refused_slow"]
+    refusals = sum(counts[k] for k in REFUSED_NAMES)  # those in disguise too
     return (
         counts["queued"] / admitted if admitted else None,
         counts["refused_slow"] / refusals if refusals else None,

@@ -503,6 +503,8 @@ def _status_color(key: str, i: int) -> str:
     fixed = {"429": "#ff7f0e", "503": "#d62728", "529": "#9467bd", "500": "#8c564b"}
     if key in fixed:
         return fixed[key]
+    if key.endswith(":refused_in_stream"):  # a refusal in disguise: the outcome's colour
+        return OUTCOME_COLORS["refused_in_stream"]
     if key.startswith("transport:"):
         return ("#7f7f7f", "#bcbd22", "#17becf", "#c7c7c7")[i % 4]
     return ("#e377c2", "#8c564b", "#bcbd22", "#17becf")[i % 4]
@@ -558,6 +560,7 @@ OUTCOME_COLORS = {
     "queued": "#ff7f0e",
     "refused_fast": "#1f77b4",
     "refused_slow": "#d62728",
+    "refused_in_stream": "#aec7e8",
     "timed_out": "#9467bd",
     "failed": "#404040",
     "interrupted": "#c7c7c7",

@@ -18,6 +18,7 @@ from typing import Any
 
 from zqbench import summary as model
 from zqbench.errors import UsageError
+from zqbench.metrics.classify import IN_DISGUISE
 from zqbench.metrics.sections import SECTIONS, text
 from zqbench.metrics.sections.base import Place
 from zqbench.metrics.sections.server_queue import at_most as _at_most
@@ -284,9 +285,16 @@ def _flatten(prefix: str, value: object) -> tuple[Fact, ...]:
     return (Fact(prefix, text.plain(value)),)
 
 
+def status_note(key: str) -> str:
+    """What a status-mix key means where its name alone would mislead: a 2xx that was a
+    refusal in disguise (`200:refused_in_stream`); "" for any other key."""
+    return f" ({IN_DISGUISE})" if key.endswith(":refused_in_stream") else ""
+
+
 # The page's own filters (outputs/templating.py gives both environments these, besides
 # zqbench.metrics.sections.text.FILTERS and every section's).
 FILTERS = {
+    "status_note": status_note,
     "migration_side": migration_side,
     "follow_up": follow_up_text,
     "slo_value": slo_value,

@@ -14,16 +14,17 @@ target sends:
     status    the HTTP status if it is one of KNOWN_STATUSES, else its class ("4xx",
               "5xx"), "0" when no status came back, "other" outside 100-599
     answer    how the server answered (zqbench.metrics.classify.ANSWERS: ok, refused,
-              timed_out, interrupted, failed), as far as one sample decides it; the
-              exposition names this label `outcome`. served/queued and fast/slow refusals
-              need the run's hold and set-up probes, so they are judged after it
+              refused_in_stream (a refusal in disguise: a 2xx with the overload error
+              inside), timed_out, interrupted, failed), as far as one sample decides it;
+              the exposition names this label `outcome`. served/queued and fast/slow
+              refusals need the run's hold and set-up probes, so they are judged after it
 
 Histograms hold seconds in fixed buckets (BUCKETS_S, about 1.5x apart from 1 ms to
 120 s, so a quantile read from them is within one bucket of the truth):
 
     latency         t_end - t_send, ok requests
     ttft            t_first_token - t_send, ok requests with a first token
-    time_to_reject  t_end - t_send, refused requests
+    time_to_reject  t_end - t_send, refused requests (those in disguise too)
     schedule_lag    t_send - t_intended, open-loop requests
 """
 
@@ -33,7 +34,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from zqbench.metrics.classify import ANSWERS, answer_of
+from zqbench.metrics.classify import ANSWERS, REFUSALS, Answer, answer_of
 from zqbench.samples.sample import Sample
 
 BUCKETS_S: tuple[float, ...] = (
@@ -111,14 +112,14 @@ class LiveCounts:
 
     def record(self, s: Sample) -> None:
         cls = self._class(s.request_class)
-        answer = ANSWERS[answer_of(s.status, s.error)]
-        key = (s.stage, cls, status_label(s.status), answer)
+        kind = answer_of(s.status, s.error)
+        key = (s.stage, cls, status_label(s.status), ANSWERS[kind])
         self._requests[key] = self._requests.get(key, 0) + 1
-        if answer == "ok":
+        if kind == Answer.OK:
             self._observe("latency", s.stage, cls, s.t_end - s.t_send)
             if s.t_first_token is not None:
                 self._observe("ttft", s.stage, cls, s.t_first_token - s.t_send)
-        elif answer == "refused":
+        elif kind in REFUSALS:
             self._observe("time_to_reject", s.stage, cls, s.t_end - s.t_send)
         if s.t_intended is not None:
             self._observe("schedule_lag", s.stage, cls, s.t_send - s.t_intended)

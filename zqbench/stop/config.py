@@ -4,7 +4,8 @@
     above = 0.5            share of the window's answered requests (0 < above <= 1)
     window = "5s"
     min_requests = 20      fewer answered in the window: no verdict yet
-    count_refusals = false refusals (429, 503, 529) are a zero-queue server's honest answer
+    count_refusals = false refusals (429, 503, 529, or in disguise: refused_in_stream) are a
+                           zero-queue server's honest answer, never failures
     ends = "run"
 
     [stop.queue_growth]    a queue forming: in-flight requests and their wait both rising

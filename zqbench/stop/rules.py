@@ -29,8 +29,7 @@ from zqbench.metrics.classify import (
     FAILED,
     INTERRUPTED,
     QUEUED,
-    REFUSED_FAST,
-    REFUSED_SLOW,
+    REFUSED_OUTCOMES,
     SERVED,
     TIMED_OUT,
     UNDETERMINED,
@@ -81,7 +80,8 @@ class Window:
 
     def errors(self, count_refusals: bool) -> tuple[int, int]:
         """(failed or timed out, answered): an interrupted request was not answered."""
-        bad = (FAILED, TIMED_OUT, *((REFUSED_FAST, REFUSED_SLOW) if count_refusals else ()))
+        # A refusal in disguise is a refusal here too, never a failure.
+        bad = (FAILED, TIMED_OUT, *(REFUSED_OUTCOMES if count_refusals else ()))
         answered = self.outcome != INTERRUPTED
         return int(np.count_nonzero(np.isin(self.outcome, bad))), int(np.count_nonzero(answered))
 

@@ -1,6 +1,7 @@
 """summary.json's `outcomes` as report.html, summary.md and the terminal show them: one row
 per stage and a total, each outcome's count, the queued share of admitted requests and the
-slow share of refusals, then what decided them and the bounds they were judged by.
+slow share of refusals, then what decided them and the bounds they were judged by, and what
+a refusal in disguise (refused_in_stream) is, when the run had one.
 
     outcomes_view(summary.outcomes, stage_label, figure)  # OutcomesView, or None
     outcome_line(summary.outcomes)                       # the terminal's line, or []
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zqbench import summary as model
+from zqbench.metrics.classify import IN_DISGUISE
 from zqbench.metrics.outcomes import outcomes_summary
 from zqbench.metrics.sections.base import Section
 from zqbench.metrics.sections.text import NO_VALUE, Figure, or_none, stage_label
@@ -35,6 +37,8 @@ class OutcomesView:
     over_time: bool  # summary.json has counts per time bin (the `outcomes` plot draws them)
     figure: Figure | None = None  # the `outcomes` plot, when drawn
     false_refusals: str | None = None  # one sentence; None: a run saved before them
+    # what refused_in_stream means, when some request had it; None otherwise
+    in_disguise: str | None = None
 
 
 _share = or_none(".1%")
@@ -84,6 +88,18 @@ def outcomes_view(
         over_time=isinstance(o.over_time, model.OverTime),
         figure=figure,
         false_refusals=false_refusals_text(o.false_refusals, stage_label),
+        in_disguise=in_disguise_text(o.counts),
+    )
+
+
+def in_disguise_text(counts: dict[str, int]) -> str | None:
+    """One sentence on the refusals in disguise, or None when there were none."""
+    n = counts.get("refused_in_stream", 0)
+    if not n:
+        return None
+    return (
+        f"refused_in_stream {n:,}: each {IN_DISGUISE} (the status mix's `<status>:"
+        "refused_in_stream`), counted as a refusal, not as served or failed"
     )
 
 
@@ -128,11 +144,16 @@ def outcome_line(o: model.Outcomes | None) -> list[str]:
         f" {c['refused_fast']:,}, slow {c['refused_slow']:,}"
         f" ({_share(o.refusals_slow_share)} of refusals)"
     )
-    others = [f"{k.replace('_', ' ')} {v:,}" for k, v in c.items() if v and k not in ALWAYS_SHOWN]
+    others = [_other(k, v) for k, v in c.items() if v and k not in ALWAYS_SHOWN]
     f = o.false_refusals
     if isinstance(f, model.FalseRefusals) and f.count:
         others.append(f"false refusals {f.count:,} ({_share(f.share_of_refusals)} of refusals)")
     return [text + "".join(f", {x}" for x in others)]
+
+
+def _other(outcome: str, n: int) -> str:
+    text = f"{outcome.replace('_', ' ')} {n:,}"
+    return f"{text} (each {IN_DISGUISE})" if outcome == "refused_in_stream" else text
 
 
 def _computed(frame: MetricFrame, run: RunInfo) -> model.Outcomes | None:

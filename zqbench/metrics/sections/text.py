@@ -80,8 +80,13 @@ def request_counts(summary: Summary) -> str:
     served = c.get("served", 0) + c.get("queued", 0) + c.get("undetermined", 0)
     notes = [f"{count(c[k])} {word}" for k, word in _SERVED_NOTES if c.get(k)]
     fast, slow = c.get("refused_fast", 0), c.get("refused_slow", 0)
-    refused = f"refused {count(fast + slow)}"
-    if fast + slow:
+    disguised = c.get("refused_in_stream", 0)  # absent from runs saved before it
+    refused = f"refused {count(fast + slow + disguised)}"
+    if disguised:
+        kinds = [f"{count(n)} {word}" for n, word in ((fast, "fast"), (slow, "slow")) if n]
+        kinds.append(f"{count(disguised)} in disguise as 2xx")
+        refused += f" ({', '.join(kinds)})"
+    elif fast + slow:
         refused += " (all fast)" if not slow else f" ({count(fast)} fast, {count(slow)} slow)"
     failed = c.get("failed", 0) + c.get("timed_out", 0)
     parts = [
