@@ -29,6 +29,8 @@ import threading
 import time
 from typing import Any
 
+from tests.dialects.frames import VLLM_REFUSAL_ANTHROPIC, VLLM_REFUSAL_OPENAI
+
 # fault -> the check it must make fail (or the checks: each tuple says why)
 FAULTS: dict[str, str | tuple[str, ...]] = {
     "a_body_shape": "api.anthropic.1",
@@ -61,7 +63,12 @@ FAULTS: dict[str, str | tuple[str, ...]] = {
     "hidden_queue": "zeroqueue.5",
     "drop_on_overload": "zeroqueue.6",
     "refuse_429": "zeroqueue.7",
+    # 200 text/event-stream with the overload error inside, before any token: each API's own
+    # error object (Anthropic `event: error` overloaded_error; OpenAI an `error` chunk, code
+    # 503, then [DONE]); `refuse_in_stream_vllm`: the bytes vLLM 0.32 sends for it, both
+    # routes (tests/dialects/frames.py).
     "refuse_in_stream": "zeroqueue.7",
+    "refuse_in_stream_vllm": "zeroqueue.7",
     "slow_refusal": "zeroqueue.8",
     "no_retry_after": "zeroqueue.9",
     "sticky_refusal": "zeroqueue.10",
@@ -181,6 +188,7 @@ class FakeServer:
         self.refuse_until = 0.0
         self.idle_arrivals = 0  # refuse_idle: short requests that found every slot free
         self.full_refusals: list[float] = []  # sticky_refusal: when it last refused, full
+        self.refusals = 0  # requests refused, in any form (the ground truth of a count)
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -459,6 +467,7 @@ class FakeServer:
             self._freed.notify_all()
 
     async def _refuse(self, w, api: str, stamps) -> bool:
+        self.refusals += 1
         if "drop_on_overload" in self.faults:
             return False  # close without an answer
         if "slow_refusal" in self.faults:
@@ -472,13 +481,21 @@ class FakeServer:
             elif "sticky_refusal" in self.faults:
                 wait = "3"  # the truth: its refusals go on for 2.5 s
             headers.append(("retry-after", wait))
-        if "refuse_in_stream" in self.faults:
+        if self.faults & {"refuse_in_stream", "refuse_in_stream_vllm"}:
             self._sse_head(w, stamps)
-            err = {"type": "error", "error": {"type": "overloaded_error", "message": "full"}}
-            await self._chunk(w, b"event: error\ndata: " + json.dumps(err).encode() + b"\n\n")
+            await self._chunk(w, self._in_stream_refusal(api))
             await self._chunk(w, b"")
             return True
         return await self._full(w, status, error_body(api, status, "overloaded"), headers)
+
+    def _in_stream_refusal(self, api: str) -> bytes:
+        if "refuse_in_stream_vllm" in self.faults:
+            return VLLM_REFUSAL_ANTHROPIC if api == "anthropic" else VLLM_REFUSAL_OPENAI
+        if api == "anthropic":
+            err = {"type": "error", "error": {"type": "overloaded_error", "message": "full"}}
+            return b"event: error\ndata: " + json.dumps(err).encode() + b"\n\n"
+        err = {"error": {"message": "full", "type": "server_busy", "param": None, "code": 503}}
+        return b"data: " + json.dumps(err).encode() + b"\n\ndata: [DONE]\n\n"
 
     async def _generate(self, w, api, req, received, stamps) -> bool:
         try:

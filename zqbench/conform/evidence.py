@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from zqbench.dialects.base import EventHook, StreamParser
-from zqbench.dialects.common import reported_in_stream
+from zqbench.dialects.common import REFUSED_IN_STREAM, error_message, loads, reported_in_stream
 from zqbench.dialects.sse import SSEEvent
 from zqbench.redact import redact_headers
 from zqbench.transport import base as transport
@@ -26,8 +26,10 @@ from zqbench.transport import base as transport
 BODY_CAP = 256 * 1024  # bytes of a body kept for checks; the rest is counted, not stored
 EXCERPT = 300  # bytes of a body shown as evidence
 
-# `admitted`; `refused` (a non-2xx status); `refused_in_stream` (an error event or chunk in a
-# 2xx stream); `failed` (no complete answer: timeout, connect, reset, protocol, ...).
+# `admitted`; `refused` (a non-2xx status); `refused_in_stream` (a refusal in disguise: a 2xx
+# whose stream or body carried an overload error before any token, the dialect parser's error
+# class of that name, which `zqbench run` counts alike); `failed` (no complete answer:
+# timeout, connect, reset, protocol, ..., or another error inside a 2xx answer).
 Admission = Literal["admitted", "refused", "refused_in_stream", "failed"]
 
 
@@ -64,14 +66,35 @@ class Evidence:
         return None if self.parsed is None else self.parsed.sse_error
 
     @property
+    def answer_error(self) -> str | None:
+        """The dialect's error class of a generation's answer (None: none, or not parsed)."""
+        return None if self.parsed is None else self.parsed.summary.error
+
+    @property
     def admission(self) -> Admission:
         if self.status == 0 or self.error:
             return "failed"
         if not 200 <= self.status < 300:
             return "refused"
-        if self.parsed is not None and reported_in_stream(self.parsed.summary.error):
+        error = self.answer_error
+        if error == REFUSED_IN_STREAM:
             return "refused_in_stream"
+        if reported_in_stream(error):
+            return "failed"  # the server's own error, with no sign that it was full
         return "admitted"
+
+    def error_words(self) -> str | None:
+        """The server's own words for an error it reported inside a 2xx answer: the message
+        of the first event (or the body) that carries an error object, cut to 200
+        characters; None when none does."""
+        for event, _ in self.events:
+            try:
+                obj = loads(event.data)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(obj, dict) and (event.event == "error" or obj.get("error")):
+                return error_message(obj)
+        return None if self.is_sse else error_message(self.json())
 
     @property
     def ttft_ms(self) -> float | None:

@@ -29,6 +29,7 @@ from zqbench.conform.model import (
 )
 from zqbench.conform.observations import Observations, Overload, Settled, SlopeRun, SlopeStep
 from zqbench.dialects.common import parse_epoch, parse_retry_after
+from zqbench.printable import shown
 
 REFUSAL_STATUSES = (503, 529)  # the zero-queue refusal: overloaded, retry elsewhere or later
 HEADERS = ("x-request-received-time", "x-request-dispatch-time", "x-request-start-time")
@@ -237,7 +238,8 @@ def refuses(obs: Observations) -> CheckResult:
     if kinds.get("failed"):
         ex = kinds["failed"][0]
         return failed(
-            f"{len(kinds['failed'])} requests failed ({ex.error}) instead of being refused",
+            f"{len(kinds['failed'])} requests failed ({ex.error or ex.answer_error}) instead of "
+            "being refused",
             response=ex.evidence(body=False),
             **summary,
         )
@@ -259,10 +261,22 @@ def refuses(obs: Observations) -> CheckResult:
 
 def refusal_status(obs: Observations) -> CheckResult:
     kinds, summary = _burst(obs)
-    if kinds.get("refused_in_stream"):
-        ex = kinds["refused_in_stream"][0]
+    disguised = kinds.get("refused_in_stream", [])
+    if disguised:
+        ex = disguised[0]
+        total = len(disguised) + len(kinds.get("refused", []))
+        ctype = shown(ex.headers.get("content-type", "no content-type"), 80)
+        words = ex.error_words()
+        said = "no message" if words is None else f'"{shown(words, 120)}"'
         return failed(
-            "a refusal came as an error event inside a 200 stream, after body bytes",
+            f"{len(disguised)} of {total} refusals came in disguise: {ex.status} {ctype} with "
+            f"the server's overload error inside, before any token ({said})",
+            in_disguise={
+                "count": len(disguised),
+                "status": ex.status,
+                "content_type": ctype,
+                "server_says": None if words is None else shown(words, 120),
+            },
             response=ex.evidence(),
             **summary,
         )
