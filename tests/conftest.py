@@ -28,6 +28,7 @@ settings.load_profile("zqbench")
 LONGEST_FIRST = (
     "tests/vllm/test_vllm.py",
     "tests/vllm/test_vllm_admission.py",
+    "tests/vllm/test_vllm_cap_advisor.py",
     "tests/llamacpp/test_llamacpp.py",
     "tests/profile/test_gpu_check_dry_run.py",
     "tests/core/test_distributed.py",
@@ -49,6 +50,7 @@ SLOW_RERUNS = 1
 REAL_ENGINES = (
     "tests/vllm/test_vllm.py",
     "tests/vllm/test_vllm_admission.py",
+    "tests/vllm/test_vllm_cap_advisor.py",
     "tests/llamacpp/test_llamacpp.py",
 )
 
