@@ -16,15 +16,19 @@ vllm:num_requests_waiting{engine="0",model_name="tiny"} 8.0
 """
 
 
+def _health_only(doc: object) -> object:
+    return lambda path, _: doc if path == "/health" else None
+
+
 def test_health_fields_advertise_a_capacity() -> None:
-    assert advertised({"status": "healthy", "slots": 4}) == Capacity(
+    assert advertised(_health_only({"status": "healthy", "slots": 4})) == Capacity(
         4, "advertised by /health `slots`"
     )
-    assert advertised({"max_concurrency": 16, "slots": 4}) == Capacity(
+    assert advertised(_health_only({"max_concurrency": 16, "slots": 4})) == Capacity(
         16, "advertised by /health `max_concurrency`"
     )
     for nothing in (None, "", [], {"slots": 0}, {"slots": True}, {"slots": "8"}, {"x": 1}):
-        assert advertised(nothing) is None
+        assert advertised(_health_only(nothing)) is None
 
 
 def test_the_running_gauge_is_summed_over_engines() -> None:

@@ -1,5 +1,6 @@
-"""A target that states its slots in GET /props (llama.cpp's server: `total_slots`), not in
-/health: `zqbench run` and conform take the capacity from there."""
+"""A target that states its slots elsewhere than /health (llama.cpp's GET /props
+`total_slots`, SGLang's /get_server_info, vLLM's /server_info in its dev mode): `zqbench run`
+and conform take the capacity from the first that states one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from tests.core.conftest import write_scenario
 from zqbench.conform import capacity as conform_capacity
 from zqbench.pipeline.run import RunOptions, run_scenario
 from zqbench.summary import Capacity
-from zqbench.target.capacity import stated, stated_by_props
+from zqbench.target.capacity import STATEMENTS, first_stated, stated
+
+PROPS, SGLANG, VLLM = STATEMENTS[1:]
 
 QUICK = """
 name = "props"
@@ -46,15 +49,46 @@ at_rest_probes = 1
     ],
 )
 def test_props_states_total_slots_only(props: object, found: Capacity | None) -> None:
-    assert stated_by_props(props) == found  # type: ignore[arg-type]
+    assert stated(props, PROPS) == found
 
 
-def test_health_is_read_first_and_props_second() -> None:
-    assert stated({"slots": 8}) == Capacity(value=8, source="stated", detail="/health `slots`")
-    both = conform_capacity.advertised({"slots": 8}, {"total_slots": 4})
-    assert both == conform_capacity.Capacity(8, "advertised by /health `slots`")
-    props = conform_capacity.advertised({"status": "ok"}, {"total_slots": 4})
-    assert props == conform_capacity.Capacity(4, "advertised by /props `total_slots`")
+def test_sglang_and_vllm_state_their_running_limit() -> None:
+    sglang = {"max_running_requests": 48, "max_total_num_tokens": 9000, "dp_size": 1}
+    assert stated(sglang, SGLANG) == Capacity(
+        value=48, source="stated", detail="/get_server_info `max_running_requests`"
+    )
+    assert stated({"max_running_requests": None}, SGLANG) is None  # SGLang's "auto"
+    vllm = {"vllm_config": {"scheduler_config": {"max_num_seqs": 4, "max_num_queued_reqs": 4}}}
+    detail = "/server_info `vllm_config.scheduler_config.max_num_seqs`"
+    assert stated(vllm, VLLM) == Capacity(value=4, source="stated", detail=detail)
+    assert stated({"vllm_config": "VllmConfig(...)"}, VLLM) is None  # the text format
+
+
+def test_health_is_read_first_and_each_statement_after_it_in_turn() -> None:
+    answers = {
+        "/health": {"status": "ok"},
+        "/props": {"total_slots": 4},
+        "/get_server_info": {"max_running_requests": 48},
+    }
+    asked: list[str] = []
+
+    def get_json(path: str, _: float) -> object:
+        asked.append(path)
+        if path == "/get_server_info":
+            raise OSError("a 404 or a reset: no statement, the next is asked")
+        return answers.get(path)
+
+    found = conform_capacity.advertised(get_json)
+    assert found == conform_capacity.Capacity(4, "advertised by /props `total_slots`")
+    assert asked == ["/health", "/props"]
+    del answers["/props"]
+    asked.clear()
+    assert first_stated(get_json) is None
+    assert asked == ["/health", "/props", "/get_server_info", "/server_info?config_format=json"]
+    # /health already read (the run reads it first) is not asked again.
+    assert first_stated(get_json, {"slots": 8}) == Capacity(
+        value=8, source="stated", detail="/health `slots`"
+    )
 
 
 def test_conform_watches_every_engines_running_gauge() -> None:

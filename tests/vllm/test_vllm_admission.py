@@ -38,7 +38,10 @@ def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
         pytest.skip(reason)
     log = tmp_path_factory.mktemp("vllm-capped") / "vllm.log"
     cap = ("--max-num-seqs", str(SLOTS), "--max-num-queued-reqs", str(SLOTS))
-    server = start_vllm(free_port(), log, extra_args=cap)
+    with pytest.MonkeyPatch.context() as env:
+        # Its dev mode serves GET /server_info, where zqbench reads the slots it was given.
+        env.setenv("VLLM_SERVER_DEV_MODE", "1")
+        server = start_vllm(free_port(), log, extra_args=cap)
     try:
         yield server
     finally:
@@ -83,9 +86,16 @@ def test_a_burst_on_vllms_zero_queue_mode_refuses_what_vllm_counts_and_queues_no
     assert counted["metric"] == "vllm:admission_rejections_total", counted
     assert abs(counted["total"] - grown) <= 0.01 * grown, (counted, grown)
     assert counted["by_reason"]["max_num_queued_reqs"] == counted["total"], counted
-    assert f"refused, by its own count | {round(counted['total'])} (max_num_queued_reqs" in (
-        out / "summary.md"
-    ).read_text()
+    assert (
+        f"refused, by its own count | {round(counted['total'])} (max_num_queued_reqs"
+        in (out / "summary.md").read_text()
+    )
+    # Refusals were judged against the slots vLLM states in its dev mode's /server_info.
+    assert summary["outcomes"]["basis"]["capacity"] == {
+        "value": SLOTS,
+        "source": "stated",
+        "detail": "/server_info `vllm_config.scheduler_config.max_num_seqs`",
+    }
     # Nothing waits: admitted requests are served, and vLLM's own gauge never saw a queue.
     assert counts["queued"] == 0 and counts["served"] > 0, counts
     waiting = summary["server_queue"]["waiting"]

@@ -1,8 +1,9 @@
 """The endpoint's capacity (requests computed at once), so the hidden-queue detector steps
 past it (a queue only forms beyond it), and the refusal checks know when it was full.
 
-advertised  GET /health's JSON holds one of zqbench.target.capacity.CAPACITY_FIELDS as a
-            positive integer (the reference server: `slots`).
+advertised  the endpoint states it (zqbench.target.capacity.STATEMENTS: the reference
+            server's /health `slots`, llama.cpp's /props, SGLang's /get_server_info, vLLM's
+            /server_info in its dev mode).
 discovered  the highest value of a running-requests gauge (RUNNING_GAUGES, summed over its
             label sets) scraped from GET /metrics while the steps run. vLLM advertises
             nothing, but `vllm:num_requests_running` tops out at its slot count
@@ -23,7 +24,7 @@ polling at once: discovery is best effort, and the detector says when it knows n
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from zqbench.metrics.classify import DEFAULT_MARGIN_S
 from zqbench.metrics.false_refusals import most_at_once
-from zqbench.target.capacity import stated, stated_by_props
+from zqbench.target.capacity import first_stated
 from zqbench.target.control import ControlClient
 from zqbench.telemetry import prometheus
 from zqbench.telemetry.engines import ENGINES
@@ -53,9 +54,11 @@ class Capacity:
     source: str  # "advertised by /health `slots`", "discovered: max vllm:num_requests_running"
 
 
-def advertised(health: Any, props: Any = None) -> Capacity | None:
-    """The capacity /health states, else /props (llama.cpp's), as `zqbench run` reads it."""
-    found = stated(health) or stated_by_props(props)
+def advertised(get_json: Callable[[str, float], Any]) -> Capacity | None:
+    """The capacity the endpoint states (/health, llama.cpp's /props, ...: zqbench.target.
+    capacity.STATEMENTS), as `zqbench run` reads it; `get_json(path, timeout_s)`: its JSON
+    answer."""
+    found = first_stated(get_json)
     return None if found is None else Capacity(found.value, f"advertised by {found.detail}")
 
 

@@ -42,7 +42,6 @@ from zqbench.conform.observations import (
     baseline_ttft_ms,
 )
 from zqbench.dialects import DIALECTS
-from zqbench.target.capacity import PROPS_PATH
 
 SETTLE_RUN = 3  # admitted requests in a row with an at-rest TTFT: back at rest
 SETTLE_FACTOR = 1.5  # of the at-rest median TTFT, plus SETTLE_MARGIN_MS for a busy client
@@ -97,9 +96,8 @@ def slope(sender: Sender, _: Observations) -> SlopeRun:
     added past the endpoint's capacity when it is known (capacity.py)."""
     o = sender.target.options
     asked = tuple(sorted(set(o.slope_steps)))
-    known = capacity.advertised(sender.send(sender.target.get("/health")).json())
-    if known is None:  # llama.cpp's server says its slots in GET /props
-        known = capacity.advertised(None, sender.send(sender.target.get(PROPS_PATH)).json())
+    # Sent on the run's client, whose timeout (--timeout) is above every statement's.
+    known = capacity.advertised(lambda path, _: sender.send(sender.target.get(path)).json())
     plan = past(asked, known)
     # Nothing advertised: watch a running-requests gauge while the steps run.
     url = sender.target.base + "/metrics"

@@ -41,8 +41,7 @@ from zqbench.summary import (
 from zqbench.target import control
 from zqbench.target.at_rest import measure_at_rest, probe_sizes
 from zqbench.target.calibrate import Calibration, calibrate
-from zqbench.target.capacity import PROPS_PATH, stated_by_props
-from zqbench.target.capacity import stated as stated_capacity
+from zqbench.target.capacity import first_stated
 from zqbench.target.control import check_reachable
 from zqbench.target.embedded import EmbeddedServer, get_health
 from zqbench.target.resolve import TIMEOUT_S as RESOLVE_TIMEOUT_S
@@ -255,7 +254,7 @@ def fit_target(
         warnings=(*clamped, *problems),
         calibration=calibration,
         at_rest=at_rest,
-        capacity=stated_capacity(health) or _props_capacity(endpoint, options.insecure),
+        capacity=_stated_capacity(endpoint, health, options.insecure),
     )
 
 
@@ -294,14 +293,18 @@ def _health(endpoint: Endpoint, insecure: bool) -> dict[str, Any] | None:
     return None
 
 
-def _props_capacity(endpoint: Endpoint, insecure: bool) -> Capacity | None:
-    """What GET /props states (llama.cpp's server), when /health stated nothing."""
-    if endpoint.server is not None:
-        return None  # the reference server states its slots in /health
-    with contextlib.suppress(Exception):  # most targets have no /props
-        url = endpoint.base_url + PROPS_PATH
-        return stated_by_props(control.get_json(url, insecure=insecure, timeout_s=2.0))
-    return None
+def _stated_capacity(
+    endpoint: Endpoint, health: dict[str, Any] | None, insecure: bool
+) -> Capacity | None:
+    """The capacity the target states (zqbench.target.capacity.STATEMENTS), /health's
+    already read; the reference server's is in its /health, so nothing more is asked."""
+
+    def get_json(path: str, timeout_s: float) -> Any:
+        if endpoint.server is not None:
+            return None
+        return control.get_json(endpoint.base_url + path, insecure=insecure, timeout_s=timeout_s)
+
+    return first_stated(get_json, health or {})
 
 
 def _advertised_context(health: dict[str, Any] | None) -> int | None:
