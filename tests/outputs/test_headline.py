@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from zqbench.metrics.sections.text import request_counts
+from zqbench.pipeline.advise import measured
 from zqbench.summary import Summary
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "reports/examples/burst-zero-queue/summary.json"
@@ -48,3 +49,10 @@ def test_a_run_without_outcomes_keeps_ok_and_failed() -> None:
     summary = Summary.model_validate_json(EXAMPLE.read_text()).model_copy(update={"outcomes": None})
     r = summary.requests
     assert request_counts(summary) == f"ok {r.ok:,}, failed {r.failed:,}"
+
+
+def test_the_advisor_counts_a_refusal_in_disguise_as_refused() -> None:
+    """vLLM's settings under a burst refuse mostly in disguise: the advisor's `refused`
+    figure for a setting counts them, as the run does."""
+    figures = measured(_with(served=7, refused_fast=2, refused_slow=1, refused_in_stream=28))
+    assert (figures["admitted"], figures["refused"]) == (7, 31)

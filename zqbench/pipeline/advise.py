@@ -46,6 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from zqbench.errors import InterruptedRun, OptionError, TargetError, ZqbenchError
+from zqbench.metrics.classify import REFUSED_NAMES
 from zqbench.option_values import check_above
 from zqbench.outputs.advice import figures, ms_text, rate, share
 from zqbench.outputs.advice_model import AdviceReport, Recommendation, SettingResult
@@ -413,7 +414,7 @@ def measured(summary: Summary) -> dict[str, object]:
         c = summary.outcomes.counts
         queued = c.get("queued", 0)
         admitted = c.get("served", 0) + queued
-        refused = c.get("refused_fast", 0) + c.get("refused_slow", 0)
+        refused = sum(c.get(k, 0) for k in REFUSED_NAMES)  # those in disguise too
         fr = summary.outcomes.false_refusals
         false = getattr(fr, "count", None)
     duration = summary.duration if summary.duration > 0 else None
