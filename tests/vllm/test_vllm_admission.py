@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conform.util import judged_on_behaviour
 from tests.vllm.conftest import zqbench_pinned
 from tests.vllm.target import VllmServer, free_port, start_vllm, vllm_available
 
@@ -185,3 +186,40 @@ def test_a_concurrent_burst_shows_vllms_refusals_in_disguise_by_name(
     )
     print(f"{api}: run {disguised} of {refusals} refusals in disguise (vLLM counted {grown:g});"
           f" conform's burst {in_stream} of {in_stream + by_status}")  # fmt: skip
+
+
+# What a zero-queue endpoint must do, and vLLM's zero-queue mode does (measured 2026-12-06 on
+# both APIs): no queue past its 4 slots, refusals, admitted again at once, no false refusal, a
+# cut stream's slot freed.
+ZERO_QUEUE_BEHAVIOUR = (
+    "zeroqueue.5",
+    "zeroqueue.6",
+    "zeroqueue.10",
+    "zeroqueue.11",
+    "zeroqueue.13",
+)
+
+
+def test_conform_passes_vllms_zero_queue_mode_on_behaviour_but_its_disguised_refusals(
+    capped: VllmServer, tmp_path: Path
+) -> None:
+    """Is vLLM with admission control zero-queue? conform's answer: every zero-queue check
+    of behaviour passes but zeroqueue.7, its refusals in disguise; the reference server's
+    instrumentation is not instrumented, not failed. (Its errors.* failures are vLLM's own
+    error shapes, apart from admission: a 400 body without the API's error object, a 32 MiB
+    body refused 400 rather than 413.)"""
+    out = tmp_path / "conform"
+    result = zqbench_pinned("conform", "--target", capped.base_url, "--out", str(out))
+    assert result.returncode == 1, result.stderr
+    doc = json.loads((out / "conform.json").read_text())
+    judged_on_behaviour(doc, result.stdout)
+    checks = {c["id"]: c for c in doc["checks"]}
+    zero_queue = {i: c for i, c in checks.items() if i.startswith("zeroqueue.")}
+    failed = sorted(i for i, c in zero_queue.items() if c["status"] == "fail")
+    if not failed:
+        pytest.fail(RACE_FIXED.format(status=checks["zeroqueue.7"]["reason"]))
+    assert failed == ["zeroqueue.7"], {i: zero_queue[i]["reason"] for i in failed}
+    assert "refusals came in disguise" in checks["zeroqueue.7"]["reason"]
+    for check in ZERO_QUEUE_BEHAVIOUR:
+        assert checks[check]["status"] == "pass", checks[check]
+    assert "capacity 4" in checks["zeroqueue.5"]["reason"], checks["zeroqueue.5"]
