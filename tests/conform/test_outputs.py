@@ -11,7 +11,7 @@ from tests.conform.fake_server import FakeServer
 from tests.conform.util import fake_options
 from zqbench.conform import run_conformance
 from zqbench.conform.catalogue import CATALOGUE
-from zqbench.outputs.conform import SCHEMA, to_dict
+from zqbench.outputs.conform import SCHEMA, format_groups, to_dict
 from zqbench.outputs.registry import write_conform
 
 KEY = "sk-conformsecret-0123456789"
@@ -42,9 +42,18 @@ def test_junit_and_json_read_back(tmp_path: Path) -> None:
     doc = json.loads(doc_path.read_text())
     assert doc["schema"] == SCHEMA == "zqbench.conform/1"
     assert [c["id"] for c in doc["checks"]] == [c.id for c in CATALOGUE]
-    assert doc["summary"] == {
-        "ok": False, "pass": 31, "fail": 1, "skip": 1, "not_instrumented": []
+    groups = {
+        "api.anthropic": "pass", "api.openai": "pass", "http": "pass", "zeroqueue": "fail",
+        "errors": "pass", "headers": "pass",
     }  # fmt: skip
+    assert doc["summary"] == {
+        "ok": False, "pass": 31, "fail": 1, "skip": 1, "not_instrumented": [], "groups": groups
+    }  # fmt: skip
+    assert list(doc["summary"]["groups"]) == list(groups)  # the catalogue's order
+    assert format_groups(report) == (
+        "by group: api.anthropic PASS, api.openai PASS, http PASS, zeroqueue FAIL "
+        "(zeroqueue.7), errors PASS, headers PASS"
+    )
     assert doc == to_dict(report)
     for text in (junit.read_text(), doc_path.read_text()):
         assert KEY not in text  # the key never reaches an output

@@ -133,6 +133,21 @@ class ConformReport:
         return sum(1 for o in self.outcomes if o.status == status)
 
     @property
+    def groups(self) -> dict[str, tuple[Status, tuple[str, ...]]]:
+        """Each group's verdict, in catalogue order, and its failed checks: fail when one
+        failed, pass when one passed and none failed, skip when all skipped. The zeroqueue
+        group alone answers "is this endpoint zero-queue?"; the others, its API and HTTP."""
+        checks: dict[str, list[CheckOutcome]] = {}
+        for o in self.outcomes:
+            checks.setdefault(o.group, []).append(o)
+        verdicts: dict[str, tuple[Status, tuple[str, ...]]] = {}
+        for group, outcomes in checks.items():
+            failed = tuple(o.id for o in outcomes if o.status == "fail")
+            passed = any(o.status == "pass" for o in outcomes)
+            verdicts[group] = ("fail" if failed else "pass" if passed else "skip", failed)
+        return verdicts
+
+    @property
     def not_instrumented(self) -> tuple[str, ...]:
         """The checks the target's missing instrumentation left unmeasured."""
         return tuple(o.id for o in self.outcomes if not o.instrumented)

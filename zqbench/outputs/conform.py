@@ -34,6 +34,7 @@ def to_dict(report: ConformReport) -> dict[str, Any]:
             "fail": report.count("fail"),
             "skip": report.count("skip"),
             "not_instrumented": list(report.not_instrumented),
+            "groups": {group: verdict for group, (verdict, _) in report.groups.items()},
         },
         "options": report.options,
         "checks": [
@@ -109,17 +110,31 @@ def format_line(outcome: CheckOutcome) -> str:
     return f"{_MARK[outcome.status]:<5} {outcome.id:<16} {text[:110]}"
 
 
+def format_groups(report: ConformReport) -> str:
+    """Each group's verdict on one line, its failed checks named: `by group: zeroqueue FAIL
+    (zeroqueue.7), errors PASS, ...`, so that whether the endpoint is zero-queue reads apart
+    from how well it speaks its API."""
+    shown = [
+        f"{group} {_MARK[verdict]}" + (f" ({', '.join(failed)})" if failed else "")
+        for group, (verdict, failed) in report.groups.items()
+    ]
+    return "by group: " + ", ".join(shown)
+
+
 def format_summary(report: ConformReport) -> str:
-    """The table's last line: the counts, the time, the target; before it, when the target
-    lacks the reference server's instrumentation, which checks that left unmeasured."""
-    counts = (
+    """The table's last lines: each group's verdict, then the counts, the time, the target;
+    first, when the target lacks the reference server's instrumentation, which checks that
+    left unmeasured."""
+    lines = [
+        format_groups(report),
         f"{report.count('pass')} passed, {report.count('fail')} failed, "
-        f"{report.count('skip')} skipped in {report.duration_s:.1f} s ({report.target})"
-    )
+        f"{report.count('skip')} skipped in {report.duration_s:.1f} s ({report.target})",
+    ]
     missing = report.not_instrumented
-    if not missing or report.options.get("require_instrumentation"):
-        return counts
-    return (
-        f"not instrumented: {', '.join(missing)} unmeasured, the verdict rests on behaviour "
-        f"(--require-instrumentation fails them)\n{counts}"
-    )
+    if missing and not report.options.get("require_instrumentation"):
+        lines.insert(
+            0,
+            f"not instrumented: {', '.join(missing)} unmeasured, the verdict rests on "
+            "behaviour (--require-instrumentation fails them)",
+        )
+    return "\n".join(lines)
