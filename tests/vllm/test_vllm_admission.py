@@ -223,3 +223,6 @@ def test_conform_passes_vllms_zero_queue_mode_on_behaviour_but_its_disguised_ref
     for check in ZERO_QUEUE_BEHAVIOUR:
         assert checks[check]["status"] == "pass", checks[check]
     assert "capacity 4" in checks["zeroqueue.5"]["reason"], checks["zeroqueue.5"]
+    # The terminal answers it on one line, apart from the API's own groups.
+    assert doc["summary"]["groups"]["zeroqueue"] == "fail"
+    assert "zeroqueue FAIL (zeroqueue.7)," in result.stdout, result.stdout
