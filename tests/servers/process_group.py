@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from zqbench.target.launched import GUARD, group_alive
+
 
 def free_port() -> int:
     """A port on 127.0.0.1 that nothing listens on now (the OS's pick)."""
@@ -53,57 +55,10 @@ def log_tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether a live (not zombie) process is left in the group.
-
-    From /proc rather than killpg(pgid, 0), which also counts zombies: an engine process
-    orphaned by the API server stays one until PID 1 reaps it, and a container's PID 1 may not.
-    """
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        # pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
-# A guard beside the server: it reads a pipe whose only writer is this test process, and on
-# EOF (this process ended, SIGKILL included: no fixture teardown ran) ends the server's
-# group with SIGTERM, then SIGKILL, as stop() would. The embedded reference server exits
-# with its parent the same way (zqbench/target/embedded.py).
-GUARD = """\
-import os, signal, sys, time
-pgid = int(sys.argv[1])
-while os.read(0, 4096):
-    pass
-for sig, wait_s in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 0.0)):
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        break
-    end = time.monotonic() + wait_s
-    while time.monotonic() < end:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            sys.exit(0)
-        time.sleep(0.2)
-"""
+# The guard and the group check are the library's (zqbench.target.launched, which launches
+# `sweep --server-cmd`'s servers): a guard beside the server reads a pipe whose only writer is
+# this test process, and on EOF (this process ended, SIGKILL included: no fixture teardown
+# ran) ends the server's group with SIGTERM, then SIGKILL, as stop() would.
 
 
 class GroupServer:
@@ -140,14 +95,14 @@ class GroupServer:
         Idempotent.
         """
         for sig, bound in ((signal.SIGTERM, term_timeout), (signal.SIGKILL, kill_timeout)):
-            if not _group_alive(self.pgid) and self.proc.poll() is not None:
+            if not group_alive(self.pgid) and self.proc.poll() is not None:
                 break
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pgid, sig)
             deadline = time.monotonic() + bound
             while time.monotonic() < deadline:
                 self.proc.poll()  # reaps the leader, so that its zombie leaves the group
-                if self.proc.returncode is not None and not _group_alive(self.pgid):
+                if self.proc.returncode is not None and not group_alive(self.pgid):
                     break
                 time.sleep(0.1)
         self._stop_guard()
