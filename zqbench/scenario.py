@@ -33,6 +33,7 @@ from typing import Any, TypeVar, cast
 from zqbench.dialects import DEFAULT_API, DIALECTS
 from zqbench.errors import OptionError, ScenarioError
 from zqbench.load import LOAD_KEYS, LoadSpec, TraceLoad, parse_load
+from zqbench.load.bounds import MAX_PROMPT_TOKENS
 from zqbench.redact import is_sensitive
 from zqbench.stop.config import STOP_KEYS, StopConfig, parse_stop
 from zqbench.strict_toml import Table, parse_duration, show
@@ -93,11 +94,6 @@ _OUTCOMES_KEYS = (
 MAX_AT_REST_PROBES = 20  # per prompt size: each is a request before the load
 MAX_RETRY_AFTER_FOLLOW_UPS = 100  # refusals followed per run: extra traffic, kept small
 MAX_RETRY_AFTER_ATTEMPTS = 10
-# The largest context any model advertises (Llama 4 Scout's, 10M tokens): a prompt longer
-# than this fits no target, and refusing it here costs no traffic; found on the target it
-# cost the set-up probes and a run of errors (exit 4), and a prompt of 1e8 tokens is 100 MB
-# of text built for every request.
-MAX_PROMPT_TOKENS = 10_000_000
 MAX_GRACEFUL_STOP_S = 24 * 3600.0  # --graceful-stop: a day is past any answer worth waiting for
 DEFAULT_RETRY_AFTER_ATTEMPTS = 3
 _SWEEP_KEYS = ("min_rate", "max_rate", "step_factor", "step_duration", "bisect_steps")

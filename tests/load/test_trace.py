@@ -12,7 +12,7 @@ import pytest
 from zqbench.errors import OptionError, ScenarioError
 from zqbench.load import TraceLoad, work_from_wire, work_to_wire
 from zqbench.load.trace import TraceWork
-from zqbench.load.trace_file import TraceError, TraceReader, scan
+from zqbench.load.trace_file import TraceError, TraceReader, scaled_ns, scan
 from zqbench.scenario import Scenario, load_scenario
 
 
@@ -215,3 +215,64 @@ def test_a_line_past_16_mib_is_refused_before_the_rest_of_it_is_read(tmp_path: P
     with pytest.raises(TraceError) as e:
         scan(path, "auto", 8)
     assert str(e.value) == f"trace {path} line 2: longer than 16 MiB; give one request a line"
+
+
+# --------------------------------------------------------------------------- memory budget
+# (#44 item 1) Each bound is checked before what it bounds is allocated; the tests lower the
+# bound rather than build the big input.
+
+
+def test_rows_past_the_planned_requests_are_refused_as_they_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("zqbench.load.trace_file.MAX_TRACE_ROWS", 3)
+    path = _jsonl(tmp_path / "t.jsonl", ROWS)
+    with pytest.raises(TraceError) as e:
+        scan(path, "auto", 8)
+    assert str(e.value) == (
+        f"trace {path} line 4: more than 3 rows; a run plans at most 3 requests: replay a "
+        "part of the trace (cut the file)"
+    )
+
+
+def test_large_hash_ids_past_the_bound_are_refused_before_they_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ids of 2^32 or more are kept one by one, about 100 bytes each: a trace of random
+    # 64-bit ids grew the set without bound.
+    monkeypatch.setattr("zqbench.load.trace_file.MAX_LARGE_HASH_IDS", 2)
+    big = 1 << 40
+    rows = [_row(0, 16, [big, big + 1]), _row(1, 16, [big, 5]), _row(2, 16, [big, big + 2])]
+    path = _jsonl(tmp_path / "t.jsonl", rows)
+    with pytest.raises(TraceError) as e:
+        scan(path, "auto", 8)
+    assert str(e.value) == (
+        f"trace {path} line 3: more than 2 distinct hash ids of 2^32 or more; number the ids "
+        "from 0 in order of first use, as mooncake's are"
+    )
+    assert scan(_jsonl(tmp_path / "ok.jsonl", rows[:2]), "auto", 8).ideal_hit_tokens == 8
+
+
+def test_a_hash_id_near_2_32_costs_the_pages_it_marks(tmp_path: Path) -> None:
+    # The bitmap grew to the largest id as a bytearray: id 2^32 - 1 held 512 MiB (1 GiB
+    # while it was copied) for one row.
+    import subprocess
+    import sys
+
+    path = _jsonl(tmp_path / "t.jsonl", [_row(0, 16, [(1 << 32) - 1, 0]), _row(1, 8, [0])])
+    code = (
+        "import resource, sys; from pathlib import Path; from zqbench.load.trace_file import "
+        "scan; before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+        f"i = scan(Path({str(path)!r}), 'auto', 8); "
+        "print(i.ideal_hit_tokens, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    hits, grew_kib = map(int, out.stdout.split())
+    assert hits == 8
+    assert grew_kib < 32 * 1024, out.stdout
+
+
+def test_times_scaled_past_any_run_stay_past_it_never_wrap() -> None:
+    stamps = np.array([0.0, 1.0, 9e12])
+    assert scaled_ns(stamps, 1e6).tolist() == [0, 1_000_000, 1 << 62]
+    assert scaled_ns(stamps, 1e308).tolist() == [0, 1 << 62, 1 << 62]

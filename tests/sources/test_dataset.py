@@ -356,3 +356,18 @@ def test_a_worker_without_the_masters_file_says_so(tmp_path: Path) -> None:
         f"dataset {path} on this worker: {size} bytes, not {source.file.size}; give every "
         "worker the master's file at the same path"
     )
+
+
+def test_rows_past_the_bound_are_refused_as_they_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The index keeps 40 bytes a row and the source 40 more in each process (#44 item 1);
+    # the test lowers the bound rather than write millions of rows.
+    monkeypatch.setattr("zqbench.sources.dataset_rows.MAX_DATASET_ROWS", 2)
+    path = _jsonl(tmp_path / "d.jsonl", [{"prompt": "a"}, {"prompt": "b"}, {"prompt": "c"}])
+    with pytest.raises(DatasetError) as info:
+        scan(path, "auto")
+    assert info.value.message == (
+        f"dataset {path} line 3: more than 2 rows; give a file of at most 2 (a sample of the rows)"
+    )
+    assert scan(_jsonl(tmp_path / "ok.jsonl", [{"prompt": "a"}] * 2), "auto").file.rows == 2

@@ -28,6 +28,7 @@ import numpy as np
 
 from zqbench.errors import OptionError, ScenarioError
 from zqbench.load.arrival_rate import CHUNK, Chunk, send_open_loop
+from zqbench.load.bounds import MAX_PROMPT_TOKENS
 from zqbench.load.executor import (
     Driver,
     Executor,
@@ -202,13 +203,17 @@ def parse(t: Table, folder: Path) -> TraceLoad:
         raise t.fail("trace", f"names no file (from {folder}); give the trace's path")
     time_scale = t.number("time_scale", strict=True) if t.has("time_scale") else 1.0
     blocks = t.integer("block_tokens", minimum=1) if t.has("block_tokens") else None
+    if blocks is not None and blocks > MAX_PROMPT_TOKENS:
+        raise t.fail(
+            "block_tokens", f"must be at most {MAX_PROMPT_TOKENS:,} (past any model's context)"
+        )
     fmt = t.choice("format", TRACE_FORMATS, "auto") or "auto"
     if blocks is not None and fmt == "tokens":
         raise ScenarioError(
             f"{t.label}: {t.key('block_tokens')} applies to a mooncake trace (hash_ids); "
             'format = "tokens" has none'
         )
-    return TraceLoad(
+    load = TraceLoad(
         path=str(path.resolve()),
         format=fmt,
         time_scale=time_scale,
@@ -216,6 +221,18 @@ def parse(t: Table, folder: Path) -> TraceLoad:
         cut_s=t.duration("duration", positive=True) if t.has("duration") else None,
         graceful_stop_s=graceful_stop(t),
     )
+    if time_scale != 1.0:
+        # The file is read now (once per process: the plan finds its index ready), so a
+        # time_scale that replays it in nothing is the scenario's error, as --rate-scale's
+        # is the flag's: 1e-308 was exit 5 (an infinite mean rate in summary.json).
+        span_s = float(load.index().times_ns[-1]) / 1e9
+        if span_s > 0 and not span_s * time_scale >= MIN_REPLAY_S:
+            raise t.fail(
+                "time_scale",
+                f"replays the trace's {span_s:.3g} s in {span_s * time_scale:.3g} s; a replay "
+                f"lasts at least {MIN_REPLAY_S * 1e3:g} ms",
+            )
+    return load
 
 
 EXECUTOR = Executor(

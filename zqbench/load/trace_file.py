@@ -24,6 +24,7 @@ import hashlib
 import io
 import json
 import math
+import mmap
 import os
 from array import array
 from collections.abc import Callable, Iterator
@@ -34,15 +35,23 @@ from typing import Any, BinaryIO, TypeVar
 import numpy as np
 
 from zqbench.errors import UsageError
+from zqbench.load.bounds import (
+    MAX_LARGE_HASH_IDS,
+    MAX_OUTPUT_TOKENS,
+    MAX_PROMPT_TOKENS,
+    MAX_ROW_BYTES,
+    MAX_TRACE_ROWS,
+    MAX_TRACE_SPAN_MS,
+)
 
 TRACE_FORMATS = ("auto", "mooncake", "tokens")
 DEFAULT_BLOCK_TOKENS = 512  # mooncake's block size
 _TOKENS_FIELDS = ("timestamp", "input_tokens", "output_tokens")
 _MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
-_MAX_LINE = 16 << 20  # a line longer than this is a broken file, not a row
 _PIECE_ROWS = 1 << 20
 _MAX_ID = 1 << 63
 _BITMAP_IDS = 1 << 32  # hash ids below this are marked in a bitmap, larger ones in a set
+_LAST_NS = 1 << 62  # a time scaled past this is past any run's end (30 days): kept at it
 T = TypeVar("T")
 
 
@@ -103,15 +112,34 @@ def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
         inputs = hits = 0
         last = -math.inf
         for row in rows.all(f):
+            where = f"trace {path} line {rows.line}"
             if row.timestamp_ms < last:
                 raise TraceError(
-                    f"trace {path} line {rows.line}: timestamp {row.timestamp_ms:g} is before "
-                    f"the row above's {last:g}; sort the trace by timestamp"
+                    f"{where}: timestamp {row.timestamp_ms:g} is before the row above's "
+                    f"{last:g}; sort the trace by timestamp"
                 )
             last = row.timestamp_ms
+            if times and row.timestamp_ms - times[0] > MAX_TRACE_SPAN_MS:
+                # Its time in ns would pass int64 and wrap (a run taken for 0.07 s long).
+                raise TraceError(
+                    f"{where}: timestamp {row.timestamp_ms:g} is "
+                    f"{row.timestamp_ms - times[0]:g} ms after the first row's; a trace spans "
+                    f"at most {MAX_TRACE_SPAN_MS:g} ms (31 years); fix it"
+                )
+            if len(times) == MAX_TRACE_ROWS:
+                raise TraceError(
+                    f"{where}: more than {MAX_TRACE_ROWS:,} rows; a run plans at most "
+                    f"{MAX_TRACE_ROWS:,} requests: replay a part of the trace (cut the file)"
+                )
             times.append(row.timestamp_ms)
             inputs += row.input_tokens
-            hits += min(row.input_tokens, seen.leading(row.hash_ids) * block_tokens)
+            try:
+                hits += min(row.input_tokens, seen.leading(row.hash_ids) * block_tokens)
+            except _TooManyIds:
+                raise TraceError(
+                    f"{where}: more than {MAX_LARGE_HASH_IDS:,} distinct hash ids of 2^32 or "
+                    "more; number the ids from 0 in order of first use, as mooncake's are"
+                ) from None
     if not times:
         raise TraceError(f"trace {path}: no rows in it; give a file with rows")
     return TraceIndex(
@@ -128,8 +156,10 @@ def scaled_ns(stamps: np.ndarray, ns_per_unit: float) -> np.ndarray:
     out = np.empty(len(stamps), dtype=np.int64)
     first = stamps[0] if len(stamps) else 0
     for a in range(0, len(stamps), _PIECE_ROWS):
-        piece = (stamps[a : a + _PIECE_ROWS] - first) * ns_per_unit
-        out[a : a + _PIECE_ROWS] = np.rint(piece)
+        with np.errstate(over="ignore"):  # inf, then kept at _LAST_NS
+            piece = (stamps[a : a + _PIECE_ROWS] - first) * ns_per_unit
+        # Kept below int64's end: a row scaled past any run's end stays past it, never wraps.
+        out[a : a + _PIECE_ROWS] = np.rint(np.minimum(piece, _LAST_NS))
     out.setflags(write=False)
     return out
 
@@ -194,11 +224,20 @@ class TraceReader:
         raise TraceError(f"trace {self._args[0]}: no row {number}; it changed since it was read")
 
 
+class _TooManyIds(Exception):
+    """More large hash ids than MAX_LARGE_HASH_IDS: the set would grow without bound."""
+
+
 class _Seen:
-    """Hash ids seen so far: a bitmap for the small ids traces use, a set beyond it."""
+    """Hash ids seen so far: a bitmap for the small ids traces use, a set beyond it.
+
+    The bitmap is an anonymous mapping of 2^32 bits (512 MiB of address space): the kernel
+    gives it pages only where ids are marked, so a trace whose ids run to 2^32 - 1 costs
+    the pages it touches, where a bytearray grown to that id held 512 MiB, twice while it
+    was copied."""
 
     def __init__(self) -> None:
-        self._bits = bytearray()
+        self._bits: mmap.mmap | None = None
         self._big: set[int] = set()
 
     def leading(self, ids: tuple[int, ...]) -> int:
@@ -215,13 +254,16 @@ class _Seen:
     def _mark(self, h: int) -> bool:
         if h >= _BITMAP_IDS:
             was = h in self._big
-            self._big.add(h)
-        else:
-            byte, bit = h >> 3, 1 << (h & 7)
-            if byte >= len(self._bits):
-                self._bits.extend(bytes(max(byte + 1 - len(self._bits), len(self._bits))))
-            was = bool(self._bits[byte] & bit)
-            self._bits[byte] |= bit
+            if not was:
+                if len(self._big) >= MAX_LARGE_HASH_IDS:
+                    raise _TooManyIds
+                self._big.add(h)
+            return was
+        if self._bits is None:
+            self._bits = mmap.mmap(-1, _BITMAP_IDS >> 3)
+        byte, bit = h >> 3, 1 << (h & 7)
+        was = bool(self._bits[byte] & bit)
+        self._bits[byte] |= bit
         return was
 
 
@@ -239,7 +281,7 @@ class _Rows:
     def all(self, f: BinaryIO) -> Iterator[TraceRow]:
         # A line past _MAX_LINE comes cut, one byte past it, for parse to refuse: the rest of
         # it is never read.
-        for raw in iter(lambda: f.readline(_MAX_LINE + 1), b""):
+        for raw in iter(lambda: f.readline(MAX_ROW_BYTES + 1), b""):
             row = self.parse(raw)
             if row is not None:
                 yield row
@@ -249,9 +291,9 @@ class _Rows:
         self.line += 1
         if self.digest is not None:
             self.digest.update(raw)
-        if len(raw) > _MAX_LINE:
+        if len(raw) > MAX_ROW_BYTES:
             raise TraceError(
-                f"{self._where()}: longer than {_MAX_LINE >> 20} MiB; give one request a line"
+                f"{self._where()}: longer than {MAX_ROW_BYTES >> 20} MiB; give one request a line"
             )
         text = (raw.removeprefix(b"\xef\xbb\xbf") if self.line == 1 else raw).strip()
         if not text:
@@ -354,10 +396,20 @@ class _Rows:
     def _count(self, name: str, value: Any) -> int:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10**9:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise TraceError(
                 f"{self._where()}: {name} = {_shown(value)} must be a whole number of tokens "
                 ">= 1; fix it"
+            )
+        # Checked before the prompt is built: 1e9 tokens built a 1 GB prompt in the worker.
+        most, why = (
+            (MAX_PROMPT_TOKENS, "past any model's context")
+            if name in ("input_tokens", "input_length")
+            else (MAX_OUTPUT_TOKENS, "longer than any model answers")
+        )
+        if value > most:
+            raise TraceError(
+                f"{self._where()}: {name} = {value} is more than {most:,} tokens, {why}; fix it"
             )
         return value
 

@@ -31,14 +31,11 @@ from typing import Any
 import numpy as np
 
 from zqbench.errors import UsageError
+from zqbench.load.bounds import MAX_DATASET_ROWS, MAX_OUTPUT_TOKENS, MAX_ROW_BYTES
 
 _PIECE = 1 << 20  # bytes read at a time
-# A row longer than this (4 million tokens of text, past any model's context) is a broken
-# file, not a row; checked before more of it is read: a 1 GiB line once took 10 GiB.
-_MAX_ROW = 16 << 20
-# An answer's length a row may ask for: past any model's longest answer (the largest give
-# about 128k tokens today); 9.2e18 once ended a run with an internal error.
-_MAX_OUTPUT_TOKENS = 1_000_000
+_MAX_ROW = MAX_ROW_BYTES  # checked before more of a row is read
+_MAX_OUTPUT_TOKENS = MAX_OUTPUT_TOKENS
 _NESTED = "nested deeper than a JSON reader goes; give one flat object a row"
 _ROLES = ("user", "assistant")
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}
@@ -107,6 +104,11 @@ def scan(path: Path, fmt: str) -> Index:
         offsets, lengths, prompt_bytes, outputs, answers = (array("q") for _ in range(5))
         for number, offset, raw in spans:
             where = f"dataset {path} {_where(is_array, number)}"
+            if len(offsets) == MAX_DATASET_ROWS:
+                raise DatasetError(
+                    f"{where}: more than {MAX_DATASET_ROWS:,} rows; give a file of at most "
+                    f"{MAX_DATASET_ROWS:,} (a sample of the rows)"
+                )
             row = parse_row(raw, fmt, where=where)
             offsets.append(offset)
             lengths.append(len(raw))
@@ -349,7 +351,8 @@ def _sharegpt_answer_bytes(raw: bytes) -> int | None:
         if role == "user":
             seen_prompt = True
         elif role == "assistant" and seen_prompt and isinstance(turn.get("value"), str):
-            return len(turn["value"].encode())
+            # Only measured, never sent: a lone surrogate counts as the 3 bytes it takes.
+            return len(turn["value"].encode("utf-8", "surrogatepass"))
     return None
 
 
