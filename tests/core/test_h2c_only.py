@@ -65,3 +65,11 @@ def test_without_http2_the_error_says_to_add_it(h2c_only: str) -> None:
         f"zqbench: error: cannot reach {address}: illegal request line (a server that speaks "
         "only HTTP/2? add --http2)"
     ]
+
+
+def test_probe_with_http2_resolves_and_probes_an_h2c_only_server(h2c_only: str) -> None:
+    # The probe's resolver asked GET /v1/models over HTTP/1.1 whatever --http2 said: exit 3,
+    # "illegal request line", on a target that speaks only HTTP/2 (#44 item 5).
+    result = zqbench_here("probe", "--target", h2c_only, "--http2", "-n", "3")
+    assert result.returncode == 0, result.stderr
+    assert f"probe {h2c_only}: 3 sequential requests, 3 ok" in result.stdout

@@ -147,6 +147,7 @@ def resolve(options: ProbeOptions) -> Resolution:
         api_key=read_api_key(options.api_key_env),
         extra_headers=parse_headers(options.headers),
         timeout_s=min(options.timeout_s, RESOLVE_TIMEOUT_S),
+        http2=options.http2,  # a target may serve h2c only, as the probe will speak it
     )
     wanted = Wanted(
         model=options.model,
