@@ -10,9 +10,12 @@ Sender  the one way a phase of the plan (phases.py) reaches the target: sequenti
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 
 from zqbench.conform.evidence import Evidence, Recorder, Request
+from zqbench.conform.hung import OutOfTime
 from zqbench.conform.options import ConformOptions
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec
@@ -68,20 +71,33 @@ class Sender:
     target: Target
     seen: list[Evidence] = field(default_factory=list)
     client: ControlClient = field(init=False)
+    # time.monotonic() past which nothing more is sent (the run's bound); inf: none
+    deadline: float = math.inf
 
     def __post_init__(self) -> None:
         self.client = ControlClient(timeout_s=self.target.options.timeout_s)
 
+    def in_time(self) -> None:
+        """OutOfTime once the run's bound has passed: the phase under way ends there."""
+        if time.monotonic() >= self.deadline:
+            o = self.target.options
+            raise OutOfTime(o.duration_bound_s, o.timeout_s)
+
     def send(self, req: Request, client: ControlClient | None = None) -> Evidence:
-        """One request on `client` (default: the run's), recorded for headers.*."""
+        """One request on `client` (default: the run's), recorded for headers.*; OutOfTime
+        past the run's bound."""
+        self.in_time()
         rec = Recorder(req)
         ex = rec.finish((client or self.client).send(self.target.base, req.http, rec))
         self.record([ex])
         return ex
 
     def record(self, exchanges: list[Evidence]) -> None:
+        """Exchanges sent on another transport (a burst's), kept for headers.*; OutOfTime
+        past the run's bound, so that a phase of bursts ends there too."""
         room = MAX_SEEN - len(self.seen)
         self.seen.extend(exchanges[: max(0, room)])
+        self.in_time()
 
     def close(self) -> None:
         self.client.close()

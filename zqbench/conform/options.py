@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from zqbench.dialects import DEFAULT_API, DIALECTS
 from zqbench.errors import OptionError
 
+DURATION_FLOOR_S = 600.0  # a healthy run takes seconds locally, a minute or two on a CPU engine
+DURATION_TIMEOUTS = 60  # --timeouts a run may spend in all
+
 
 @dataclass(frozen=True, slots=True)
 class ConformOptions:
@@ -73,6 +76,17 @@ class ConformOptions:
     # prompt took 20-50 s.
     settle_s: float = 60.0
     seed: int = 0  # bootstrap RNG
+    # The whole run's bound, seconds (None: DURATION_TIMEOUTS x timeout_s, at least
+    # DURATION_FLOOR_S): a target that hangs one request in two never stops answering, and
+    # each hung request waits out --timeout (conform.hung).
+    max_duration_s: float | None = None
+
+    @property
+    def duration_bound_s(self) -> float:
+        """No request of the run starts later than this after it began."""
+        if self.max_duration_s is not None:
+            return self.max_duration_s
+        return max(DURATION_FLOOR_S, DURATION_TIMEOUTS * self.timeout_s)
 
     def __repr__(self) -> str:  # the key never reaches a log or traceback
         key = "<redacted>" if self.api_key else None
@@ -95,6 +109,7 @@ class ConformOptions:
             "disconnect_max_tokens": self.disconnect_max_tokens,
             "disconnect_bound_s": self.disconnect_bound_s,
             "check_time_s": self.check_time_s,
+            "max_duration_s": 1 if self.max_duration_s is None else self.max_duration_s,
         }
         for name, value in positive.items():
             if value <= 0:

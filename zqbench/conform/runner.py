@@ -90,12 +90,13 @@ def _charges(plan: list[tuple[Check, str | None]], seconds: dict[str, float]) ->
 
 
 def _unmeasured(check: Check, reason: str, stopped_at: str) -> tuple[CheckResult, str]:
-    """A check whose phases were not measured, the target having stopped answering: the
-    first fails with the reason, so that conform never passes such a target; the rest skip,
-    pointing to it. Also returns the id of the check that failed."""
+    """A check whose phases were not measured, the target having stopped answering or the
+    run's bound having passed: the first fails with the reason, so that conform never passes
+    such a target; the rest skip, pointing to it. Also returns the id of the check that
+    failed."""
     if stopped_at:
-        return CheckResult("skip", hung.not_run(stopped_at)), stopped_at
-    return CheckResult("fail", reason, {"stopped_answering": True}), check.id
+        return CheckResult("skip", hung.not_run(stopped_at, reason)), stopped_at
+    return CheckResult("fail", reason, hung.evidence(reason)), check.id
 
 
 def run_conformance(
@@ -111,7 +112,7 @@ def run_conformance(
     t0 = time.monotonic()
     control.check_reachable(base, timeout_s=min(options.timeout_s, 5.0))
     target = _resolve(options, base, on_note)
-    sender = Sender(target)
+    sender = Sender(target, deadline=t0 + options.duration_bound_s)
     try:
         needs = (name for check, not_run in plan if not not_run for name in check.needs)
         planned = phases.planned(needs)
