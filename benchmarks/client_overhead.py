@@ -436,7 +436,7 @@ def run_peer(tool: str, srv: TickServer, point: dict[str, Any], folder: Path) ->
         tail = env_log.read_text(errors="replace")[-600:] if env_log.exists() else ""
         row["failed"] = f"{type(exc).__name__}: {exc}; exit {proc['exit']}; log tail: {tail}"
     if row.get("peer_output_tokens_per_s") and row.get("srv_tokens_per_s"):
-        row["tokens_per_s"] = row["peer_output_tokens_per_s"]
+        row["tokens_per_s"] = round(row["peer_output_tokens_per_s"])
         row["delivered_ratio"] = round(row["tokens_per_s"] / row["offered_per_s"], 4)
     return row
 
@@ -503,7 +503,8 @@ COLUMNS = [
     ("peer_itl_p50_ms", "own ITL p50 / p99 ms"),
     ("srv_ttft_p50_ms", "server TTFT p50 / p99 ms"),
     ("srv_itl_p50_ms", "server ITL p50 / p99 ms"),
-    ("cpu_us_per_token", "CPU us/token"),
+    ("cpu_us_per_token", "CPU us/token (load span)"),
+    ("cpu_s_total", "CPU s, whole run"),
     ("peak_rss_mib", "peak RSS MiB"),
 ]
 PAIRS = {
@@ -518,6 +519,8 @@ def cell(row: dict[str, Any], key: str) -> str:
     if key == "tool" and row.get("failed"):
         return f"{row['tool']} (failed)"
     v = row.get(key)
+    if key == "tokens_per_s" and v is not None:
+        return str(round(v))
     if key in PAIRS:
         w = row.get(PAIRS[key])
         return "-" if v is None and w is None else f"{v} / {w}"
@@ -604,12 +607,22 @@ def main() -> int:
     ap.add_argument("--http2", action="store_true", help="not available: the server is h1 only")
     ap.add_argument("--keep", type=Path, help="keep every run's files in this folder")
     ap.add_argument("--install-peers", action="store_true", help="make the peers' venvs; exit")
+    ap.add_argument("--render", type=Path, help="only write --md/--png from this saved --json")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
     ap.add_argument("--png", type=Path)
     args = ap.parse_args()
     if args.install_peers:
         install_peers()
+        return 0
+    if args.render:
+        saved = json.loads(args.render.read_text())
+        md = markdown(saved["rows"], saved["server_alone"])
+        print(md)
+        if args.md:
+            args.md.write_text(md)
+        if args.png:
+            plot(saved["rows"], args.png)
         return 0
     if args.http2:
         print("the tick server speaks HTTP/1.1 only; no HTTP/2 points", file=sys.stderr)
