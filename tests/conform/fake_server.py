@@ -155,6 +155,7 @@ class FakeServer:
         hang_up_stalls: int = 0,
         hang_up_stall_s: float = BUSY_DELAY_S,
         shared_prefill_s: float = 0.0,
+        rejection_reason: str | None = None,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -179,6 +180,10 @@ class FakeServer:
         # As vLLM on one core: a request admitted beside others waits this long for its
         # first token, their prefills sharing the core.
         self.shared_prefill_s = shared_prefill_s
+        # As vLLM's admission control: GET /metrics also counts the refusals
+        # (vllm:admission_rejections_total) under this `reason` label, whatever it holds (a
+        # hostile target's text: the exposition escapes only \\, \" and newlines).
+        self.rejection_reason = rejection_reason
         self.apis = apis
         self.models_body = models_body
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -312,7 +317,7 @@ class FakeServer:
         if path == "/props" and self.props:
             props = {"total_slots": self.slots, "model_path": "fake.gguf"}
             return await self._full(w, 200, json.dumps(props).encode(), stamps)
-        if path == "/metrics" and self.queue:
+        if path == "/metrics" and (self.queue or self.rejection_reason is not None):
             return await self._full(w, 200, self._metrics(), stamps, "text/plain; version=0.0.4")
         self.requests.append((method, path, headers))
         if path in PATHS and PATHS[path] not in self.apis:
@@ -353,8 +358,18 @@ class FakeServer:
             f"vllm:num_requests_running{labels} {float(self.in_use)}\n"
             "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
             "# TYPE vllm:num_requests_waiting gauge\n"
-            f"vllm:num_requests_waiting{labels} {float(self.waiting)}\n"
+            f"vllm:num_requests_waiting{labels} {float(self.waiting)}\n" + self._rejections()
         ).encode()
+
+    def _rejections(self) -> str:
+        if self.rejection_reason is None:
+            return ""
+        reason = self.rejection_reason.replace("\\", "\\\\").replace('"', '\\"')
+        reason = reason.replace("\n", "\\n")
+        return (
+            "# TYPE vllm:admission_rejections counter\n"
+            f'vllm:admission_rejections_total{{reason="{reason}"}} {float(self.refusals)}\n'
+        )
 
     def _models(self) -> bytes:
         models = self.models or ()

@@ -97,3 +97,42 @@ def test_a_hostile_model_id_writes_no_control_character_and_no_line_of_its_own(
         assert not CONTROL.search(text), report
         assert "\nverdict: PASS" not in text, report
     ET.parse(out / "junit.xml")
+
+
+def test_a_refusal_reason_label_is_shown_escaped_and_cut() -> None:
+    # The engine's refusal counter's `reason` label is the target's text (#44 item 4).
+    from zqbench.metrics.sections.server_queue import rows
+    from zqbench.summary import GaugeSummary, Rejections, ServerQueue, Unavailable
+
+    reason = HOSTILE + "r" * 5000
+    gauge = GaugeSummary(metric="g", max=0.0, mean=0.0)
+    queue = ServerQueue.model_construct(
+        waiting=gauge,
+        running=gauge,
+        queue_time=Unavailable(unavailable="none"),
+        rejections=Rejections(metric="c", total=3.0, by_reason={reason: 3.0}),
+    )
+    facts = {f.label: f.value for f in rows(queue) if f.label.startswith("refused")}
+    assert facts == {"refused, by its own count": f"3 ({shown(reason)} 3)"}
+
+
+@pytest.mark.slow
+def test_a_hostile_refusal_reason_writes_no_line_of_its_own(tmp_path: Path) -> None:
+    # vLLM's admission counter by `reason`, from the target's /metrics, was printed raw under
+    # the verdict: the target's own "verdict: PASS" line on stdout (#44 item 4).
+    reason = HOSTILE.replace("\r", "") + "r" * 5000  # a \r would end the exposition's line
+    scenario = write_scenario(tmp_path, QUICK.replace("vus = 2", "vus = 6"))
+    out = tmp_path / "out"
+    with FakeServer(rejection_reason=reason) as server:
+        done = zqbench("run", str(scenario), "--target", server.base_url, "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "vllm:admission_rejections_total" in done.stdout  # the counter was read
+    for stream in (done.stderr, done.stdout):
+        assert not CONTROL.search(stream)
+        assert max(len(line) for line in stream.splitlines()) < 1000
+    assert len(re.findall("^verdict", done.stdout, re.MULTILINE)) == 1
+    assert f"({shown(reason)} " in done.stdout
+    for report in ("summary.md", "report.html"):
+        text = (out / report).read_text()
+        assert "r" * 201 not in text, report
+        assert "\nverdict: PASS" not in text, report

@@ -120,11 +120,17 @@ class LiveView:
                 f"   requests: sent {requests.sent:,}: {request_counts(summary)}",
             )
         )
+
+        def say(line: str, *styled: tuple[str, str]) -> None:
+            # Plain text, one line each: a line may quote a target (a label of its /metrics),
+            # and no target writes a line of its own under the verdict.
+            console.print(Text.assemble(*styled, one_line(line)))
+
         for slo in summary.slos:
-            console.print(f"  {slo.verdict:<12} {slo.expr}  {slo.message}")
+            say(f"  {slo.verdict:<12} {slo.expr}  {slo.message}")
         if not summary.slos and requests.sent:
             # A pass with no SLO judges nothing: say what it did not check.
-            console.print(
+            say(
                 f"  no SLO was set: the verdict checks none of the {requests.failed} failed "
                 "requests (add e.g. --slo 'errors:rate<0.01')"
                 if requests.failed
@@ -132,10 +138,10 @@ class LiveView:
             )
         validity = summary.validity
         for reason in validity.reasons if not validity.ok else []:
-            console.print(f"  [magenta]invalid[/magenta]: {reason}")
+            say(reason, ("  ", ""), ("invalid", "magenta"), (": ", ""))
         for line in section_lines(summary):
-            console.print(line, markup=False, highlight=False)
-        console.print(f"outputs: {out_dir}")
+            say(line)
+        say(f"outputs: {out_dir}")
 
 
 def section_lines(summary: Summary) -> list[str]:

@@ -13,6 +13,7 @@ import typer
 
 from zqbench.cli.options import InconclusiveOkOpt, RunDirArg
 from zqbench.errors import OptionError
+from zqbench.printable import one_line
 
 
 def _percent(text: str, option: str) -> float:
@@ -56,11 +57,12 @@ def gate(
     summary = gate_run(run_dir, slos or ())
     if write:
         write_gated(run_dir, summary, inconclusive_fails=not inconclusive_ok)
-    typer.echo(f"verdict: {summary.verdict.upper()}   {run_dir}")
+    # One line each, escaped: a saved summary.json may quote a target, or be anyone's.
+    typer.echo(one_line(f"verdict: {summary.verdict.upper()}   {run_dir}"))
     for result in summary.slos:
-        typer.echo(f"  {result.verdict:<12} {result.expr}  {result.message}")
+        typer.echo(one_line(f"  {result.verdict:<12} {result.expr}  {result.message}"))
     for reason in summary.validity.reasons:
-        typer.echo(f"  invalid: {reason}")
+        typer.echo(one_line(f"  invalid: {reason}"))
     code = exit_code_for_verdict(summary.verdict, inconclusive_fails=not inconclusive_ok)
     raise typer.Exit(code)
 

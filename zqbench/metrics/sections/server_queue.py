@@ -8,6 +8,7 @@ import math
 from zqbench import summary as model
 from zqbench.metrics.sections.base import Section
 from zqbench.metrics.sections.text import NO_VALUE, Fact, count, ms, number
+from zqbench.printable import shown
 from zqbench.summary import JsonFloat, Summary
 
 
@@ -51,8 +52,11 @@ def _rejections_text(r: model.Rejections | model.Unavailable) -> str:
     if isinstance(r, model.Unavailable):
         return f"unavailable: {r.unavailable}"
     # A counter's value is a float in the exposition; refusals are whole.
+    # A reason is the label's value, the target's text: escaped and cut (zqbench.printable).
     reasons = [
-        f"{reason or 'no reason'} {count(round(n))}" for reason, n in r.by_reason.items() if n
+        f"{shown(reason) or 'no reason'} {count(round(n))}"
+        for reason, n in r.by_reason.items()
+        if n
     ]
     return f"{count(round(r.total))}" + (f" ({', '.join(reasons)})" if reasons else "")
 
