@@ -136,3 +136,15 @@ def test_a_hostile_refusal_reason_writes_no_line_of_its_own(tmp_path: Path) -> N
         text = (out / report).read_text()
         assert "r" * 201 not in text, report
         assert "\nverdict: PASS" not in text, report
+
+
+def test_junit_attributes_are_cut_as_a_line_is() -> None:
+    # conform's junit.xml carried a 100 kB model id whole in its `model` property (#44 item 4).
+    model = HOSTILE + "x" * 100_000
+    case = Case("c", "zqbench.t", "1.0", "failure", "check", model, None)
+    root = ET.fromstring(render_suite(Suite("s", (("model", model),), (case,), "1.0", "now")))
+    prop = root.find("properties/property")
+    failure = root.find("testcase/failure")
+    assert prop is not None and failure is not None
+    assert prop.get("value") == failure.get("message") == one_line(model)
+    assert len(one_line(model)) < 4100

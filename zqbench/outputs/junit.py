@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from zqbench.outputs.json_out import redacted
-from zqbench.printable import escaped, escaped_lines
+from zqbench.printable import escaped, escaped_lines, one_line
 from zqbench.summary import Summary
 
 InconclusiveAs = Literal["failure", "skipped"]
@@ -51,23 +51,24 @@ class Suite:
 
 def render_suite(suite: Suite) -> str:
     """The JUnit XML text of one suite; the counts come from the cases' outcomes. Text may
-    hold a target's words: a one-line field (an attribute) is `escaped` whole, a block
-    (an element's text) line by line. XML 1.0 forbids most control characters, which
+    hold a target's words: a one-line field (an attribute) is escaped and cut as a line is
+    (`one_line`: a 100 kB model id stays out), a block (an element's text) escaped line by
+    line. XML 1.0 forbids most control characters, which
     ElementTree would write anyway, and a CI would show a newline in a message as a line
     of its own."""
-    root = ET.Element("testsuite", name=escaped(suite.name))
+    root = ET.Element("testsuite", name=one_line(suite.name))
     properties = ET.SubElement(root, "properties")
     for name, value in suite.properties:
-        ET.SubElement(properties, "property", name=escaped(name), value=escaped(value))
+        ET.SubElement(properties, "property", name=one_line(name), value=one_line(value))
     for case in suite.cases:
-        names = {"name": escaped(case.name), "classname": escaped(case.classname)}
+        names = {"name": one_line(case.name), "classname": one_line(case.classname)}
         element = ET.SubElement(root, "testcase", {**names, "time": case.time})
         if case.outcome in ("failure", "error"):
-            message = escaped(case.message)
+            message = one_line(case.message)
             outcome = ET.SubElement(element, case.outcome, type=case.kind, message=message)
             outcome.text = None if case.text is None else escaped_lines(case.text)
         elif case.outcome == "skipped":
-            ET.SubElement(element, "skipped", message=escaped(case.message))
+            ET.SubElement(element, "skipped", message=one_line(case.message))
         if case.stdout is not None:
             ET.SubElement(element, "system-out").text = escaped_lines(case.stdout)
     outcomes = [case.outcome for case in suite.cases]
