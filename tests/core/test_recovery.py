@@ -82,6 +82,22 @@ def test_a_run_killed_with_sigkill_is_recovered_by_report(
     assert again.returncode == 0, "a recovered run is a saved run like any other"
 
 
+_RULES = {"server_queue": 0.005, "margin": 0.02, "at_rest_probes": 1}
+_AT_REST = {
+    "probes": [{"size": 8, "prompt_tokens": 16, "ttft": 0.006}],
+    "base": 0.006,
+    "slope": 0.0,
+    "spread": 0.0,
+}
+
+
+def _record(slos: list[object] | None = None, **run: object) -> str:
+    """A run-start.json whose run has RunInfo's required fields, and `run`'s."""
+    required = {"scenario": "s", "target": "http://t", "api": "anthropic", "started_at": "x",
+                "start_monotonic_ns": 0, "start_epoch_ns": 0, "duration_s": 0.0}  # fmt: skip
+    return json.dumps({"schema": "zqbench.run-start/1", "slos": slos or [], "run": required | run})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "record",
@@ -91,6 +107,13 @@ def test_a_run_killed_with_sigkill_is_recovered_by_report(
         '{"schema": "zqbench.run-start/1", "slos": 5, "run": {}}',
         '{"schema": "zqbench.run-start/1", "slos": [], "run": {"scenario": [], "stages": 1}}',
         "[1, 2]",
+        # Readable as RunInfo's types, damaged within: each was once exit 5 or a line that
+        # named no file (#44 item 5).
+        _record(target_resolution={"model": 5}),
+        _record(target_resolution={}),
+        _record(slos=["nope<1"]),
+        _record(slos=[1]),
+        _record(outcome_basis={"rules": _RULES, "at_rest": _AT_REST | {"probes": []}}),
     ],
 )
 def test_streams_without_a_start_record_are_recovered_as_unknown(

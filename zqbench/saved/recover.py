@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from zqbench.metrics.slo import parse_slos
+from zqbench.errors import UsageError
+from zqbench.metrics.slo import Slo, parse_slos
 from zqbench.metrics.summarize import RunInfo, run_frame, summarize_frame
 from zqbench.outputs.paths import RUN_START_JSON, SUMMARY_JSON
 from zqbench.outputs.start_record import read_start
 from zqbench.samples import writer
-from zqbench.summary import Summary
+from zqbench.summary import AtRest, Summary, TargetResolution
 
 UNKNOWN = "unknown"
 
@@ -40,8 +41,8 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
     """The summary of the samples on disk, marked interrupted, and those samples (now in
     samples.parquet)."""
     folder = Path(folder)
-    record = read_start(folder)
-    info, slos = record if record is not None else (_unknown_run(), ())
+    record = _read_record(folder)
+    info, slos = record if record is not None else (_unknown_run(), [])
     if any(folder.glob(writer.STREAM_GLOB)):
         clock = {"start_monotonic_ns": info.start_monotonic_ns}
         if record is not None:
@@ -66,9 +67,30 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
         columns = frame.outcomes.columns()
         writer.add_columns(folder, table, columns)
         samples = samples.assign(**columns)
-    summary = summarize_frame(frame, run=info, slos=parse_slos(list(slos)))
+    summary = summarize_frame(frame, run=info, slos=slos)
     why = "is unreadable" if (folder / RUN_START_JSON).exists() else "is missing"
     return _marked_interrupted(summary, len(samples), unknown, why), samples
+
+
+def _read_record(folder: Path) -> tuple[RunInfo, list[Slo]] | None:
+    """run-start.json's run and SLOs, or None when it is missing or damaged. read_start
+    checks RunInfo's types; the parts the summary reads further are checked here as it will
+    read them (its SLOs parsed, its target resolution and at-rest baseline whole), so a
+    damaged record is recovered as unknown, never an internal error (#44 item 5)."""
+    record = read_start(folder)
+    if record is None:
+        return None
+    info, texts = record
+    try:
+        slos = parse_slos(list(texts))
+        if info.target_resolution is not None:
+            TargetResolution.model_validate(info.target_resolution)
+    except (UsageError, ValueError):  # pydantic's ValidationError is a ValueError
+        return None
+    basis = info.outcome_basis
+    if basis is not None and isinstance(basis.at_rest, AtRest) and not basis.at_rest.probes:
+        return None  # a baseline fitted on no probe: none a run writes
+    return info, slos
 
 
 def _unknown_run() -> RunInfo:
