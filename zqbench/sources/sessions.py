@@ -8,7 +8,10 @@ the text the server streamed (`RequestSpec.keep_answer`), so the server's prefix
 its context grow as they would with a real client.
 
 A turn that failed (or answered nothing) is left out of the conversation, as a user would
-ask again in other words: the next turn goes on from the last answered one.
+ask again in other words: the next turn goes on from the last answered one. An answer is
+kept up to ANSWER_BYTES_PER_TOKEN bytes (UTF-8) a token asked: a target that streams far
+more than `max_tokens` (up to the 64 MiB body limit) would otherwise have every session
+hold that much a turn until its last.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.errors import ScenarioError
 from zqbench.load import SessionsLoad, Slot
+from zqbench.load.arrival_rate import MAX_PLANNED_REQUESTS
 from zqbench.scenario import MAX_PROMPT_TOKENS, Scenario
 from zqbench.sources.mix import SlotClasses
 from zqbench.sources.synthetic import SyntheticSource
@@ -26,6 +30,14 @@ from zqbench.sources.synthetic import fit as fit_messages
 
 if TYPE_CHECKING:
     from zqbench.target.calibrate import Calibration
+
+# Bytes of an answer kept a token asked: a token is about 4 bytes of English text, at most
+# a few characters of any script; past this the target sent more than `max_tokens`.
+ANSWER_BYTES_PER_TOKEN = 32
+MESSAGE_BYTES_PER_TOKEN = 4  # a synthetic message's text, as the uncalibrated prompts are
+# The conversations held at once, bounded before any traffic (#44 item 1): their text, and
+# the request bodies built from it, are most of a sessions run's memory past its users'.
+MAX_CONVERSATION_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +77,39 @@ def check(scenario: Scenario) -> None:
             "before the answers), past any model's context (the largest, 10M); give fewer "
             "turns or shorter messages"
         )
+    _check_held(scenario, load)
+
+
+def _check_held(scenario: Scenario, load: SessionsLoad) -> None:
+    """ScenarioError unless the conversations alive at once hold at most
+    MAX_CONVERSATION_BYTES: each session keeps (turns - 1) earlier turns, a message and its
+    answer each (kept up to ANSWER_BYTES_PER_TOKEN a token). Alive at once: the users, or
+    the sessions started within one session's longest life, turns x (timeout + think_time),
+    and never more than the run starts."""
+    mix = scenario.request.mix
+    prompt = max(c.prompt_tokens for c in mix)
+    answer = max(scenario.request.max_tokens_for(c) for c in mix)
+    turn_bytes = prompt * MESSAGE_BYTES_PER_TOKEN + answer * ANSWER_BYTES_PER_TOKEN
+    if load.users is not None:
+        alive, how = float(load.users), "users"
+    else:
+        rate = load.rate or 0.0
+        life = load.turns * (scenario.request.timeout_s + load.think_time_s)
+        alive, how = rate * min(load.duration_s, life), "rate x duration"
+        if life < load.duration_s:
+            how = "rate x turns x (timeout + think_time)"
+    held = alive * (load.turns - 1) * turn_bytes
+    if held <= MAX_CONVERSATION_BYTES or not alive * load.turns <= MAX_PLANNED_REQUESTS:
+        return  # the plan refuses the second with its own count (rate = 1e308)
+    earlier = f"{load.turns - 1:,} earlier turn" + ("s" if load.turns > 2 else "")
+    raise ScenarioError(
+        f"{scenario.source}: the load holds up to {alive:,.0f} sessions at once ({how}), each "
+        f"with up to {earlier} of {turn_bytes:,} bytes ({prompt:,} "
+        f"prompt tokens x {MESSAGE_BYTES_PER_TOKEN} + {answer:,} max_tokens x "
+        f"{ANSWER_BYTES_PER_TOKEN}): {held / 1e6:,.0f} MB of conversation, past the "
+        f"{MAX_CONVERSATION_BYTES / 1e6:,.0f} MB a run holds; give fewer users (or a lower "
+        "rate), fewer turns or shorter messages"
+    )
 
 
 def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> SessionsSource:
@@ -78,6 +123,23 @@ def _message(base: str, session: int, turn: int) -> str:
     """`base` with the session and turn over its first bytes: unique, the same length."""
     tag = f"{session:010d}.{turn:04d} "
     return (tag + base[len(tag) :]) if len(base) > len(tag) else base
+
+
+def _kept(chunks: list[str] | None, limit: int) -> str:
+    """The answer's text, cut at `limit` bytes of UTF-8 (never inside a character), without
+    joining more of it than that."""
+    if chunks is None:
+        return ""
+    taken, chars = [], 0
+    for chunk in chunks:
+        taken.append(chunk)
+        chars += len(chunk)
+        if chars >= limit:  # a character is at least a byte: enough text to cut
+            break
+    text = "".join(taken)
+    if chars < limit // 4:  # a character is at most 4 bytes: within the limit
+        return text
+    return text[:limit].encode()[:limit].decode("utf-8", "ignore")
 
 
 class SessionsRequests:
@@ -111,7 +173,7 @@ class SessionsRequests:
             self._history.pop(session, None)
             self._answered_tokens.pop(session, None)
             return
-        answer = "".join(response.answer) if response.answer is not None else ""
+        answer = _kept(response.answer, request.max_tokens * ANSWER_BYTES_PER_TOKEN)
         if response.error is not None or not 200 <= response.status < 300 or not answer:
             return
         self._history.setdefault(session, []).extend(
