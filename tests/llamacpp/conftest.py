@@ -7,23 +7,19 @@ against a second real engine.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.llamacpp.target import LlamaServer, free_port, llamacpp_available, start_llama_server
+from tests.servers.process_group import need_engine
 
 
 # Per module: stopped once its file is done, not kept (vLLM: 1.6 GB) beside the other
 # engine, both pinned to core 0, for the rest of the run.
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    reason = llamacpp_available()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the llama.cpp end-to-end tests: {reason}")
-        pytest.skip(reason)
+    need_engine("llama.cpp", llamacpp_available())
     log = tmp_path_factory.mktemp("llamacpp") / "llama-server.log"
     server = start_llama_server(free_port(), log)
     try:

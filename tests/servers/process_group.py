@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+import pytest
+
 from zqbench.target.launched import GUARD, group_alive
 
 
@@ -175,3 +177,13 @@ def start_in_group(
     except BaseException:
         server.stop()
         raise
+
+
+def need_engine(name: str, reason: str | None) -> None:
+    """Go on when a third-party engine can run here (`reason` None); else skip with the
+    reason, or under CI=true fail: CI must prove zqbench against the real engine."""
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the {name} end-to-end tests: {reason}")
+    pytest.skip(reason)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers.process_group import need_engine
 from tests.vllm.target import VllmServer, free_port, start_vllm, vllm_available
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,11 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 # engine, both pinned to core 0, for the rest of the run.
 @pytest.fixture(scope="module")
 def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    reason = vllm_available()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the vLLM end-to-end tests: {reason}")
-        pytest.skip(reason)
+    need_engine("vLLM", vllm_available())
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
     server = start_vllm(free_port(), log)
     try:

@@ -12,7 +12,6 @@ the race is fixed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conform.util import judged_on_behaviour
+from tests.servers.process_group import need_engine
 from tests.vllm.conftest import zqbench_pinned
 from tests.vllm.target import VllmServer, free_port, start_vllm, vllm_available
 
@@ -32,11 +32,7 @@ COUNTER = re.compile(r"^vllm:admission_rejections_total\{[^}]*\} (\S+)$", re.M)
 
 @pytest.fixture(scope="module")
 def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    reason = vllm_available()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the vLLM end-to-end tests: {reason}")
-        pytest.skip(reason)
+    need_engine("vLLM", vllm_available())
     log = tmp_path_factory.mktemp("vllm-capped") / "vllm.log"
     cap = ("--max-num-seqs", str(SLOTS), "--max-num-queued-reqs", str(SLOTS))
     with pytest.MonkeyPatch.context() as env:

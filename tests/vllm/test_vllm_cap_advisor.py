@@ -10,11 +10,11 @@ About 2.5 minutes: each vLLM start costs 20-45 s on one core, each run 9 s of lo
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.servers.process_group import need_engine
 from tests.vllm.conftest import zqbench_pinned
 from tests.vllm.target import SERVE_SH, vllm_available
 
@@ -43,11 +43,7 @@ min_samples = 50
 
 
 def test_the_advisor_recommends_the_cap_at_vllms_slots(tmp_path: Path) -> None:
-    reason = vllm_available()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the vLLM end-to-end tests: {reason}")
-        pytest.skip(reason)
+    need_engine("vLLM", vllm_available())
     path = tmp_path / "cap.toml"
     path.write_text(SCENARIO)
     out = tmp_path / "advice"
