@@ -85,6 +85,8 @@ def test_the_advisor_recommends_the_cap_at_vllms_slots(tmp_path: Path) -> None:
     # measured against 12.9 and 18.9 at the slots), so its SLO fails.
     assert high["queued_share"] > 0.5, high
     assert high["verdict"] == "fail" and high["ttft_p99"] > 3 * at["ttft_p99"], (high, at)
-    assert f"cap=16 admitted {high['admitted_per_s']:.3g} req/s, let " in rec["why"]
+    # Its sentence names what it lost: a queue (and the refusals, when it refused more).
+    assert f"cap=16 admitted {high['admitted_per_s']:.3g} req/s, " in rec["why"], rec["why"]
+    assert f"let {high['queued_share']:.0%} of them queue" in rec["why"], rec["why"]
     assert rec["why"].endswith("and failed ttft:p90<250ms."), rec["why"]
     assert res.stdout.splitlines()[0] == f"recommended: cap=4, {rec['why']}"
