@@ -228,6 +228,29 @@ def test_the_recommendation_is_the_passing_setting_that_admits_most_and_says_why
     assert outcome_line([low, best, high], rec) == f"recommended: cap=4, {rec.why}"
 
 
+def test_a_cap_that_refused_with_a_slot_free_loses_even_when_it_admitted_more() -> None:
+    """vLLM on one CPU core admits about as much with 2 slots as with 4, so one short run can
+    show cap 2 ahead (the CI of 10b13fb did); its refusals with a slot free say its cap is
+    under the server's capacity, and the claim says what the winner was chosen by."""
+    low = ran(0, "2", with_false_refusals(summary("saturation-zero-queue"), 12))
+    best = ran(1, "4", summary("smoke-zero-queue"))
+    assert low.admitted_per_s > best.admitted_per_s  # type: ignore[operator]
+    rec = recommend([low, best])
+    assert rec is not None and rec.label == "cap=4"
+    assert rec.why.startswith(
+        "the highest admitted throughput whose SLOs hold without refusing while a slot was "
+        "free: 19.6 req/s admitted"
+    ), rec.why
+    assert rec.why.endswith(
+        "; cap=2 admitted 23.8 req/s and refused 12 requests while a slot was free."
+    ), rec.why
+    # With every passing setting refusing that way, throughput decides alone.
+    low2 = ran(1, "3", with_false_refusals(summary("smoke-zero-queue"), 3))
+    only = recommend([low, low2])
+    assert only is not None and only.label == "cap=2"
+    assert only.why.startswith("the highest admitted throughput whose SLOs hold: 23.8 req/s")
+
+
 def test_equal_throughput_goes_to_the_first_and_no_pass_is_no_recommendation() -> None:
     a, b = ran(0, "4", summary("smoke-zero-queue")), ran(1, "8", summary("smoke-zero-queue"))
     rec = recommend([a, b])
