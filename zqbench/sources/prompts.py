@@ -51,6 +51,12 @@ def synth_prompt(target_tokens: int, seed: int) -> str:
     return synth_text(target_tokens - 1, seed)
 
 
+def tagged(base: str, tag: str) -> str:
+    """`base` with `tag` over its first bytes: unique, the same length (`base` as it is when
+    it is no longer than the tag), so no server caches a prefix across requests."""
+    return tag + base[len(tag) :] if len(base) > len(tag) else base
+
+
 @lru_cache(maxsize=128)
 def synth_text(n_bytes: int, seed: int) -> str:
     """Deterministic ASCII words of exactly `n_bytes` bytes (characters)."""

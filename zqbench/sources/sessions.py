@@ -25,6 +25,7 @@ from zqbench.load import SessionsLoad, Slot
 from zqbench.load.arrival_rate import MAX_PLANNED_REQUESTS
 from zqbench.scenario import MAX_PROMPT_TOKENS, Scenario
 from zqbench.sources.mix import SlotClasses
+from zqbench.sources.prompts import tagged
 from zqbench.sources.synthetic import SyntheticSource
 from zqbench.sources.synthetic import fit as fit_messages
 
@@ -119,12 +120,6 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Sessi
     return SessionsSource(fit_messages(scenario, seed, calibration), load.turns)
 
 
-def _message(base: str, session: int, turn: int) -> str:
-    """`base` with the session and turn over its first bytes: unique, the same length."""
-    tag = f"{session:010d}.{turn:04d} "
-    return (tag + base[len(tag) :]) if len(base) > len(tag) else base
-
-
 def _kept(chunks: list[str] | None, limit: int) -> str:
     """The answer's text, cut at `limit` bytes of UTF-8 (never inside a character), without
     joining more of it than that."""
@@ -159,7 +154,7 @@ class SessionsRequests:
         estimate = cls.prompt_tokens_estimate * (1 + len(history) // 2)
         return RequestSpec(
             request_class=cls.name,
-            prompt=_message(cls.prompt, session, turn),
+            prompt=tagged(cls.prompt, f"{session:010d}.{turn:04d} "),
             max_tokens=cls.max_tokens,
             stream=self.source.messages.stream,
             prompt_tokens_estimate=estimate + self._answered_tokens.get(session, 0),

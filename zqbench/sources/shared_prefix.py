@@ -22,7 +22,7 @@ from zqbench.load import Slot
 from zqbench.load.executor import WireFields
 from zqbench.scenario import RequestClass, Scenario
 from zqbench.sources.mix import SlotClasses
-from zqbench.sources.prompts import synth_text
+from zqbench.sources.prompts import synth_text, tagged
 
 if TYPE_CHECKING:
     from zqbench.target.calibrate import Calibration
@@ -103,12 +103,6 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Share
     )
 
 
-def _suffix(base: str, request_id: int) -> str:
-    """`base` with the request's id over its first bytes: unique, the same length."""
-    tag = f" {request_id:010d} "
-    return (tag + base[len(tag) :]) if len(base) > len(tag) else base
-
-
 class SharedPrefixRequests:
     """One worker's draws of a group: by request id for arrivals, a stream per user."""
 
@@ -121,7 +115,7 @@ class SharedPrefixRequests:
         group = self._groups.of(slot)
         return RequestSpec(
             request_class=s.request_class,
-            prompt=s.prefixes[group] + _suffix(s.suffix, slot.request_id),
+            prompt=s.prefixes[group] + tagged(s.suffix, f" {slot.request_id:010d} "),
             max_tokens=s.max_tokens,
             stream=s.stream,
             prompt_tokens_estimate=s.prefix_tokens + s.suffix_tokens,

@@ -16,7 +16,7 @@ from zqbench.dialects.base import RequestSpec, ResponseSummary
 from zqbench.load import Slot
 from zqbench.scenario import RequestClass, Scenario
 from zqbench.sources.mix import SlotClasses
-from zqbench.sources.prompts import synth_text
+from zqbench.sources.prompts import synth_text, tagged
 
 if TYPE_CHECKING:
     from zqbench.target.calibrate import Calibration
@@ -104,14 +104,6 @@ def fit(scenario: Scenario, seed: int, calibration: Calibration | None) -> Synth
     )
 
 
-def _unique_prompt(base: str, request_id: int) -> str:
-    """Same byte length as `base`, different first bytes, so no server caches a prefix."""
-    tag = f"{request_id:010d} "
-    if len(base) <= len(tag):
-        return base
-    return tag + base[len(tag) :]
-
-
 class SyntheticRequests:
     """One worker's draws: by request id for arrivals, a stream per virtual user."""
 
@@ -123,7 +115,7 @@ class SyntheticRequests:
         cls = self.source.classes[self._classes.of(slot)]
         return RequestSpec(
             request_class=cls.name,
-            prompt=_unique_prompt(cls.prompt, slot.request_id),
+            prompt=tagged(cls.prompt, f"{slot.request_id:010d} "),
             max_tokens=cls.max_tokens,
             stream=self.source.stream,
             prompt_tokens_estimate=cls.prompt_tokens_estimate,

@@ -162,7 +162,9 @@ class NvmlSampler:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(5.0)
-        self._shutdown()
+        if not self._closed:
+            self._closed = True
+            self._maybe(self.nvml.nvmlShutdown)
         result = HookResult()
         ctx = self._ctx
         if ctx is None:
@@ -182,11 +184,6 @@ class NvmlSampler:
         start_epoch_ns = self._anchor_ns + ctx.start_monotonic_ns
         add_gpu_density(result, key, frame, ctx.out_dir, start_epoch_ns)
         return result
-
-    def _shutdown(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._maybe(self.nvml.nvmlShutdown)
 
 
 def throttling(frame: pd.DataFrame) -> dict[str, Any]:

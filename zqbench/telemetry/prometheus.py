@@ -146,10 +146,6 @@ class PrometheusScraper:
         self._ctx: HookContext | None = None
         self._anchor_ns = 0
 
-    @property
-    def _scrapes(self) -> int:
-        return len(self._times)
-
     def latest(self) -> dict[str, float]:
         """The last scrape's figures by canonical name (summed over their labels; histogram
         buckets left out): what the live exposition re-exports."""
@@ -210,13 +206,13 @@ class PrometheusScraper:
             "url": redact_url(self.url),
             "found_by": self.found_by,
             "interval_s": self.interval_s,
-            "scrapes": self._scrapes,
+            "scrapes": len(self._times),
             "failed_scrapes": self._failed,
             "metrics": sorted(set(self._rows["source_metric"])),
         }
         if self._failed:
             result.notes.append(
-                f"{self.name}: {self._failed} of {self._failed + self._scrapes} scrapes of "
+                f"{self.name}: {self._failed} of {self._failed + len(self._times)} scrapes of "
                 f"{redact_url(self.url)} failed ({self._last_error})"
             )
         if self.found_by == "telemetry":  # the flat figures, as before the server_queue section
@@ -246,18 +242,18 @@ class PrometheusScraper:
         """The run's ServerQueue when the series are an engine's, else why not (a reason,
         never a missing key: figures from another source of the run win over it)."""
         engine = self.engine or recognise(set(self._rows["source_metric"]))
-        if self._scrapes and engine is not None:
+        if not self._times:
+            return Unavailable(
+                unavailable=f"every scrape of {redact_url(self.url)} failed ({self._last_error})"
+            )
+        if engine is not None:
             source = Source(engine, redact_url(self.url), self.found_by)
             start_epoch_ns = self._anchor_ns + ctx.start_monotonic_ns
             return server_queue(frame, self._times, start_epoch_ns, source)
-        if self._scrapes and not gpu_rows(frame).empty:
+        if not gpu_rows(frame).empty:
             return Unavailable(
                 unavailable=f"{redact_url(self.url)} serves GPU metrics (DCGM), no engine's "
                 "queue series"
-            )
-        if not self._scrapes:
-            return Unavailable(
-                unavailable=f"every scrape of {redact_url(self.url)} failed ({self._last_error})"
             )
         return Unavailable(unavailable=f"no known engine's series at {redact_url(self.url)}")
 

@@ -207,7 +207,8 @@ def _series(frame: pd.DataFrame, times: Sequence[int], start_epoch_ns: int) -> Q
     if step > 1:
         starts = np.arange(0, len(t), step)
         t = t[starts]
-        waiting, running = (_peaks(v, starts) for v in (waiting, running))
+        # The largest value of each run of scrapes (fmax skips NaN; NaN: none in the run).
+        waiting, running = (np.fmax.reduceat(v, starts) for v in (waiting, running))
 
     def values(a: np.ndarray) -> list[float | None]:
         return [None if math.isnan(v) else float(v) for v in a]
@@ -215,16 +216,6 @@ def _series(frame: pd.DataFrame, times: Sequence[int], start_epoch_ns: int) -> Q
     return QueueSeries(
         t=[round(float(x), 3) for x in t], waiting=values(waiting), running=values(running)
     )
-
-
-def _peaks(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """The largest value of each run of scrapes starting at `starts` (NaN: none)."""
-    out = np.full(len(starts), np.nan)
-    for i, (a, b) in enumerate(zip(starts, [*starts[1:], len(values)], strict=True)):
-        chunk = values[a:b]
-        if not np.all(np.isnan(chunk)):
-            out[i] = np.nanmax(chunk)
-    return out
 
 
 def server_queue(
