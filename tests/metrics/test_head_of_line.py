@@ -48,7 +48,7 @@ def test_mixed_stage_must_add_classes() -> None:
 
 
 def test_summary_md_renders_the_ratios() -> None:
-    from zqbench.outputs.markdown import render_summary_md
+    from zqbench.outputs.render import render_summary_md
 
     text = render_summary_md(mixed_run([("short",), ("short", "long")]))
     assert "### Head-of-line blocking: stage 1 (mixed) vs stage 0 (baseline)" in text

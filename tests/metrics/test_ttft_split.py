@@ -9,8 +9,7 @@ from tests.metrics.conftest import build_samples
 from tests.metrics.test_summary import run_info
 from zqbench.cli.live_view import section_lines
 from zqbench.metrics.summarize import summarize
-from zqbench.outputs.html import render_report_html
-from zqbench.outputs.markdown import render_summary_md
+from zqbench.outputs.render import render_report_html, render_summary_md
 
 
 def test_the_split_is_the_head_and_what_came_after_it() -> None:

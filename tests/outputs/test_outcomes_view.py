@@ -15,9 +15,8 @@ from tests.metrics.test_summary import run_info
 from zqbench.load.spans import StageInfo
 from zqbench.metrics.sections.outcomes import ALWAYS_SHOWN, outcome_line
 from zqbench.metrics.summarize import summarize
-from zqbench.outputs.markdown import render_summary_md
 from zqbench.outputs.plots import OUTCOME_COLORS
-from zqbench.outputs.render import render_html
+from zqbench.outputs.render import render_html, render_summary_md
 from zqbench.summary import Capacity, Unavailable
 
 from .test_templates import EXAMPLE_RUNS, EXAMPLES, example

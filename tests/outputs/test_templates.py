@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from zqbench.outputs.html import render_report_html
-from zqbench.outputs.markdown import render_summary_md
+from zqbench.outputs.render import render_report_html, render_summary_md
 from zqbench.outputs.view import build_view, ms
 from zqbench.summary import Summary
 

@@ -14,8 +14,8 @@ import pytest
 from zqbench.errors import UsageError
 from zqbench.outputs.json_out import load_summary, write_summary
 from zqbench.outputs.junit import render_junit
-from zqbench.outputs.markdown import render_summary_md
 from zqbench.outputs.paths import default_out_dir, make_out_dir, scenario_slug
+from zqbench.outputs.render import render_summary_md
 
 from .conftest import make_summary
 

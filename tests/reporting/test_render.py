@@ -11,8 +11,7 @@ from typer.testing import CliRunner
 from tests.reporting.conftest import uniform_run
 from tests.reporting.synth import write_synthetic_run
 from zqbench.outputs import plots
-from zqbench.outputs.html import render_report_html
-from zqbench.outputs.render import frame_of
+from zqbench.outputs.render import frame_of, render_report_html
 from zqbench.saved.run import load_run
 
 runner = CliRunner()

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.reporting.synth import write_synthetic_run
-from zqbench.outputs.html import render_report_html
-from zqbench.outputs.markdown import render_summary_md
+from zqbench.outputs.render import render_report_html, render_summary_md
 from zqbench.summary import Distributed, DistributedWorker, Summary
 
 MISSING = (

@@ -112,7 +112,7 @@ def test_each_request_is_served_or_refused_fast_on_zero_queue_and_queued_on_fifo
 
 
 def test_summary_md_shows_the_migration(runs: dict[str, Summary]) -> None:
-    from zqbench.outputs.markdown import render_summary_md
+    from zqbench.outputs.render import render_summary_md
 
     text = render_summary_md(runs["zero-queue"])
     assert "### Error migration: baseline vs overload" in text

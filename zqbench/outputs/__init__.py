@@ -7,9 +7,8 @@ samples.parquet, never new statistics (the commands over saved runs are zqbench.
     json_out.py        summary.json: write_summary, load_summary (the one reader), redacted
     view.py            the view model of a summary, shared by report.html and summary.md
     templating.py      the jinja2 environments over templates/
-    markdown.py        summary.md
-    html.py, render.py report.html and its figures: one self-contained page (inline CSS,
-                       base64 PNGs)
+    render.py          summary.md, and report.html with its figures: one self-contained
+                       page (inline CSS, base64 PNGs)
     plots.py           the figures as PNG (the only module importing matplotlib, lazily, Agg)
     series.py          time bins: rates, status shares, per-bin percentile bands (numpy)
     junit.py           junit.xml

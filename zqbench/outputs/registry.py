@@ -28,7 +28,6 @@ from zqbench.outputs import advice, compare_render, conform, plots, sweep
 from zqbench.outputs.advice_model import AdviceReport
 from zqbench.outputs.json_out import dumps_summary, write_atomic
 from zqbench.outputs.junit import render_junit
-from zqbench.outputs.markdown import render_summary_md
 from zqbench.outputs.paths import (
     ADVICE_JSON,
     ADVICE_MD,
@@ -44,7 +43,7 @@ from zqbench.outputs.paths import (
     SWEEP_JSON,
     SWEEP_MD,
 )
-from zqbench.outputs.render import render_html
+from zqbench.outputs.render import render_html, render_summary_md
 from zqbench.safe_files import make_dir
 from zqbench.summary import Summary, SweepReport
 

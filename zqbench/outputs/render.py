@@ -1,24 +1,51 @@
-"""report.html and its figures (plots/*.png), from a run's summary and samples.
+"""summary.md and report.html, from templates/summary.md.j2 and report.html.j2 over the
+one view model (outputs/view.py), and the page's figures (plots/*.png).
 
+    render_summary_md(summary)              -> summary.md's text
     render_html(out_dir, summary, samples)  -> [plots/<name>.png ..., report.html]
 
+summary.md is a short page for a CI job summary ($GITHUB_STEP_SUMMARY): verdict line, SLO
+table, key metrics per stage and class (ms), unavailable metrics, status mix, error
+migration, head-of-line blocking, refusals, and the optional sections the run has.
+report.html is one self-contained page (inline CSS, images as base64 PNG, no script), with
+HTML autoescape on: every string from the run is redacted by the view and escaped by
+jinja2. Verdict banner (each SLO's value, threshold, CI, verdict), run facts, key metrics,
+status mix, error migration, head-of-line blocking, refusals, figures, and each optional
+section the run has (zqbench.metrics.sections) where SECTIONS places it.
+
 summary.json and samples.parquet are inputs, never rewritten here; zqbench.outputs.registry
-says when the page is written (`zqbench run`, `report`, `gate --write`).
+says when the files are written (`zqbench run`, `report`, `gate --write`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+import zqbench
 from zqbench.metrics.frame import MetricFrame, build_frame
 from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.paths import PLOTS_DIR, REPORT_HTML
+from zqbench.outputs.templating import html_environment, markdown_environment
+from zqbench.outputs.view import FigureData, build_view
 from zqbench.summary import Summary
 from zqbench.telemetry.table import GPU_TABLE
+
+
+def render_summary_md(summary: Summary) -> str:
+    """The summary.md text of a summary (redacted on the way)."""
+    template = markdown_environment().get_template("summary.md.j2")
+    return template.render(view=build_view(summary))
+
+
+def render_report_html(summary: Summary, figures: Sequence[FigureData]) -> str:
+    """The page; figures are (name, title, caption, png bytes)."""
+    template = html_environment().get_template("report.html.j2")
+    return template.render(view=build_view(summary, figures), version=zqbench.__version__)
 
 
 def frame_of(summary: Summary, samples: pd.DataFrame) -> MetricFrame:
@@ -51,7 +78,6 @@ def render_html(
 ) -> list[Path]:
     """plots/*.png and report.html (the PNGs are embedded in the page, and kept beside it);
     `frame`: the run's metric frame when the caller has it (else built from the samples)."""
-    from zqbench.outputs.html import render_report_html
     from zqbench.outputs.plots import render_plots
 
     frame = frame_of(summary, samples) if frame is None else frame
