@@ -28,11 +28,11 @@ def test_percentile_bands_are_nearest_rank_per_bin() -> None:
     """Bin 0 holds 1..100, bin 1 holds 1000..1009; bin 2 is empty (NaN, not 0)."""
     times = np.concatenate([np.full(100, 0.2), np.full(10, 1.5)])
     values = np.concatenate([np.arange(100, 0, -1), np.arange(1000, 1010)]).astype(float)
-    bands = series.percentile_bands(times, values, series.edges(3.0, 1.0))
-    assert bands.levels["p50"][:2].tolist() == [50.0, 1004.0]
-    assert bands.levels["p99"][:2].tolist() == [99.0, 1009.0]
-    assert bands.levels["max"][:2].tolist() == [100.0, 1009.0]
-    assert np.isnan(bands.levels["p50"][2])
+    levels = series.percentile_bands(times, values, series.edges(3.0, 1.0))
+    assert levels["p50"][:2].tolist() == [50.0, 1004.0]
+    assert levels["p99"][:2].tolist() == [99.0, 1009.0]
+    assert levels["max"][:2].tolist() == [100.0, 1009.0]
+    assert np.isnan(levels["p50"][2])
 
 
 def test_in_flight_counts_open_requests() -> None:

@@ -95,11 +95,6 @@ def answer_of(status: int, error: str | None) -> Answer:
     return _INTERRUPTED if error == "interrupted" else _FAILED
 
 
-def is_refusal(status: int, error: str | None) -> bool:
-    """True for a refusal of either kind (answer_of)."""
-    return answer_of(status, error) in REFUSALS
-
-
 # One answered request as the live listeners get it (zqbench.engines.live.live_answer): ns on
 # the run's clock, -1 where there is none (or prompt tokens are unknown); `answer` indexes
 # ANSWERS. A batch is an array of these, read by field name (`rows["ttft"]`).

@@ -115,6 +115,7 @@ def _ms_floor(values_s: np.ndarray) -> np.ndarray:
 
 
 MAX_DRAWN_STAGES = 60  # more stages than this: no boundary lines or names on the plots
+STAGE_TEXT: dict[str, Any] = {"va": "bottom", "fontsize": 8, "color": "0.3"}  # above the axes
 
 
 def _stage_lines(ax: Axes, stages: Sequence[Stage], span_s: float, label: bool) -> list[str]:
@@ -125,16 +126,8 @@ def _stage_lines(ax: Axes, stages: Sequence[Stage], span_s: float, label: bool) 
     if len(stages) > MAX_DRAWN_STAGES:
         # Thousands of lines and labels would be a grey smear, and took minutes to lay out.
         if label:
-            ax.text(
-                0.0,
-                1.01,
-                f"{len(stages)} stages: boundaries drawn for {MAX_DRAWN_STAGES} at most",
-                transform=ax.transAxes,
-                ha="left",
-                va="bottom",
-                fontsize=8,
-                color="0.3",
-            )
+            note = f"{len(stages)} stages: boundaries drawn for {MAX_DRAWN_STAGES} at most"
+            ax.text(0.0, 1.01, note, transform=ax.transAxes, ha="left", **STAGE_TEXT)
         return numbered
     for stage in stages:
         if stage.start > 0:
@@ -147,17 +140,8 @@ def _stage_lines(ax: Axes, stages: Sequence[Stage], span_s: float, label: bool) 
         if text != name:
             numbered.append(f"{stage.index} = {name}")
         mid = (stage.start + min(stage.end, span_s)) / 2
-        ax.text(
-            mid,
-            1.01,
-            text,
-            transform=ax.get_xaxis_transform(),
-            ha="center",
-            va="bottom",
-            fontsize=8,
-            color="0.3",
-            clip_on=False,
-        )
+        where = ax.get_xaxis_transform()  # x in data, y in axes
+        ax.text(mid, 1.01, text, transform=where, ha="center", clip_on=False, **STAGE_TEXT)
     return numbered
 
 
@@ -205,8 +189,8 @@ def _time_series(
             label=f"{label} (each request)",
         )
         return
-    bands = series.percentile_bands(t_s, v_ms, bin_edges)
-    x, levels = bands.centers, bands.levels
+    levels = series.percentile_bands(t_s, v_ms, bin_edges)
+    x = (bin_edges[:-1] + bin_edges[1:]) / 2  # bin centres
     ax.fill_between(
         x,
         levels["p50"],
@@ -477,12 +461,9 @@ def histograms(run: RunData) -> Drawn | None:
         for name, q, style in (("p50", 0.5, "-"), ("p99", 0.99, "--")):
             v = quantiles.quantile(sorted_s, q)
             if v is not None:
+                at = v * MS
                 ax.axvline(
-                    v * MS,
-                    color="k",
-                    linestyle=style,
-                    linewidth=1,
-                    label=f"{name} = {v * MS:.3g} ms",
+                    at, color="k", linestyle=style, linewidth=1, label=f"{name} = {at:.3g} ms"
                 )
         _log_axis(ax, "x")
         ax.set_xlabel(f"{metric} (ms, log)")
@@ -516,8 +497,8 @@ def status_mix(run: RunData) -> Drawn | None:
     if not counts:
         return None  # no request recorded (a run killed before its first batch)
     order = list(counts)[:7]
-    keys = np.where(np.isin(keys, order), keys, "other") if len(counts) > 7 else keys
     if len(counts) > 7:
+        keys = np.where(np.isin(keys, order), keys, "other")
         order.append("other")
     shares = series.shares(run.t_send, keys, run.edges, order)
     colors = [_status_color(k, i) for i, k in enumerate(order)]
@@ -903,6 +884,7 @@ def advice(report: AdviceReport, plots_dir: Path) -> Plot:
     ax_ttft.set_ylabel("TTFT p99 (ms, log)")
     if any(v > 0 for v in ttft if not np.isnan(v)):
         ax_ttft.set_yscale("log")
+    at_foot: dict[str, Any] = {"ha": "center", "va": "bottom", "fontsize": 8}
     for ax in (ax_rate, ax_ttft):
         many = len(labels) > 4
         ax.set_xticks(
@@ -911,17 +893,9 @@ def advice(report: AdviceReport, plots_dir: Path) -> Plot:
         for i, s in enumerate(report.settings):
             foot = ax.get_ylim()[0]
             if s.state != "ran":
-                ax.text(i, foot, s.state, ha="center", va="bottom", color="0.4", fontsize=8)
+                ax.text(i, foot, s.state, color="0.4", **at_foot)
             elif not s.passed:
-                ax.text(
-                    i,
-                    0,
-                    s.verdict or "",
-                    ha="center",
-                    va="bottom",
-                    color=COLORS["reject"],
-                    fontsize=8,
-                )
+                ax.text(i, 0, s.verdict or "", color=COLORS["reject"], **at_foot)
     if rec is not None:
         ax_rate.annotate(
             "recommended",

@@ -9,7 +9,6 @@ per bin. All times here are seconds since the run's start; values keep their uni
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,16 +42,11 @@ def rate(times_s: np.ndarray, bin_edges: np.ndarray) -> np.ndarray:
 BAND_LEVELS = {"p50": 0.5, "p99": 0.99, "max": 1.0}  # what a time plot's bands draw
 
 
-@dataclass(frozen=True)
-class Bands:
-    """Per-bin percentiles of a value; NaN where a bin holds no value."""
-
-    centers: np.ndarray  # bin centres, s
-    levels: dict[str, np.ndarray]  # "p50" -> per-bin value
-
-
-def percentile_bands(times_s: np.ndarray, values: np.ndarray, bin_edges: np.ndarray) -> Bands:
-    """Nearest-rank percentiles of `values` in each time bin (one sort of the whole run)."""
+def percentile_bands(
+    times_s: np.ndarray, values: np.ndarray, bin_edges: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Nearest-rank percentiles of `values` in each time bin (one sort of the whole run), by
+    BAND_LEVELS' name: "p50" -> one value per bin, NaN where a bin holds no value."""
     keep = ~np.isnan(times_s) & ~np.isnan(values)
     t, v = times_s[keep], values[keep]
     n_bins = len(bin_edges) - 1
@@ -66,8 +60,7 @@ def percentile_bands(times_s: np.ndarray, values: np.ndarray, bin_edges: np.ndar
         chunk = v_sorted[starts[b] : stops[b]]
         for name, q in BAND_LEVELS.items():
             out[name][b] = quantiles.quantile(chunk, q)
-    centers = (bin_edges[:-1] + bin_edges[1:]) / 2
-    return Bands(centers, out)
+    return out
 
 
 def shares(
