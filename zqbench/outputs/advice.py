@@ -9,17 +9,11 @@ are shared with the recommendation's sentence, so a number reads the same everyw
 
 from __future__ import annotations
 
-from zqbench.metrics.sections.text import NO_VALUE, ms
+from zqbench.metrics.sections.text import ms, ms_text
 from zqbench.outputs.advice_model import AdviceReport, SettingResult
 from zqbench.outputs.templating import code, markdown_text
-from zqbench.summary import JsonFloat
 
 __all__ = ["figures", "ms_text", "rate", "render_advice_md", "setting_line", "share"]
-
-
-def ms_text(value: JsonFloat) -> str:
-    """Seconds as `12.3 ms`; NO_VALUE alone (no unit) for null."""
-    return NO_VALUE if value is None else f"{ms(value)} ms"
 
 
 def rate(value: float | None) -> str:

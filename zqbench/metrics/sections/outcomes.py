@@ -17,8 +17,7 @@ from zqbench import summary as model
 from zqbench.metrics.classify import IN_DISGUISE
 from zqbench.metrics.outcomes import outcomes_summary
 from zqbench.metrics.sections.base import Section
-from zqbench.metrics.sections.text import NO_VALUE, Figure, or_none, stage_label
-from zqbench.metrics.sig_digits import significant
+from zqbench.metrics.sections.text import Figure, ms_text, or_none, stage_label
 
 if TYPE_CHECKING:
     from zqbench.metrics.frame import MetricFrame
@@ -44,21 +43,18 @@ class OutcomesView:
 _share = or_none(".1%")
 
 
-def _ms(seconds: float | str | None) -> str:
-    return NO_VALUE if seconds is None else f"{significant(float(seconds) * 1e3)} ms"
-
-
 def basis_text(o: model.Outcomes) -> str:
     """The bounds the outcomes were judged by, in one sentence."""
     rules, at_rest = o.basis.rules, o.basis.at_rest
     parts = [
-        f"queued past server_queue {_ms(rules.server_queue)} (timing headers)",
-        f"else past 2x TTFT at rest + max(margin {_ms(rules.margin)}, hold {_ms(o.hold)} / 2)",
+        f"queued past server_queue {ms_text(rules.server_queue)} (timing headers)",
+        f"else past 2x TTFT at rest + max(margin {ms_text(rules.margin)},"
+        f" hold {ms_text(o.hold)} / 2)",
     ]
     if isinstance(at_rest, model.AtRest):
         parts.append(
-            f"TTFT at rest {_ms(at_rest.base)} + {_ms(at_rest.slope * 1000)} per 1k prompt "
-            f"tokens (spread {_ms(at_rest.spread)}, {len(at_rest.probes)} probes)"
+            f"TTFT at rest {ms_text(at_rest.base)} + {ms_text(at_rest.slope * 1000)} per 1k prompt "
+            f"tokens (spread {ms_text(at_rest.spread)}, {len(at_rest.probes)} probes)"
         )
     else:
         parts.append(f"no TTFT at rest: {at_rest.unavailable}")

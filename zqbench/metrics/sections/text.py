@@ -60,6 +60,11 @@ def ms(value: JsonFloat) -> str:
     return "∞" if math.isinf(v) else significant(v * 1e3)
 
 
+def ms_text(value: JsonFloat) -> str:
+    """Seconds as `12.3 ms`; NO_VALUE alone (no unit) for null."""
+    return NO_VALUE if value is None else f"{ms(value)} ms"
+
+
 def or_none(spec: str, suffix: str = "") -> Callable[[float | None], str]:
     """A number formatted by `spec` (then `suffix`), or NO_VALUE for null."""
     return lambda value: NO_VALUE if value is None else format(value, spec) + suffix
