@@ -51,19 +51,6 @@ def _ratio(p99_s: float | None, baseline_p99_s: float | None) -> float | None:
     return p99_s / baseline_p99_s
 
 
-def _stage_row(index: int, stage: StageInfo, lat: np.ndarray, ok: np.ndarray) -> dict[str, Any]:
-    n = len(lat)
-    return {
-        "stage": index,
-        "name": stage.name,
-        "impaired": False,
-        "requests": n,
-        "errors": int(n - ok.sum()),
-        "error_share": float((n - ok.sum()) / n) if n else None,
-        "p99_s": _p99_s(lat),
-    }
-
-
 def recovery_time_s(
     t_send_s: np.ndarray,
     latency_s: np.ndarray,
@@ -102,19 +89,29 @@ def packet_loss_analysis(
     cols = columns_of(samples)
     lat = latency(cols)  # ns, NaN where the request failed
     stage_of = samples["stage"].to_numpy(dtype=np.int64)
-    per_stage = []
-    for i, stage in enumerate(stages):
-        sel = stage_of == i
-        row = _stage_row(i, stage, lat[sel], cols.ok[sel])
-        row["impaired"] = i in impaired_set
-        per_stage.append(row)
-
     first = min(impaired_set)
     base_sel = np.isin(stage_of, list(range(first)))
     loss_sel = np.isin(stage_of, sorted(impaired_set))
     baseline_p99 = _p99_s(lat[base_sel])
     loss_p99 = _p99_s(lat[loss_sel])
     n_loss = int(loss_sel.sum())
+    per_stage = []
+    for i, stage in enumerate(stages):
+        sel = stage_of == i
+        n, errors = int(sel.sum()), int((~cols.ok[sel]).sum())
+        p99 = _p99_s(lat[sel])
+        per_stage.append(
+            {
+                "stage": i,
+                "name": stage.name,
+                "impaired": i in impaired_set,
+                "requests": n,
+                "errors": errors,
+                "error_share": errors / n if n else None,
+                "p99_s": p99,
+                "p99_ratio": _ratio(p99, baseline_p99),
+            }
+        )
 
     loss_end_s = max(stages[i].end_s for i in impaired_set)
     recovery = None
@@ -126,19 +123,15 @@ def packet_loss_analysis(
             until_s=stages[-1].end_s,
             baseline_p99_s=baseline_p99,
         )
-    for row in per_stage:
-        row["p99_ratio"] = _ratio(row["p99_s"], baseline_p99)
-    delta = None
-    if baseline_p99 is not None and loss_p99 is not None:
-        delta = loss_p99 - baseline_p99
-    ratio = _ratio(loss_p99, baseline_p99)
     return {
         "impaired_stages": sorted(impaired_set),
         "baseline_stages": list(range(first)),
         "baseline_p99_s": baseline_p99,
         "loss_p99_s": loss_p99,
-        "p99_delta_s": delta,
-        "p99_ratio": ratio,
+        "p99_delta_s": (
+            None if baseline_p99 is None or loss_p99 is None else loss_p99 - baseline_p99
+        ),
+        "p99_ratio": _ratio(loss_p99, baseline_p99),
         "loss_error_share": (float((~cols.ok[loss_sel]).sum() / n_loss) if n_loss else None),
         "stages": per_stage,
         "recovery": {
