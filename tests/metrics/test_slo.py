@@ -9,7 +9,6 @@ from zqbench.errors import UsageError
 from zqbench.metrics.frame import build_frame
 from zqbench.metrics.slo import (
     Evidence,
-    SloResult,
     evaluate_slo,
     goodput_bounds,
     parse_slo,
@@ -17,6 +16,7 @@ from zqbench.metrics.slo import (
     ratio_interval,
     run_verdict,
 )
+from zqbench.summary import SloRecord, SloVerdict
 
 from .conftest import MS, build_samples
 
@@ -148,7 +148,7 @@ ONE_TO_THOUSAND = build_samples(list(np.arange(1, 1001)))  # latencies 1..1000 m
 EVIDENCE = Evidence(duration_s=10.0)
 
 
-def evaluate(text: str, samples=ONE_TO_THOUSAND, evidence: Evidence = EVIDENCE) -> SloResult:
+def evaluate(text: str, samples=ONE_TO_THOUSAND, evidence: Evidence = EVIDENCE) -> SloRecord:
     return evaluate_slo(parse_slo(text), build_frame(samples), evidence)
 
 
@@ -284,15 +284,26 @@ def test_error_adjusted_percentile_lands_on_failure() -> None:
     )
     result = evaluate("latency_error_adjusted:p99<1s", samples)
     assert result.verdict == "fail"
-    assert result.value == float("inf")
+    assert result.value == "inf"  # summary.json's infinity
     assert evaluate("latency:p99<1s", samples).verdict == "pass"
 
 
 def test_run_verdict() -> None:
     """invalid beats fail beats inconclusive beats pass."""
 
-    def result(verdict: str) -> SloResult:
-        return SloResult("x", "x", 1.0, 1.0, verdict, None, None, "")
+    def result(verdict: SloVerdict) -> SloRecord:
+        return SloRecord(
+            expr="x",
+            metric="x",
+            value=1.0,
+            threshold=1.0,
+            verdict=verdict,
+            ci_low=None,
+            ci_high=None,
+            n=0,
+            samples_needed=None,
+            message="",
+        )
 
     assert run_verdict(False, [result("pass")]) == "invalid"
     assert run_verdict(True, [result("pass"), result("fail"), result("inconclusive")]) == "fail"

@@ -40,7 +40,7 @@ from zqbench.metrics import quantiles
 from zqbench.metrics.classify import OUTCOMES
 from zqbench.metrics.frame import DURATION_METRICS, GOODPUT_METRICS, MetricFrame
 from zqbench.metrics.sig_digits import significant
-from zqbench.summary import SloVerdict, Verdict
+from zqbench.summary import SloRecord, SloVerdict, Verdict, json_number
 
 FALSE_REFUSALS = "false_refusals"  # refusals made while a slot was free, over every request
 RATE_METRICS = ("errors", "status_<code>", *OUTCOMES, FALSE_REFUSALS)
@@ -75,20 +75,6 @@ class Slo:
     unit: str  # as written ("ms", "%", "")
     q: float | None = None  # the percentile as a fraction, for "pNN"
     ratio: tuple[float, float] | None = None  # (q_top, q_bottom) for "pNN/pNN"
-
-
-@dataclass(frozen=True)
-class SloResult:
-    expr: str
-    metric: str
-    value: float | None  # None: unavailable; may be inf (error-adjusted)
-    threshold: float
-    verdict: SloVerdict
-    ci_low: float | None  # None: unbounded or no interval
-    ci_high: float | None
-    message: str
-    n: int = 0
-    samples_needed: int | None = None
 
 
 def _bad(text: str, why: str) -> UsageError:
@@ -237,18 +223,28 @@ def _result(
     *,
     n: int = 0,
     needed: int | None = None,
-) -> SloResult:
-    """The result of `slo`: its value, verdict and message, the interval it was decided by."""
-    return SloResult(
-        slo.expr, slo.metric, value, slo.threshold, verdict, low, high, message, n, needed
+) -> SloRecord:
+    """The result of `slo` as summary.json holds it: its value (None: unavailable; may be
+    "inf", error-adjusted), verdict and message, the interval it was decided by (None:
+    unbounded, or no interval)."""
+    numbers = {"value": value, "ci_low": low, "ci_high": high}
+    return SloRecord(
+        **{k: json_number(v) for k, v in numbers.items()},
+        expr=slo.expr,
+        metric=slo.metric,
+        threshold=slo.threshold,
+        verdict=verdict,
+        message=message,
+        n=n,
+        samples_needed=needed,
     )
 
 
-def _unavailable(slo: Slo, reason: str) -> SloResult:
+def _unavailable(slo: Slo, reason: str) -> SloRecord:
     return _result(slo, None, "inconclusive", f"{slo.metric} unavailable: {reason}")
 
 
-def _evaluate_percentile(slo: Slo, values: np.ndarray, q: float) -> SloResult:
+def _evaluate_percentile(slo: Slo, values: np.ndarray, q: float) -> SloRecord:
     point = quantiles.quantile(values, q)
     low, high = quantiles.quantile_ci(values, q)
     verdict = quantiles.decide(slo.op, low, high, slo.threshold)
@@ -264,7 +260,7 @@ def _evaluate_percentile(slo: Slo, values: np.ndarray, q: float) -> SloResult:
     return _result(slo, point, verdict, message, low, high, n=len(values), needed=needed)
 
 
-def _point(slo: Slo, value: float, n: int, what: str) -> SloResult:
+def _point(slo: Slo, value: float, n: int, what: str) -> SloRecord:
     verdict = quantiles.decide(slo.op, value, value, slo.threshold)
     threshold = format_value(slo.threshold, slo.unit)
     message = (
@@ -295,7 +291,7 @@ def ratio_interval(
 
 def _evaluate_ratio(
     slo: Slo, ratio: tuple[float, float], frame: MetricFrame, evidence: Evidence
-) -> SloResult:
+) -> SloRecord:
     """The worst class's ratio; its interval holds the largest true ratio whenever every
     class's interval holds its own: [max of the lows, max of the highs]."""
     worst: tuple[float, str, int] | None = None
@@ -333,7 +329,7 @@ def _evaluate_ratio(
     return _result(slo, value, verdict, message, low, high, n=n)
 
 
-def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloResult:
+def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloRecord:
     n = frame.n
     if n == 0:
         return _unavailable(slo, "no request sent")
@@ -365,7 +361,7 @@ def _evaluate_rate(slo: Slo, frame: MetricFrame) -> SloResult:
     return _result(slo, rate, verdict, message, low, high, n=n, needed=needed)
 
 
-def _evaluate_scalar(slo: Slo, evidence: Evidence) -> SloResult:
+def _evaluate_scalar(slo: Slo, evidence: Evidence) -> SloRecord:
     if slo.metric == "gpu_density":
         value = (evidence.telemetry or {}).get("gpu_density")
         if value is None:
@@ -377,7 +373,7 @@ def _evaluate_scalar(slo: Slo, evidence: Evidence) -> SloResult:
     return _point(slo, value, 0, f"{slo.metric} (req/s)")
 
 
-def evaluate_slo(slo: Slo, frame: MetricFrame, evidence: Evidence) -> SloResult:
+def evaluate_slo(slo: Slo, frame: MetricFrame, evidence: Evidence) -> SloRecord:
     """Decide one SLO against the run's per-request metrics."""
     if slo.agg == "rate":
         return _evaluate_rate(slo, frame)
@@ -402,11 +398,11 @@ def evaluate_slo(slo: Slo, frame: MetricFrame, evidence: Evidence) -> SloResult:
     return _point(slo, value, len(values), slo.agg)
 
 
-def evaluate_slos(slos: Sequence[Slo], frame: MetricFrame, evidence: Evidence) -> list[SloResult]:
+def evaluate_slos(slos: Sequence[Slo], frame: MetricFrame, evidence: Evidence) -> list[SloRecord]:
     return [evaluate_slo(slo, frame, evidence) for slo in slos]
 
 
-def run_verdict(valid: bool, results: Sequence[SloResult], *, stopped: bool = False) -> Verdict:
+def run_verdict(valid: bool, results: Sequence[SloRecord], *, stopped: bool = False) -> Verdict:
     """invalid if the run is invalid; else fail if a [stop] rule tripped (`stopped`: the
     target saturated) or any SLO fails; else inconclusive if any is inconclusive; else
     pass (also with no SLOs)."""

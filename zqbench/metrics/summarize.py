@@ -43,7 +43,6 @@ from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import (
     Evidence,
     Slo,
-    SloResult,
     evaluate_slos,
     goodput_bounds,
     parse_slos,
@@ -62,7 +61,6 @@ from zqbench.summary import (
     Requests,
     ScenarioInfo,
     ServerQueue,
-    SloRecord,
     Stage,
     StageStatus,
     Stats,
@@ -259,12 +257,6 @@ def validity(frame: MetricFrame, run: RunInfo, load: Load) -> Validity:
     return Validity(ok=not reasons, reasons=reasons, thresholds=Thresholds(**asdict(limits)))
 
 
-def slo_record(result: SloResult) -> SloRecord:
-    """The result as summary.json holds it: the same fields, its numbers JSON's."""
-    numbers = {k: json_number(getattr(result, k)) for k in ("value", "ci_low", "ci_high")}
-    return SloRecord(**{**asdict(result), **numbers})
-
-
 def stage_record(index: int, stage: StageInfo) -> Stage:
     classes = None if stage.classes is None else list(stage.classes)
     return Stage(
@@ -360,7 +352,7 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
             for name in RATIO_METRICS
         },
         telemetry=dict(run.telemetry),
-        slos=[slo_record(r) for r in results],
+        slos=results,
         validity=valid,
         target_resolution=(
             None
