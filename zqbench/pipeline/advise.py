@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 import shlex
 import string
@@ -101,9 +102,7 @@ class AdviseOptions:
                     "or drop this --server-param",
                     value=text,
                 )
-        count = 1
-        for values in params.values():
-            count *= len(values)
+        count = math.prod(len(values) for values in params.values())
         if count > MAX_SETTINGS:
             sizes = " x ".join(str(len(v)) for v in params.values())
             raise OptionError(
@@ -362,48 +361,45 @@ class SettingRecord:
     target: str
     out_dir: str
 
-    def _base(self) -> dict[str, object]:
-        return {
-            "index": self.setting.index,
-            "values": self.setting.values,
-            "label": self.setting.label,
-            "command": self.command,
-            "target": self.target,
-            "out_dir": self.out_dir,
-        }
+    def _result(self, fields: dict[str, object], ready_s: float | None) -> SettingResult:
+        return SettingResult.model_validate(
+            {
+                "index": self.setting.index,
+                "values": self.setting.values,
+                "label": self.setting.label,
+                "command": self.command,
+                "target": self.target,
+                "out_dir": self.out_dir,
+                "ready_s": ready_s,
+                **fields,
+            }
+        )
 
     def failed(
         self, state: str, error: str, tail: list[str], ready_s: float | None
     ) -> SettingResult:
-        return SettingResult.model_validate(
-            {
-                **self._base(),
-                "state": state,
-                "error": error,
-                "log_tail": tail,
-                "ready_s": ready_s,
-                "verdict": None,
-                "passed": False,
-                "sent": 0,
-                "admitted": None,
-                "queued": None,
-                "refused": None,
-                "false_refusals": None,
-                "duration": None,
-                "admitted_per_s": None,
-                "queued_share": None,
-                "refusal_share": None,
-                "ttft_p99": None,
-                "time_to_reject_p99": None,
-                "slos": [],
-                "validity_reasons": [],
-            }
-        )
+        unmeasured = dict.fromkeys(_MEASURED, None)
+        fields = {"state": state, "error": error, "log_tail": tail, "passed": False, "sent": 0}
+        return self._result({**unmeasured, **fields, "slos": [], "validity_reasons": []}, ready_s)
 
     def ran(self, summary: Summary, ready_s: float | None) -> SettingResult:
-        return SettingResult.model_validate(
-            {**self._base(), **measured(summary), "ready_s": ready_s}
-        )
+        return self._result(measured(summary), ready_s)
+
+
+# A run's figures, which a setting that never ran has none of (null).
+_MEASURED = (
+    "verdict",
+    "admitted",
+    "queued",
+    "refused",
+    "false_refusals",
+    "duration",
+    "admitted_per_s",
+    "queued_share",
+    "refusal_share",
+    "ttft_p99",
+    "time_to_reject_p99",
+)
 
 
 def measured(summary: Summary) -> dict[str, object]:
