@@ -327,6 +327,8 @@ class App:
             asyncio.get_running_loop(),
         )
         seq.trace_id = resp.trace_id
+        seq.thinking_tokens = req.plan.thinking(self.config.thinking_tokens, req.max_tokens)
+        seq.tool = req.plan.tool
         refusal = self.scheduler.submit(seq)
         if refusal is not None:
             self.metrics.rejected.labels(refusal).inc()
@@ -400,33 +402,36 @@ class App:
     async def _stream(self, seq: Sequence, req: GenRequest, dialect: str, resp: _Response) -> None:
         anthropic = dialect == "anthropic"
         oa = openai_api.Stream("chatcmpl-" + resp.rid[4:], req.model, req.include_usage)
-        head = (
-            anthropic_api.stream_head(seq, "msg_" + resp.rid[4:], req.model)
-            if anthropic
-            else oa.head()
-        )
-        await resp.start_stream(head)
+        am = anthropic_api.Stream(seq, "msg_" + resp.rid[4:], req.model)
+        await resp.start_stream(am.head() if anthropic else oa.head())
+        marks: dict[str, float] = {}  # when the first token, and the first answer token, went
         while True:
-            out: list[str] = []
+            out: list[bytes] = []
             done = False
             for kind, data in await _next_events(seq):
-                if kind == "text":
-                    out.append(data or "")
+                if kind in ("thinking", "text", "tool"):
+                    # Everything that arrived since the last write goes out in one write,
+                    # but as one event per token: OpenAI-compatible clients count a chunk
+                    # per token (a token ending inside a character is an empty chunk, as
+                    # vLLM sends it); Messages deltas carry text, so an empty one is left
+                    # out there.
+                    out.append(
+                        am.piece(kind, data or "") if anthropic else oa.piece(seq, kind, data or "")
+                    )
+                    marks.setdefault("first_token", 0.0)
+                    if kind != "thinking":
+                        marks.setdefault("first_answer", 0.0)
                 elif kind == "end":
                     done = True
                 elif kind == "error":
                     raise ApiError("api_error", data or "engine failure")
-            # Everything that arrived since the last write goes out in one write, but as one
-            # event per token: OpenAI-compatible clients count a chunk per token (a token
-            # ending inside a character is an empty chunk, as vLLM sends it); Messages
-            # deltas carry text, so an empty one is left out there.
-            if anthropic:
-                chunk = b"".join(anthropic_api.stream_text(t) for t in out if t)
-            else:
-                chunk = b"".join(oa.text(t) for t in out)
+            chunk = b"".join(out)
+            for mark, at in marks.items():  # stamped just before the write that carries it
+                if not at:
+                    marks[mark] = time.time()
             if done:
-                timing = _timing(seq)
-                tail = anthropic_api.stream_tail(seq, timing) if anthropic else oa.tail(seq, timing)
+                timing = _timing(seq, marks)
+                tail = am.tail(timing) if anthropic else oa.tail(seq, timing)
                 await resp.body_part(chunk + tail, more=False)
                 return
             if chunk:
@@ -555,13 +560,20 @@ def _count_tokens(req: GenRequest) -> int:
         raise ApiError("invalid_request", "text contains a lone surrogate") from None
 
 
-def _timing(seq: Sequence) -> dict[str, Any]:
-    return {
+def _timing(seq: Sequence, marks: dict[str, float] | None = None) -> dict[str, Any]:
+    """The server's own times, epoch seconds. Streamed: `first_token` and `first_answer`,
+    when the write carrying the first token (of any kind), and the first text or tool
+    token, began; null when none went out."""
+    timing = {
         "received": round(seq.received, 6),
         "dispatch": round(seq.dispatch, 6) if seq.dispatch else None,
         "start": round(seq.start, 6) if seq.start else None,
         "gpu_ms": round(seq.gpu_ms, 4) if seq.gpu_ms is not None else None,
     }
+    if marks is not None:
+        for mark in ("first_token", "first_answer"):
+            timing[mark] = round(marks[mark], 6) if mark in marks else None
+    return timing
 
 
 async def _next_events(seq: Sequence, keep_after_start: bool = False) -> list[tuple[str, Any]]:

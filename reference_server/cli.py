@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-context", type=int, help="prompt + output tokens per request (default 2048)")
     a("--max-tokens-limit", type=int, help="largest max_tokens accepted (default 2048)")
     a("--default-max-tokens", type=int, help="OpenAI route default max_tokens (default 256)")
+    a(
+        "--thinking-tokens",
+        type=int,
+        help="a reasoning model: every request thinks this many tokens before it answers, "
+        "unless it sends thinking: {type: disabled} (default 0)",
+    )
     a("--body-limit", type=int, help="request body limit in bytes (default 32 MiB)")
     a("--retry-after", type=float, help="Retry-After seconds on refusals; 0 omits (default 1)")
     no_retry = "send x-should-retry: false on refusals, so SDK clients do not retry them"

@@ -295,12 +295,12 @@ class Engine:
             step([s])
 
     def _advance(self, s: Sequence, token: int, events: Events) -> None:
-        done = s.append_token(token)
+        done, kind, piece = s.append_token(token)
         self.metrics.generation_tokens.inc()
         # One event per token, "" included (text held back: a stop sequence in the making,
         # or a character not complete yet): a streamed OpenAI answer then has a chunk per
         # token, as vLLM's has, and its usage matches what was streamed.
-        events.append((s, "text", s.pending_text(final=done)))
+        events.append((s, kind, piece))
         if done:
             self._finish_slot(s, State.FINISHED)
             self.metrics.success.labels(s.stop_reason or "max_tokens").inc()

@@ -2,7 +2,10 @@
 
 Stream: a role chunk, content chunks, a chunk with finish_reason, then (with
 stream_options.include_usage) a usage chunk with empty choices, then `data: [DONE]`.
-`zq_timing` rides on the usage chunk, or on the finish chunk without usage.
+`zq_timing` rides on the usage chunk, or on the finish chunk without usage. Thinking streams
+as `delta.reasoning` (vLLM 0.32's name) and counts in usage's
+`completion_tokens_details.reasoning_tokens`; a tool call as `delta.tool_calls[0]` pieces,
+ending with finish_reason `tool_calls` (output_plan.py).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import time
 from typing import Any
 
+from reference_server.output_plan import openai_plan
 from reference_server.request import Body, GenRequest, bad
 from reference_server.sequence import Sequence
 
@@ -41,6 +45,7 @@ def parse(
         include_usage=include_usage,
         max_temperature=2.0,
         profile_header=profile_header,
+        plan=openai_plan(b.data, max_tokens),
     )
 
 
@@ -59,7 +64,7 @@ def _chunk(cid: str, model: str, created: int, choices: list[Any], **extra: Any)
 
 def _usage(seq: Sequence) -> dict[str, Any]:
     n_in = len(seq.prompt)
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": n_in,
         "completion_tokens": seq.output_tokens,
         "total_tokens": n_in + seq.output_tokens,
@@ -67,6 +72,19 @@ def _usage(seq: Sequence) -> dict[str, Any]:
         # prompt_tokens) that the prefix cache supplied.
         "prompt_tokens_details": {"cached_tokens": seq.cached_tokens},
     }
+    if seq.thinking_tokens:
+        usage["completion_tokens_details"] = {"reasoning_tokens": len(seq.thinking)}
+    return usage
+
+
+def _finish(seq: Sequence) -> str:
+    if seq.stop_reason == "tool_use":
+        return "tool_calls"
+    return _FINISH.get(seq.stop_reason or "", "length")
+
+
+def _tool_id(cid: str) -> str:
+    return "call_" + cid.removeprefix("chatcmpl-")
 
 
 class Stream:
@@ -76,6 +94,7 @@ class Stream:
         self.cid, self.model, self.include_usage = cid, model, include_usage
         self.created = int(time.time())
         self._extra: dict[str, Any] = {"usage": None} if include_usage else {}
+        self._tool_started = False
 
     def _choice(self, delta: dict[str, Any], finish: str | None) -> list[Any]:
         return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
@@ -84,12 +103,27 @@ class Stream:
         delta = {"role": "assistant", "content": ""}
         return _chunk(self.cid, self.model, self.created, self._choice(delta, None), **self._extra)
 
-    def text(self, text: str) -> bytes:
-        choices = self._choice({"content": text}, None)
-        return _chunk(self.cid, self.model, self.created, choices, **self._extra)
+    def piece(self, seq: Sequence, kind: str, text: str) -> bytes:
+        """One token's chunk: `reasoning` (vLLM's field) for thinking, `tool_calls` for the
+        call's arguments (its id, type and name on the first), `content` for text."""
+        delta: dict[str, Any]
+        if kind == "thinking":
+            delta = {"reasoning": text}
+        elif kind == "tool" and seq.tool is not None:
+            call: dict[str, Any] = {"index": 0}
+            if not self._tool_started:
+                self._tool_started = True
+                call.update(id=_tool_id(self.cid), type="function")
+                call["function"] = {"name": seq.tool.name, "arguments": text}
+            else:
+                call["function"] = {"arguments": text}
+            delta = {"tool_calls": [call]}
+        else:
+            delta = {"content": text}
+        return _chunk(self.cid, self.model, self.created, self._choice(delta, None), **self._extra)
 
     def tail(self, seq: Sequence, timing: dict[str, Any]) -> bytes:
-        finish = self._choice({}, _FINISH.get(seq.stop_reason or "", "length"))
+        finish = self._choice({}, _finish(seq))
         if not self.include_usage:
             out = _chunk(self.cid, self.model, self.created, finish, zq_timing=timing)
         else:
@@ -104,6 +138,17 @@ class Stream:
         return b"data: " + json.dumps(err).encode() + b"\n\n"
 
 
+def _message(seq: Sequence, cid: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": seq.text, "refusal": None}
+    if seq.thinking_tokens:
+        message["reasoning"] = seq.thinking
+    if seq.tool is not None:
+        message["content"] = None
+        call = {"name": seq.tool.name, "arguments": seq.tool_args}
+        message["tool_calls"] = [{"id": _tool_id(cid), "type": "function", "function": call}]
+    return message
+
+
 def body(seq: Sequence, cid: str, model: str, timing: dict[str, Any]) -> bytes:
     return json.dumps(
         {
@@ -115,9 +160,9 @@ def body(seq: Sequence, cid: str, model: str, timing: dict[str, Any]) -> bytes:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": seq.text, "refusal": None},
+                    "message": _message(seq, cid),
                     "logprobs": None,
-                    "finish_reason": _FINISH.get(seq.stop_reason or "", "length"),
+                    "finish_reason": _finish(seq),
                 }
             ],
             "usage": _usage(seq),

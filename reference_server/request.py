@@ -8,11 +8,13 @@ newlines, so a single user message "abc" with no system prompt costs exactly
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from reference_server.errors import ApiError
+from reference_server.output_plan import NO_PLAN, OutputPlan
 from reference_server.sequence import PROFILES
 
 # A generation body may carry this many bytes per context token, plus a fixed allowance.
@@ -42,6 +44,7 @@ class GenRequest:
     top_p: float
     top_k: int
     profile: str
+    plan: OutputPlan = NO_PLAN  # thinking and tool call (output_plan.py)
 
 
 def bad(message: str) -> ApiError:
@@ -139,6 +142,7 @@ class Body:
         *,
         max_temperature: float,
         profile_header: str | None,
+        plan: OutputPlan = NO_PLAN,
     ) -> GenRequest:
         """The request, with the sampling fields both APIs spell alike read here (last)."""
         return GenRequest(
@@ -154,6 +158,7 @@ class Body:
             top_p=self.number("top_p", 0.0, 1.0, 1.0),
             top_k=self.integer("top_k", 0, 2**31 - 1, default=0),  # vLLM's extension on OpenAI
             profile=self._profile(profile_header),
+            plan=plan,
         )
 
     def _seed(self) -> int | None:
@@ -173,7 +178,9 @@ class Body:
 
 
 def text_of(content: Any, where: str, allow_none: bool = False) -> str:
-    """A message's text: a string, or a list of text blocks joined."""
+    """A message's text: a string, or a list of blocks joined. A text block gives its text,
+    a tool call its input as JSON, a tool result its content; earlier thinking gives
+    nothing, as the Messages API drops it from the context."""
     if isinstance(content, str):
         return content
     if content is None and allow_none:
@@ -182,10 +189,18 @@ def text_of(content: Any, where: str, allow_none: bool = False) -> str:
         raise bad(f"{where}: content must be a string or a list of blocks")
     parts = []
     for i, block in enumerate(content):
-        if not isinstance(block, dict) or block.get("type") != "text":
-            raise bad(f"{where}[{i}]: only text blocks are supported")
-        text = block.get("text")
-        if not isinstance(text, str):
-            raise bad(f"{where}[{i}].text: must be a string")
-        parts.append(text)
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise bad(f"{where}[{i}].text: must be a string")
+            parts.append(text)
+        elif kind == "tool_use":
+            parts.append(json.dumps(block.get("input")))
+        elif kind == "tool_result":
+            parts.append(text_of(block.get("content"), f"{where}[{i}].content", True))
+        elif kind not in ("thinking", "redacted_thinking"):
+            raise bad(
+                f"{where}[{i}]: only text, tool_use, tool_result and thinking blocks are supported"
+            )
     return "".join(parts)

@@ -8,7 +8,9 @@ which hands events to the event loop with `call_soon_threadsafe`.
 
 Events the handler receives, in order:
     ("start", None)            compute began; dispatch/start times are set
+    ("thinking", str)          a thinking token's text (the first `thinking_tokens`)
     ("text", str)              generated text, stop sequences held back
+    ("tool", str)              a token of the tool call's arguments (JSON text)
     ("end", None)              finished; stop_reason, counts and gpu_ms are set
     ("reject", reason)         never started (fifo queue timeout, shutdown)
     ("error", message)         failed in the engine (this sequence alone), or shut down
@@ -24,6 +26,7 @@ from collections import deque
 
 from reference_server.backend import SamplingParams
 from reference_server.model import tokenizer
+from reference_server.output_plan import ToolCall
 from reference_server.trace import RequestRange
 
 
@@ -67,7 +70,11 @@ class Sequence:
         self.slot: int | None = None
         self.state = State.WAITING
         self.aborted = False  # set by Scheduler.abort (asyncio thread); read by the engine
-        self.text = ""  # all generated text (one char per token)
+        self.thinking_tokens = 0  # the first tokens are thinking (output_plan.py)
+        self.tool: ToolCall | None = None  # then a tool call's arguments instead of text
+        self.thinking = ""  # thinking text (one char per token)
+        self.tool_args = ""  # the tool call's arguments, JSON (one char per token)
+        self.text = ""  # all generated answer text (one char per token)
         self.emitted = 0  # chars of `text` already posted
         self.output_tokens = 0
         self.cached_tokens = 0  # prompt tokens its prefill took from the prefix cache
@@ -88,20 +95,38 @@ class Sequence:
 
     # ---- engine thread ---------------------------------------------------
 
-    def append_token(self, token: int) -> bool:
-        """Record one generated token; returns True when the sequence is done."""
+    def append_token(self, token: int) -> tuple[bool, str, str]:
+        """Record one generated token: whether the sequence is done, and the event it
+        gives (its kind and text; answer text held back while it may become a stop
+        sequence)."""
+        i = self.output_tokens  # this token's place in the output
         self.output_tokens += 1
+        done = self.output_tokens >= self.max_tokens
+        if i < self.thinking_tokens:
+            kind, piece = "thinking", tokenizer.decode_token(token)
+            self.thinking += piece
+        elif self.tool is not None:
+            room = self.max_tokens - self.thinking_tokens
+            token = self.tool.token_at(i - self.thinking_tokens, room, token)
+            kind, piece = "tool", tokenizer.decode_token(token)
+            self.tool_args += piece
+            if len(self.tool_args) == self.tool.length(room):
+                self.stop_reason = "tool_use"
+                done = True
+        else:
+            kind = "text"
+            self.text += tokenizer.decode_token(token)
+            for s in self.stop:
+                if self.text.endswith(s):
+                    self.text = self.text[: -len(s)]
+                    self.stop_reason, self.stop_sequence = "stop_sequence", s
+                    done = True
+                    break
+            piece = self.pending_text(final=done)
         self.last_token = token
-        self.text += tokenizer.decode_token(token)
-        for s in self.stop:
-            if self.text.endswith(s):
-                self.text = self.text[: -len(s)]
-                self.stop_reason, self.stop_sequence = "stop_sequence", s
-                return True
-        if self.output_tokens >= self.max_tokens:
+        if done and self.stop_reason is None:
             self.stop_reason = "max_tokens"
-            return True
-        return False
+        return done, kind, piece
 
     def pending_text(self, final: bool) -> str:
         """Text not yet posted; holds back a tail that may still become a stop sequence."""

@@ -99,8 +99,9 @@ def test_stop_sequences_are_held_back_until_decided() -> None:
         s = _seq(loop, max_tokens=10, stop=("cd",))
         out = ""
         for ch in "abcd":
-            done = s.append_token(ord(ch))
-            out += s.pending_text(final=done)
+            done, kind, piece = s.append_token(ord(ch))
+            assert kind == "text"
+            out += piece
         assert done and out == "ab" and s.stop_reason == "stop_sequence" and s.output_tokens == 4
     finally:
         loop.close()
