@@ -91,20 +91,9 @@ class EmbeddedServer:
         return None if self._proc is None else self._proc.pid
 
     def command(self) -> list[str]:
-        cmd = [
-            *self.wrap,
-            sys.executable,
-            "-c",
-            EXIT_WITH_PARENT,
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            "--engine",
-            self.engine,
-            "--scheduler",
-            self.scheduler,
-        ]
+        cmd = [*self.wrap, sys.executable, "-c", EXIT_WITH_PARENT]
+        cmd += ["--host", self.host, "--port", str(self.port)]
+        cmd += ["--engine", self.engine, "--scheduler", self.scheduler]
         if self.max_batch_size is not None:
             cmd += ["--max-batch-size", str(self.max_batch_size)]
         return cmd + list(self.extra_args)

@@ -33,6 +33,7 @@ summary.json and the reports state it) and the notes a caller shows the user.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -146,9 +147,7 @@ def resolve_target(access: Access, wanted: Wanted) -> Resolution:
     ) as client:
         models = _models(client, access, config, required=wanted.model is None)
         model, model_note = _pick_model(wanted, models)
-        config = DialectConfig(
-            model=model, api_key=access.api_key, extra_headers=access.extra_headers
-        )
+        config = dataclasses.replace(config, model=model)
         probes = [_check(client, access.base_url, api, config) for api in _candidates(wanted)]
     usable = _usable(probes, wanted, model, models)
     warnings = _check_named_model(wanted, model, models, usable)
