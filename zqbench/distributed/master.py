@@ -342,9 +342,7 @@ def _tick() -> None:
 
 def _end_ns(start_ns: int, specs: list[WorkerSpec], works: list[Work]) -> int:
     """When the last worker must have said done: schedule, drain, margin."""
-    last = 0
-    for work in works:
-        last = max(last, work.end_ns())
+    last = max((work.end_ns() for work in works), default=0)
     spec = specs[0]
     drain = spec.drain_timeout_s if spec.drain_timeout_s is not None else spec.timeout_s + 1
     return start_ns + last + int((drain + END_MARGIN_S) * 1e9)

@@ -86,11 +86,9 @@ def _await_master(host: str, port: int, stop: StopFlag, timeout_s: float) -> boo
     (Locust's own connect retries for 300 s and hears no signal meanwhile)."""
     deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
     while not stop.is_set():
-        try:
+        with contextlib.suppress(OSError):
             socket.create_connection((host, port), timeout=1.0).close()
             return True
-        except OSError:
-            pass
         if deadline is not None and time.monotonic() > deadline:
             raise TargetError(
                 f"no zqbench master answered at {host}:{port} within {timeout_s:g} s; start"

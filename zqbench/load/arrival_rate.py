@@ -26,9 +26,9 @@ from zqbench.load.arrival_schedule import arrival_times
 from zqbench.load.executor import (
     Driver,
     LoadPlan,
+    ScheduledWork,
     Slot,
     Stage,
-    WireFields,
     graceful_stop,
     scaled_stages,
     scheduled_missing,
@@ -205,7 +205,7 @@ def _chunks(times_ns: np.ndarray, ids: np.ndarray, stages: np.ndarray) -> Iterat
 
 
 @dataclass(frozen=True, slots=True)
-class ArrivalWork(WireFields):
+class ArrivalWork(ScheduledWork):
     """One worker's arrivals: global request ids, intended times (ns from t = 0), stages."""
 
     wire_name: ClassVar[str] = "arrival-rate"
@@ -221,15 +221,6 @@ class ArrivalWork(WireFields):
 
     async def run(self, driver: Driver) -> None:
         await send_open_loop(driver, _chunks(self.times_ns, self.request_ids, self.stages))
-
-    def end_ns(self) -> int:
-        return int(self.times_ns.max()) if len(self.times_ns) else 0
-
-    def assigned(self) -> int | None:
-        return len(self.request_ids)
-
-    def due(self, elapsed_ns: int) -> int | None:
-        return int(np.searchsorted(self.times_ns, elapsed_ns, "right"))
 
     def missing(self, received_ids: np.ndarray) -> tuple[int, float | None, float | None]:
         return scheduled_missing(self.request_ids, self.times_ns, received_ids)

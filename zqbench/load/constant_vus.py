@@ -6,22 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from zqbench.load import vus
-from zqbench.load.executor import Executor, Stage, graceful_stop
-from zqbench.load.vus import VuLoad
+from zqbench.load.executor import Executor, Stage
+from zqbench.load.vus import VuLoad, parse_vus
 from zqbench.strict_toml import Table
 
 
 def parse(t: Table, folder: Path) -> VuLoad:
     duration = t.duration("duration", positive=True)
     users = t.integer("vus", minimum=1)
-    return VuLoad(
-        executor=EXECUTOR.name,
-        start_vus=users,
-        stages=(Stage(duration, float(users), None),),
-        think_time_s=t.duration("think_time") if t.has("think_time") else 0.0,
-        duration_s=duration,
-        graceful_stop_s=graceful_stop(t),
-    )
+    return parse_vus(t, EXECUTOR.name, users, (Stage(duration, float(users), None),))
 
 
 EXECUTOR = Executor(

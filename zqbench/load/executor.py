@@ -204,6 +204,23 @@ class WireFields:
         return cls(**{name: data[name] for name in cls.__slots__} | arrays)
 
 
+class ScheduledWork(WireFields):
+    """The schedule-keeping part of an open-loop Work (a WireFields dataclass) whose
+    `times_ns` field holds its requests' intended times (int64 ns from t = 0, non-decreasing)."""
+
+    __slots__ = ()
+    times_ns: np.ndarray
+
+    def end_ns(self) -> int:
+        return int(self.times_ns[-1]) if len(self.times_ns) else 0
+
+    def assigned(self) -> int | None:
+        return len(self.times_ns)
+
+    def due(self, elapsed_ns: int) -> int | None:
+        return int(np.searchsorted(self.times_ns, elapsed_ns, "right"))
+
+
 def scheduled_missing(
     ids: np.ndarray, times_ns: np.ndarray, received_ids: np.ndarray
 ) -> tuple[int, float | None, float | None]:

@@ -75,12 +75,6 @@ class SessionsLoad:
         target = self.rate if self.rate is not None else float(self.users or 0)
         return (Stage(self.duration_s, target, "sessions"),)
 
-    def _starts(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """Session starts (ns) and ids: the arrival-rate executors' schedule at `rate`."""
-        assert self.rate is not None
-        schedule = arrival_times(constant(self.rate, self.duration_s, None, self.arrivals), seed)
-        return schedule.times_ns, schedule.request_ids
-
     def plan(self, n_workers: int, seed: int) -> LoadPlan:
         self._check_size()
         end = round(self.duration_s * 1e9)
@@ -88,7 +82,10 @@ class SessionsLoad:
         common |= {"think": self.think, "seed": seed, "until_ns": end}
         works: list[Any]
         if self.rate is not None:
-            starts, ids = self._starts(seed)
+            # Session starts: the arrival-rate executors' schedule at `rate`.
+            load = constant(self.rate, self.duration_s, None, self.arrivals)
+            schedule = arrival_times(load, seed)
+            starts, ids = schedule.times_ns, schedule.request_ids
             works = [
                 SessionWork(starts_ns=starts[w::n_workers], sessions=ids[w::n_workers], **common)
                 for w in range(n_workers)

@@ -33,8 +33,8 @@ from zqbench.load.executor import (
     Driver,
     Executor,
     LoadPlan,
+    ScheduledWork,
     Stage,
-    WireFields,
     graceful_stop,
     scheduled_missing,
     stage_spans,
@@ -155,7 +155,7 @@ trace_index = stat_cached(scan, "trace", TraceError, maxsize=2)
 
 
 @dataclass(frozen=True, slots=True)
-class TraceWork(WireFields):
+class TraceWork(ScheduledWork):
     """One worker's rows: request ids first_id, first_id + step, ...; their times (ns)."""
 
     wire_name: ClassVar[str] = "trace"
@@ -180,15 +180,6 @@ class TraceWork(WireFields):
 
     def request_ids(self) -> np.ndarray:
         return self.first_id + self.step * np.arange(len(self.times_ns), dtype=np.int64)
-
-    def end_ns(self) -> int:
-        return int(self.times_ns[-1]) if len(self.times_ns) else 0
-
-    def assigned(self) -> int | None:
-        return len(self.times_ns)
-
-    def due(self, elapsed_ns: int) -> int | None:
-        return int(np.searchsorted(self.times_ns, elapsed_ns, "right"))
 
     def missing(self, received_ids: np.ndarray) -> tuple[int, float | None, float | None]:
         return scheduled_missing(self.request_ids(), self.times_ns, received_ids)

@@ -18,6 +18,7 @@ gaps, counted from the first row's.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import hashlib
@@ -301,11 +302,13 @@ class _Rows:
         if self.format == "auto":
             self.format = self._sniff(text)
         if self.format == "tokens" and not text.startswith((b"{", b"[")):
-            row = self._csv_row(text, self.number)
+            obj = self._csv_values(text)
+            if obj is None:  # the header
+                return None
         else:
-            row = self._json_row(text, self.number)
-        if row is not None:
-            self.number += 1
+            obj = self._object(text)
+        row = self._row(obj)
+        self.number += 1
         return row
 
     def _where(self) -> str:
@@ -336,8 +339,7 @@ class _Rows:
             raise TraceError(f"{self._where()}: not a JSON object; give one object a line")
         return obj
 
-    def _json_row(self, text: bytes, number: int) -> TraceRow:
-        obj = self._object(text)
+    def _row(self, obj: dict[str, Any]) -> TraceRow:
         names = _MOONCAKE_FIELDS if self.format == "mooncake" else _TOKENS_FIELDS
         for name in names:
             if name not in obj:
@@ -351,9 +353,10 @@ class _Rows:
         ids: tuple[int, ...] = ()
         if self.format == "mooncake":
             ids = self._hash_ids(obj["hash_ids"], inputs)
-        return TraceRow(number, stamp, inputs, outputs, ids)
+        return TraceRow(self.number, stamp, inputs, outputs, ids)
 
-    def _csv_row(self, text: bytes, number: int) -> TraceRow | None:
+    def _csv_values(self, text: bytes) -> dict[str, Any] | None:
+        """A CSV row's cells by column name, as numbers; None for the header."""
         try:
             cells = next(csv.reader(io.StringIO(text.decode("utf-8"))))
         except (UnicodeDecodeError, csv.Error, StopIteration):
@@ -376,13 +379,7 @@ class _Rows:
             values[name] = _number(cell)
             if values[name] is None:
                 raise TraceError(f"{self._where()}: {name} = {cell!r} is not a number; fix it")
-        return TraceRow(
-            number,
-            self._timestamp(values["timestamp"]),
-            self._count("input_tokens", values["input_tokens"]),
-            self._count("output_tokens", values["output_tokens"]),
-            (),
-        )
+        return values
 
     def _timestamp(self, value: Any) -> float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
@@ -432,10 +429,8 @@ class _Rows:
 
 
 def _number(cell: str) -> float | int | None:
-    try:
+    with contextlib.suppress(ValueError):
         return int(cell)
-    except ValueError:
-        pass
     try:
         return float(cell)
     except ValueError:

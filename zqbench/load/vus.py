@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import time
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,10 +25,12 @@ from zqbench.load.executor import (
     Slot,
     Stage,
     check_users,
+    graceful_stop,
     scaled_stages,
     stage_spans,
 )
 from zqbench.load.vu_schedule import VuPlan, vu_plan
+from zqbench.strict_toml import Table
 
 KEYS = ("think_time", "graceful_stop")  # besides each executor's own
 POLL_NS = 10_000_000  # how often the user count is brought to the plan's target
@@ -46,13 +49,11 @@ class VuLoad:
         check_users("virtual users", self.most_users())
         plan = vu_plan(self)
         works: list[Any] = [VuWork(plan, w, n_workers) for w in range(n_workers)]
-        bounds = plan.bounds_ns
-        spans = [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
         return LoadPlan(
             works=works,
             offered=0,
             offered_rate=0.0,
-            stages=stage_spans(self.stages, spans, rates=False),
+            stages=stage_spans(self.stages, list(pairwise(plan.bounds_ns)), rates=False),
             loop="closed",
         )
 
@@ -83,6 +84,18 @@ class VuLoad:
 
     def concurrency_guess(self) -> int:
         return max([self.start_vus, *[int(s.target) for s in self.stages]])
+
+
+def parse_vus(t: Table, executor: str, start_vus: int, stages: tuple[Stage, ...]) -> VuLoad:
+    """The keys both vus executors take, around the users each parsed."""
+    return VuLoad(
+        executor=executor,
+        start_vus=start_vus,
+        stages=stages,
+        think_time_s=t.duration("think_time") if t.has("think_time") else 0.0,
+        duration_s=sum(s.duration_s for s in stages),
+        graceful_stop_s=graceful_stop(t),
+    )
 
 
 @dataclass(frozen=True, slots=True)
