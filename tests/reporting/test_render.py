@@ -70,7 +70,7 @@ def test_many_samples_draw_bands_not_points(
     monkeypatch.setattr(plots, "SCATTER_MAX", 1000)
     fig = plots._figure()
     ax = fig.axes[0]
-    plots._time_series(ax, data.t_send, data.values_s("latency") * 1e3, data.edges, "b", "lat")
+    data.time_series(ax, data.values_s("latency") * 1e3, "b", "lat")
     labels = [h.get_label() for h in ax.get_legend_handles_labels()[0]]
     assert labels == ["lat p50-p99 per bin", "lat p50", "lat max"]
     assert not ax.collections[1:]  # only the band, no scatter collection

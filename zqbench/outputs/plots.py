@@ -162,51 +162,6 @@ def _stage_key(ax: Axes, numbered: Sequence[str]) -> None:
     )
 
 
-def _time_series(
-    ax: Axes,
-    t_s: np.ndarray,
-    v_ms: np.ndarray,
-    bin_edges: np.ndarray,
-    color: str,
-    label: str,
-    *,
-    marker: str = ".",
-) -> None:
-    """One point per request, or p50-p99 bands with a max line when there are many."""
-    keep = ~np.isnan(t_s) & ~np.isnan(v_ms)
-    t_s, v_ms = t_s[keep], v_ms[keep]
-    if len(t_s) == 0:
-        return
-    if len(t_s) <= SCATTER_MAX:
-        ax.scatter(
-            t_s,
-            v_ms,
-            s=4 if marker == "." else 10,
-            marker=marker,
-            color=color,
-            alpha=0.5,
-            linewidths=0.8,
-            label=f"{label} (each request)",
-        )
-        return
-    levels = series.percentile_bands(t_s, v_ms, bin_edges)
-    x = (bin_edges[:-1] + bin_edges[1:]) / 2  # bin centres
-    ax.fill_between(
-        x,
-        levels["p50"],
-        levels["p99"],
-        color=color,
-        alpha=0.25,
-        step="mid",
-        label=f"{label} p50-p99 per bin",
-    )
-    lines = (("p50", {"linewidth": 1.2}), ("max", {"linewidth": 0.8, "linestyle": "--"}))
-    for level, style in lines:
-        ax.plot(
-            x, levels[level], color=color, drawstyle="steps-mid", label=f"{label} {level}", **style
-        )
-
-
 def _log_panel(ax: Axes, ylabel: str) -> None:
     """The end of a log-scaled top panel (its x axis is the one below's)."""
     _log_axis(ax)
@@ -269,7 +224,6 @@ class RunData:
         self.span = max(span, summary.duration, 1e-3)
         self.width = series.bin_width(self.span)
         self.edges = series.edges(self.span, self.width)
-        self.stages = summary.stages
 
     def values_s(self, metric: str) -> np.ndarray:
         return self.frame.values[metric] / NS_PER_S
@@ -277,11 +231,56 @@ class RunData:
     def available(self, metric: str) -> bool:
         return self.frame.unavailable_reason(metric) is None
 
+    def time_series(
+        self,
+        ax: Axes,
+        v_ms: np.ndarray,
+        color: str,
+        label: str,
+        *,
+        t_s: np.ndarray | None = None,
+        marker: str = ".",
+    ) -> None:
+        """One point per request by send time (or `t_s`), or p50-p99 bands with a max line
+        when there are many."""
+        t_s = self.t_send if t_s is None else t_s
+        keep = ~np.isnan(t_s) & ~np.isnan(v_ms)
+        t_s, v_ms = t_s[keep], v_ms[keep]
+        if len(t_s) == 0:
+            return
+        if len(t_s) <= SCATTER_MAX:
+            ax.scatter(
+                t_s,
+                v_ms,
+                s=4 if marker == "." else 10,
+                marker=marker,
+                color=color,
+                alpha=0.5,
+                linewidths=0.8,
+                label=f"{label} (each request)",
+            )
+            return
+        levels = series.percentile_bands(t_s, v_ms, self.edges)
+        x = (self.edges[:-1] + self.edges[1:]) / 2  # bin centres
+        ax.fill_between(
+            x,
+            levels["p50"],
+            levels["p99"],
+            color=color,
+            alpha=0.25,
+            step="mid",
+            label=f"{label} p50-p99 per bin",
+        )
+        lines = (("p50", {"linewidth": 1.2}), ("max", {"linewidth": 0.8, "linestyle": "--"}))
+        for level, style in lines:
+            name = f"{label} {level}"
+            ax.plot(x, levels[level], color=color, drawstyle="steps-mid", label=name, **style)
+
     def stage_lines(self, axes: Sequence[Axes]) -> None:
         """Stage boundaries on every panel; names on the top one, the key under the last."""
         numbered: list[str] = []
         for i, ax in enumerate(axes):
-            numbered += _stage_lines(ax, self.stages, self.span, label=(i == 0))
+            numbered += _stage_lines(ax, self.summary.stages, self.span, label=(i == 0))
         _stage_key(axes[-1], numbered)
 
     def finish(
@@ -312,19 +311,10 @@ class RunData:
 def timeline(run: RunData) -> Drawn:
     fig = _figure(2, 1, height=2.9, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     top, bottom = fig.axes
-    _time_series(
-        top, run.t_send, run.values_s("latency") * MS, run.edges, COLORS["latency"], "latency (ok)"
-    )
+    run.time_series(top, run.values_s("latency") * MS, COLORS["latency"], "latency (ok)")
     if run.available("time_to_reject"):
-        _time_series(
-            top,
-            run.t_send,
-            _ms_floor(run.values_s("time_to_reject")),
-            run.edges,
-            COLORS["reject"],
-            "time to reject",
-            marker="x",
-        )
+        reject_ms = _ms_floor(run.values_s("time_to_reject"))
+        run.time_series(top, reject_ms, COLORS["reject"], "time to reject", marker="x")
     _log_panel(top, "latency (ms, log)")
 
     ok_end = np.where(run.frame.ok, run.t_end, np.nan)
@@ -336,13 +326,8 @@ def timeline(run: RunData) -> Drawn:
         offered = {"color": COLORS["offered"], "linewidth": 2.2, "alpha": 0.6}
         rates.insert(0, (run.t_intended, "offered (schedule)", offered))
     for times, label, style in rates:
-        bottom.plot(
-            run.edges[:-1],
-            series.rate(times, run.edges),
-            drawstyle="steps-post",
-            label=label,
-            **style,
-        )
+        rate = series.rate(times, run.edges)
+        bottom.plot(run.edges[:-1], rate, drawstyle="steps-post", label=label, **style)
     bottom.set_ylim(bottom=0)
     run.finish(
         bottom,
@@ -396,13 +381,8 @@ def _draw_percentiles(
         if len(finite) == 0:
             continue
         x, v = _percentile_curve(finite)
-        ax.plot(
-            x,
-            np.maximum(v, FLOOR_MS),
-            color=color,
-            linewidth=1.4,
-            label=f"{label} (n={len(finite):,})",
-        )
+        counted = f"{label} (n={len(finite):,})"
+        ax.plot(x, np.maximum(v, FLOOR_MS), color=color, linewidth=1.4, label=counted)
         max_x = max(max_x, float(x[-1]))
     _log_axis(ax)
     _percentile_axis(ax, max_x)
@@ -587,21 +567,15 @@ def dispatch(run: RunData) -> Drawn | None:
     top, bottom = fig.axes
     for metric, color in shown:
         values_ms = _ms_floor(run.values_s(metric))
-        _time_series(top, run.t_send, values_ms, run.edges, COLORS[color], metric)
+        run.time_series(top, values_ms, COLORS[color], metric)
     _log_panel(top, "ms (log)")
     delay_ns = run.frame.values["dispatch_delay"]
     jitter = dispatch_jitter(delay_ns, run.frame.columns.t_send) / NS_PER_S * MS
     if has_delay and len(jitter):
         centers = series.window_times(run.t_send, ~np.isnan(delay_ns), JITTER_WINDOW)
-        bottom.plot(
-            centers,
-            jitter,
-            marker="o",
-            markersize=3,
-            linewidth=1,
-            color=COLORS["dispatch"],
-            label=f"std per {JITTER_WINDOW} requests",
-        )
+        label = f"std per {JITTER_WINDOW} requests"
+        style: dict[str, Any] = {"marker": "o", "markersize": 3, "linewidth": 1}
+        bottom.plot(centers, jitter, color=COLORS["dispatch"], label=label, **style)
         for slo in run.summary.slos:
             if slo.metric == "dispatch_jitter":
                 _hline(bottom, slo.threshold * MS, f"SLO {slo.expr}")
@@ -631,27 +605,12 @@ def gpu(run: RunData) -> Drawn | None:
     ax = fig.axes[0]
     grid = np.linspace(0, run.span, 4000)
     busy = series.in_flight(run.t_send, run.t_end, grid) > 0
-    ax.fill_between(
-        grid,
-        0,
-        100,
-        where=busy,
-        color="#1f77b4",
-        alpha=0.12,
-        step="mid",
-        label="≥1 request in flight",
-        linewidth=0,
-    )
+    shade: dict[str, Any] = {"color": "#1f77b4", "alpha": 0.12, "linewidth": 0}
+    ax.fill_between(grid, 0, 100, where=busy, step="mid", label="≥1 request in flight", **shade)
     t, util, dev = run.gpu["t_s"], run.gpu["util"], run.gpu["gpu"]
     for i, g in enumerate(np.unique(dev)):
-        sel = dev == g
-        ax.plot(
-            t[sel],
-            util[sel] * 100,
-            linewidth=1,
-            color=RUN_COLORS[i % len(RUN_COLORS)],
-            label=f"GPU {g} utilization",
-        )
+        sel, color = dev == g, RUN_COLORS[i % len(RUN_COLORS)]
+        ax.plot(t[sel], util[sel] * 100, linewidth=1, color=color, label=f"GPU {g} utilization")
     density = run.summary.telemetry.get("gpu_density")
     if density is not None:
         ax.plot([], [], " ", label=f"gpu_density = {density:.1%}")
@@ -670,14 +629,8 @@ def schedule_lag(run: RunData) -> Drawn | None:
         return None
     fig = _figure(1, 1, height=3.0)
     ax = fig.axes[0]
-    _time_series(
-        ax,
-        run.t_intended,
-        _ms_floor(run.values_s("schedule_lag")),
-        run.edges,
-        COLORS["offered"],
-        "schedule_lag",
-    )
+    lag_ms = _ms_floor(run.values_s("schedule_lag"))
+    run.time_series(ax, lag_ms, COLORS["offered"], "schedule_lag", t_s=run.t_intended)
     limit = run.summary.validity.thresholds.max_schedule_lag_p99_s
     if limit:
         label = f"validity limit on p99 ({limit * MS:g} ms)"
@@ -765,12 +718,8 @@ def _loss_marks(ax: Axes, p: PacketLoss, span_s: float) -> None:
         _hline(ax, tolerated, f"recovered below (+{r.tolerance:.0%})", linestyle=":")
     if r.recovered and r.recovery_s is not None:
         at = r.after_s + r.recovery_s
-        ax.axvline(
-            at,
-            color=COLORS["ok"],
-            linewidth=1.6,
-            label=f"recovered at {at:.2f} s (+{r.recovery_s:.3g} s)",
-        )
+        label = f"recovered at {at:.2f} s (+{r.recovery_s:.3g} s)"
+        ax.axvline(at, color=COLORS["ok"], linewidth=1.6, label=label)
     else:
         ax.plot([], [], " ", label="did not recover within the run")
 
@@ -783,17 +732,11 @@ def packet_loss(run: RunData) -> Drawn | None:
     fig = _figure(1, 1, height=3.4)
     ax = fig.axes[0]
     latency_s = run.values_s("latency")
-    _time_series(ax, run.t_send, latency_s * MS, run.edges, COLORS["latency"], "latency (ok)")
+    run.time_series(ax, latency_s * MS, COLORS["latency"], "latency (ok)")
     r = p.recovery
     t, p99 = rolling_p99(run.t_send, latency_s, run.span, r.window_s, r.min_requests)
-    ax.plot(
-        t,
-        p99 * MS,
-        color=COLORS["queue"],
-        linewidth=1.6,
-        drawstyle="steps-post",
-        label=f"rolling P99 (sends in [t, t + {r.window_s:g} s))",
-    )
+    label = f"rolling P99 (sends in [t, t + {r.window_s:g} s))"
+    ax.plot(t, p99 * MS, color=COLORS["queue"], linewidth=1.6, drawstyle="steps-post", label=label)
     _loss_marks(ax, p, run.span)
     _log_axis(ax)
     run.finish(ax, ylabel="latency (ms, log)", xlabel="send time since start (s)")
