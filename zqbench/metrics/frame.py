@@ -15,7 +15,7 @@ run's start; server stamps (`srv_*`) are the server's epoch seconds.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -313,15 +313,15 @@ class MetricFrame:
     status_keys: np.ndarray  # object array of str
     answers: np.ndarray  # int8: how the server answered (zqbench.metrics.classify.ANSWERS)
     retry_after_s: np.ndarray  # float64: a refusal's Retry-After in s, NaN when none
-    values: dict[str, np.ndarray] = field(default_factory=dict)
+    values: dict[str, np.ndarray]
     # float64 token counts from the responses' usage, NaN when not given (prefix_cache.py)
-    prompt_tokens: np.ndarray = field(default_factory=lambda: np.empty(0))
-    cached_tokens: np.ndarray = field(default_factory=lambda: np.empty(0))
+    prompt_tokens: np.ndarray
+    cached_tokens: np.ndarray
     # float64 a sessions run's conversation and turn per request, NaN outside one (sessions.py)
-    session: np.ndarray = field(default_factory=lambda: np.empty(0))
-    turn: np.ndarray = field(default_factory=lambda: np.empty(0))
+    session: np.ndarray
+    turn: np.ndarray
     # bool: sent again on a new connection (the transport's one resend); False when absent
-    resent: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
+    resent: np.ndarray
     # Each request's outcome (zqbench.metrics.outcomes); None: the run judged none (a run
     # saved before zqbench judged outcomes)
     outcomes: Classified | None = None

@@ -59,8 +59,6 @@ def prefix_cache(
 
 def cached_usage(frame: MetricFrame) -> CachedUsage | Unavailable:
     ok = frame.ok
-    if len(frame.cached_tokens) != frame.n:  # a frame built without the columns
-        return Unavailable(unavailable=NO_USAGE)
     reporting = ok & ~np.isnan(frame.cached_tokens) & ~np.isnan(frame.prompt_tokens)
     if not reporting.any():
         return Unavailable(unavailable=NO_USAGE)

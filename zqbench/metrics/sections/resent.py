@@ -20,8 +20,6 @@ from zqbench.summary import RESENT_WHY, Resent
 
 def resent(frame: MetricFrame) -> Resent | None:
     """None when no request was sent again (or the samples predate the column)."""
-    if len(frame.resent) != frame.n:  # a frame built without the column
-        return None
     count = int(np.count_nonzero(frame.resent))
     return Resent(count=count, why=RESENT_WHY) if count else None
 

@@ -25,9 +25,9 @@ def _q(sorted_s: np.ndarray, q: float) -> JsonFloat:
 
 
 def sessions_summary(frame: MetricFrame) -> Sessions | None:
-    if len(frame.turn) != frame.n or not np.any(~np.isnan(frame.turn)):
-        return None
     has = ~np.isnan(frame.turn)
+    if not has.any():
+        return None
     turn = frame.turn[has].astype(np.int64)
     session = frame.session[has].astype(np.int64)
     ok = frame.ok[has]

@@ -22,9 +22,7 @@ from zqbench.summary import Summary, TtftSplit, json_number
 
 def ttft_split(frame: MetricFrame) -> TtftSplit | None:
     """None when no request has both a head and a first token."""
-    ttfb, ttft = frame.values.get("ttfb"), frame.values.get("ttft")
-    if ttfb is None or ttft is None:
-        return None
+    ttfb, ttft = frame.values["ttfb"], frame.values["ttft"]
     both = ~np.isnan(ttfb) & ~np.isnan(ttft)
     if not np.any(both):
         return None
