@@ -495,11 +495,9 @@ def _check_stage_mixes(label: str, load: LoadSpec, request: RequestConfig) -> No
     """Per-stage mixes name classes of the mix (the executor allowed them or refused)."""
     names = [c.name for c in request.mix]
     for i, stage in enumerate(load.stages):
-        if stage.mix is None:
-            continue
-        key = f"load.stages[{i}].mix = {show(list(stage.mix))}"
-        unknown = [n for n in stage.mix if n not in names]
+        unknown = [n for n in stage.mix or () if n not in names]
         if unknown:
+            key = f"load.stages[{i}].mix = {show(list(stage.mix or ()))}"
             raise ScenarioError(
                 f'{label}: {key} names class "{unknown[0]}", but the request classes are '
                 f"{', '.join(names)}"

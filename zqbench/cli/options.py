@@ -171,8 +171,7 @@ ModelOpt = Annotated[
 StrictModelOpt = Annotated[
     bool,
     typer.Option(
-        "--strict-model",
-        help="Without --model: fail when GET /v1/models lists several models.",
+        "--strict-model", help="Without --model: fail when GET /v1/models lists several models."
     ),
 ]
 HeadersOpt = Annotated[

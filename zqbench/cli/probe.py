@@ -31,8 +31,7 @@ def probe(
         bool, typer.Option("--fresh/--no-fresh", help="A new connection for every request.")
     ] = False,
     stream: Annotated[
-        bool,
-        typer.Option(help="Streaming requests; with --no-stream TTFT is the body's arrival."),
+        bool, typer.Option(help="Streaming requests; with --no-stream TTFT is the body's arrival.")
     ] = True,
     timeout_s: Annotated[
         float, typer.Option("--timeout", help="Per-request timeout, seconds.")

@@ -24,10 +24,7 @@ from zqbench.engines import follow_up
 from zqbench.engines.follow_up import FollowUpSpec
 from zqbench.engines.live import ProgressCallback, tee
 from zqbench.engines.native import WorkerSpec
-from zqbench.engines.workers import (
-    StopFlag,
-    run_workers,
-)
+from zqbench.engines.workers import StopFlag, run_workers
 from zqbench.errors import UsageError
 from zqbench.hooks.contract import HookContext, HookResult, RunHook
 from zqbench.hooks.running import RunningHooks

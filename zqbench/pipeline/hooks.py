@@ -92,7 +92,6 @@ def telemetry_hooks(sources: Sequence[str], target_host: str) -> list[RunHook]:
 
     sources = [s.strip() for s in sources]
     urls: list[str] = []
-    want_nvml = False
     for source in sources:
         if source.startswith("prometheus:"):
             urls.append(prometheus.check_url(source.removeprefix("prometheus:")))
@@ -101,13 +100,12 @@ def telemetry_hooks(sources: Sequence[str], target_host: str) -> list[RunHook]:
     hooks: list[RunHook] = []
     if "nvml" in sources:
         hooks.append(nvml.NvmlSampler.open())
-        want_nvml = True
     elif "auto" in sources and nvml.is_local(target_host):
         sampler = nvml.NvmlSampler.try_open()
         if sampler is not None:
             hooks.append(sampler)
-            want_nvml = True
-    hooks.extend(prometheus.PrometheusScraper(url, primary=not want_nvml) for url in urls)
+    nvml_runs = bool(hooks)
+    hooks.extend(prometheus.PrometheusScraper(url, primary=not nvml_runs) for url in urls)
     return hooks
 
 

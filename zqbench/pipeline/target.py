@@ -219,10 +219,7 @@ def _embedded(
 
 
 def fit_target(
-    endpoint: Endpoint,
-    scenario: Scenario,
-    *,
-    on_note: NoteCallback | None = None,
+    endpoint: Endpoint, scenario: Scenario, *, on_note: NoteCallback | None = None
 ) -> Target:
     """Clamp the prompts to the target's context, then calibrate their sizes."""
     note = on_note or (lambda _line: None)

@@ -199,8 +199,7 @@ class LaunchedServer:
                 )
             except OSError as exc:
                 raise ServerExited(
-                    f"cannot start the server command {shown(self.argv[0])}: {exc.strerror}",
-                    [],
+                    f"cannot start the server command {shown(self.argv[0])}: {exc.strerror}", []
                 ) from None
         self._guard = subprocess.Popen(
             [sys.executable, "-c", GUARD, str(self._proc.pid)],

@@ -343,12 +343,7 @@ def _check(client: ControlClient, base_url: str, api: str, config: DialectConfig
 
 
 def _failure(
-    probe: _Probe,
-    model: str,
-    models: tuple[str, ...],
-    probes: list[_Probe],
-    *,
-    detecting: bool,
+    probe: _Probe, model: str, models: tuple[str, ...], probes: list[_Probe], *, detecting: bool
 ) -> UsageError:
     """Why `probe` (refused, or absent) stops the run, in the server's words if it said."""
     if probe.outcome == "refused":
