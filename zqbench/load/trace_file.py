@@ -280,7 +280,7 @@ class _Rows:
         self._csv_columns: dict[str, int] | None = None
 
     def all(self, f: BinaryIO) -> Iterator[TraceRow]:
-        # A line past _MAX_LINE comes cut, one byte past it, for parse to refuse: the rest of
+        # A line past MAX_ROW_BYTES comes cut, one byte past it, for parse to refuse: the rest of
         # it is never read.
         for raw in iter(lambda: f.readline(MAX_ROW_BYTES + 1), b""):
             row = self.parse(raw)

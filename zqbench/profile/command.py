@@ -62,11 +62,11 @@ class Launch:
     profile_dir: Path
     tool_path: str | None  # the profiler's executable (nsys, ncu); None for torch
 
-    def describe(self, server: Sequence[str]) -> list[str]:
-        """The exact commands, one a line, as --dry-run prints them."""
+    def describe(self, server: Sequence[str]) -> str:
+        """The exact command, as --dry-run prints it."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
         line = shlex.join([*self.wrap, *server])
-        return [f"{env} {line}" if env else line]
+        return f"{env} {line}" if env else line
 
 
 def profile(
@@ -171,8 +171,7 @@ def _print_dry_run(options: RunOptions, job: ProfileJob, echo: Callable[[str], N
         args = embedded.command()[3:]  # after `python -c <script>`
         port = args.index("--port") + 1
         server = ["python", "-m", "reference_server", *args[:port], "<port>", *args[port + 1 :]]
-    for line in launch.describe(server):
-        echo(line)
+    echo(launch.describe(server))
     window = job.window
     where = (
         "the whole run"

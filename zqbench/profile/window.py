@@ -82,7 +82,6 @@ class CaptureLog:
     window: tuple[float, float] = (0.0, 0.0)
     started_at: float | None = None
     stopped_at: float | None = None
-    answers: list[object] = field(default_factory=list)  # the routes' JSON answers
     errors: list[str] = field(default_factory=list)
 
 
@@ -117,13 +116,10 @@ class CaptureHook:
             t_s = self._timer.seconds()
             try:
                 with control.ControlClient(timeout_s=_CALL_TIMEOUT_S) as client:
-                    answer = client.post_json(
-                        f"{self.base_url}{route}", b"{}", headers=self._headers()
-                    )
+                    client.post_json(f"{self.base_url}{route}", b"{}", headers=self._headers())
             except ZqbenchError as exc:
                 self.log.errors.append(f"POST {route}: {exc.message}")
                 return
-            self.log.answers.append(answer)
             self._open = on
             # The capture surely ran from /start_profile's answer to /stop_profile's call.
             if on:

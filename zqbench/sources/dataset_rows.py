@@ -34,8 +34,6 @@ from zqbench.errors import UsageError
 from zqbench.load.bounds import MAX_DATASET_ROWS, MAX_OUTPUT_TOKENS, MAX_ROW_BYTES
 
 _PIECE = 1 << 20  # bytes read at a time
-_MAX_ROW = MAX_ROW_BYTES  # checked before more of a row is read
-_MAX_OUTPUT_TOKENS = MAX_OUTPUT_TOKENS
 _NESTED = "nested deeper than a JSON reader goes; give one flat object a row"
 _ROLES = ("user", "assistant")
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}
@@ -103,7 +101,7 @@ def scan(path: Path, fmt: str) -> Index:
         # array('q'): 8 bytes an entry, where a list of ints costs about 36
         offsets, lengths, prompt_bytes, outputs, answers = (array("q") for _ in range(5))
         for number, offset, raw in spans:
-            where = f"dataset {path} {_where(is_array, number)}"
+            where = f"dataset {path} {'element' if is_array else 'line'} {number}"
             if len(offsets) == MAX_DATASET_ROWS:
                 raise DatasetError(
                     f"{where}: more than {MAX_DATASET_ROWS:,} rows; give a file of at most "
@@ -139,10 +137,6 @@ def read_row(path: str, offset: int, length: int, fmt: str) -> Row:
     return parse_row(raw, fmt, where=f"dataset {path} at byte {offset}")
 
 
-def _where(array: bool, number: int) -> str:
-    return f"element {number}" if array else f"line {number}"
-
-
 def _first_byte(f: Any) -> bytes:
     """The first byte that is not whitespace (or a UTF-8 BOM); the file stays at 0."""
     head = f.read(4096)
@@ -152,13 +146,9 @@ def _first_byte(f: Any) -> bytes:
 
 def _sniff_jsonl(path: Path, f: Any) -> str:
     """jsonl, sharegpt or chat-completions, from the first row's keys."""
-    for line in _lines(f):
-        if line.strip():
-            break
-    else:
-        line = b""
+    line = next((ln for ln in _lines(f) if ln.strip()), b"")
     f.seek(0)
-    if len(line) > _MAX_ROW:
+    if len(line) > MAX_ROW_BYTES:
         raise _too_long(path, "line 1")
     try:
         obj = json.loads(line)
@@ -177,14 +167,14 @@ def _sniff_jsonl(path: Path, f: Any) -> str:
 
 
 def _lines(f: Any) -> Iterator[bytes]:
-    """The file's lines; one longer than _MAX_ROW comes cut, one byte past it (the caller
+    """The file's lines; one longer than MAX_ROW_BYTES comes cut, one byte past it (the caller
     refuses it), and the rest of it is never read."""
-    return iter(lambda: f.readline(_MAX_ROW + 1), b"")
+    return iter(lambda: f.readline(MAX_ROW_BYTES + 1), b"")
 
 
 def _too_long(path: Path, where: str) -> DatasetError:
     return DatasetError(
-        f"dataset {path} {where}: longer than {_MAX_ROW >> 20} MiB; give one request a row"
+        f"dataset {path} {where}: longer than {MAX_ROW_BYTES >> 20} MiB; give one request a row"
     )
 
 
@@ -192,7 +182,7 @@ def _line_spans(f: Any, digest: Any, path: Path) -> Iterator[tuple[int, int, byt
     """(line number, byte offset, bytes) of each line that is not blank."""
     offset = 0
     for number, line in enumerate(_lines(f), start=1):
-        if len(line) > _MAX_ROW:
+        if len(line) > MAX_ROW_BYTES:
             raise _too_long(path, f"line {number}")
         digest.update(line)
         if line.strip():
@@ -219,10 +209,10 @@ def _array_spans(f: Any, digest: Any, path: Path) -> Iterator[tuple[int, int, by
         except RecursionError:
             raise DatasetError(f"dataset {path} element {number + 1}: {_NESTED}") from None
         except ValueError:
-            if done or len(buf) - pos > _MAX_ROW:
+            if done or len(buf) - pos > MAX_ROW_BYTES:
                 raise DatasetError(
                     f"dataset {path} element {number + 1}: not valid JSON, the array is not "
-                    f"closed, or longer than {_MAX_ROW >> 20} MiB; fix the file"
+                    f"closed, or longer than {MAX_ROW_BYTES >> 20} MiB; fix the file"
                 ) from None
             piece = f.read(_PIECE)
             digest.update(piece)
@@ -250,7 +240,7 @@ def parse_row(raw: bytes, fmt: str, *, where: str) -> Row:
         return _sharegpt(obj, where)
     if fmt == "chat-completions" and isinstance(obj.get("body"), dict):
         obj, where = obj["body"], f"{where} body"
-    system = _optional_text(obj, "system", where)
+    system = None if obj.get("system") is None else _text(obj["system"], "system", where)
     if "messages" in obj:
         if "prompt" in obj:
             raise DatasetError(f'{where}: both "prompt" and "messages"; give one of them')
@@ -270,9 +260,9 @@ def parse_row(raw: bytes, fmt: str, *, where: str) -> Row:
                 f'{where}: "{given[0]}" is {json.dumps(output)}, not a positive integer; '
                 "fix it or leave it out"
             )
-        if output > _MAX_OUTPUT_TOKENS:
+        if output > MAX_OUTPUT_TOKENS:
             raise DatasetError(
-                f'{where}: "{given[0]}" is {output}, past {_MAX_OUTPUT_TOKENS:,} (longer than '
+                f'{where}: "{given[0]}" is {output}, past {MAX_OUTPUT_TOKENS:,} (longer than '
                 "any model answers); fix it or leave it out"
             )
     return Row(system, history, prompt, output)
@@ -282,10 +272,6 @@ def _text(value: Any, field: str, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise DatasetError(f'{where}: "{field}" is not a non-empty string; give the text')
     return value
-
-
-def _optional_text(obj: dict[str, Any], field: str, where: str) -> str | None:
-    return None if obj.get(field) is None else _text(obj[field], field, where)
 
 
 def _content(value: Any, field: str, where: str) -> str:

@@ -3,20 +3,10 @@
 Every `interval_s` (default 250 ms) a thread GETs the URL through the control-plane client
 (each scrape bounded by `timeout_s`, its body capped), and once more when the run stops, so
 the last scrape sees every request of the run. It keeps the series zqbench understands,
-under one canonical name per quantity (the engines' own names: zqbench.telemetry.engines):
-
-    canonical                          scraped as
-    gpu_util (0..1, per gpu label)     DCGM_FI_DEV_GPU_UTIL (0..100)
-    num_requests_waiting               vllm:num_requests_waiting, sglang:num_queue_reqs,
-                                       tgi_queue_size, refserver_num_requests_waiting
-    num_requests_running               vllm:num_requests_running, sglang:num_running_reqs,
-                                       tgi_batch_current_size, refserver_num_requests_running
-    request_queue_time_seconds_bucket  vllm:request_queue_time_seconds_bucket (per le),
-      _sum, _count                     sglang:queue_time_seconds_*, tgi_request_queue_duration_*,
-                                       refserver_request_queue_time_seconds_*
-
-Only the lines of those series are parsed (prometheus_client's parser), so a scrape of a
-large exposition costs little beside the load.
+under one canonical name per quantity (`ALIASES`): gpu_util (0..1, per gpu label) from
+DCGM_FI_DEV_GPU_UTIL (0..100), and each engine's series under the names of
+zqbench.telemetry.engines (`Engine.series`). Only the lines of those series are parsed
+(prometheus_client's parser), so a scrape of a large exposition costs little beside the load.
 
 On stop it writes telemetry.prometheus.parquet (every value kept; several scrapers of one
 run share it, each row naming its URL) and, when DCGM gave GPU utilization,
