@@ -231,7 +231,7 @@ def split_at(data: bytes, cuts: Iterable[int]) -> list[bytes]:
 def meaning(summary: ResponseSummary) -> dict:
     """A summary without its arrival times (which depend on the split), plus the chunk count."""
     d = dataclasses.asdict(summary)
-    for key in ("t_headers", "t_first_token", "token_times", "token_gaps"):
+    for key in ("t_headers", "t_first_token", "t_first_answer", "token_times", "token_gaps"):
         d.pop(key)
     d["n_chunks"] = len(summary.token_times)
     return d

@@ -20,7 +20,7 @@ from tests.dialects.frames import (
     split_at,
 )
 from zqbench.dialects import AnthropicDialect
-from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.dialects.base import TEXT, DialectConfig, RequestSpec
 
 SPEC = RequestSpec("short", "Say hi", 16)
 NOSTREAM = RequestSpec("short", "Say hi", 16, stream=False)
@@ -158,7 +158,8 @@ def test_pings_comments_and_unknown_events_are_ignored():
 
 
 def test_an_empty_text_delta_is_a_token_other_deltas_are_not():
-    """A token that completes no character streams as text "": a token all the same."""
+    """A token that completes no character streams as text "": a token all the same. An
+    empty tool-input piece and a thinking block's signature are none."""
     events = list(A_EVENTS)
     events.insert(
         3,
@@ -167,16 +168,17 @@ def test_an_empty_text_delta_is_a_token_other_deltas_are_not():
             '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}',
         ),
     )
-    events.insert(
-        3,
-        (
-            "content_block_delta",
-            '{"type":"content_block_delta","index":1,'
-            '"delta":{"type":"input_json_delta","partial_json":"{}"}}',
-        ),
-    )
+    for delta in (
+        '{"type":"input_json_delta","partial_json":""}',
+        '{"type":"signature_delta","signature":"c2ln"}',
+    ):
+        events.insert(
+            3,
+            ("content_block_delta", f'{{"type":"content_block_delta","index":1,"delta":{delta}}}'),
+        )
     s = parse(a_stream(events))
     assert s.error is None and s.token_events == 4 and s.text_chars == len(A_TEXT)
+    assert s.carried == TEXT and s.t_first_answer == s.t_first_token
 
 
 @pytest.mark.parametrize(

@@ -133,13 +133,14 @@ def test_deltas_without_string_content_are_not_tokens() -> None:
     frames = [
         VLLM_ROLE,
         vllm_chunk('{"content":null}'),
-        vllm_chunk('{"reasoning_content":"hm"}'),
+        vllm_chunk('{"reasoning_content":""}'),  # reasoning, but empty
+        vllm_chunk('{"tool_calls":[{"index":0,"id":"c","function":{"name":"f"}}]}'),  # a name
         vllm_chunk('{"role":"assistant","content":"Hi"}'),  # a role with text: a token
         vllm_usage(1),
         VLLM_DONE,
     ]
     _, s = openai(frames)
-    assert s.token_times == [1004]
+    assert s.token_times == [1005] and s.t_first_answer == 1005
 
 
 def test_a_server_that_packs_tokens_sends_fewer_events_than_usage() -> None:

@@ -8,10 +8,12 @@ types are ignored.
 
 Token events (see `zqbench.dialects.parser`): each `content_block_delta` whose delta is a
 `text_delta` with a string `text` is one, empty text included (a token that completes no
-character). A `content_block_start` opens its text block empty, `{"type":"text","text":""}`:
-that is no token; text there, if a server sends some, is generated text and counts.
-`message_delta`'s cumulative `usage.output_tokens` is the server's count; `message_start`'s
-is a placeholder. Thinking and tool-input deltas are not text tokens.
+character); so is a `thinking_delta` (thinking) and an `input_json_delta` (a tool call's
+input) whose piece is not empty. A `signature_delta` is none. A `content_block_start` opens
+its block empty, `{"type":"text","text":""}`: that is no token; text there, if a server
+sends some, is generated text and counts; a `redacted_thinking` block marks the thinking
+redacted. `message_delta`'s cumulative `usage.output_tokens` is the server's count (thinking
+included); `message_start`'s is a placeholder.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 from typing import Any
 
 from zqbench.dialects import anthropic_shapes, common
-from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.dialects.base import REDACTED, TEXT, THINKING, TOOL, DialectConfig, RequestSpec
 from zqbench.dialects.parser import DialectBase, ResponseParser
 from zqbench.dialects.sse import SSEEvent
 from zqbench.redact import Secret
@@ -44,6 +46,16 @@ _READ = frozenset(
 )
 
 
+# A delta's type: the field with its piece, and what it carries. Each is one token event;
+# thinking and tool-input pieces only when not empty (a block may open with an empty one).
+_DELTAS = {
+    "text_delta": ("text", TEXT),
+    "thinking_delta": ("thinking", THINKING),
+    "input_json_delta": ("partial_json", TOOL),
+}
+_BLOCKS = {"thinking": THINKING, "redacted_thinking": THINKING | REDACTED, "tool_use": TOOL}
+
+
 class AnthropicParser(ResponseParser):
     __slots__ = ()
 
@@ -58,7 +70,13 @@ class AnthropicParser(ResponseParser):
             kind = obj.get("type")
             name = kind if isinstance(kind, str) else ""
         if name == "content_block_delta":
-            self._text(obj.get("delta"), "text_delta", t_ns, empty_counts=True)
+            delta = obj.get("delta")
+            if isinstance(delta, dict):
+                kind = _DELTAS.get(delta.get("type"))  # type: ignore[arg-type]
+                if kind is not None:
+                    piece = delta.get(kind[0])
+                    if isinstance(piece, str) and (piece or kind[1] == TEXT):
+                        self._token(piece, t_ns, kind[1])
         elif name == "message_start":
             self._began = True
             message = obj.get("message")
@@ -67,7 +85,11 @@ class AnthropicParser(ResponseParser):
                 self._usage(usage, output=False)
         elif name == "content_block_start":
             # The block normally starts empty; text here, if any, is generated text too.
-            self._text(obj.get("content_block"), "text", t_ns, empty_counts=False)
+            block = obj.get("content_block")
+            if isinstance(block, dict):
+                if block.get("type") == "redacted_thinking":
+                    self.summary.carried |= REDACTED
+                self._text(block, "text", t_ns, empty_counts=False)
         elif name == "message_delta":
             usage = obj.get("usage")
             if isinstance(usage, dict):
@@ -114,12 +136,14 @@ class AnthropicParser(ResponseParser):
         if not isinstance(content, list):
             self._fail("bad_json")
             return
+        blocks = [b for b in content if isinstance(b, dict)]
         texts = [
-            b["text"]
-            for b in content
-            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
         ]
-        self._body_text(*texts)
+        carried = 0
+        for b in blocks:
+            carried |= _BLOCKS.get(b.get("type"), 0)  # type: ignore[arg-type]
+        self._body_text(*texts, carried=carried)
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self._usage(usage, output=True)

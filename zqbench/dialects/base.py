@@ -64,13 +64,24 @@ class DialectConfig:
         return f"DialectConfig(model={self.model!r}, api_key={key}, extra_headers=<{n_headers}>)"
 
 
+# What a response's token events carried (`ResponseSummary.carried`, bits): reasoning models
+# think before they answer, and an answer may be a tool call instead of text.
+THINKING, TEXT, TOOL = 1, 2, 4
+REDACTED = 8  # the server said its thinking was redacted (Anthropic's redacted_thinking block)
+
+
 @dataclass(slots=True)
 class ResponseSummary:
     """What one response meant, as the parser understood it."""
 
     status: int = 0
     t_headers: int | None = None
-    t_first_token: int | None = None
+    t_first_token: int | None = None  # the first token event of any kind, thinking included
+    t_first_answer: int | None = None  # the first text or tool-call token event
+    carried: int = 0  # THINKING | TEXT | TOOL | REDACTED: what the token events carried
+    reasoning_events: int = 0  # token events of thinking (of `token_events`)
+    tool_events: int = 0  # token events of a tool call's arguments (of `token_events`)
+    reasoning_tokens: int | None = None  # the server's count, where its usage gives one
     token_times: list[int] = field(default_factory=list)  # arrival of each token event
     # The gaps between consecutive token events, kept as they come (`add_token`), so that a
     # response of 100,000 events is summarised at its end without a pass in Python.

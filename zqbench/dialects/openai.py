@@ -18,9 +18,15 @@ has a string `content`, empty or not, except:
   `completion_tokens` is already matched by the other token events (without usage it
   counts: one chunk, one token).
 
-Not tokens: a delta without `content` or with `content: null` (OpenAI's own final chunk is
-`{"delta":{},"finish_reason":"stop"}`; tool-call and reasoning deltas), the usage chunk
-(`"choices": []`), `[DONE]`. A stream's TTFT is therefore its first token, never the role
+Reasoning and tool calls: a delta with a non-empty `reasoning` (vLLM 0.32) or
+`reasoning_content` (SGLang, DeepSeek) is a thinking token event; one whose `tool_calls`
+carry a non-empty `function.arguments` piece is a tool-call token event (the piece that only
+names the function is none). usage's `completion_tokens_details.reasoning_tokens` is the
+server's count of thinking tokens.
+
+Not tokens: a delta without `content` or with `content: null` otherwise (OpenAI's own final
+chunk is `{"delta":{},"finish_reason":"stop"}`), the usage chunk (`"choices": []`),
+`[DONE]`. A stream's TTFT is therefore its first token, thinking included, never the role
 chunk.
 """
 
@@ -30,7 +36,7 @@ import json
 from typing import Any
 
 from zqbench.dialects import common, openai_shapes
-from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.dialects.base import THINKING, TOOL, DialectConfig, RequestSpec
 from zqbench.dialects.parser import DialectBase, ResponseParser
 from zqbench.dialects.sse import SSEEvent
 from zqbench.redact import Secret
@@ -91,10 +97,10 @@ class OpenAIParser(ResponseParser):
         if not isinstance(delta, dict):
             return
         text = delta.get("content")
-        if not isinstance(text, str):
-            return
-        if text:
+        if text and isinstance(text, str):
             self._token(text, t_ns)
+        elif self._other_delta(delta, t_ns) or not isinstance(text, str):
+            return
         elif "role" in delta:
             return  # the role announcement
         elif finishing:
@@ -102,8 +108,33 @@ class OpenAIParser(ResponseParser):
         else:
             self._token(text, t_ns)
 
+    def _other_delta(self, delta: dict[str, Any], t_ns: int) -> bool:
+        """Whether the delta was reasoning (`reasoning`, vLLM 0.32; `reasoning_content`,
+        SGLang and DeepSeek) or a piece of a tool call's arguments, not empty: a token
+        event of that kind."""
+        thought = delta.get("reasoning")
+        if thought is None:
+            thought = delta.get("reasoning_content")
+        if isinstance(thought, str) and thought:
+            self._token(thought, t_ns, THINKING)
+            return True
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                fn = call.get("function") if isinstance(call, dict) else None
+                args = fn.get("arguments") if isinstance(fn, dict) else None
+                if isinstance(args, str) and args:
+                    self._token(args, t_ns, TOOL)
+                    return True
+        return False
+
     def _usage(self, usage: dict[str, Any]) -> None:
         s = self.summary
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, dict):
+            reasoning = common.count(details.get("reasoning_tokens"))
+            if reasoning is not None:
+                s.reasoning_tokens = reasoning
         prompt = common.count(usage.get("prompt_tokens"))
         if prompt is not None:
             s.prompt_tokens = prompt
@@ -127,13 +158,19 @@ class OpenAIParser(ResponseParser):
             self._fail("bad_json")
             return
         text = ""
+        carried = 0
         if choices and isinstance(choices[0], dict):
             message = choices[0].get("message")
-            if isinstance(message, dict) and isinstance(message.get("content"), str):
-                text = message["content"]
+            if isinstance(message, dict):
+                if isinstance(message.get("content"), str):
+                    text = message["content"]
+                if message.get("reasoning") or message.get("reasoning_content"):
+                    carried |= THINKING
+                if message.get("tool_calls"):
+                    carried |= TOOL
             if isinstance(choices[0].get("finish_reason"), str):
                 self.stop_reason = choices[0]["finish_reason"]
-        self._body_text(text)
+        self._body_text(text, carried=carried)
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self._usage(usage)

@@ -63,7 +63,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from zqbench.dialects.base import DialectConfig, EventHook, RequestSpec, ResponseSummary
+from zqbench.dialects.base import (
+    TEXT,
+    THINKING,
+    TOOL,
+    DialectConfig,
+    EventHook,
+    RequestSpec,
+    ResponseSummary,
+)
 from zqbench.dialects.common import (
     DEFAULT_MAX_BODY_BYTES,
     apply_zq_timing,
@@ -259,8 +267,9 @@ class ResponseParser(abc.ABC):
             return None
         return obj
 
-    def _token(self, text: str, t_ns: int) -> None:
-        """One token event: its arrival time and its characters ("" is a token too)."""
+    def _token(self, text: str, t_ns: int, kind: int = TEXT) -> None:
+        """One token event: its arrival time and, for answer text, its characters ("" is a
+        token too). `kind`: TEXT, THINKING or TOOL (a tool call's arguments)."""
         if self._provisional is not None:  # a later token: the held one was a token
             t_held, self._provisional = self._provisional, None
             self._token("", t_held)
@@ -268,9 +277,18 @@ class ResponseParser(abc.ABC):
         if s.t_first_token is None:
             s.t_first_token = t_ns
         s.add_token(t_ns)
-        s.text_chars += len(text) if self._skimmed is NO_SKIMMED else self._skimmed.chars(text)
-        if s.answer is not None:
-            self._keep_text(text)
+        s.carried |= kind
+        if kind == TEXT:
+            s.text_chars += len(text) if self._skimmed is NO_SKIMMED else self._skimmed.chars(text)
+            if s.answer is not None:
+                self._keep_text(text)
+        elif kind == THINKING:
+            s.reasoning_events += 1
+            return
+        else:
+            s.tool_events += 1
+        if s.t_first_answer is None:
+            s.t_first_answer = t_ns
 
     def _provisional_token(self, t_ns: int) -> None:
         """An empty event that is a token unless usage says otherwise (settled at the end)."""
@@ -290,13 +308,16 @@ class ResponseParser(abc.ABC):
             return
         self._token("", t_held)
 
-    def _body_text(self, *parts: str) -> None:
+    def _body_text(self, *parts: str, carried: int = 0) -> None:
         """The generated text of a non-streamed body (its text parts): one chunk, at the
-        first body byte."""
+        first body byte. `carried`: the body's thinking and tool-call bits besides."""
         s = self.summary
         chars = sum(self._skimmed.chars(p) for p in parts)
-        if chars and s.t_first_token is not None:
+        s.carried |= carried | (TEXT if chars else 0)
+        if (chars or carried) and s.t_first_token is not None:
             s.add_token(s.t_first_token)
+            if s.carried & (TEXT | TOOL):
+                s.t_first_answer = s.t_first_token
         s.text_chars += chars
         if s.answer is not None:
             for part in parts:

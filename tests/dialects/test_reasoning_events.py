@@ -1,0 +1,120 @@
+"""Thinking and tool-call tokens are token events of their kind (#42 item 1): TTFT is the first
+token of any kind, `t_first_answer` the first text or tool-call token, and ITL runs over them
+all. Read from the reference server's own streams (which the official SDKs accept,
+tests/reference_server/test_thinking_tools.py) and from vLLM's and SGLang's field names.
+
+Each SSE event is fed as its own piece, so the i-th event arrives at t = 1001 + i.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.dialects.frames import JSON_HEADERS, feed, vllm_chunk, vllm_content, vllm_usage
+from tests.reference_server.conftest import MODEL, Server, start_server
+from zqbench.dialects import AnthropicDialect, OpenAIDialect
+from zqbench.dialects.base import REDACTED, TEXT, THINKING, TOOL, DialectConfig, RequestSpec
+
+SPEC = RequestSpec("short", "hi", 20)
+CONFIG = DialectConfig(model=MODEL)
+LOOKUP = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    s = start_server("--engine", "sim", "--max-batch-size", "4")
+    yield s
+    s.stop()
+
+
+def events_of(server: Server, path: str, body: dict) -> list[bytes]:
+    """The server's stream, cut into its SSE events."""
+    r = httpx.post(server.url + path, json={"model": MODEL, "stream": True, **body}, timeout=30)
+    assert r.status_code == 200, r.text
+    return [e + b"\n\n" for e in r.content.split(b"\n\n") if e]
+
+
+def test_anthropic_thinking_then_text(server: Server) -> None:
+    body = {"max_tokens": 20, "thinking": {"type": "enabled", "budget_tokens": 8}}
+    frames = events_of(
+        server, "/v1/messages", {**body, "messages": [{"role": "user", "content": "hi"}]}
+    )
+    # message_start, thinking block start, ping: the first thinking delta is event 3.
+    s = feed(AnthropicDialect(CONFIG).parser(SPEC), frames)
+    assert s.error is None and s.output_tokens == 20
+    assert (s.token_events, s.reasoning_events, s.tool_events, s.text_chars) == (20, 8, 0, 12)
+    assert s.carried == THINKING | TEXT
+    # After 8 thinking deltas: the signature, the block's stop, the text block's start.
+    assert s.t_first_token == 1004 and s.t_first_answer == 1004 + 8 + 3
+    assert len(s.token_gaps) == 19  # ITL over every token, thinking included
+
+
+def test_anthropic_tool_call(server: Server) -> None:
+    body = {
+        "max_tokens": 20,
+        "tools": [{"name": "lookup", "input_schema": LOOKUP}],
+        "tool_choice": {"type": "tool", "name": "lookup"},
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    s = feed(AnthropicDialect(CONFIG).parser(SPEC), events_of(server, "/v1/messages", body))
+    assert s.error is None and s.carried == TOOL
+    assert (s.token_events, s.tool_events, s.text_chars) == (20, 20, 0)
+    assert s.t_first_token == s.t_first_answer == 1004
+
+
+def test_openai_reasoning_then_a_tool_call(server: Server) -> None:
+    body = {
+        "max_tokens": 20,
+        "reasoning_effort": "low",  # 5 of 20
+        "tools": [{"type": "function", "function": {"name": "lookup", "parameters": LOOKUP}}],
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    frames = events_of(server, "/v1/chat/completions", body)
+    s = feed(OpenAIDialect(CONFIG).parser(SPEC), frames)
+    assert s.error is None and s.output_tokens == 20 and s.reasoning_tokens == 5
+    assert (s.token_events, s.reasoning_events, s.tool_events) == (20, 5, 15)
+    assert s.carried == THINKING | TOOL
+    assert s.t_first_token == 1002 and s.t_first_answer == 1002 + 5  # after the role chunk
+
+
+def test_sglang_reasoning_content_and_vllm_reasoning_are_thinking() -> None:
+    frames = [
+        vllm_chunk('{"role":"assistant","content":null,"reasoning_content":"Let"}'),
+        vllm_chunk('{"content":null,"reasoning":" me"}'),
+        vllm_chunk('{"content":"","reasoning_content":" see"}'),  # "" beside reasoning
+        vllm_content("Hi"),
+        vllm_usage(4),
+        b"data: [DONE]\n\n",
+    ]
+    s = feed(OpenAIDialect(CONFIG).parser(SPEC), frames)
+    assert s.token_times == [1001, 1002, 1003, 1004] and s.reasoning_events == 3
+    assert s.t_first_token == 1001 and s.t_first_answer == 1004 and s.text_chars == 2
+
+
+def test_redacted_thinking_is_recorded_as_such() -> None:
+    body = (
+        b'{"id":"msg_1","type":"message","role":"assistant","model":"m","content":['
+        b'{"type":"redacted_thinking","data":"EmwKAhgBEgy3"},{"type":"text","text":"Hi"}],'
+        b'"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":9}}'
+    )
+    plain = RequestSpec("short", "hi", 20, stream=False)
+    s = feed(AnthropicDialect(CONFIG).parser(plain), [body], headers=JSON_HEADERS)
+    assert s.carried == THINKING | REDACTED | TEXT and s.t_first_answer == s.t_first_token == 1001
+    assert s.token_events == 1 and s.output_tokens == 9
+
+
+def test_a_body_that_only_thought_has_no_first_answer() -> None:
+    body = (
+        b'{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+        b'"message":{"role":"assistant","content":null,"reasoning":"hmm"},"finish_reason":"length"}],'
+        b'"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6,'
+        b'"completion_tokens_details":{"reasoning_tokens":3}}}'
+    )
+    plain = RequestSpec("short", "hi", 3, stream=False)
+    s = feed(OpenAIDialect(CONFIG).parser(plain), [body], headers=JSON_HEADERS)
+    assert s.carried == THINKING and s.t_first_token == 1001 and s.t_first_answer is None
+    assert s.reasoning_tokens == 3 and s.token_events == 1
