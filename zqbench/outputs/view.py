@@ -194,15 +194,9 @@ def _server_queue_rows(s: Summary) -> list[MetricRow]:
     t = q.queue_time
     if t.count == 0:
         return []
+    p50, p90, p99 = (_at_most(v, t.largest_bound) for v in (t.p50, t.p90, t.p99))
     return [
-        MetricRow(
-            metric="server_queue",
-            group="from the server's metrics",
-            n=text.count(t.count),
-            p50=_at_most(t.p50, t.largest_bound),
-            p90=_at_most(t.p90, t.largest_bound),
-            p99=_at_most(t.p99, t.largest_bound),
-        )
+        MetricRow("server_queue", "from the server's metrics", text.count(t.count), p50, p90, p99)
     ]
 
 
@@ -246,7 +240,8 @@ _LOOP = {"open": "open (arrival rate)", "closed": "closed (virtual users)"}
 def _facts(s: Summary) -> tuple[Fact, ...]:
     """The run table of report.html: what was offered, what was achieved, clock offset."""
     load, throughput, clock = s.load, s.throughput, s.clock
-    achieved = load.achieved_ratio
+    offered = f"{load.offered_requests or NO_VALUE} requests, {_req_rate(load.offered_rate)}"
+    share = NO_VALUE if load.achieved_ratio is None else f"{load.achieved_ratio:.1%}"
     rows = [
         ("scenario", s.scenario.name),
         ("description", s.scenario.config.get("description", "")),
@@ -255,21 +250,11 @@ def _facts(s: Summary) -> tuple[Fact, ...]:
         ("started", s.started_at),
         ("duration", f"{s.duration:.2f} s"),
         ("loop", _LOOP[load.loop]),
-        (
-            "offered",
-            f"{load.offered_requests or NO_VALUE} requests, {_req_rate(load.offered_rate)}",
-        ),
-        (
-            "achieved",
-            f"{_req_rate(load.achieved_rate)}"
-            f" ({NO_VALUE if achieved is None else f'{achieved:.1%}'} of offered)",
-        ),
+        ("offered", offered),
+        ("achieved", f"{_req_rate(load.achieved_rate)} ({share} of offered)"),
         ("ok throughput", _req_rate(throughput.requests_per_s)),
         ("goodput", _req_rate(throughput.goodput_per_s)),
-        (
-            "server clock offset",
-            f"{clock.server_offset_ns} ns ({clock.server_offset_source})",
-        ),
+        ("server clock offset", f"{clock.server_offset_ns} ns ({clock.server_offset_source})"),
     ]
     return tuple(Fact(label, str(value)) for label, value in rows)
 

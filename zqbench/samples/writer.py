@@ -101,10 +101,8 @@ def read_stream(path: Path) -> pa.Table:
         while True:
             try:
                 batches.append(reader.read_next_batch())
-            except StopIteration:
-                break
-            except (pa.ArrowInvalid, OSError):
-                break  # a batch cut off mid-write: everything before it is intact
+            except (StopIteration, pa.ArrowInvalid, OSError):
+                break  # the end, or a batch cut off mid-write: everything before it is intact
     return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
 
