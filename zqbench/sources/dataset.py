@@ -80,29 +80,21 @@ class DatasetSource:
         }
 
     def to_wire(self) -> dict[str, Any]:
-        scalars = {name: getattr(self, name) for name in _SCALARS}
-        arrays = {name: getattr(self, name).astype("<i8").tobytes() for name in _ARRAYS}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        arrays = {name: data[name].astype("<i8").tobytes() for name in _ARRAYS}
         files = {"config": dataclasses.asdict(self.config), "file": dataclasses.asdict(self.file)}
-        return {**files, **scalars, **arrays}
+        return data | files | arrays
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> DatasetSource:
         c = data["config"]
         spans = {k: _pair(c[k]) for k in ("prompt_tokens", "output_tokens")}
-        config = DatasetConfig(**{**c, **spans})
-        fields: dict[str, Any] = {name: data[name] for name in _SCALARS}
-        fields.update((name, np.frombuffer(data[name], dtype="<i8")) for name in _ARRAYS)
-        return cls(config=config, file=DatasetFile(**data["file"]), **fields)
+        fields = {f.name: data[f.name] for f in dataclasses.fields(cls)}
+        arrays = {name: np.frombuffer(data[name], dtype="<i8") for name in _ARRAYS}
+        files = {"config": DatasetConfig(**c | spans), "file": DatasetFile(**data["file"])}
+        return cls(**fields | files | arrays)
 
 
-_SCALARS = (
-    "request_class",
-    "max_tokens",
-    "stream",
-    "exact_output",
-    "seed",
-    "output_statement",
-)
 _ARRAYS = ("rows", "offsets", "lengths", "prompt_tokens", "output_tokens")
 
 

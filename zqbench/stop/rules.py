@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -34,25 +34,13 @@ from zqbench.metrics.classify import (
     TIMED_OUT,
     UNDETERMINED,
 )
+from zqbench.summary import StopGrowth
 
 if TYPE_CHECKING:
     from zqbench.stop.config import ErrorRateRule, QueuedShareRule, QueueGrowthRule
 
+WaitBy = Literal["server_queue", "ttft"]
 MIN_INFLIGHT_POINTS = 4  # in-flight readings in the window before its slope means anything
-
-
-@dataclass(frozen=True, slots=True)
-class Growth:
-    """queue_growth's evidence: both slopes with their lower bounds."""
-
-    wait_by: str  # "server_queue" or "ttft"
-    wait_slope: float  # seconds of wait per second of send time
-    wait_slope_low: float
-    wait_rise_low: float  # the lower bound times the sends' span: seconds
-    min_rise: float
-    inflight_slope: float  # requests per second
-    inflight_slope_low: float
-    inflight_now: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +50,7 @@ class Trip:
     measured: float  # the share, or the wait's rise (s)
     bound: float  # what it passed
     requests: int  # in the window, judged
-    growth: Growth | None = None
+    growth: StopGrowth | None = None  # queue_growth's evidence, as summary.json records it
 
 
 @dataclass(frozen=True)
@@ -92,7 +80,7 @@ class Window:
         judged = (self.outcome == SERVED) | (self.outcome == QUEUED)
         return int(np.count_nonzero(self.outcome == QUEUED)), int(np.count_nonzero(judged))
 
-    def waits(self) -> tuple[str, np.ndarray, np.ndarray]:
+    def waits(self) -> tuple[WaitBy, np.ndarray, np.ndarray]:
         """(wait_by, send_s, wait_s) of the admitted answers: one scale, never both, the
         server's own wait where most answers carry it."""
         ok = np.isin(self.outcome, (SERVED, QUEUED, UNDETERMINED))
@@ -186,7 +174,7 @@ def _share(share: float, bound: float) -> str:
 
 def queue_growth(
     rule: QueueGrowthRule,
-    wait_by: str,
+    wait_by: WaitBy,
     send_s: np.ndarray,
     wait_s: np.ndarray,
     inflight_t_s: np.ndarray,
@@ -204,7 +192,7 @@ def queue_growth(
     rise_low = w_low * float(send_s.max() - send_s.min())
     if w_low <= 0 or c_low <= 0 or rise_low < min_rise_s:
         return None
-    growth = Growth(
+    growth = StopGrowth(
         wait_by=wait_by,
         wait_slope=w_slope,
         wait_slope_low=w_low,
