@@ -41,15 +41,13 @@ def select(options: ConformOptions) -> list[tuple[Check, str | None]]:
     for i in options.skip:
         if i not in ids:
             raise OptionError("skip", f"unknown check id; valid: {', '.join(ids)}", value=repr(i))
-    out: list[tuple[Check, str | None]] = []
-    for check in CATALOGUE:
+
+    def why_not(check: Check) -> str | None:
         if check.id in options.skip:
-            out.append((check, "skipped with --skip"))
-        elif not in_groups(check, options.only):
-            out.append((check, "not in the --only groups"))
-        else:
-            out.append((check, None))
-    return out
+            return "skipped with --skip"
+        return None if in_groups(check, options.only) else "not in the --only groups"
+
+    return [(check, why_not(check)) for check in CATALOGUE]
 
 
 def _resolve(options: ConformOptions, base: str, on_note: NoteCallback | None) -> Target:

@@ -122,7 +122,6 @@ def start_info(
     validity: ValidityOptions,
     plan: Plan,
     target: Target,
-    *,
     start_ns: int,
     start_epoch_ns: int,
 ) -> RunInfo:

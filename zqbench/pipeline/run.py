@@ -12,6 +12,7 @@ The CLI parses flags into `RunOptions` and calls this; tests call it directly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,7 +24,6 @@ from zqbench.errors import EXIT_INTERRUPTED, UsageError, exit_code_for_verdict
 from zqbench.exporter import DEFAULT_HOST, MetricsEndpoint
 from zqbench.exporter.collector import RunLabels
 from zqbench.hooks.contract import RunHook
-from zqbench.metrics.summarize import RunInfo
 from zqbench.outputs.paths import existing_ancestor, make_out_dir, removed_if_empty_on_error
 from zqbench.outputs.start_record import StartRecord
 from zqbench.pipeline.analyze import analyze, start_info
@@ -31,7 +31,7 @@ from zqbench.pipeline.execute import check_distribution, execute
 from zqbench.pipeline.hooks import build_hooks
 from zqbench.pipeline.options import RunOptions
 from zqbench.pipeline.plan import Plan, make_plan
-from zqbench.pipeline.target import Endpoint, Target, fit_target, open_endpoint
+from zqbench.pipeline.target import Endpoint, fit_target, open_endpoint
 from zqbench.pipeline.write import write_outputs
 from zqbench.redact import redact_url
 from zqbench.summary import Summary
@@ -82,7 +82,9 @@ def run_scenario(
             if live is not None:
                 _watch(live, endpoint, hooks)
             target = fit_target(endpoint, plan.scenario, on_note=on_target)
-            hooks.append(_start_record(options, plan, target, out_dir))
+            # run-start.json, written at t = 0: a killed run can be recovered from it.
+            info = functools.partial(start_info, options.plan, options.validity, plan, target)
+            hooks.append(StartRecord(out_dir, info, plan.slos))
             signals.enter_context(stop_on_signals(stop))
             execution = execute(
                 plan,
@@ -146,22 +148,6 @@ def _watch(live: MetricsEndpoint, endpoint: Endpoint, hooks: list[RunHook]) -> N
     scrapers.sort(key=lambda h: h.engine is None)  # the target's engine's own first
     if scrapers:
         live.watch_server(scrapers[0].latest)
-
-
-def _start_record(options: RunOptions, plan: Plan, target: Target, out_dir: Path) -> StartRecord:
-    """The hook that writes run-start.json at t = 0: a killed run can be recovered from it."""
-
-    def info(start_ns: int, start_epoch_ns: int) -> RunInfo:
-        return start_info(
-            options.plan,
-            options.validity,
-            plan,
-            target,
-            start_ns=start_ns,
-            start_epoch_ns=start_epoch_ns,
-        )
-
-    return StartRecord(out_dir, info, plan.slos)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from zqbench.dialects.base import DialectConfig
 from zqbench.errors import TargetError, UsageError
@@ -76,11 +75,11 @@ class Endpoint:
 
     @property
     def host(self) -> str:
-        return _host_port(self.base_url)[0]
+        return parse_base_url(self.base_url).host
 
     @property
     def port(self) -> int:
-        return _host_port(self.base_url)[1]
+        return parse_base_url(self.base_url).port
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,11 +115,6 @@ def outcome_rules(config: OutcomesConfig) -> OutcomeRules:
         margin=d.margin if config.margin_s is None else config.margin_s,
         at_rest_probes=d.at_rest_probes if probes is None else probes,
     )
-
-
-def _host_port(base_url: str) -> tuple[str, int]:
-    parts = urlsplit(base_url)
-    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -124,21 +125,19 @@ def measure_at_rest(
     return fit(probes, opener=opened)
 
 
+@dataclass
 class _Prober:
     """One probe at a time, within each probe's timeout and the whole set's deadline."""
 
-    def __init__(
-        self,
-        base_url: str,
-        dialect: Dialect,
-        calibration: Calibration | None,
-        timeout_s: float,
-        deadline_s: float,
-    ) -> None:
-        self.base_url, self.dialect, self.calibration = base_url, dialect, calibration
-        self.url = redact_url(base_url)
-        self.timeout_s, self.deadline_s = timeout_s, deadline_s
-        self.ends_at = time.monotonic() + deadline_s
+    base_url: str
+    dialect: Dialect
+    calibration: Calibration | None
+    timeout_s: float
+    deadline_s: float
+
+    def __post_init__(self) -> None:
+        self.url = redact_url(self.base_url)
+        self.ends_at = time.monotonic() + self.deadline_s
 
     def once(self, client: ControlClient, tokens: int, seed: int) -> AtRestProbe | str:
         """The probe's TTFT, or why it has none."""

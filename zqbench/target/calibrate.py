@@ -124,25 +124,20 @@ def cached(base_url: str, api: str, model: str) -> Calibration | None:
         return None
 
 
+@dataclass
 class _Prober:
     """Counts the tokens of one probe text on the target, through the control-plane client,
     each probe within `timeout_s` and all of them within `deadline_s`."""
 
-    def __init__(
-        self,
-        base_url: str,
-        dialect: Dialect,
-        client: ControlClient,
-        *,
-        timeout_s: float,
-        deadline_s: float,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.dialect = dialect
-        self.client = client
-        self.timeout_s = timeout_s
-        self.deadline_s = deadline_s
-        self.ends_at = time.monotonic() + deadline_s
+    base_url: str
+    dialect: Dialect
+    client: ControlClient
+    timeout_s: float
+    deadline_s: float
+
+    def __post_init__(self) -> None:
+        self.base_url = self.base_url.rstrip("/")
+        self.ends_at = time.monotonic() + self.deadline_s
 
     def count_tokens(self, path: str, text: str) -> int:
         """The API's token-counting route: the same messages, no generation."""
