@@ -19,6 +19,7 @@ from zqbench.cli.options import (
     ApiKeyEnvOpt,
     ServerSchedulerOpt,
     TargetOpt,
+    TimeoutOpt,
     fields_of,
     note,
     refuse_embedded_options_with_target,
@@ -80,7 +81,6 @@ ExpectHeaders = Annotated[
     list[str] | None,
     typer.Option("--expect-header", help="'NAME=VALUE' or 'NAME~REGEX' every response must carry."),
 ]
-Timeout = Annotated[float, typer.Option("--timeout", help="Per-request timeout, seconds.")]
 QueueMargin = Annotated[
     float,
     typer.Option(
@@ -133,7 +133,7 @@ def conform(
     expect_http2: ExpectHttp2 = False,
     expect_headers: ExpectHeaders = None,
     require_instrumentation: RequireInstrumentation = False,
-    timeout_s: Timeout = 10.0,
+    timeout_s: TimeoutOpt = 10.0,
     server_queue_bound_ms: Annotated[float, typer.Option(help="zeroqueue.3 bound.")] = 5.0,
     queue_margin_ms: QueueMargin = 20.0,
     slope_steps: SlopeSteps = "1,2,4,8,16,32",

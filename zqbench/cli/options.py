@@ -181,6 +181,7 @@ ApiKeyEnvOpt = Annotated[
     str | None,
     typer.Option(help="Environment variable holding the API key (never pass keys in argv)."),
 ]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Per-request timeout, seconds.")]
 Http2Opt = Annotated[bool, typer.Option("--http2", help="HTTP/2 (h2c or ALPN).")]
 ServerSchedulerOpt = Annotated[
     values.ServerScheduler,

@@ -33,9 +33,7 @@ def probe(
     stream: Annotated[
         bool, typer.Option(help="Streaming requests; with --no-stream TTFT is the body's arrival.")
     ] = True,
-    timeout_s: Annotated[
-        float, typer.Option("--timeout", help="Per-request timeout, seconds.")
-    ] = 30.0,
+    timeout_s: opt.TimeoutOpt = 30.0,
 ) -> None:
     """Sequential requests with a curl-style breakdown and P50/P99: does this endpoint queue?"""
     from zqbench.target.probe import ProbeOptions, format_probe, run_probe

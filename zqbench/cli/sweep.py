@@ -138,14 +138,9 @@ def _advise(
                 name,
                 "sets up the bundled reference server, which --server-cmd replaces: drop {flag}",
             )
-    advise = AdviseOptions(
-        server_cmd,
-        tuple(server_params),
-        **({} if ready_timeout_s is None else {"ready_timeout_s": ready_timeout_s}),
-    )
-    options = RunOptions(**groups)
+    advise = AdviseOptions(**opt.fields_of(AdviseOptions, locals()))
     result = run_advisor(
-        options, advise, on_setting=lambda s: typer.echo(setting_line(s), err=True)
+        RunOptions(**groups), advise, on_setting=lambda s: typer.echo(setting_line(s), err=True)
     )
     typer.echo(result.report.outcome)
     typer.echo(f"outputs: {result.out_dir}")
