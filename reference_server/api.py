@@ -155,6 +155,7 @@ class App:
         )
         rid = "req_" + os.urandom(12).hex()
         resp = _Response(send, rid, self._common)
+        resp.timing = self.config.timing_headers
         resp.trace_id = headers.get("x-request-id", "")[:128] or rid
         task = asyncio.current_task()
         if task is not None:
@@ -345,7 +346,7 @@ class App:
                 await self._stream(seq, req, dialect, resp)
             else:
                 await self._wait_end(seq)
-                timing = _timing(seq)
+                timing = _timing(seq, stamps=resp.timing)
                 msg_id = ("msg_" if dialect == "anthropic" else "chatcmpl-") + resp.rid[4:]
                 render_body = anthropic_api.body if dialect == "anthropic" else openai_api.body
                 await resp.full(
@@ -430,7 +431,7 @@ class App:
                 if not at:
                     marks[mark] = time.time()
             if done:
-                timing = _timing(seq, marks)
+                timing = _timing(seq, marks, stamps=resp.timing)
                 tail = am.tail(timing) if anthropic else oa.tail(seq, timing)
                 await resp.body_part(chunk + tail, more=False)
                 return
@@ -560,16 +561,19 @@ def _count_tokens(req: GenRequest) -> int:
         raise ApiError("invalid_request", "text contains a lone surrogate") from None
 
 
-def _timing(seq: Sequence, marks: dict[str, float] | None = None) -> dict[str, Any]:
+def _timing(
+    seq: Sequence, marks: dict[str, float] | None = None, *, stamps: bool = True
+) -> dict[str, Any]:
     """The server's own times, epoch seconds. Streamed: `first_token` and `first_answer`,
     when the write carrying the first token (of any kind), and the first text or tool
-    token, began; null when none went out."""
-    timing = {
-        "received": round(seq.received, 6),
-        "dispatch": round(seq.dispatch, 6) if seq.dispatch else None,
-        "start": round(seq.start, 6) if seq.start else None,
-        "gpu_ms": round(seq.gpu_ms, 4) if seq.gpu_ms is not None else None,
-    }
+    token, began; null when none went out. Without `stamps` (--no-timing-headers) it does
+    not say when the request was received, dispatched and started."""
+    timing: dict[str, Any] = {}
+    if stamps:
+        timing["received"] = round(seq.received, 6)
+        timing["dispatch"] = round(seq.dispatch, 6) if seq.dispatch else None
+        timing["start"] = round(seq.start, 6) if seq.start else None
+    timing["gpu_ms"] = round(seq.gpu_ms, 4) if seq.gpu_ms is not None else None
     if marks is not None:
         for mark in ("first_token", "first_answer"):
             timing[mark] = round(marks[mark], 6) if mark in marks else None
@@ -618,6 +622,7 @@ class _Response:
         "start",
         "started",
         "status",
+        "timing",
         "trace_id",
     )
 
@@ -631,10 +636,13 @@ class _Response:
         self.started = self.finished = False
         self.status = 0
         self.extra: Headers = []  # earned on the way (x-execution-profile once admitted)
+        self.timing = True  # send the X-Request-*-Time headers (--no-timing-headers: no)
 
     def _headers(self, content_type: bytes, extra: Headers) -> Headers:
         h: Headers = [(b"content-type", content_type), (b"request-id", self.rid.encode())]
         h += self.common
+        if not self.timing:
+            return h + self.extra + extra
         if self.received is not None:
             h.append((b"x-request-received-time", _ts(self.received)))
         if self.dispatch is not None:

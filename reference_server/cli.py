@@ -66,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     a("--retry-after", type=float, help="Retry-After seconds on refusals; 0 omits (default 1)")
     no_retry = "send x-should-retry: false on refusals, so SDK clients do not retry them"
     a("--no-sdk-retry", action="store_const", const=True, help=no_retry)
+    a(
+        "--no-timing-headers",
+        dest="timing_headers",
+        action="store_const",
+        const=False,
+        help="send no X-Request-*-Time headers and no received/dispatch/start in zq_timing, "
+        "as an engine that does not say when it dispatched (vLLM, llama.cpp)",
+    )
     a("--queue-timeout", type=float, help="fifo: seconds a request may wait before 429")
     a("--gpu-memory-utilization", type=float, help="fraction of the KV cache admission may use")
     a("--max-concurrent-kernels", type=int, help="CPU: torch intra-op threads")

@@ -66,6 +66,9 @@ class ServerConfig:
     body_limit: int = 32 * 1024 * 1024  # bytes, as the Messages API
     retry_after_s: float = 1.0  # Retry-After on refusals; 0 omits the header
     no_sdk_retry: bool = False  # send x-should-retry: false, so SDKs show raw refusals
+    # Say when each request was received, dispatched and started (X-Request-*-Time headers
+    # and zq_timing); off, the server is as silent about its queue as vLLM or llama.cpp.
+    timing_headers: bool = True
     queue_timeout_s: float | None = None  # fifo: waits longer than this become 429
     api_key: str | None = field(default=None, repr=False)
     gpu_memory_utilization: float = 1.0

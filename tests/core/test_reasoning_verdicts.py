@@ -1,0 +1,70 @@
+"""Verdicts that hold on a reasoning model (#42 item 2). A server that thinks 48 tokens before
+every answer (the reference server's `--thinking-tokens`) is judged `served` at rest: TTFT
+is its first token of any kind, and the at-rest probes measure that same first token, so the
+thinking phase is never read as a queue. Its fifo twin with two slots, loaded past them,
+is judged `queued`: the verdict still sees a real queue. Both run with
+`--no-timing-headers`, so the first token is the only evidence, as on vLLM.
+
+Before #42 TTFT was the first *text* token: the probes (4 tokens, all thinking) found no
+token at all, and every request under load would have counted its thinking as waiting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.core.conftest import MODEL
+from zqbench.pipeline.run import RunOptions, run_scenario
+from zqbench.summary import AtRest
+from zqbench.target.embedded import EmbeddedServer
+
+pytestmark = pytest.mark.slow
+
+SCENARIO = """
+name = "thinking"
+api = "anthropic"
+[load]
+executor = "constant-arrival-rate"
+rate = {rate}
+duration = "3s"
+[request]
+max_tokens = 64
+prompt_tokens = 32
+timeout = "30s"
+[validity]
+min_samples = 10
+max_schedule_lag = "250ms"
+"""
+
+
+def _run(scheduler: str, slots: int, rate: int, out: Path):  # type: ignore[no-untyped-def]
+    with EmbeddedServer(
+        engine="sim",
+        scheduler=scheduler,
+        max_batch_size=slots,
+        # Silent about its queue, as vLLM is: the first token is the only evidence.
+        extra_args=("--thinking-tokens", "48", "--no-timing-headers"),
+        log_path=out.with_suffix(".log"),
+    ) as server:
+        scenario = out.with_suffix(".toml")
+        scenario.write_text(SCENARIO.format(rate=rate))
+        return run_scenario(
+            RunOptions.of(scenario=str(scenario), target=server.base_url, model=MODEL, out=out)
+        ).summary
+
+
+def test_a_thinking_phase_is_served_and_a_real_queue_is_still_queued(tmp_path: Path) -> None:
+    calm = _run("zero-queue", 8, 5, tmp_path / "calm")
+    assert calm.outcomes is not None
+    at_rest = calm.outcomes.basis.at_rest
+    assert isinstance(at_rest, AtRest), at_rest
+    counts = calm.outcomes.counts
+    assert counts.get("served", 0) == calm.requests.sent and counts.get("queued", 0) == 0, counts
+    assert calm.outcomes.evidence.get("ttft") == calm.requests.sent, calm.outcomes.evidence
+    # TTFT is the first thinking token: far below the 48 thinking steps plus the answer.
+    assert calm.metrics["ttft"].p99 < 0.5 * calm.metrics["latency"].p50
+    busy = _run("fifo", 2, 60, tmp_path / "busy")
+    assert busy.outcomes is not None
+    assert busy.outcomes.counts.get("queued", 0) > 0.5 * busy.requests.sent, busy.outcomes.counts
