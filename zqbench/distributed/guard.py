@@ -22,6 +22,9 @@ MAX_NODE_CHARS = 256  # Locust's ids are `hostname_<32 hex>`
 MAX_PENDING = 64  # Locust clients that joined but have not proven the secret yet
 # Locust's own messages that a zqbench worker's runner sends and the master has no use for.
 IGNORED = frozenset({"stats", "spawning", "spawning_complete", "client_stopped", "logs"})
+# What may reach Locust's handlers; zqbench's own messages are then checked by the
+# master's (sealed, typed).
+ACCEPTED = IGNORED | {"quit", "client_ready", "heartbeat", *p.WORKER_MESSAGES}
 
 Note = Callable[[str, str, str], None]  # (reason, node, detail)
 
@@ -69,7 +72,7 @@ class Door:
 
     # ------------------------------------------------------------------ messages
     def _handle_message(self, client_id: str, msg: Any) -> None:
-        why = self._refusal(client_id, msg)
+        why = self._refusal(msg)
         if why is not None:
             self.drop(why[0], client_id, why[1])
             return
@@ -82,20 +85,15 @@ class Door:
         except Exception as exc:  # Locust's own handling must not end the listener
             self.drop("malformed content", client_id, f"{msg.type}: {type(exc).__name__}")
 
-    def _refusal(self, node: str, msg: Any) -> tuple[str, str] | None:
+    def _refusal(self, msg: Any) -> tuple[str, str] | None:
+        """(reason, detail) of a message dropped here; None for one that goes on."""
         kind, data = msg.type, msg.data
-        if kind in IGNORED or kind == "quit":
+        if kind == "client_ready" and not (isinstance(data, str) and len(data) <= 64):
+            return "malformed content", "client_ready without a version string"
+        if kind == "heartbeat" and not _heartbeat_ok(data):
+            return "malformed content", "a heartbeat without its state and usage numbers"
+        if kind in ACCEPTED:
             return None
-        if kind == "client_ready":
-            if not isinstance(data, str) or len(data) > 64:
-                return "malformed content", "client_ready without a version string"
-            return None
-        if kind == "heartbeat":
-            if not _heartbeat_ok(data):
-                return "malformed content", "a heartbeat without its state and usage numbers"
-            return None
-        if kind in p.WORKER_MESSAGES:
-            return None  # zqbench's own: checked by the master's handlers (sealed, typed)
         return "unexpected message", repr(kind)[:40]
 
     def _admit(self, node: str) -> None:

@@ -39,8 +39,7 @@ class RunningHooks:
             if result.environment:
                 merged.environment[hook.name] = result.environment
             merged.notes.extend(result.notes)
-        if errors:
-            merged.notes.extend(f"hook failed to stop: {e}" for e in errors)
+        merged.notes.extend(f"hook failed to stop: {e}" for e in errors)
         if merged.notes:
             merged.environment["notes"] = merged.notes
         return merged

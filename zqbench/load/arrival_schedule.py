@@ -63,9 +63,6 @@ class ArrivalSchedule:
         """The number of arrivals in this schedule."""
         return int(self.times_ns.shape[0])
 
-    def __len__(self) -> int:
-        return self.offered
-
     def split(self, n_workers: int) -> list[ArrivalSchedule]:
         """Deal the arrivals round-robin to `n_workers` workers (arrival i to worker i mod W).
 
