@@ -8,6 +8,7 @@ Each SSE event is fed as its own piece, so the i-th event arrives at t = 1001 + 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -16,7 +17,16 @@ import pytest
 from tests.dialects.frames import JSON_HEADERS, feed, vllm_chunk, vllm_content, vllm_usage
 from tests.reference_server.conftest import MODEL, Server, start_server
 from zqbench.dialects import AnthropicDialect, OpenAIDialect
-from zqbench.dialects.base import REDACTED, TEXT, THINKING, TOOL, DialectConfig, RequestSpec
+from zqbench.dialects.base import (
+    REDACTED,
+    TEXT,
+    THINKING,
+    TOOL,
+    DialectConfig,
+    RequestSpec,
+    ToolDef,
+    Tools,
+)
 
 SPEC = RequestSpec("short", "hi", 20)
 CONFIG = DialectConfig(model=MODEL)
@@ -118,3 +128,30 @@ def test_a_body_that_only_thought_has_no_first_answer() -> None:
     s = feed(OpenAIDialect(CONFIG).parser(plain), [body], headers=JSON_HEADERS)
     assert s.carried == THINKING and s.t_first_token == 1001 and s.t_first_answer is None
     assert s.reasoning_tokens == 3 and s.token_events == 1
+
+
+@pytest.mark.parametrize("dialect", [AnthropicDialect, OpenAIDialect])
+@pytest.mark.parametrize(("choice", "named"), [("lookup", True), ("any", False)])
+def test_a_request_offering_tools_is_answered_with_a_call_both_apis(
+    server: Server, dialect: type, choice: str, named: bool
+) -> None:
+    """The dialects write the tools and tool_choice in each API's words; the reference
+    server (which follows both) answers with a call whose every token is a tool event."""
+    offered = (
+        ToolDef("other", "not this one", {"type": "object", "properties": {}}),
+        ToolDef("lookup", "look a word up", LOOKUP),
+    )
+    if not named:
+        offered = offered[::-1]  # "any": the server calls the first
+    spec = RequestSpec("tools", "hi", 20, tools=Tools(offered, choice, named))
+    d = dialect(CONFIG)
+    request = d.build(spec)
+    body = json.loads(request.body)
+    r = httpx.post(
+        server.url + request.path, content=request.body, headers=dict(d.headers), timeout=30
+    )
+    assert r.status_code == 200, (r.text, body)
+    frames = [e + b"\n\n" for e in r.content.split(b"\n\n") if e]
+    s = feed(d.parser(spec), frames)
+    assert s.error is None and s.carried == TOOL and s.tool_events == 20, body
+    assert s.t_first_answer == s.t_first_token

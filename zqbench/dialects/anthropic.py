@@ -195,14 +195,23 @@ class AnthropicDialect(DialectBase):
         return HttpRequest("POST", PATH, self.headers, body)
 
     def _full_body(self, spec: RequestSpec) -> bytes:
-        """A system prompt or earlier turns: the whole body as JSON (the API has no way to
-        ask for an exact output length, so `exact_output` changes nothing)."""
+        """A system prompt, earlier turns or tools: the whole body as JSON (the API has no
+        way to ask for an exact output length, so `exact_output` changes nothing)."""
         messages = [{"role": role, "content": text} for role, text in spec.history]
         messages.append({"role": "user", "content": spec.prompt})
         body: dict[str, Any] = {"model": self.config.model, "max_tokens": int(spec.max_tokens)}
         if spec.system:
             body["system"] = spec.system
         body["messages"] = messages
+        if spec.tools is not None:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in spec.tools.offered
+            ]
+            choice = spec.tools.choice
+            body["tool_choice"] = (
+                {"type": "tool", "name": choice} if spec.tools.named else {"type": choice}
+            )
         body["stream"] = spec.stream
         return json.dumps(body, separators=(",", ":")).encode("ascii")
 

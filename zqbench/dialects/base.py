@@ -14,7 +14,7 @@ the API's name.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,6 +26,24 @@ from zqbench.transport.base import HttpRequest, ResponseSink
 # Called with each SSE event of a streamed 2xx response and its arrival time, before the
 # parser reads it, and also after the parser has stopped reading (conformance judges them all).
 EventHook = Callable[[SSEEvent, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDef:
+    """A tool a request offers, in neither API's words: each dialect writes its own."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]  # the JSON Schema of its input
+
+
+@dataclass(frozen=True, slots=True)
+class Tools:
+    """The tools a request offers, and whether the model may, must or must not call one."""
+
+    offered: tuple[ToolDef, ...]
+    choice: str = "auto"  # auto, any (a call of any tool, OpenAI's "required"), none, or a name
+    named: bool = False  # `choice` names the one tool to call
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +61,12 @@ class RequestSpec:
     source_row: int | None = None  # the request source's row it came from (a dataset's)
     keep_answer: bool = False  # keep the answer's text (a conversation's next turn needs it)
     headers: tuple[tuple[str, str], ...] = ()  # sent besides the dialect's (a class's own)
+    tools: Tools | None = None  # tools offered to the model (a tool-calling workload)
 
     @property
     def plain(self) -> bool:
         """One user message and nothing else: the dialects' fast path."""
-        return self.system is None and not self.history and not self.exact_output
+        return self.system is None and not self.history and not self.exact_output and not self.tools
 
 
 @dataclass(frozen=True, slots=True)

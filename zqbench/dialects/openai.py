@@ -220,7 +220,7 @@ class OpenAIDialect(DialectBase):
         return HttpRequest("POST", PATH, self.headers, body)
 
     def _full_body(self, spec: RequestSpec) -> bytes:
-        """A system prompt, earlier turns or an exact length: the whole body as JSON."""
+        """A system prompt, earlier turns, an exact length or tools: the whole body as JSON."""
         messages = [{"role": "system", "content": spec.system}] if spec.system else []
         messages += [{"role": role, "content": text} for role, text in spec.history]
         messages.append({"role": "user", "content": spec.prompt})
@@ -232,6 +232,23 @@ class OpenAIDialect(DialectBase):
         if spec.exact_output:
             body["min_tokens"] = int(spec.max_tokens)
             body["ignore_eos"] = True
+        if spec.tools is not None:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in spec.tools.offered
+            ]
+            choice = spec.tools.choice
+            if spec.tools.named:
+                body["tool_choice"] = {"type": "function", "function": {"name": choice}}
+            else:
+                body["tool_choice"] = "required" if choice == "any" else choice
         body["stream"] = spec.stream
         if spec.stream and self.config.include_usage:
             body["stream_options"] = {"include_usage": True}
