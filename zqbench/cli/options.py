@@ -133,24 +133,28 @@ def takes(*groups: Flags) -> Callable[[Callable[..., None]], Callable[..., None]
 EMBEDDED_ONLY = ("server_scheduler", "server_engine", "server_args", "server_max_batch_size")
 
 
+def refuse_given(ctx: typer.Context, name: str, problem: str) -> None:
+    """UsageError `FLAG PROBLEM` when the parameter `name` was given on the command line
+    (or by its environment variable); `{flag}` in `problem` names the flag too."""
+    from zqbench.errors import UsageError
+
+    source = ctx.get_parameter_source(name)  # None: the command has no such parameter
+    # By name: typer's context may carry its own copy of click's ParameterSource.
+    if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+        param = next(p for p in ctx.command.params if p.name == name)
+        flag = max(param.opts, key=len)
+        raise UsageError(f"{flag} {problem.format(flag=flag)}")
+
+
 def refuse_embedded_options_with_target(ctx: typer.Context) -> None:
     """A --server-* flag sets up the bundled reference server, which --target replaces:
     given together, the flag would be silently ignored (a FIFO run that measured the
     remote zero-queue server). Exit 2 instead, naming both."""
-    from zqbench.errors import UsageError
-
     if ctx.params.get("target") is None:
         return
-    for param in ctx.command.params:
-        source = ctx.get_parameter_source(param.name or "")
-        # By name: typer's context may carry its own copy of click's ParameterSource.
-        given = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
-        if param.name in EMBEDDED_ONLY and given:
-            flag = max(param.opts, key=len)
-            raise UsageError(
-                f"{flag} sets up the bundled reference server, which --target replaces; "
-                f"drop {flag} or --target"
-            )
+    for name in EMBEDDED_ONLY:
+        problem = "sets up the bundled reference server, which --target replaces; drop {flag}"
+        refuse_given(ctx, name, problem + " or --target")
 
 
 ScenarioArg = Annotated[str, typer.Argument(help="Bundled scenario name or a TOML path.")]

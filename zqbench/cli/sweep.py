@@ -69,9 +69,9 @@ def sweep(
         _advise(ctx, server_cmd, server_params or [], ready_timeout_s, groups)
         return
     for name in ("server_params", "ready_timeout_s"):
-        _refuse(ctx, name, "is --server-cmd's: give --server-cmd too, or drop {flag}")
+        opt.refuse_given(ctx, name, "is --server-cmd's: give --server-cmd too, or drop {flag}")
     for name in ("rate_scale", "duration_scale"):
-        _refuse(
+        opt.refuse_given(
             ctx,
             name,
             "scales the scenario each --server-cmd setting runs; a rate sweep sets each "
@@ -100,18 +100,6 @@ def sweep(
 RATE_SEARCH = ("min_rate", "max_rate", "step_factor", "step_duration_s", "bisect_steps")
 
 
-def _refuse(ctx: typer.Context, name: str, problem: str) -> None:
-    """UsageError `FLAG PROBLEM` when the parameter `name` was given on the command line."""
-    from zqbench.errors import UsageError
-
-    source = ctx.get_parameter_source(name)
-    # By name: typer's context may carry its own copy of click's ParameterSource.
-    if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
-        param = next(p for p in ctx.command.params if p.name == name)
-        flag = max(param.opts, key=len)
-        raise UsageError(f"{flag} {problem.format(flag=flag)}")
-
-
 def _advise(
     ctx: typer.Context,
     server_cmd: str,
@@ -125,19 +113,15 @@ def _advise(
     from zqbench.pipeline.run import RunOptions
 
     for name in RATE_SEARCH:
-        _refuse(
+        opt.refuse_given(
             ctx,
             name,
             "is a rate sweep's; with --server-cmd each setting runs the scenario as it is "
             "(scale it with --rate-scale and --duration-scale): drop {flag}",
         )
     for name in opt.EMBEDDED_ONLY:
-        if any(p.name == name for p in ctx.command.params):
-            _refuse(
-                ctx,
-                name,
-                "sets up the bundled reference server, which --server-cmd replaces: drop {flag}",
-            )
+        problem = "sets up the bundled reference server, which --server-cmd replaces: drop {flag}"
+        opt.refuse_given(ctx, name, problem)
     advise = AdviseOptions(**opt.fields_of(AdviseOptions, locals()))
     result = run_advisor(
         RunOptions(**groups), advise, on_setting=lambda s: typer.echo(setting_line(s), err=True)
