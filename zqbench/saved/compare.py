@@ -206,7 +206,8 @@ def compare_runs(
             "--max-regression must lie in [0%, 1000%), --max-error-increase in [0%, 100%]"
         )
     gated = [parse_stat(m) for m in (metrics or DEFAULT_GATED)]
-    shown = gated + [parse_stat(m) for m in SHOWN if m not in {g.key for g in gated}]
+    keys = [g.key for g in gated]
+    shown = gated + [parse_stat(m) for m in SHOWN if m not in keys]
     runs = [load_run(Path(d)) for d in run_dirs]
     labels = unique_labels(runs)
     frames = {
@@ -232,14 +233,7 @@ def compare_runs(
         if (w := _other_requests(labels[0], runs[0], label, run)) is not None
     ]
     return Comparison(
-        runs,
-        pairs,
-        verdict,
-        max_regression,
-        max_error_increase,
-        [g.key for g in gated],
-        frames,
-        warnings,
+        runs, pairs, verdict, max_regression, max_error_increase, keys, frames, warnings
     )
 
 
