@@ -20,13 +20,12 @@ from zqbench.metrics import quantiles
 from zqbench.metrics.false_refusals import peak_in_flight
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.metrics.sections.base import sentence
-from zqbench.summary import ConnectionWait
 
 if TYPE_CHECKING:
     from zqbench.metrics.summarize import RunInfo
 
 
-def connection_wait(frame: MetricFrame, run: RunInfo) -> ConnectionWait | None:
+def connection_wait(frame: MetricFrame, run: RunInfo) -> model.ConnectionWait | None:
     """None unless the wait's p99 passed the schedule-lag limit: a wait that, counted as
     the generator's lag, would have made the run invalid (or the column is absent)."""
     waits = frame.values["connection_wait"]
@@ -37,7 +36,7 @@ def connection_wait(frame: MetricFrame, run: RunInfo) -> ConnectionWait | None:
         return None
     c = frame.columns
     sent = ~c.unsent
-    return ConnectionWait(
+    return model.ConnectionWait(
         waited=int(np.count_nonzero(ordered > limit_s)),
         sent=int(np.count_nonzero(sent)),
         limit_s=limit_s,

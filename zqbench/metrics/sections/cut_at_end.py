@@ -15,19 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zqbench import summary as model
 from zqbench.metrics.classify import INTERRUPTED
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
-from zqbench.summary import CutAtEnd
+from zqbench.metrics.sections.base import sentence
 
 if TYPE_CHECKING:
     from zqbench.metrics.summarize import RunInfo
-from zqbench import summary as model
-from zqbench.metrics.sections.base import sentence
 
 STOP_RULE_GRACE_S = 1.0  # zqbench.engines.native: a stopped load's in-flight requests
 
 
-def cut_at_end(frame: MetricFrame, run: RunInfo) -> CutAtEnd | None:
+def cut_at_end(frame: MetricFrame, run: RunInfo) -> model.CutAtEnd | None:
     """None when nothing was cut, or the run judged no outcomes (saved before it did)."""
     if frame.outcomes is None:
         return None
@@ -38,7 +37,7 @@ def cut_at_end(frame: MetricFrame, run: RunInfo) -> CutAtEnd | None:
     age = (c.t_end[cut] - c.t_send[cut]) / NS_PER_S
     waiting = int(np.count_nonzero(np.isnan(c.t_first_token[cut])))
     how, grace = _how(run)
-    return CutAtEnd(
+    return model.CutAtEnd(
         how=how,
         grace=grace,
         requests=int(cut.sum()),

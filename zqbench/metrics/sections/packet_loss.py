@@ -18,7 +18,6 @@ from zqbench.metrics.sections.text import (
     share,
     stage_label,
 )
-from zqbench.summary import Summary
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ def loss_recovery(p: model.PacketLoss, *, brief: bool = False) -> str:
     return text if brief else f"{text} (at no time after the loss was {window} {within})"
 
 
-def rows(s: Summary, p: model.PacketLoss) -> list[Fact]:
+def rows(s: model.Summary, p: model.PacketLoss) -> list[Fact]:
     """The section's rows, as the terminal shows them too."""
     impaired = ", ".join(stage_label(s, str(i)) for i in p.impaired_stages)
     return [
@@ -93,7 +92,7 @@ def rows(s: Summary, p: model.PacketLoss) -> list[Fact]:
     ]
 
 
-def view_of(s: Summary, plot: Figure | None) -> PacketLossView | None:
+def view_of(s: model.Summary, plot: Figure | None) -> PacketLossView | None:
     p = s.packet_loss
     if p is None:
         return None
@@ -101,7 +100,7 @@ def view_of(s: Summary, plot: Figure | None) -> PacketLossView | None:
     return PacketLossView(rows=tuple(rows(s, p)), stages=stages, figure=plot)
 
 
-def lines(summary: Summary) -> list[str]:
+def lines(summary: model.Summary) -> list[str]:
     """Two lines: the loss and its window, then P99 under loss against baseline, the error
     share and the recovery."""
     loss = summary.packet_loss

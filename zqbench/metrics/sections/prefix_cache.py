@@ -25,17 +25,7 @@ from zqbench.metrics import quantiles
 from zqbench.metrics.frame import MetricFrame
 from zqbench.metrics.sections.base import Section
 from zqbench.metrics.sections.text import NO_VALUE, Fact
-from zqbench.summary import (
-    CacheCounters,
-    CachedUsage,
-    CacheHitRate,
-    JsonFloat,
-    PrefixCache,
-    ServerQueue,
-    Summary,
-    Unavailable,
-    json_number,
-)
+from zqbench.summary import json_number
 
 NO_USAGE = (
     "no response's usage counted cached prompt tokens (vLLM's OpenAI API gives them with "
@@ -44,32 +34,33 @@ NO_USAGE = (
 
 
 def prefix_cache(
-    frame: MetricFrame, server_queue: ServerQueue | Unavailable | None
-) -> PrefixCache | None:
+    frame: MetricFrame, server_queue: model.ServerQueue | model.Unavailable | None
+) -> model.PrefixCache | None:
     usage = cached_usage(frame)
-    server: CacheCounters | CacheHitRate | Unavailable | None = None  # None: not looked for
-    if isinstance(server_queue, ServerQueue):
+    # None: not looked for
+    server: model.CacheCounters | model.CacheHitRate | model.Unavailable | None = None
+    if isinstance(server_queue, model.ServerQueue):
         server = server_queue.prefix_cache
-    if server is None and isinstance(usage, Unavailable):
+    if server is None and isinstance(usage, model.Unavailable):
         return None  # the run looked at neither (a summary written before them too)
     if server is None:
-        server = Unavailable(unavailable="the server's metrics were not read")
-    return PrefixCache(server=server, usage=usage)
+        server = model.Unavailable(unavailable="the server's metrics were not read")
+    return model.PrefixCache(server=server, usage=usage)
 
 
-def cached_usage(frame: MetricFrame) -> CachedUsage | Unavailable:
+def cached_usage(frame: MetricFrame) -> model.CachedUsage | model.Unavailable:
     ok = frame.ok
     reporting = ok & ~np.isnan(frame.cached_tokens) & ~np.isnan(frame.prompt_tokens)
     if not reporting.any():
-        return Unavailable(unavailable=NO_USAGE)
+        return model.Unavailable(unavailable=NO_USAGE)
     cached = frame.cached_tokens[reporting]
     prompt = frame.prompt_tokens[reporting]
     hit = reporting & (frame.cached_tokens > 0)
 
-    def ttft_p50(keep: np.ndarray) -> JsonFloat:
+    def ttft_p50(keep: np.ndarray) -> model.JsonFloat:
         return json_number(quantiles.quantile(frame.sorted_seconds("ttft", keep), 0.5))
 
-    return CachedUsage(
+    return model.CachedUsage(
         requests=int(np.count_nonzero(ok)),
         reporting=int(np.count_nonzero(reporting)),
         cached_tokens=int(cached.sum()),
@@ -121,7 +112,7 @@ def _seconds_or_none(value: float | str | None) -> str:
     return NO_VALUE if value is None else f"{float(value) * 1e3:.3g} ms"
 
 
-def lines(summary: Summary) -> list[str]:
+def lines(summary: model.Summary) -> list[str]:
     """When the server's counters or the responses' usage told of it; else the report says
     why not."""
     pc = summary.prefix_cache

@@ -9,7 +9,6 @@ from zqbench import summary as model
 from zqbench.metrics.sections.base import Section
 from zqbench.metrics.sections.text import NO_VALUE, Fact, count, ms, number
 from zqbench.printable import shown
-from zqbench.summary import JsonFloat, Summary
 
 
 def queue_metrics(q: model.ServerQueue) -> tuple[str, ...]:
@@ -24,7 +23,7 @@ def _gauge_text(g: model.GaugeSummary | model.Unavailable) -> str:
     return f"max {g.max:g}, mean {g.mean:.3g}"
 
 
-def at_most(bound: JsonFloat, largest: float | None) -> str:
+def at_most(bound: model.JsonFloat, largest: float | None) -> str:
     """A histogram percentile, the upper bound of its bucket: "≤ 300", or "> 120000" past
     the largest finite bound (ms)."""
     v = number(bound)
@@ -75,7 +74,7 @@ def rows(q: model.ServerQueue) -> list[Fact]:
     return facts
 
 
-def lines(summary: Summary) -> list[str]:
+def lines(summary: model.Summary) -> list[str]:
     """A heading naming the source, then waiting, running and the queue time."""
     queue = summary.server_queue
     if not isinstance(queue, model.ServerQueue):

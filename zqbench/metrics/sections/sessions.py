@@ -17,14 +17,14 @@ from zqbench.metrics import quantiles
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.metrics.sections.base import Section
 from zqbench.metrics.sections.text import NO_VALUE, Fact, ms
-from zqbench.summary import JsonFloat, Sessions, Summary, TurnStats, json_number
+from zqbench.summary import json_number
 
 
-def _q(sorted_s: np.ndarray, q: float) -> JsonFloat:
+def _q(sorted_s: np.ndarray, q: float) -> model.JsonFloat:
     return json_number(quantiles.quantile(sorted_s, q))
 
 
-def sessions_summary(frame: MetricFrame) -> Sessions | None:
+def sessions_summary(frame: MetricFrame) -> model.Sessions | None:
     has = ~np.isnan(frame.turn)
     if not has.any():
         return None
@@ -42,7 +42,7 @@ def sessions_summary(frame: MetricFrame) -> Sessions | None:
         prompt = frame.prompt_tokens[answered]
         prompt = prompt[~np.isnan(prompt)]
         by_turn.append(
-            TurnStats(
+            model.TurnStats(
                 turn=k,
                 requests=int(np.count_nonzero(keep)),
                 ok=int(np.count_nonzero(answered)),
@@ -64,7 +64,7 @@ def sessions_summary(frame: MetricFrame) -> Sessions | None:
     np.minimum.at(first, inverse, t_send)
     np.maximum.at(last, inverse, t_end)
     times = np.sort((last - first)[complete]) / NS_PER_S
-    return Sessions(
+    return model.Sessions(
         turns=turns,
         sessions=len(ids),
         completed=int(np.count_nonzero(complete)),
@@ -90,12 +90,12 @@ def facts(entry: model.Sessions) -> tuple[Fact, ...]:
     )
 
 
-def tokens(mean: JsonFloat) -> str:
+def tokens(mean: model.JsonFloat) -> str:
     """A turn's mean prompt tokens (the context it carries), whole."""
     return NO_VALUE if mean is None else f"{mean:.0f}"
 
 
-def lines(summary: Summary) -> list[str]:
+def lines(summary: model.Summary) -> list[str]:
     """The conversations, then TTFT p50 and context by turn."""
     entry = summary.sessions
     if entry is None:
