@@ -88,9 +88,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     """The log's last `lines` lines, each escaped and cut (zqbench.printable.shown)."""
     try:
         with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - LOG_TAIL_BYTES))
+            f.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
             data = f.read()
     except OSError:
         return []
