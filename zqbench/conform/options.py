@@ -118,10 +118,8 @@ class ConformOptions:
             raise OptionError("queue_margin_ms", "must be >= 0", value=str(self.queue_margin_ms))
         if not 0 <= self.queue_share < 1:
             raise OptionError("queue_share", "must be in [0, 1)", value=str(self.queue_share))
-        for name, share in (
-            ("false_refusal_share", self.false_refusal_share),
-            ("retry_share", self.retry_share),
-        ):
+        for name in ("false_refusal_share", "retry_share"):
+            share = getattr(self, name)
             if not 0 <= share <= 1:
                 raise OptionError(name, "must be in [0, 1]", value=str(share))
         if len(self.slope_steps) < 2 or any(c < 1 for c in self.slope_steps):

@@ -47,7 +47,6 @@ class StopWatch:
         ended: EndedAt,
         on_note: Callable[[str], None] | None = None,
     ) -> None:
-        self.config = config
         self.stages = list(stages)
         self.basis = basis
         self.ended = ended
