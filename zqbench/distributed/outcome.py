@@ -94,7 +94,7 @@ def outcome(
     duration_s: float,
     rejected: dict[str, int] | None = None,
 ) -> DistributedOutcome:
-    workers = [_record(s, len(slots), duration_s) for s in slots]
+    workers = [_record(s, len(slots)) for s in slots]
     lost = sum(w.lost_requests for w in workers)
     if offered:
         share = lost / offered
@@ -118,7 +118,7 @@ def _vu_time_lost(slot: WorkerSlot, n: int, duration_s: float) -> float:
     return max(0.0, duration_s - slot.lost_at_s) / duration_s / n
 
 
-def _record(slot: WorkerSlot, n: int, duration_s: float) -> DistributedWorker:
+def _record(slot: WorkerSlot, n: int) -> DistributedWorker:
     lost, first, last = slot.missing() if slot.state == "lost" else (0, None, None)
     assigned = None if slot.work is None else slot.work.assigned()
     missing = None

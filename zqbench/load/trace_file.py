@@ -98,14 +98,8 @@ class TraceIndex:
 
 def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
     """Read `path` once: hash it, check every row, keep the timestamps and the totals."""
-    try:
-        size = path.stat().st_size
-        f = path.open("rb")
-    except OSError as e:
-        raise TraceError(f"trace {path}: cannot read it ({e.strerror}); check the path") from None
+    f, size = open_rows(path, "trace", TraceError)
     with f:
-        if size == 0:
-            raise TraceError(f"trace {path}: the file is empty; give a file with rows")
         digest = hashlib.sha256()
         rows = _Rows(path, fmt, block_tokens, digest)
         times = array("d")
@@ -440,6 +434,20 @@ def _number(cell: str) -> float | int | None:
 def _shown(value: Any) -> str:
     text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def open_rows(path: Path, what: str, error: type[UsageError]) -> tuple[BinaryIO, int]:
+    """`path` open for its index pass, and its size; `error` naming `what` (a trace or a
+    dataset) when it cannot be read or is empty."""
+    try:
+        size = path.stat().st_size
+        f = path.open("rb")
+    except OSError as e:
+        raise error(f"{what} {path}: cannot read it ({e.strerror}); check the path") from None
+    if size == 0:
+        f.close()
+        raise error(f"{what} {path}: the file is empty; give a file with rows")
+    return f, size
 
 
 def stat_cached(

@@ -32,6 +32,7 @@ import numpy as np
 
 from zqbench.errors import UsageError
 from zqbench.load.bounds import MAX_DATASET_ROWS, MAX_OUTPUT_TOKENS, MAX_ROW_BYTES
+from zqbench.load.trace_file import open_rows
 
 _PIECE = 1 << 20  # bytes read at a time
 _NESTED = "nested deeper than a JSON reader goes; give one flat object a row"
@@ -77,16 +78,8 @@ class Index:
 
 def scan(path: Path, fmt: str) -> Index:
     """Read `path` once: hash it, check every row, keep each row's span and sizes."""
-    try:
-        size = path.stat().st_size
-        f = path.open("rb")
-    except OSError as e:
-        raise DatasetError(
-            f"dataset {path}: cannot read it ({e.strerror}); check the path"
-        ) from None
+    f, size = open_rows(path, "dataset", DatasetError)
     with f:
-        if size == 0:
-            raise DatasetError(f"dataset {path}: the file is empty; give a file with rows")
         digest = hashlib.sha256()
         first = _first_byte(f)
         if fmt == "auto":
