@@ -123,7 +123,7 @@ def test_every_value_given_is_kept(tmp_path: Path) -> None:
         ),
         queued_share=QueuedShareRule(above=0.75, window_s=0.5, min_requests=2, ends="run"),
     )
-    # In RULES order, whatever the file's order.
+    # In RULE_TYPES order, whatever the file's order.
     assert [name for name, _ in s.stop.rules()] == ["error_rate", "queue_growth", "queued_share"]
 
 

@@ -126,8 +126,7 @@ Rule = ErrorRateRule | QueueGrowthRule | QueuedShareRule
 RULE_TYPES: dict[str, type[Rule]] = {
     r.NAME: r for r in (ErrorRateRule, QueueGrowthRule, QueuedShareRule)
 }
-RULES = tuple(RULE_TYPES)
-STOP_KEYS = RULES
+STOP_KEYS = tuple(RULE_TYPES)  # the [stop] table's keys: its rules' names
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +136,8 @@ class StopConfig:
     queued_share: QueuedShareRule | None = None
 
     def rules(self) -> list[tuple[str, Rule]]:
-        """The rules given, by name, in RULES order."""
-        return [(n, r) for n in RULES if (r := getattr(self, n)) is not None]
+        """The rules given, by name, in RULE_TYPES order."""
+        return [(n, r) for n in RULE_TYPES if (r := getattr(self, n)) is not None]
 
 
 def parse_stop(t: Table) -> StopConfig:
@@ -146,7 +145,7 @@ def parse_stop(t: Table) -> StopConfig:
     if not t.data:
         raise ScenarioError(
             f"{t.label}: [stop] names no rule; add one of "
-            + ", ".join(f"[stop.{name}]" for name in RULES)
+            + ", ".join(f"[stop.{name}]" for name in RULE_TYPES)
         )
     given = {
         name: rule.parse(Table(t.label, t.key(name), t.data[name], rule.KEYS))
