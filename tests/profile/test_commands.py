@@ -96,13 +96,13 @@ def test_torch_trace_self_times_and_request_ranges() -> None:
 
 def test_nsys_stats_csv(tmp_path: Path) -> None:
     base = tmp_path / "nsys_stats"
-    nsys_stats.kernels_csv(base).write_text(
+    nsys_stats.report_csv(base, "cuda_gpu_kern_sum").write_text(
         '"Time (%)","Total Time (ns)","Instances","Name"\n'
         '10,1000000,4,"small"\n90,9000000,2,"big"\n'
     )
-    rows = nsys_stats.read_summary(nsys_stats.kernels_csv(base))
+    rows = nsys_stats.read_summary(nsys_stats.report_csv(base, "cuda_gpu_kern_sum"))
     assert [(r.name, r.calls, r.total_ms) for r in rows] == [("big", 2, 9.0), ("small", 4, 1.0)]
-    assert nsys_stats.read_summary(nsys_stats.nvtx_csv(base)) == []
+    assert nsys_stats.read_summary(nsys_stats.report_csv(base, "nvtx_sum")) == []
 
 
 def test_cli_without_profiler_exits_2_with_one_line(tmp_path: Path) -> None:

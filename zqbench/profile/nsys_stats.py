@@ -31,9 +31,6 @@ def read_summary(path: Path, limit: int = 15) -> list[ProfileOp]:
     return rows[:limit]
 
 
-def kernels_csv(base: Path) -> Path:
-    return base.with_name(base.name + "_cuda_gpu_kern_sum.csv")
-
-
-def nvtx_csv(base: Path) -> Path:
-    return base.with_name(base.name + "_nvtx_sum.csv")
+def report_csv(base: Path, report: str) -> Path:
+    """The CSV `nsys stats --output=<base>` writes for `report` (cuda_gpu_kern_sum, nvtx_sum)."""
+    return base.with_name(f"{base.name}_{report}.csv")

@@ -83,8 +83,8 @@ def _nsys_tables(
         problem = _run_stats(nsys, report, base)
         if problem:
             notes.append(problem)
-    kernels = nsys_stats.read_summary(nsys_stats.kernels_csv(base))
-    return kernels, nsys_stats.read_summary(nsys_stats.nvtx_csv(base))
+    kernels = nsys_stats.read_summary(nsys_stats.report_csv(base, "cuda_gpu_kern_sum"))
+    return kernels, nsys_stats.read_summary(nsys_stats.report_csv(base, "nvtx_sum"))
 
 
 def _run_stats(nsys: str, report: Path, base: Path) -> str | None:
