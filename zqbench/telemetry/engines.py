@@ -1,27 +1,7 @@
 """The inference engines whose own Prometheus metrics tell their queue, and their names.
 
-    engine     waiting now / running now (gauges)        queue time per request (histogram)
-    vllm       vllm:num_requests_waiting                 vllm:request_queue_time_seconds
-               vllm:num_requests_running
-               prefix cache (counters, prompt tokens):   vllm:prefix_cache_queries, _hits
-               refusals (counter, by reason):            vllm:admission_rejections (0.29+,
-                                                         `--max-num-queued-reqs`/`-tokens`)
-    sglang     sglang:num_queue_reqs                     sglang:queue_time_seconds
-               sglang:num_running_reqs                   (not in every release)
-    tgi        tgi_queue_size                            tgi_request_queue_duration
-               tgi_batch_current_size
-    llamacpp   llamacpp:requests_deferred                (none)
-               llamacpp:requests_processing              (`--metrics`; deferred: past the slots)
-    lmdeploy   lmdeploy:num_requests_waiting             lmdeploy:request_queue_time_seconds
-               lmdeploy:num_requests_running             (on by default; `--disable-metrics`)
-               prefix cache (gauge, hit rate):           lmdeploy:prefix_cache_hit_rate
-    trtllm     trtllm_num_requests_waiting               trtllm_request_queue_time_seconds
-               trtllm_num_requests_running               (trtllm-serve, at /prometheus/metrics)
-               KV cache (gauge, hit rate):               trtllm_kv_cache_hit_rate
-    refserver  refserver_num_requests_waiting            refserver_request_queue_time_seconds
-               refserver_num_requests_running
-               prefix cache (counters, prompt tokens):   refserver_prefix_cache_queries, _hits
-               refusals (counter, by reason):            refserver_requests_rejected
+The names are ENGINES below; docs/telemetry.md (and docs/targets.md, for the refusal
+counters) lists them with the flags and releases that give them.
 
 An engine is recognised from the sample names of one scrape (`recognise`): the first whose
 waiting or running gauge is there. Names change between releases: a histogram the engine
