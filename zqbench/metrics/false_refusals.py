@@ -31,15 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zqbench import summary as model
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
-from zqbench.summary import (
-    Capacity,
-    FalseRefusals,
-    FalseRefusalStage,
-    OutcomeBasis,
-    ServerQueue,
-    Unavailable,
-)
 
 MAX_LISTED = 200  # false refusals listed with their times in summary.json
 
@@ -50,7 +43,7 @@ class Judged:
 
     occupancy: np.ndarray  # float64: admitted requests in flight across a refusal, else NaN
     false: np.ndarray  # bool: a refusal made while a slot was free
-    capacity: Capacity | None  # None: nothing to judge by
+    capacity: model.Capacity | None  # None: nothing to judge by
     grace_s: float
 
     def columns(self) -> dict[str, np.ndarray]:
@@ -97,27 +90,26 @@ def overlapping(
 
 
 def capacity_of(
-    basis: OutcomeBasis,
-    server_queue: ServerQueue | Unavailable | None,
+    basis: model.OutcomeBasis,
+    server_queue: model.ServerQueue | model.Unavailable | None,
     send: np.ndarray,
     end: np.ndarray,
     grace_ns: float,
-) -> Capacity | None:
+) -> model.Capacity | None:
     """The capacity, best source first (the module's docstring)."""
     if basis.capacity is not None:
         return basis.capacity
-    if isinstance(server_queue, ServerQueue) and not isinstance(server_queue.running, Unavailable):
-        peak = int(server_queue.running.max)
-        if peak >= 1:
-            return Capacity(
-                value=peak,
-                source="running_gauge",
-                detail=f"max {server_queue.running.metric} over the run",
-            )
+    running = server_queue.running if isinstance(server_queue, model.ServerQueue) else None
+    if isinstance(running, model.GaugeSummary) and int(running.max) >= 1:
+        return model.Capacity(
+            value=int(running.max),
+            source="running_gauge",
+            detail=f"max {running.metric} over the run",
+        )
     seen = most_at_once(send, end, grace_ns)
     if seen < 1:
         return None
-    return Capacity(
+    return model.Capacity(
         value=seen,
         source="estimate",
         detail="the most requests this run had admitted at once",
@@ -127,12 +119,12 @@ def capacity_of(
 def _full_by_gauge(
     frame: MetricFrame,
     refused: np.ndarray,
-    server_queue: ServerQueue | Unavailable | None,
+    server_queue: model.ServerQueue | model.Unavailable | None,
     cap: int,
 ) -> np.ndarray:
     """Per request: a refusal whose neighbouring scrape read the running gauge >= cap."""
     full = np.zeros(frame.n, dtype=bool)
-    if not isinstance(server_queue, ServerQueue) or not refused.any():
+    if not isinstance(server_queue, model.ServerQueue) or not refused.any():
         return full
     series = server_queue.over_time
     at_cap = np.array([r is not None and r >= cap for r in series.running], dtype=bool)
@@ -151,8 +143,8 @@ def _full_by_gauge(
 def judge(
     frame: MetricFrame,
     refused: np.ndarray,
-    basis: OutcomeBasis,
-    server_queue: ServerQueue | Unavailable | None,
+    basis: model.OutcomeBasis,
+    server_queue: model.ServerQueue | model.Unavailable | None,
 ) -> Judged:
     """Every refusal's occupancy, and whether it was false (vectorised)."""
     grace_s = basis.rules.margin
@@ -171,9 +163,9 @@ def judge(
 
 def false_refusals_summary(
     frame: MetricFrame, judged: Judged, refused: np.ndarray
-) -> FalseRefusals | Unavailable:
+) -> model.FalseRefusals | model.Unavailable:
     if judged.capacity is None:
-        return Unavailable(
+        return model.Unavailable(
             unavailable="no request was admitted and the target stated no capacity: "
             "nothing to judge refusals by"
         )
@@ -181,7 +173,7 @@ def false_refusals_summary(
     refusals = int(np.count_nonzero(refused))
     listed = np.flatnonzero(judged.false)
     listed = listed[np.argsort(frame.columns.t_send[listed], kind="stable")][:MAX_LISTED]
-    return FalseRefusals(
+    return model.FalseRefusals(
         capacity=judged.capacity,
         grace=judged.grace_s,
         refusals=refusals,
@@ -189,7 +181,7 @@ def false_refusals_summary(
         rate=count / max(1, frame.n),
         share_of_refusals=count / refusals if refusals else None,
         by_stage={
-            str(s): FalseRefusalStage(
+            str(s): model.FalseRefusalStage(
                 refusals=int(np.count_nonzero(refused & (frame.stage == s))),
                 false=int(np.count_nonzero(judged.false & (frame.stage == s))),
             )

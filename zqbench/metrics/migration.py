@@ -22,16 +22,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from zqbench import summary as model
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
-from zqbench.summary import (
-    Migration,
-    MigrationRow,
-    MigrationStage,
-    OverTime,
-    RetryAfter,
-    Unavailable,
-)
 
 MAX_BINS = 300  # longer runs get wider bins, so summary.json stays small
 
@@ -48,19 +41,19 @@ def send_bins(frame: MetricFrame, duration_s: float) -> tuple[float, np.ndarray,
 
 def over_time(
     frame: MetricFrame, duration_s: float, keys: np.ndarray, names: Iterable[str]
-) -> OverTime | Unavailable:
+) -> model.OverTime | model.Unavailable:
     """Bins of width w: start_s [0, w, ...], counts {"200": [...], "529": [...]}, one list
     per name in `names`' order (each request's key in `keys`: a status key, an outcome).
 
     Request i falls in bin floor(t_send / w); a key's list has one count per bin."""
     if frame.n == 0:
-        return Unavailable(unavailable="no request sent")
+        return model.Unavailable(unavailable="no request sent")
     width, bins, n_bins = send_bins(frame, duration_s)
     counts = {
         str(name): np.bincount(bins[keys == name], minlength=n_bins).astype(int).tolist()
         for name in names
     }
-    return OverTime(bin_s=width, start_s=[i * width for i in range(n_bins)], counts=counts)
+    return model.OverTime(bin_s=width, start_s=[i * width for i in range(n_bins)], counts=counts)
 
 
 def status_counts(keys: np.ndarray) -> dict[str, int]:
@@ -76,13 +69,13 @@ def status_shares(keys: np.ndarray) -> dict[str, float]:
 
 def _stage_view(
     frame: MetricFrame, stage: int, name: str, start_s: float, end_s: float
-) -> MigrationStage:
+) -> model.MigrationStage:
     keep = frame.mask(stage=stage)
     latency = frame.sorted_seconds("latency", keep)
     reject = frame.sorted_seconds("time_to_reject", keep)
     sent = int(np.count_nonzero(keep))
     p50, p99 = quantiles.quantile(latency, 0.5), quantiles.quantile(latency, 0.99)
-    return MigrationStage(
+    return model.MigrationStage(
         stage=stage,
         name=name,
         sent=sent,
@@ -97,7 +90,7 @@ def _stage_view(
 
 def migration(
     frame: MetricFrame, stages: Sequence[tuple[str, float, float]]
-) -> Migration | Unavailable:
+) -> model.Migration | model.Unavailable:
     """The baseline stage beside the overload stage; `stages` are (name, start_s, end_s)."""
     rates: list[tuple[int, float]] = []
     for i, (_, start, end) in enumerate(stages):
@@ -105,7 +98,7 @@ def migration(
         if sent and end > start:
             rates.append((i, sent / (end - start)))
     if len(rates) < 2:
-        return Unavailable(
+        return model.Unavailable(
             unavailable="fewer than two stages with requests: no baseline to compare"
         )
     first = rates[0][0]
@@ -116,24 +109,26 @@ def migration(
         set(baseline.share) | set(overload.share), key=lambda k: -(overload.share.get(k, 0.0))
     )
     rows = [
-        MigrationRow(
+        model.MigrationRow(
             status=k, baseline=baseline.share.get(k, 0.0), overload=overload.share.get(k, 0.0)
         )
         for k in keys
     ]
-    return Migration(baseline=baseline, overload=overload, rows=rows)
+    return model.Migration(baseline=baseline, overload=overload, rows=rows)
 
 
-def retry_after(frame: MetricFrame, retry_after_s: np.ndarray) -> RetryAfter | Unavailable:
+def retry_after(
+    frame: MetricFrame, retry_after_s: np.ndarray
+) -> model.RetryAfter | model.Unavailable:
     """Share of refusals (429/503/529, or in disguise) that carried Retry-After, and its
     values."""
     refused = frame.columns.refused
     n = int(np.count_nonzero(refused))
     if n == 0:
-        return Unavailable(unavailable="no request was refused (429/503/529)")
+        return model.Unavailable(unavailable="no request was refused (429/503/529)")
     values = retry_after_s[refused]
     given = values[~np.isnan(values)]
-    return RetryAfter(
+    return model.RetryAfter(
         refusals=n,
         with_retry_after=len(given),
         share=len(given) / n,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zqbench import summary as model
 from zqbench.metrics import false_refusals
 from zqbench.metrics.classify import (
     EVIDENCE,
@@ -26,14 +27,7 @@ from zqbench.metrics.classify import (
 from zqbench.metrics.false_refusals import Judged
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.metrics.migration import over_time
-from zqbench.summary import (
-    OutcomeBasis,
-    Outcomes,
-    OutcomeStage,
-    ServerQueue,
-    Unavailable,
-    json_number,
-)
+from zqbench.summary import json_number
 
 
 @dataclass(frozen=True)
@@ -64,8 +58,8 @@ def hold_s(frame: MetricFrame) -> float | None:
 
 def classify_frame(
     frame: MetricFrame,
-    basis: OutcomeBasis,
-    server_queue: ServerQueue | Unavailable | None = None,
+    basis: model.OutcomeBasis,
+    server_queue: model.ServerQueue | model.Unavailable | None = None,
 ) -> Classified:
     """Every request's outcome and the evidence that decided it (the kernel's); a refusal's
     falseness needs the target's capacity, which its running gauge may tell
@@ -100,20 +94,20 @@ def _shares(counts: dict[str, int]) -> tuple[float | None, float | None]:
     )
 
 
-def _stage(codes: np.ndarray) -> OutcomeStage:
+def _stage(codes: np.ndarray) -> model.OutcomeStage:
     counts = _counts(codes)
     queued, slow = _shares(counts)
-    return OutcomeStage(counts=counts, admitted_queued_share=queued, refusals_slow_share=slow)
+    return model.OutcomeStage(counts=counts, admitted_queued_share=queued, refusals_slow_share=slow)
 
 
 def outcomes_summary(
-    frame: MetricFrame, classified: Classified, basis: OutcomeBasis, duration_s: float
-) -> Outcomes:
+    frame: MetricFrame, classified: Classified, basis: model.OutcomeBasis, duration_s: float
+) -> model.Outcomes:
     counts = _counts(classified.outcome)
     queued, slow = _shares(counts)
     total = max(1, frame.n)
     evidence = np.bincount(classified.evidence.astype(np.int64), minlength=len(EVIDENCE))
-    return Outcomes(
+    return model.Outcomes(
         basis=basis,
         hold=json_number(classified.hold_s),
         counts=counts,

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zqbench import summary as model
 from zqbench.load.spans import StageInfo
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import (
@@ -48,32 +49,7 @@ from zqbench.metrics.slo import (
     parse_slos,
     run_verdict,
 )
-from zqbench.summary import (
-    Ci,
-    ClassRatio,
-    Clock,
-    Load,
-    Loop,
-    MetricStats,
-    OutcomeBasis,
-    PacketLoss,
-    Ratio,
-    Requests,
-    ScenarioInfo,
-    ServerQueue,
-    Stage,
-    StageStatus,
-    Stats,
-    StatusMix,
-    Stop,
-    Summary,
-    TargetResolution,
-    Thresholds,
-    Throughput,
-    Unavailable,
-    Validity,
-    json_number,
-)
+from zqbench.summary import json_number
 
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 CI_PERCENTILES = ("p50", "p99")
@@ -101,7 +77,7 @@ class RunInfo:
     start_monotonic_ns: int
     start_epoch_ns: int
     duration_s: float
-    loop: Loop = "open"  # the executor's (zqbench.load.LoadPlan.loop)
+    loop: model.Loop = "open"  # the executor's (zqbench.load.LoadPlan.loop)
     scenario_config: Mapping[str, Any] = field(default_factory=dict)
     offered_requests: int | None = None  # the schedule's request count (open loop)
     offered_rate: float | None = None  # req/s the schedule offered (mean over the run)
@@ -111,62 +87,64 @@ class RunInfo:
     clock_offset_ns: int = 0  # server clock minus client clock
     clock_offset_source: str = "same host"
     telemetry: Mapping[str, float] = field(default_factory=dict)  # e.g. {"gpu_density": 0.9}
-    server_queue: ServerQueue | Unavailable | None = None  # from the server's own metrics
+    # From the server's own metrics.
+    server_queue: model.ServerQueue | model.Unavailable | None = None
     # How the model and API were chosen (summary.TargetResolution's fields), when known.
     target_resolution: Mapping[str, Any] | None = None
-    packet_loss: PacketLoss | None = None  # zqbench.impair.packet_loss_record, from the samples
+    # zqbench.impair.packet_loss_record, from the samples.
+    packet_loss: model.PacketLoss | None = None
     # How each request's outcome is judged (zqbench.metrics.classify); None: not judged
     # (a run saved before zqbench judged outcomes keeps its summary as it was)
-    outcome_basis: OutcomeBasis | None = None
-    stop: Stop | None = None  # what the scenario's [stop] rules ended; None: no rules
+    outcome_basis: model.OutcomeBasis | None = None
+    stop: model.Stop | None = None  # what the scenario's [stop] rules ended; None: no rules
 
 
-def stats(sorted_s: np.ndarray) -> Stats:
+def stats(sorted_s: np.ndarray) -> model.Stats:
     """n, mean, min, p50..p999, max and the p50/p99 CIs of an ascending array (seconds)."""
     n = len(sorted_s)
     if n == 0:
-        return Stats(n=0)
+        return model.Stats(n=0)
     ci = {}
     for name in CI_PERCENTILES:
         low, high = quantiles.quantile_ci(sorted_s, PERCENTILES[name])
         ci[name] = (json_number(low), json_number(high))
-    return Stats(
+    return model.Stats(
         n=n,
         mean=json_number(float(np.mean(sorted_s))),
         min=json_number(float(sorted_s[0])),
         **{name: json_number(quantiles.quantile(sorted_s, q)) for name, q in PERCENTILES.items()},
         max=json_number(float(sorted_s[-1])),
-        ci=Ci(**ci),
+        ci=model.Ci(**ci),
     )
 
 
-def metric_summary(frame: MetricFrame, name: str) -> MetricStats:
+def metric_summary(frame: MetricFrame, name: str) -> model.MetricStats:
     """Overall stats plus by_stage / by_class breakdowns of one duration metric."""
     reason = frame.unavailable_reason(name)
     if reason is not None:
-        return MetricStats(n=0, unavailable=reason)
+        return model.MetricStats(n=0, unavailable=reason)
     overall, by_stage, by_class = frame.grouped_sorted_seconds(name)
-    return MetricStats(
+    return model.MetricStats(
         **dict(stats(overall)),
         by_stage={str(stage): stats(values) for stage, values in by_stage.items()},
         by_class={cls: stats(values) for cls, values in by_class.items()},
     )
 
 
-def ratio_summary(frame: MetricFrame, name: str, min_samples: int) -> Ratio:
+def ratio_summary(frame: MetricFrame, name: str, min_samples: int) -> model.Ratio:
     """p99/p50 of a metric per request class; the run's value is the worst class with at
     least `min_samples` values (a mix of lengths is not one distribution)."""
-    by_class: dict[str, ClassRatio] = {}
+    by_class: dict[str, model.ClassRatio] = {}
     worst: tuple[float, str] | None = None
     for cls in frame.classes:
         values = frame.sorted_seconds(name, frame.mask(request_class=cls))
         p50 = quantiles.quantile(values, 0.5)
         p99 = quantiles.quantile(values, 0.99)
         ratio = None if not p50 or p99 is None else p99 / p50
-        by_class[cls] = ClassRatio(p99_p50=json_number(ratio), n=len(values))
+        by_class[cls] = model.ClassRatio(p99_p50=json_number(ratio), n=len(values))
         if ratio is not None and len(values) >= min_samples and (worst is None or ratio > worst[0]):
             worst = (ratio, cls)
-    return Ratio(
+    return model.Ratio(
         p99_p50=None if worst is None else json_number(worst[0]),
         worst_class=None if worst is None else worst[1],
         min_samples=min_samples,
@@ -174,7 +152,7 @@ def ratio_summary(frame: MetricFrame, name: str, min_samples: int) -> Ratio:
     )
 
 
-def status_mix(frame: MetricFrame, duration_s: float) -> StatusMix:
+def status_mix(frame: MetricFrame, duration_s: float) -> model.StatusMix:
     """Counts and shares of each status key, overall, per stage and over time."""
     keys = frame.status_keys
     overall = status_counts(keys)
@@ -182,19 +160,19 @@ def status_mix(frame: MetricFrame, duration_s: float) -> StatusMix:
     by_stage = {}
     for stage in frame.stages:
         staged = keys[frame.stage == stage]
-        by_stage[str(stage)] = StageStatus(
+        by_stage[str(stage)] = model.StageStatus(
             counts=status_counts(staged), share=status_shares(staged)
         )
     # Over time, the most frequent key first (a tie: the one sent first).
     order = sorted(pd.unique(keys), key=lambda k: -np.count_nonzero(keys == k))
-    return StatusMix(
+    return model.StatusMix(
         share={k: v / total for k, v in overall.items()},
         by_stage=by_stage,
         over_time=over_time(frame, duration_s, keys, order),
     )
 
 
-def load_summary(frame: MetricFrame, run: RunInfo) -> Load:
+def load_summary(frame: MetricFrame, run: RunInfo) -> model.Load:
     """Offered versus achieved load, in req/s.
 
     Open loop (the schedule's count and mean rate known): achieved_rate = sent / the
@@ -215,7 +193,7 @@ def load_summary(frame: MetricFrame, run: RunInfo) -> Load:
         achieved_rate = (sent - 1) / span_s if sent > 1 and span_s > 0 else None
         if ratio is None and run.offered_rate and achieved_rate is not None:
             ratio = achieved_rate / run.offered_rate
-    return Load(
+    return model.Load(
         loop=run.loop,
         offered_requests=run.offered_requests,
         offered_rate=run.offered_rate,
@@ -228,7 +206,7 @@ def _ms(seconds: float) -> str:
     return f"{significant(seconds * 1e3, 3)} ms"
 
 
-def validity(frame: MetricFrame, run: RunInfo, load: Load) -> Validity:
+def validity(frame: MetricFrame, run: RunInfo, load: model.Load) -> model.Validity:
     """A run is invalid, not merely slow, when the generator could not hold the schedule
     (schedule_lag p99 over its limit, or achieved/offered load under its limit) or when
     it sent too few requests to say anything. A run a [stop] rule ended has said what it
@@ -254,12 +232,14 @@ def validity(frame: MetricFrame, run: RunInfo, load: Load) -> Validity:
             f"the generator achieved {ratio:.1%} of the offered load"
             f" (< {limits.min_achieved_ratio:.0%})"
         )
-    return Validity(ok=not reasons, reasons=reasons, thresholds=Thresholds(**asdict(limits)))
+    return model.Validity(
+        ok=not reasons, reasons=reasons, thresholds=model.Thresholds(**asdict(limits))
+    )
 
 
-def stage_record(index: int, stage: StageInfo) -> Stage:
+def stage_record(index: int, stage: StageInfo) -> model.Stage:
     classes = None if stage.classes is None else list(stage.classes)
-    return Stage(
+    return model.Stage(
         index=index,
         name=stage.name,
         start=stage.start_s,
@@ -269,11 +249,11 @@ def stage_record(index: int, stage: StageInfo) -> Stage:
     )
 
 
-def throughput(frame: MetricFrame, evidence: Evidence, good: int) -> Throughput:
+def throughput(frame: MetricFrame, evidence: Evidence, good: int) -> model.Throughput:
     """Requests, goodput and output tokens per second of run duration (null if 0 s)."""
     tokens = frame.columns.output_tokens[frame.ok]
     duration = evidence.duration_s if evidence.duration_s > 0 else None
-    return Throughput(
+    return model.Throughput(
         requests_per_s=evidence.throughput,
         goodput_per_s=evidence.goodput,
         goodput_requests=good,
@@ -285,7 +265,7 @@ def throughput(frame: MetricFrame, evidence: Evidence, good: int) -> Throughput:
     )
 
 
-def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> Summary:
+def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> model.Summary:
     """The summary of a run from its samples and SLO expressions (`zqbench gate`, tests).
 
     Raises UsageError for a bad SLO expression."""
@@ -304,7 +284,7 @@ def run_frame(samples: pd.DataFrame, run: RunInfo) -> MetricFrame:
     return dataclasses.replace(frame, outcomes=outcomes)
 
 
-def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) -> Summary:
+def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) -> model.Summary:
     """The summary of a run: what summary.json holds. A run builds its frame once and
     parses its SLOs once (the plan stage); the report's figures read the same frame."""
     parsed = slos
@@ -321,16 +301,16 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
     results = evaluate_slos(parsed, frame, evidence)
     load = load_summary(frame, run)
     valid = validity(frame, run, load)
-    return Summary(
+    return model.Summary(
         verdict=run_verdict(
             valid.ok, results, stopped=run.stop is not None and bool(run.stop.events)
         ),
-        scenario=ScenarioInfo(name=run.scenario, config=dict(run.scenario_config)),
+        scenario=model.ScenarioInfo(name=run.scenario, config=dict(run.scenario_config)),
         target=run.target,
         api=run.api,
         started_at=run.started_at,
         duration=run.duration_s,
-        clock=Clock(
+        clock=model.Clock(
             start_monotonic_ns=run.start_monotonic_ns,
             start_epoch_ns=run.start_epoch_ns,
             server_offset_ns=run.clock_offset_ns,
@@ -339,7 +319,7 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
         environment=dict(run.environment),
         stages=[stage_record(i, s) for i, s in enumerate(run.stages)],
         load=load,
-        requests=Requests(sent=frame.n, ok=ok, failed=frame.n - ok),
+        requests=model.Requests(sent=frame.n, ok=ok, failed=frame.n - ok),
         throughput=throughput(frame, evidence, good),
         status_codes=status_counts(frame.status_keys),
         status_mix=status_mix(frame, run.duration_s),
@@ -357,7 +337,7 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
         target_resolution=(
             None
             if run.target_resolution is None
-            else TargetResolution.model_validate(run.target_resolution)
+            else model.TargetResolution.model_validate(run.target_resolution)
         ),
         **{s.name: s.compute(frame, run) for s in SECTIONS if s.compute is not None},
     )
