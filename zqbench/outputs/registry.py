@@ -24,25 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar, Union
 
-from zqbench.outputs import advice, compare_render, conform, plots, sweep
+from zqbench.outputs import advice, compare_render, conform, paths, plots, sweep
 from zqbench.outputs.advice_model import AdviceReport
 from zqbench.outputs.json_out import dumps_summary, write_atomic
 from zqbench.outputs.junit import render_junit
-from zqbench.outputs.paths import (
-    ADVICE_JSON,
-    ADVICE_MD,
-    COMPARE_HTML,
-    COMPARE_JSON,
-    COMPARE_MD,
-    CONFORM_JSON,
-    JUNIT_XML,
-    PLOTS_DIR,
-    REPORT_HTML,
-    SUMMARY_JSON,
-    SUMMARY_MD,
-    SWEEP_JSON,
-    SWEEP_MD,
-)
 from zqbench.outputs.render import render_html, render_summary_md
 from zqbench.safe_files import make_dir
 from zqbench.summary import Summary, SweepReport
@@ -113,54 +98,54 @@ def _report_html(run: RunOutput, folder: Path) -> list[Path]:
 
 
 SUMMARY_JSON_WRITER: TextWriter[RunOutput] = TextWriter(
-    SUMMARY_JSON, lambda run: dumps_summary(run.summary)
+    paths.SUMMARY_JSON, lambda run: dumps_summary(run.summary)
 )
 RUN_WRITERS: tuple[Writer[RunOutput], ...] = (
     SUMMARY_JSON_WRITER,
-    TextWriter(SUMMARY_MD, lambda run: render_summary_md(run.summary)),
-    TextWriter(JUNIT_XML, _junit),
-    PageWriter(REPORT_HTML, _report_html),
+    TextWriter(paths.SUMMARY_MD, lambda run: render_summary_md(run.summary)),
+    TextWriter(paths.JUNIT_XML, _junit),
+    PageWriter(paths.REPORT_HTML, _report_html),
 )
 
 
 SWEEP_WRITERS: tuple[Writer[SweepReport], ...] = (
-    TextWriter(SWEEP_JSON, SweepReport.to_json),
-    TextWriter(SWEEP_MD, sweep.render_sweep_md),
+    TextWriter(paths.SWEEP_JSON, SweepReport.to_json),
+    TextWriter(paths.SWEEP_MD, sweep.render_sweep_md),
 )
 
 
 def _advice_plot(report: AdviceReport, folder: Path) -> list[Path]:
-    make_dir(folder / PLOTS_DIR)
-    return [plots.advice(report, folder / PLOTS_DIR).path]
+    make_dir(folder / paths.PLOTS_DIR)
+    return [plots.advice(report, folder / paths.PLOTS_DIR).path]
 
 
 ADVICE_WRITERS: tuple[Writer[AdviceReport], ...] = (
-    TextWriter(ADVICE_JSON, AdviceReport.to_json),
-    TextWriter(ADVICE_MD, advice.render_advice_md),
-    PageWriter(f"{PLOTS_DIR}/advice.png", _advice_plot),
+    TextWriter(paths.ADVICE_JSON, AdviceReport.to_json),
+    TextWriter(paths.ADVICE_MD, advice.render_advice_md),
+    PageWriter(f"{paths.PLOTS_DIR}/advice.png", _advice_plot),
 )
 
-CONFORM_JSON_WRITER: TextWriter[ConformReport] = TextWriter(CONFORM_JSON, conform.dumps)
-CONFORM_JUNIT_WRITER: TextWriter[ConformReport] = TextWriter(JUNIT_XML, conform.render_junit)
+CONFORM_JSON_WRITER: TextWriter[ConformReport] = TextWriter(paths.CONFORM_JSON, conform.dumps)
+CONFORM_JUNIT_WRITER: TextWriter[ConformReport] = TextWriter(paths.JUNIT_XML, conform.render_junit)
 CONFORM_WRITERS = (CONFORM_JSON_WRITER, CONFORM_JUNIT_WRITER)
 
 
 def _compare_html(comparison: Comparison, folder: Path) -> list[Path]:
     page, figures = compare_render.render_compare_page(comparison, folder)
-    return [write_atomic(folder / COMPARE_HTML, page), *figures]
+    return [write_atomic(folder / paths.COMPARE_HTML, page), *figures]
 
 
 COMPARE_WRITERS: tuple[Writer[Comparison], ...] = (
-    TextWriter(COMPARE_JSON, compare_render.dumps),
-    TextWriter(COMPARE_MD, compare_render.render_compare_md),
-    PageWriter(COMPARE_HTML, _compare_html),
+    TextWriter(paths.COMPARE_JSON, compare_render.dumps),
+    TextWriter(paths.COMPARE_MD, compare_render.render_compare_md),
+    PageWriter(paths.COMPARE_HTML, _compare_html),
 )
 
 
 # ------------------------------------------------------------------ what the commands write
 def write_run(folder: Path, run: RunOutput, *, html: bool = True) -> list[Path]:
     """Every file of a run (`zqbench run`); report.html and its figures unless `html` is off."""
-    writers = [w for w in RUN_WRITERS if html or w.file != REPORT_HTML]
+    writers = [w for w in RUN_WRITERS if html or w.file != paths.REPORT_HTML]
     return write_all(writers, run, folder)
 
 
