@@ -1,30 +1,13 @@
 """`[stop]`: rules that end a stage, or the run, once the target is saturated.
 
     [stop.error_rate]      a circuit breaker: failures and timeouts over a window
-    above = 0.5            share of the window's answered requests (0 < above <= 1)
-    window = "5s"
-    min_requests = 20      fewer answered in the window: no verdict yet
-    count_refusals = false refusals (429, 503, 529, or in disguise: refused_in_stream) are a
-                           zero-queue server's honest answer, never failures
-    ends = "run"
-
     [stop.queue_growth]    a queue forming: in-flight requests and their wait both rising
-    window = "3s"
-    confidence = 0.95      of the slopes' lower bounds (one-sided)
-    min_rise = "80ms"      least rise of the wait over the window; absent: the outcome
-                           allowance, max([outcomes] margin, half the hold so far)
-    min_requests = 10      at least 3: a slope's bound has n - 2 degrees of freedom
-    ends = "stage"
-
     [stop.queued_share]    too many admitted requests judged `queued` (zqbench.metrics.classify)
-    above = 0.5
-    window = "5s"
-    min_requests = 20
-    ends = "stage"
 
-`ends = "stage"` skips the rest of the stage (later stages keep their planned times);
-`ends = "run"` ends the load as a graceful stop does, with a 1 s grace for the requests in
-flight. zqbench.pipeline.stopping applies them while the load runs: each rule's `judge`
+Each rule's keys (KEYS) and their defaults are its class's below; docs/scenarios.md#stop
+says each. `ends = "stage"` skips the rest of the stage (later stages keep their planned
+times); `ends = "run"` ends the load as a graceful stop does, with a 1 s grace for the
+requests in flight. zqbench.pipeline.stopping applies them while the load runs: each rule's `judge`
 reads its window (zqbench.stop.rules.Window), so the watcher never asks which rule it is.
 """
 
@@ -51,6 +34,8 @@ class ErrorRateRule:
     above: float  # share of the window's answered requests that failed or timed out
     window_s: float = 5.0
     min_requests: int = 20
+    # Refusals (429, 503, 529, or in disguise: refused_in_stream) are a zero-queue server's
+    # honest answer, never failures, unless counted.
     count_refusals: bool = False
     ends: Ends = "run"  # a breaker: nothing later is worth sending to a failing target
 
@@ -71,8 +56,10 @@ class QueueGrowthRule:
     NAME: ClassVar[str] = "queue_growth"
     KEYS: ClassVar[tuple[str, ...]] = ("window", "confidence", "min_rise", "min_requests", "ends")
     window_s: float = 3.0
-    confidence: float = 0.95
-    min_rise_s: float | None = None  # None: the outcome allowance (module docstring)
+    confidence: float = 0.95  # of the slopes' one-sided lower bounds
+    # The least rise of the wait over the window; None: the outcome allowance,
+    # max([outcomes] margin, half the hold so far).
+    min_rise_s: float | None = None
     min_requests: int = 10
     ends: Ends = "stage"
 
