@@ -1,15 +1,6 @@
 """`executor = "sessions"`: conversations of `turns` requests, each turn after the last
-one's answer and a think time.
-
-    [load]
-    executor = "sessions"
-    rate = 2                 # sessions started per second, open loop ...
-    # users = 8              # ... or this many users, each running sessions back to back
-    duration = "60s"         # sessions start within it; started ones may finish after
-    turns = 5                # requests per session
-    think_time = "2s"        # between an answer and the next turn
-    think = "exponential"    # fixed (default) | exponential: the think time's distribution
-    arrivals = "poisson"     # rate only: uniform (default) | poisson session starts
+one's answer and a think time. Its `[load]` keys, with an example, are in
+docs/workloads.md#multi-turn-sessions.
 
 A session's turn k goes when turn k-1's response has ended and its think time passed: the
 request source (`zqbench.sources.sessions`) sends the whole conversation so far, the

@@ -1,12 +1,5 @@
-"""`executor = "trace"`: replay a trace file's requests at its own times, open loop.
-
-    [load]
-    executor = "trace"
-    trace = "data/trace.jsonl"    # from the scenario's folder
-    format = "auto"               # mooncake | tokens (trace_file.py), found from the file
-    time_scale = 1.0              # times the trace's gaps: 2 replays at half speed
-    block_tokens = 512            # prompt tokens per hash id (mooncake's)
-    duration = "60s"              # optional: only the replay's first minute
+"""`executor = "trace"`: replay a trace file's requests at its own times, open loop. Its
+`[load]` keys, with an example, are in docs/workloads.md#trace-replay.
 
 Request i is the file's row i, sent at its timestamp (less the first row's) times
 `time_scale`; `--rate-scale R` divides `time_scale` by R and `--duration-scale` cuts the
