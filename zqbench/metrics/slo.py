@@ -176,8 +176,7 @@ def format_value(value: float | None, unit: str) -> str:
     if math.isinf(value):
         return "inf"
     if unit in TIME_UNITS:
-        scaled = value * TIME_UNITS[unit]
-        return f"{significant(scaled)} {unit}"
+        return f"{significant(value * TIME_UNITS[unit])} {unit}"
     if unit == "%":
         return f"{significant(value * 100)}%"
     return significant(value)
@@ -396,10 +395,6 @@ def evaluate_slo(slo: Slo, frame: MetricFrame, evidence: Evidence) -> SloRecord:
         return _point(slo, float(np.mean(values)), len(values), "mean")
     value = float(values[-1] if slo.agg == "max" else values[0])
     return _point(slo, value, len(values), slo.agg)
-
-
-def evaluate_slos(slos: Sequence[Slo], frame: MetricFrame, evidence: Evidence) -> list[SloRecord]:
-    return [evaluate_slo(slo, frame, evidence) for slo in slos]
 
 
 def run_verdict(valid: bool, results: Sequence[SloRecord], *, stopped: bool = False) -> Verdict:

@@ -44,7 +44,7 @@ from zqbench.metrics.sig_digits import significant
 from zqbench.metrics.slo import (
     Evidence,
     Slo,
-    evaluate_slos,
+    evaluate_slo,
     goodput_bounds,
     parse_slos,
     run_verdict,
@@ -298,7 +298,7 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
         telemetry=dict(run.telemetry),
         min_ratio_samples=run.validity.min_ratio_samples,
     )
-    results = evaluate_slos(parsed, frame, evidence)
+    results = [evaluate_slo(slo, frame, evidence) for slo in parsed]
     load = load_summary(frame, run)
     valid = validity(frame, run, load)
     return model.Summary(
