@@ -1,18 +1,11 @@
-"""summary.md and report.html, from templates/summary.md.j2 and report.html.j2 over the
-one view model (outputs/view.py), and the page's figures (plots/*.png).
+"""summary.md and report.html from templates/summary.md.j2 and report.html.j2 over the one
+view model (outputs/view.py), and the page's figures (plots/*.png).
 
-    render_summary_md(summary)              -> summary.md's text
+    render_summary_md(summary)              -> summary.md's text, for a CI job summary
     render_html(out_dir, summary, samples)  -> [plots/<name>.png ..., report.html]
 
-summary.md is a short page for a CI job summary ($GITHUB_STEP_SUMMARY): verdict line, SLO
-table, key metrics per stage and class (ms), unavailable metrics, status mix, error
-migration, head-of-line blocking, refusals, and the optional sections the run has.
 report.html is one self-contained page (inline CSS, images as base64 PNG, no script), with
-HTML autoescape on: every string from the run is redacted by the view and escaped by
-jinja2. Verdict banner (each SLO's value, threshold, CI, verdict), run facts, key metrics,
-status mix, error migration, head-of-line blocking, refusals, figures, and each optional
-section the run has (zqbench.metrics.sections) where SECTIONS places it.
-
+HTML autoescape on: every string from the run is redacted by the view and escaped by jinja2.
 summary.json and samples.parquet are inputs, never rewritten here; zqbench.outputs.registry
 says when the files are written (`zqbench run`, `report`, `gate --write`).
 """
