@@ -77,17 +77,12 @@ def sessions_summary(frame: MetricFrame) -> model.Sessions | None:
 
 def facts(entry: model.Sessions) -> tuple[Fact, ...]:
     """How many conversations, and how long the completed ones took."""
-    return (
-        Fact(
-            "sessions",
-            f"{entry.sessions} started, {entry.completed} with all {entry.turns} turns answered",
-        ),
-        Fact(
-            "session time (completed)",
-            f"p50 {ms(entry.session_time_p50)} ms, p99 {ms(entry.session_time_p99)} ms, "
-            f"mean {ms(entry.session_time_mean)} ms",
-        ),
+    started = f"{entry.sessions} started, {entry.completed} with all {entry.turns} turns answered"
+    took = (
+        f"p50 {ms(entry.session_time_p50)} ms, p99 {ms(entry.session_time_p99)} ms, "
+        f"mean {ms(entry.session_time_mean)} ms"
     )
+    return (Fact("sessions", started), Fact("session time (completed)", took))
 
 
 def tokens(mean: model.JsonFloat) -> str:
