@@ -34,6 +34,7 @@ NVML_TEMPERATURE_GPU = 0  # nvmlTemperatureSensors_t
 THERMAL_REASONS = 0x20 | 0x40  # SwThermalSlowdown, HwThermalSlowdown
 POWER_REASONS = 0x04 | 0x80  # SwPowerCap, HwPowerBrakeSlowdown
 HW_SLOWDOWN = 0x08  # HwSlowdown: thermal or power, the hardware does not say which
+THROTTLE_KINDS = {"thermal": THERMAL_REASONS, "power": POWER_REASONS, "hw_slowdown": HW_SLOWDOWN}
 
 
 def is_local(host: str) -> bool:
@@ -176,8 +177,15 @@ class NvmlSampler:
             "readings": len(frame),
             "devices": [{"index": i, "name": name} for i, _, name in self._devices],
         }
-        result.environment.update(throttling(frame))
-        result.notes.extend(throttle_notes(frame))
+        throttle = throttling(frame)
+        if throttle:
+            result.environment["throttle"] = throttle
+        for gpu, shares in throttle.items():
+            for kind in THROTTLE_KINDS:
+                share = shares[f"{kind}_share"]
+                if share > 0:
+                    label = kind.replace("_", " ")
+                    result.notes.append(f"GPU {gpu}: {label} throttling in {share:.0%} of readings")
         if self._failures:
             result.notes.append(f"nvml sampling stopped early: {self._failures[0]}")
         key = "gpu_density" if self.primary else "gpu_density_nvml"
@@ -186,27 +194,16 @@ class NvmlSampler:
         return result
 
 
-def throttling(frame: pd.DataFrame) -> dict[str, Any]:
-    """Share of readings with thermal, power or hardware slowdown, per GPU."""
+def throttling(frame: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per GPU, the share of readings with each kind of slowdown (`<kind>_share`); {}
+    without throttle reasons."""
     if frame.empty or frame["throttle_reasons"].isna().all():
         return {}
-    out: dict[str, Any] = {}
+    out = {}
     for gpu, rows in frame.groupby("gpu"):
         reasons = rows["throttle_reasons"].dropna().astype("int64")
         out[str(gpu)] = {
-            "thermal_share": float((reasons & THERMAL_REASONS).astype(bool).mean()),
-            "power_share": float((reasons & POWER_REASONS).astype(bool).mean()),
-            "hw_slowdown_share": float((reasons & HW_SLOWDOWN).astype(bool).mean()),
+            f"{kind}_share": float((reasons & bits).astype(bool).mean())
+            for kind, bits in THROTTLE_KINDS.items()
         }
-    return {"throttle": out}
-
-
-def throttle_notes(frame: pd.DataFrame) -> list[str]:
-    notes = []
-    for gpu, shares in throttling(frame).get("throttle", {}).items():
-        for kind in ("thermal", "power", "hw_slowdown"):
-            share = shares[f"{kind}_share"]
-            if share > 0:
-                label = kind.replace("_", " ")
-                notes.append(f"GPU {gpu}: {label} throttling in {share:.0%} of readings")
-    return notes
+    return out
