@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -73,13 +74,11 @@ class VuPlan:
 
 def vu_plan(load: VuLoad) -> VuPlan:
     """The VU plan of a constant-vus or ramping-vus scenario."""
-    bounds = [0]
-    for s in load.stages:
-        bounds.append(bounds[-1] + round(s.duration_s * _NS))
+    bounds = (0, *accumulate(round(s.duration_s * _NS) for s in load.stages))
     targets = tuple(int(s.target) for s in load.stages)
     start = int(load.start_vus or 0)
     return VuPlan(
-        bounds_ns=tuple(bounds),
+        bounds_ns=bounds,
         from_vus=(start, *targets[:-1]),
         to_vus=targets,
         think_time_ns=round((load.think_time_s or 0.0) * _NS),
