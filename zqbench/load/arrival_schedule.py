@@ -25,6 +25,7 @@ Randomness comes only from `numpy.random.default_rng(seed)`, private to the call
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,22 +74,17 @@ class ArrivalSchedule:
             raise ValueError(f"n_workers must be a whole number >= 1, got {n_workers!r}")
         if self.n_workers != 1:
             raise ValueError("split() a whole schedule, not a worker's part")
-        parts = []
-        for w in range(n_workers):
-            sl = slice(w, None, n_workers)
-            parts.append(
-                ArrivalSchedule(
-                    times_ns=_readonly(self.times_ns[sl].copy()),
-                    stage=_readonly(self.stage[sl].copy()),
-                    request_ids=_readonly(self.request_ids[sl].copy()),
-                    duration_ns=self.duration_ns,
-                    stage_bounds_ns=self.stage_bounds_ns,
-                    expected=self.expected,
-                    worker=w,
-                    n_workers=n_workers,
-                )
+        return [
+            dataclasses.replace(
+                self,
+                times_ns=_readonly(self.times_ns[w::n_workers].copy()),
+                stage=_readonly(self.stage[w::n_workers].copy()),
+                request_ids=_readonly(self.request_ids[w::n_workers].copy()),
+                worker=w,
+                n_workers=n_workers,
             )
-        return parts
+            for w in range(n_workers)
+        ]
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
