@@ -158,11 +158,7 @@ class VuWork:
         return 0, None, None
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "plan": dataclasses.asdict(self.plan),
-            "worker": self.worker,
-            "n_workers": self.n_workers,
-        }
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> VuWork:

@@ -54,12 +54,7 @@ class SyntheticSource:
         return {"source": self.wire_name}
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "classes": [asdict(c) for c in self.classes],
-            "stream": self.stream,
-            "seed": self.seed,
-            "stage_mixes": [None if m is None else list(m) for m in self.stage_mixes],
-        }
+        return asdict(self)  # msgpack sends its tuples as arrays
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> SyntheticSource:
