@@ -90,14 +90,10 @@ def render_junit(report: ConformReport) -> str:
             case = replace(case, stdout=check["reason"])
         cases.append(case)
     properties = tuple((name, str(doc[name])) for name in ("target", "model", "started_at"))
+    properties += (("apis", ",".join(doc["apis"])),)
+    duration = f"{doc['duration_s']:.3f}"
     return render_suite(
-        Suite(
-            "zqbench conform",
-            (*properties, ("apis", ",".join(doc["apis"]))),
-            tuple(cases),
-            f"{doc['duration_s']:.3f}",
-            doc["started_at"],
-        )
+        Suite("zqbench conform", properties, tuple(cases), duration, doc["started_at"])
     )
 
 

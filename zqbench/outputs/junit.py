@@ -87,21 +87,16 @@ def summary_suite(summary: Summary, *, inconclusive_as: InconclusiveAs = "failur
     if inconclusive_as not in ("failure", "skipped"):
         raise ValueError(f"inconclusive_as must be 'failure' or 'skipped', not {inconclusive_as!r}")
     summary = redacted(summary)
-    classname = f"zqbench.{summary.scenario.name}"
-    validity = summary.validity
-    cases = [
-        Case("run validity", classname, f"{summary.duration:.3f}")
-        if validity.ok
-        else Case(
-            "run validity",
-            classname,
-            f"{summary.duration:.3f}",
-            "error",
-            "invalid_run",
-            "; ".join(validity.reasons),
-            "\n".join(escaped(reason) for reason in validity.reasons),
+    classname, duration = f"zqbench.{summary.scenario.name}", f"{summary.duration:.3f}"
+    validity = Case("run validity", classname, duration)
+    if not summary.validity.ok:
+        reasons = summary.validity.reasons
+        text = "\n".join(escaped(reason) for reason in reasons)
+        message = "; ".join(reasons)
+        validity = replace(
+            validity, outcome="error", kind="invalid_run", message=message, text=text
         )
-    ]
+    cases = [validity]
     for slo in summary.slos:
         case = Case(slo.expr, classname, "0", stdout=slo.message)
         if slo.verdict == "fail":
@@ -120,11 +115,7 @@ def summary_suite(summary: Summary, *, inconclusive_as: InconclusiveAs = "failur
         ("started_at", summary.started_at),
     )
     return Suite(
-        f"zqbench {summary.scenario.name}",
-        facts,
-        tuple(cases),
-        f"{summary.duration:.3f}",
-        summary.started_at,
+        f"zqbench {summary.scenario.name}", facts, tuple(cases), duration, summary.started_at
     )
 
 
