@@ -103,10 +103,6 @@ def _growth(frame: pd.DataFrame, metric: str, first: int, last: int) -> pd.Serie
     return table[last].fillna(0.0) - table[first].fillna(0.0)
 
 
-def _le(labels: str) -> float:
-    return float(json.loads(labels)["le"])  # "+Inf" parses as inf
-
-
 def queue_time(
     frame: pd.DataFrame, times: Sequence[int], engine: Engine
 ) -> QueueTime | Unavailable:
@@ -119,8 +115,8 @@ def queue_time(
     grown = _growth(frame, BUCKET, first, last)
     if (grown < 0).any():
         return Unavailable(unavailable="the histogram went down during the run (a restart?)")
-    # One bucket per bound: series of several models add up.
-    by_le = grown.groupby([_le(labels) for labels in grown.index]).sum()
+    # One bucket per bound: series of several models add up ("+Inf" parses as inf).
+    by_le = grown.groupby([float(json.loads(labels)["le"]) for labels in grown.index]).sum()
     buckets = [(float(le), float(n)) for le, n in by_le.items()]
     d_count = float(_growth(frame, COUNT, first, last).sum()) or float(by_le.max())
     d_sum = float(_growth(frame, SUM, first, last).sum())
