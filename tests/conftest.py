@@ -30,6 +30,7 @@ LONGEST_FIRST = (
     "tests/vllm/test_vllm_admission.py",
     "tests/vllm/test_vllm_cap_advisor.py",
     "tests/llamacpp/test_llamacpp.py",
+    "tests/vllm/test_vllm_tools.py",
     "tests/profile/test_gpu_check_dry_run.py",
     "tests/core/test_distributed.py",
     "tests/scenarios_e2e/test_mixed_length.py",
@@ -52,6 +53,7 @@ REAL_ENGINES = (
     "tests/vllm/test_vllm_admission.py",
     "tests/vllm/test_vllm_cap_advisor.py",
     "tests/llamacpp/test_llamacpp.py",
+    "tests/vllm/test_vllm_tools.py",
 )
 
 

@@ -70,7 +70,7 @@ def test_anthropic_tool_call(server: Server) -> None:
         "messages": [{"role": "user", "content": "hi"}],
     }
     s = feed(AnthropicDialect(CONFIG).parser(SPEC), events_of(server, "/v1/messages", body))
-    assert s.error is None and s.carried == TOOL
+    assert s.error is None and s.carried == TOOL and s.tool_calls == 1
     assert (s.token_events, s.tool_events, s.text_chars) == (20, 20, 0)
     assert s.t_first_token == s.t_first_answer == 1004
 
@@ -87,7 +87,7 @@ def test_openai_reasoning_then_a_tool_call(server: Server) -> None:
     s = feed(OpenAIDialect(CONFIG).parser(SPEC), frames)
     assert s.error is None and s.output_tokens == 20 and s.reasoning_tokens == 5
     assert (s.token_events, s.reasoning_events, s.tool_events) == (20, 5, 15)
-    assert s.carried == THINKING | TOOL
+    assert s.carried == THINKING | TOOL and s.tool_calls == 1
     assert s.t_first_token == 1002 and s.t_first_answer == 1002 + 5  # after the role chunk
 
 
@@ -154,4 +154,35 @@ def test_a_request_offering_tools_is_answered_with_a_call_both_apis(
     frames = [e + b"\n\n" for e in r.content.split(b"\n\n") if e]
     s = feed(d.parser(spec), frames)
     assert s.error is None and s.carried == TOOL and s.tool_events == 20, body
+    assert s.tool_calls == 1
     assert s.t_first_answer == s.t_first_token
+
+
+def test_tool_calls_are_counted_by_their_ids_and_blocks() -> None:
+    """vLLM streams two calls (index 0 and 1), each opened by a piece with its id; a body
+    lists them."""
+    call = '{"tool_calls":[{"index":%d,"id":"c%d","type":"function","function":{"name":"f"}}]}'
+    piece = '{"tool_calls":[{"index":%d,"function":{"arguments":"%s"}}]}'
+    frames = [
+        vllm_chunk('{"role":"assistant","content":""}'),
+        vllm_chunk(call % (0, 0)),
+        vllm_chunk(piece % (0, "{}")),
+        vllm_chunk(call % (1, 1)),
+        vllm_chunk(piece % (1, "nu")),
+        vllm_chunk(piece % (1, "ll")),
+        vllm_chunk("{}", '"tool_calls"'),
+        vllm_usage(9),
+        b"data: [DONE]\n\n",
+    ]
+    s = feed(OpenAIDialect(CONFIG).parser(SPEC), frames)
+    assert (s.tool_calls, s.tool_events, s.token_events, s.output_tokens) == (2, 3, 3, 9)
+    assert s.t_first_token == s.t_first_answer == 1003
+    body = (
+        b'{"id":"msg_1","type":"message","role":"assistant","model":"m","content":['
+        b'{"type":"tool_use","id":"t1","name":"f","input":{}},'
+        b'{"type":"tool_use","id":"t2","name":"f","input":{"q":1}}],'
+        b'"stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":9}}'
+    )
+    plain = RequestSpec("short", "hi", 20, stream=False)
+    s = feed(AnthropicDialect(CONFIG).parser(plain), [body], headers=JSON_HEADERS)
+    assert s.tool_calls == 2 and s.carried == TOOL and s.t_first_answer == 1001

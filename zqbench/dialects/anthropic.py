@@ -89,6 +89,8 @@ class AnthropicParser(ResponseParser):
             if isinstance(block, dict):
                 if block.get("type") == "redacted_thinking":
                     self.summary.carried |= REDACTED
+                elif block.get("type") == "tool_use":
+                    self.summary.tool_calls += 1
                 self._text(block, "text", t_ns, empty_counts=False)
         elif name == "message_delta":
             usage = obj.get("usage")
@@ -143,6 +145,7 @@ class AnthropicParser(ResponseParser):
         carried = 0
         for b in blocks:
             carried |= _BLOCKS.get(b.get("type"), 0)  # type: ignore[arg-type]
+        self.summary.tool_calls = sum(b.get("type") == "tool_use" for b in blocks)
         self._body_text(*texts, carried=carried)
         usage = obj.get("usage")
         if isinstance(usage, dict):

@@ -100,6 +100,7 @@ class ResponseSummary:
     carried: int = 0  # THINKING | TEXT | TOOL | REDACTED: what the token events carried
     reasoning_events: int = 0  # token events of thinking (of `token_events`)
     tool_events: int = 0  # token events of a tool call's arguments (of `token_events`)
+    tool_calls: int = 0  # the tool calls the answer made
     reasoning_tokens: int | None = None  # the server's count, where its usage gives one
     token_times: list[int] = field(default_factory=list)  # arrival of each token event
     # The gaps between consecutive token events, kept as they come (`add_token`), so that a

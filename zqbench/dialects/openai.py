@@ -110,23 +110,30 @@ class OpenAIParser(ResponseParser):
 
     def _other_delta(self, delta: dict[str, Any], t_ns: int) -> bool:
         """Whether the delta was reasoning (`reasoning`, vLLM 0.32; `reasoning_content`,
-        SGLang and DeepSeek) or a piece of a tool call's arguments, not empty: a token
-        event of that kind."""
+        SGLang and DeepSeek) or tool calls; a non-empty piece of either is a token event of
+        its kind (one a delta), never an empty `content` beside it."""
         thought = delta.get("reasoning")
         if thought is None:
             thought = delta.get("reasoning_content")
-        if isinstance(thought, str) and thought:
-            self._token(thought, t_ns, THINKING)
+        if isinstance(thought, str):
+            if thought:
+                self._token(thought, t_ns, THINKING)
             return True
         calls = delta.get("tool_calls")
-        if isinstance(calls, list):
-            for call in calls:
-                fn = call.get("function") if isinstance(call, dict) else None
-                args = fn.get("arguments") if isinstance(fn, dict) else None
-                if isinstance(args, str) and args:
-                    self._token(args, t_ns, TOOL)
-                    return True
-        return False
+        if not isinstance(calls, list):
+            return False
+        token = False
+        for call in calls:
+            if not isinstance(call, dict):
+                continue
+            if call.get("id"):  # a call's first piece carries its id
+                self.summary.tool_calls += 1
+            fn = call.get("function")
+            args = fn.get("arguments") if isinstance(fn, dict) else None
+            if isinstance(args, str) and args and not token:
+                self._token(args, t_ns, TOOL)
+                token = True
+        return True
 
     def _usage(self, usage: dict[str, Any]) -> None:
         s = self.summary
@@ -166,8 +173,10 @@ class OpenAIParser(ResponseParser):
                     text = message["content"]
                 if message.get("reasoning") or message.get("reasoning_content"):
                     carried |= THINKING
-                if message.get("tool_calls"):
+                calls = message.get("tool_calls")
+                if isinstance(calls, list) and calls:
                     carried |= TOOL
+                    self.summary.tool_calls = len(calls)
             if isinstance(choices[0].get("finish_reason"), str):
                 self.stop_reason = choices[0]["finish_reason"]
         self._body_text(text, carried=carried)
