@@ -2,9 +2,9 @@
 --tool-call-parser hermes`, a named tool_choice makes even the tiny random model call the
 tool, its arguments streamed as tool-call deltas.
 
-Its own server: with auto tool choice on, vLLM 0.32 streams plain answers differently (21 of
-100 smoke requests one chunk per token, against at least 90 without the flag: the parser
-holds text back), so test_vllm.py's server stays without it.
+Its own server: with auto tool choice on, vLLM 0.32 streams plain answers differently (21 and
+26 of 100 smoke requests one chunk per token in two runs, against at least 90 without the
+flags), so test_vllm.py's server stays without them.
 """
 
 from __future__ import annotations
