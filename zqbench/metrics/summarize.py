@@ -252,16 +252,12 @@ def stage_record(index: int, stage: StageInfo) -> model.Stage:
 def throughput(frame: MetricFrame, evidence: Evidence, good: int) -> model.Throughput:
     """Requests, goodput and output tokens per second of run duration (null if 0 s)."""
     tokens = frame.columns.output_tokens[frame.ok]
-    duration = evidence.duration_s if evidence.duration_s > 0 else None
+    counted = evidence.duration_s > 0 and not np.all(np.isnan(tokens))
     return model.Throughput(
         requests_per_s=evidence.throughput,
         goodput_per_s=evidence.goodput,
         goodput_requests=good,
-        output_tokens_per_s=(
-            None
-            if duration is None or np.all(np.isnan(tokens))
-            else float(np.nansum(tokens)) / duration
-        ),
+        output_tokens_per_s=float(np.nansum(tokens)) / evidence.duration_s if counted else None,
     )
 
 

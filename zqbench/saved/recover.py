@@ -27,6 +27,16 @@ from zqbench.samples import writer
 from zqbench.summary import AtRest, Summary, TargetResolution
 
 UNKNOWN = "unknown"
+UNKNOWN_RUN = RunInfo(  # a run without its record: nothing known but its samples
+    scenario=UNKNOWN,
+    target=UNKNOWN,
+    api=UNKNOWN,
+    started_at=UNKNOWN,
+    start_monotonic_ns=0,
+    start_epoch_ns=0,
+    duration_s=0.0,
+    clock_offset_source=UNKNOWN,
+)
 
 
 def unfinished(folder: Path) -> bool:
@@ -42,7 +52,7 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
     samples.parquet)."""
     folder = Path(folder)
     record = _read_record(folder)
-    info, slos = record if record is not None else (_unknown_run(), [])
+    info, slos = record if record is not None else (UNKNOWN_RUN, [])
     if any(folder.glob(writer.STREAM_GLOB)):
         clock = {"start_monotonic_ns": info.start_monotonic_ns}
         if record is not None:
@@ -91,19 +101,6 @@ def _read_record(folder: Path) -> tuple[RunInfo, list[Slo]] | None:
     if basis is not None and isinstance(basis.at_rest, AtRest) and not basis.at_rest.probes:
         return None  # a baseline fitted on no probe: none a run writes
     return info, slos
-
-
-def _unknown_run() -> RunInfo:
-    return RunInfo(
-        scenario=UNKNOWN,
-        target=UNKNOWN,
-        api=UNKNOWN,
-        started_at=UNKNOWN,
-        start_monotonic_ns=0,
-        start_epoch_ns=0,
-        duration_s=0.0,
-        clock_offset_source=UNKNOWN,
-    )
 
 
 def _marked_interrupted(summary: Summary, n: int, unknown: list[str], why: str) -> Summary:
