@@ -46,10 +46,8 @@ def _queue_time_text(t: model.QueueTime | model.Unavailable) -> str:
     )
 
 
-def _rejections_text(r: model.Rejections | model.Unavailable) -> str:
+def _rejections_text(r: model.Rejections) -> str:
     """The server's count of its refusals, and by reason when it gives more than one."""
-    if isinstance(r, model.Unavailable):
-        return f"unavailable: {r.unavailable}"
     # A counter's value is a float in the exposition; refusals are whole.
     # A reason is the label's value, the target's text: escaped and cut (zqbench.printable).
     reasons = [
@@ -69,7 +67,7 @@ def rows(q: model.ServerQueue) -> list[Fact]:
         Fact("requests running", _gauge_text(q.running)),
         Fact("queue time", _queue_time_text(q.queue_time)),
     ]
-    if q.rejections is not None and not isinstance(q.rejections, model.Unavailable):
+    if isinstance(q.rejections, model.Rejections):
         facts.append(Fact("refused, by its own count", _rejections_text(q.rejections)))
     return facts
 
