@@ -364,6 +364,7 @@ class SettingRecord:
     def _result(self, fields: dict[str, object], ready_s: float | None) -> SettingResult:
         return SettingResult.model_validate(
             {
+                **fields,
                 "index": self.setting.index,
                 "values": self.setting.values,
                 "label": self.setting.label,
@@ -371,35 +372,18 @@ class SettingRecord:
                 "target": self.target,
                 "out_dir": self.out_dir,
                 "ready_s": ready_s,
-                **fields,
             }
         )
 
     def failed(
         self, state: str, error: str, tail: list[str], ready_s: float | None
     ) -> SettingResult:
-        unmeasured = dict.fromkeys(_MEASURED, None)
+        unmeasured = dict.fromkeys(SettingResult.model_fields)  # no run: no figure (null)
         fields = {"state": state, "error": error, "log_tail": tail, "passed": False, "sent": 0}
         return self._result({**unmeasured, **fields, "slos": [], "validity_reasons": []}, ready_s)
 
     def ran(self, summary: Summary, ready_s: float | None) -> SettingResult:
         return self._result(measured(summary), ready_s)
-
-
-# A run's figures, which a setting that never ran has none of (null).
-_MEASURED = (
-    "verdict",
-    "admitted",
-    "queued",
-    "refused",
-    "false_refusals",
-    "duration",
-    "admitted_per_s",
-    "queued_share",
-    "refusal_share",
-    "ttft_p99",
-    "time_to_reject_p99",
-)
 
 
 def measured(summary: Summary) -> dict[str, object]:
