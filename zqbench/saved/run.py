@@ -52,7 +52,7 @@ class SavedRun:
         return self._samples
 
 
-def load_run(path: Path, *, need_samples: bool = True) -> SavedRun:
+def load_run(path: Path) -> SavedRun:
     """Open a run folder; raises UsageError when it is not a readable zqbench run."""
     path = Path(path)
     if not path.is_dir():
@@ -61,8 +61,7 @@ def load_run(path: Path, *, need_samples: bool = True) -> SavedRun:
     if not summary_path.is_file():
         raise UsageError(f"{path}: not a run folder (no {SUMMARY_JSON})")
     summary = load_summary(summary_path)
-    has_samples = (path / writer.PARQUET_NAME).is_file() or any(path.glob(writer.STREAM_GLOB))
-    if need_samples and not has_samples:
+    if not (path / writer.PARQUET_NAME).is_file() and not any(path.glob(writer.STREAM_GLOB)):
         raise UsageError(f"{path}: not a run folder (no {writer.PARQUET_NAME})")
     return SavedRun(path, summary)
 
