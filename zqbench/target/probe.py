@@ -16,7 +16,6 @@ stream) is not ok: it counts under `<status>:<error>`, as in a run's status mix.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import DialectConfig, RequestSpec, StreamParser
 from zqbench.errors import TargetError
+from zqbench.metrics.quantiles import rank
 from zqbench.option_values import (
     ApiChoice,
     check_above,
@@ -93,8 +93,8 @@ class ProbeReport:
 
 
 def _rank(sorted_values: Sequence[float], q: float) -> float:
-    """Nearest-rank order statistic: the value at rank ceil(q*n), 1-based."""
-    return sorted_values[max(1, math.ceil(q * len(sorted_values))) - 1]
+    """Nearest-rank order statistic, as every other percentile of zqbench."""
+    return sorted_values[rank(q, len(sorted_values)) - 1]
 
 
 def _phase(name: str, values_ns: list[int | None]) -> PhaseStats:
