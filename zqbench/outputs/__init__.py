@@ -2,7 +2,7 @@
 samples.parquet, never new statistics (the commands over saved runs are zqbench.saved).
 
     paths.py           the output folder and the file names written into it
-    registry.py        every file written, by document: write_run, rerender_run, write_sweep,
+    registry.py        every file written, by document: write_run, write_sweep, write_advice,
                        write_conform, write_comparison
     json_out.py        summary.json: write_summary, load_summary (the one reader), redacted
     view.py            the view model of a summary, shared by report.html and summary.md
