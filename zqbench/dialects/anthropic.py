@@ -138,14 +138,15 @@ class AnthropicParser(ResponseParser):
         if not isinstance(content, list):
             self._fail("bad_json")
             return
-        blocks = [b for b in content if isinstance(b, dict)]
-        texts = [
-            b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
-        ]
+        texts = []
         carried = 0
-        for b in blocks:
-            carried |= _BLOCKS.get(b.get("type"), 0)  # type: ignore[arg-type]
-        self.summary.tool_calls = sum(b.get("type") == "tool_use" for b in blocks)
+        for block in content:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            elif kind in _BLOCKS:
+                carried |= _BLOCKS[kind]
+                self.summary.tool_calls += kind == "tool_use"
         self._body_text(*texts, carried=carried)
         usage = obj.get("usage")
         if isinstance(usage, dict):

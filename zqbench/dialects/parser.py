@@ -393,7 +393,7 @@ class ResponseParser(abc.ABC):
 
     def _parse_body(self, body: bytes, t_ns: int) -> None:
         try:
-            obj = json.loads(body)
+            obj = loads(body)
         except Exception:  # not JSON, not UTF-8, nested too deep
             self._fail("bad_json")
             return
