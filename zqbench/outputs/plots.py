@@ -249,28 +249,14 @@ class RunData:
         if len(t_s) == 0:
             return
         if len(t_s) <= SCATTER_MAX:
-            ax.scatter(
-                t_s,
-                v_ms,
-                s=4 if marker == "." else 10,
-                marker=marker,
-                color=color,
-                alpha=0.5,
-                linewidths=0.8,
-                label=f"{label} (each request)",
-            )
+            dots: dict[str, Any] = {"s": 4 if marker == "." else 10, "linewidths": 0.8}
+            each = f"{label} (each request)"
+            ax.scatter(t_s, v_ms, marker=marker, color=color, alpha=0.5, label=each, **dots)
             return
         levels = series.percentile_bands(t_s, v_ms, self.edges)
         x = (self.edges[:-1] + self.edges[1:]) / 2  # bin centres
-        ax.fill_between(
-            x,
-            levels["p50"],
-            levels["p99"],
-            color=color,
-            alpha=0.25,
-            step="mid",
-            label=f"{label} p50-p99 per bin",
-        )
+        low, high, band = levels["p50"], levels["p99"], f"{label} p50-p99 per bin"
+        ax.fill_between(x, low, high, color=color, alpha=0.25, step="mid", label=band)
         lines = (("p50", {"linewidth": 1.2}), ("max", {"linewidth": 0.8, "linestyle": "--"}))
         for level, style in lines:
             name = f"{label} {level}"
