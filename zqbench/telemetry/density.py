@@ -15,8 +15,6 @@ A reading is the GPU's utilization averaged over the driver's last sample period
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -60,13 +58,3 @@ def gpu_density(
     if not use.any():
         return None
     return float(util[use].mean())
-
-
-def run_samples(out_dir: Path) -> pd.DataFrame:
-    """The run's send/end times, read from its folder when the load has ended.
-
-    Hooks stop before the run merges its streams into samples.parquet, so this reads
-    whichever exists (`recorder.load_samples`)."""
-    from zqbench.samples.writer import load_samples
-
-    return load_samples(out_dir, columns=("t_send", "t_end")).to_pandas()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from zqbench.hooks.contract import HookResult
+from zqbench.samples.writer import load_samples
 from zqbench.telemetry import density
 
 
@@ -42,7 +43,9 @@ def add_gpu_density(
     or a note saying why it is unavailable (never 0): no samples on disk (the run failed
     early), or no reading while requests were in flight."""
     try:
-        samples = density.run_samples(out_dir)
+        # Hooks stop before the run merges its streams into samples.parquet: whichever is
+        # there, read when the load has ended.
+        samples = load_samples(out_dir, columns=("t_send", "t_end")).to_pandas()
     except Exception as exc:  # no samples on disk (the run failed early): no density
         result.notes.append(f"gpu_density unavailable: {type(exc).__name__}: {exc}")
         return
