@@ -226,16 +226,17 @@ def _result(
     """The result of `slo` as summary.json holds it: its value (None: unavailable; may be
     "inf", error-adjusted), verdict and message, the interval it was decided by (None:
     unbounded, or no interval)."""
-    numbers = {"value": value, "ci_low": low, "ci_high": high}
     return SloRecord(
-        **{k: json_number(v) for k, v in numbers.items()},
         expr=slo.expr,
         metric=slo.metric,
+        value=json_number(value),
         threshold=slo.threshold,
         verdict=verdict,
-        message=message,
+        ci_low=json_number(low),
+        ci_high=json_number(high),
         n=n,
         samples_needed=needed,
+        message=message,
     )
 
 

@@ -315,12 +315,8 @@ def timeline(run: RunData) -> Drawn:
         rate = series.rate(times, run.edges)
         bottom.plot(run.edges[:-1], rate, drawstyle="steps-post", label=label, **style)
     bottom.set_ylim(bottom=0)
-    run.finish(
-        bottom,
-        ylabel=f"requests/s ({run.width:g} s bins)",
-        xlabel="time since start (s)",
-        panels=[top],
-    )
+    per_bin = f"requests/s ({run.width:g} s bins)"
+    run.finish(bottom, ylabel=per_bin, xlabel="time since start (s)", panels=[top])
     return (
         fig,
         "Latency and request rate over time",
