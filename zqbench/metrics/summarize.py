@@ -283,10 +283,9 @@ def run_frame(samples: pd.DataFrame, run: RunInfo) -> MetricFrame:
 def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) -> model.Summary:
     """The summary of a run: what summary.json holds. A run builds its frame once and
     parses its SLOs once (the plan stage); the report's figures read the same frame."""
-    parsed = slos
     ok = int(np.count_nonzero(frame.ok))
     duration = run.duration_s if run.duration_s > 0 else None
-    good = goodput_count(frame, goodput_bounds(parsed))
+    good = goodput_count(frame, goodput_bounds(slos))
     evidence = Evidence(
         duration_s=run.duration_s,
         goodput=None if duration is None else good / duration,
@@ -294,7 +293,7 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
         telemetry=dict(run.telemetry),
         min_ratio_samples=run.validity.min_ratio_samples,
     )
-    results = [evaluate_slo(slo, frame, evidence) for slo in parsed]
+    results = [evaluate_slo(slo, frame, evidence) for slo in slos]
     load = load_summary(frame, run)
     valid = validity(frame, run, load)
     return model.Summary(
