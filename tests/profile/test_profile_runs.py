@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import httpx
 import pandas as pd
 import pytest
 
+from zqbench.errors import TargetError
 from zqbench.pipeline.run import RunOptions
 from zqbench.profile.command import ProfileJob, profile
 from zqbench.profile.torch_trace import load_events, request_ranges
@@ -136,3 +138,26 @@ def test_torch_profile_of_a_server_command(scenario_file: Path, tmp_path: Path) 
     assert "listening on" in (out / "server.log").read_text()
     with pytest.raises(httpx.TransportError):  # stopped with the run
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_a_server_command_whose_port_already_answers_is_refused_before_it_starts(
+    scenario_file: Path, tmp_path: Path
+) -> None:
+    """Another server on --target's port would pass the readiness check for the command's,
+    and the profile would be of a process the profiler never started."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        marker = tmp_path / "started"
+        command = (sys.executable, "-c", f"open({str(marker)!r}, 'w')")
+        job = ProfileJob("torch", WindowSpec(start_s=1.5, end_s=3.0), server_command=command)
+        target = f"http://127.0.0.1:{port}"
+        options = RunOptions.of(scenario=str(scenario_file), out=tmp_path / "run", target=target)
+        with pytest.raises(TargetError) as err:
+            profile(options, job)
+    assert str(err.value) == (
+        f"127.0.0.1:{port} already accepts connections before the server command started; "
+        "stop what listens there, or choose another port"
+    )
+    assert not marker.exists()

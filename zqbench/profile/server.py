@@ -1,6 +1,7 @@
 """A user's server command (after `--`), started under the profiler, stopped by its PID.
 
-It must come to serve `--target URL`'s /health within the startup timeout; it is stopped
+Nothing may listen at `--target URL` before it starts (that server's answers would pass for
+this one's). It must come to serve its /health within the startup timeout; it is stopped
 with SIGTERM (a profiler forwards it, then writes its report), then SIGKILL after a grace.
 Its output goes to server.log in the run folder.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from zqbench.errors import TargetError
 from zqbench.target.embedded import get_health
+from zqbench.target.launched import accepts, host_port
 
 STARTUP_TIMEOUT_S = 300.0  # a real engine under nsys loads its model slowly
 STOP_TIMEOUT_S = 120.0  # nsys writes its report after the server exits
@@ -39,6 +41,14 @@ class UserServer:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> UserServer:
+        # Another server's /health would pass for this one's, and the profile would be of
+        # a process the profiler never started.
+        host, port = host_port(self.base_url)
+        if accepts(host, port):
+            raise TargetError(
+                f"{host}:{port} already accepts connections before the server command "
+                "started; stop what listens there, or choose another port"
+            )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             try:
