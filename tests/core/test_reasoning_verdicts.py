@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.core.conftest import MODEL
+from zqbench.dialects.base import TEXT, THINKING
 from zqbench.pipeline.run import RunOptions, run_scenario
 from zqbench.summary import AtRest
 from zqbench.target.embedded import EmbeddedServer
@@ -65,6 +67,19 @@ def test_a_thinking_phase_is_served_and_a_real_queue_is_still_queued(tmp_path: P
     assert calm.outcomes.evidence.get("ttft") == calm.requests.sent, calm.outcomes.evidence
     # TTFT is the first thinking token: far below the 48 thinking steps plus the answer.
     assert calm.metrics["ttft"].p99 < 0.5 * calm.metrics["latency"].p50
+    # Each row says what its stream carried: 48 thinking tokens counted (the Messages API
+    # gives no count of its own), then the text; its first answer token after the thinking.
+    rows = pq.read_table(tmp_path / "calm" / "samples.parquet").to_pylist()
+    ok = [r for r in rows if r["error"] is None]
+    assert ok and all(
+        r["carried"] == THINKING | TEXT
+        and r["reasoning_tokens"] == 48
+        and not r["reasoning_from_usage"]
+        and r["tool_calls"] == 0
+        and r["t_first_token"] < r["t_first_answer"] <= r["t_last_token"]
+        and r["n_chunks"] == r["output_tokens"] == 64
+        for r in ok
+    ), ok[0]
     busy = _run("fifo", 2, 60, tmp_path / "busy")
     assert busy.outcomes is not None
     assert busy.outcomes.counts.get("queued", 0) > 0.5 * busy.requests.sent, busy.outcomes.counts

@@ -64,6 +64,11 @@ def build_samples(
         "turn": None,
         "resent": False,
         "connection_wait": 0,
+        "t_first_answer": t_send + latency_ns // 2,  # a text answer: its first token
+        "carried": 2,
+        "reasoning_tokens": None,
+        "reasoning_from_usage": False,
+        "tool_calls": 0,
     }
     data.update(columns)
     data.setdefault("t_last_token", data["t_end"])  # the last token ends the stream

@@ -233,12 +233,16 @@ class NativeWorker:
             summary.prompt_tokens,
             summary.output_tokens,
         )
-        if not all(_fits(v) for v in (status, prompt_tokens, output_tokens)):
+        reasoning = summary.reasoning_tokens
+        if reasoning is None and summary.reasoning_events:
+            reasoning = summary.reasoning_events
+        if not all(_fits(v) for v in (status, prompt_tokens, output_tokens, reasoning)):
             # A number from the target no int64 column holds (usage 10^30, :status 99999999999)
             # would break the Arrow batch and lose every sample: keep the row, drop the value.
             status = status if _fits(status) else 0
             prompt_tokens = prompt_tokens if _fits(prompt_tokens) else None
             output_tokens = output_tokens if _fits(output_tokens) else None
+            reasoning = reasoning if _fits(reasoning) else None
             error = error or OUT_OF_RANGE
         sample = Sample(
             request_id=slot.request_id,
@@ -275,6 +279,13 @@ class NativeWorker:
             turn=slot.turn,
             resent=exchange.resent,
             connection_wait=exchange.connection_wait,
+            t_first_answer=None
+            if summary.t_first_answer is None
+            else summary.t_first_answer - start,
+            carried=summary.carried,
+            reasoning_tokens=reasoning,
+            reasoning_from_usage=reasoning is not None and summary.reasoning_tokens is not None,
+            tool_calls=min(summary.tool_calls, 2**31 - 1),
         )
         self.recorder.add(sample)
         counts = self.control.stats.counts

@@ -54,16 +54,26 @@ class Sample:
     # may open being busy: the target's part of a late send, not the generator's. None: the
     # engine did not record it (a run saved before the column existed).
     connection_wait: int | None = None
+    # Reasoning models and tool calls (docs/metrics.md, "Token events"): the first text or
+    # tool-call token event (`t_first_token` is the first of any kind, thinking included);
+    # what the token events carried, bits 1 thinking, 2 text, 4 tool call, 8 thinking said
+    # redacted; thinking tokens, the server's count where its usage gave one
+    # (`reasoning_from_usage`), else the thinking token events; the tool calls made.
+    t_first_answer: int | None = None
+    carried: int = 0
+    reasoning_tokens: int | None = None
+    reasoning_from_usage: bool = False
+    tool_calls: int = 0
 
 
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sample))
 
 # samples.parquet's schema is read off Sample's annotations, so the two never drift apart.
 _ARROW_TYPES = {"int": pa.int64(), "str": pa.string(), "bool": pa.bool_(), "float": pa.float64()}
-_INT32 = frozenset({"worker", "stage", "status", "n_chunks", "turn"})
+_INT32 = frozenset({"worker", "stage", "status", "n_chunks", "turn", "carried", "tool_calls"})
 # Nullable only so that a run saved before the column existed still reads (as False); every
 # run since writes True or False.
-_NULLABLE = frozenset({"resent"})
+_NULLABLE = frozenset({"resent", "carried", "reasoning_from_usage", "tool_calls"})
 
 
 def _arrow_field(f: dataclasses.Field[object]) -> pa.Field:
