@@ -6,7 +6,9 @@ passes every conformance check; each fault in FAULTS violates the rule of exactl
 tests/conform/test_faults.py proves. Tokens are the letter "a", one per `token_s` seconds;
 `slots` requests run at once (GET /health says `slots`), the rest are refused (529 on the
 Anthropic route, 503 on the OpenAI one) with Retry-After. A client that hangs up frees its
-slot at the next token the server fails to write.
+slot at the next token the server fails to write. Asked to think (the `thinking` object, on
+either route), its first `budget_tokens` tokens are thinking; a named tool_choice gets a call
+of that tool whose arguments fill max_tokens, one piece a token, as the reference server's.
 
 For the target resolver's tests: `models` are the ids it serves and GET /v1/models lists
 (None: that route answers 404; `models_body`: what it answers instead), `apis` the routes
@@ -34,15 +36,22 @@ from tests.dialects.frames import VLLM_REFUSAL_ANTHROPIC, VLLM_REFUSAL_OPENAI
 # fault -> the check it must make fail (or the checks: each tuple says why)
 FAULTS: dict[str, str | tuple[str, ...]] = {
     "a_body_shape": "api.anthropic.1",
-    "a_stream_order": "api.anthropic.2",
+    # Every stream out of order: .6's and .7's streams are held to .2's rules too.
+    "a_stream_order": ("api.anthropic.2", "api.anthropic.6", "api.anthropic.7"),
     "a_extra_chunk": "api.anthropic.3",
     "a_stop_reason": "api.anthropic.4",
     "a_models": "api.anthropic.5",
     "o_body_shape": "api.openai.1",
-    "o_no_done": "api.openai.2",
+    "o_no_done": ("api.openai.2", "api.openai.6", "api.openai.7"),
     "o_extra_chunk": "api.openai.3",
     "o_stop_reason": "api.openai.4",
     "o_models": "api.openai.5",
+    # A called tool's pieces that join into no JSON object: vLLM 0.32's Messages route
+    # streams the random model's '1499e' so; the OpenAI route's `null`.
+    "a_tool_args": "api.anthropic.6",
+    "o_tool_args": "api.openai.6",
+    "a_thinking_unsigned": "api.anthropic.7",  # no signature_delta closes the thinking block
+    "o_reasoning_late": "api.openai.7",  # a reasoning piece after the answer began
     "missing_422": "errors.1",
     "invalid_plaintext": "errors.2",
     "unknown_model_400": "errors.3",
@@ -443,7 +452,12 @@ class FakeServer:
         if obj["model"] not in (self.models or (MODEL,)) and not self.any_model:
             status = 400 if "unknown_model_400" in self.faults else 404
             raise BadRequest(status, f"The model `{obj['model']}` does not exist.")
-        return {"stream": obj.get("stream", False), "max_tokens": max_tokens}
+        return {
+            "stream": obj.get("stream", False),
+            "max_tokens": max_tokens,
+            "tool": _named_tool(obj.get("tool_choice")),
+            "thinking": _budget(obj.get("thinking")),
+        }
 
     # ------------------------------------------------------------ admission and generation
     async def _admit(self, max_tokens: int) -> None:
@@ -541,7 +555,7 @@ class FakeServer:
             if req["stream"]:
                 t0 = time.monotonic()
                 try:
-                    await self._stream(w, api, req["max_tokens"], stamps)
+                    await self._stream(w, api, req, stamps)
                 except OSError:  # the client hung up (a failed write): the slot frees now...
                     if self.hang_up_stalls > 0 and self.stalls_left == 0:
                         self.hang_up_stalls -= 1
@@ -595,8 +609,23 @@ class FakeServer:
                 obj["object"] = "chat.completions"
         return json.dumps(obj).encode()
 
-    async def _stream(self, w, api: str, n: int, stamps) -> None:
+    def _answer(self, api: str, req: dict[str, Any]) -> tuple[int, list[str], str | None]:
+        """What a streamed answer holds (every token an "a", as text is): its thinking
+        tokens, then the named tool's arguments, one piece a token, filling max_tokens (as
+        the reference server's do), or None: the text tokens that fill it."""
+        n, tool = req["max_tokens"], req["tool"]
+        thought = req["thinking"] or 0
+        if tool is None:
+            return thought, [], None
+        args = '{"query": "' + "a" * max(0, n - 13) + '"}'
+        if f"{api[0]}_tool_args" in self.faults:
+            args = "1499e" if api == "anthropic" else "null"
+        return thought, list(args), tool
+
+    async def _stream(self, w, api: str, req: dict[str, Any], stamps) -> None:
         self._sse_head(w, stamps)
+        n = req["max_tokens"]
+        thought, pieces, tool = self._answer(api, req)
 
         async def ev(name: str | None, obj: Any) -> None:
             data = obj if isinstance(obj, str) else json.dumps(obj)
@@ -621,28 +650,36 @@ class FakeServer:
                     },
                 },
             )
-            await ev(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            )
-            for _ in range(texts):
-                await asyncio.sleep(self.token_s)
-                await ev(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": 0,
-                        "delta": {"type": "text_delta", "text": "a"},
-                    },
-                )
-            await ev("content_block_stop", {"type": "content_block_stop", "index": 0})
+            index = 0
+
+            async def block(start: dict[str, Any], deltas: list[Any], paced: bool) -> None:
+                nonlocal index
+                head = {"type": "content_block_start", "index": index, "content_block": start}
+                await ev("content_block_start", head)
+                for d in deltas:
+                    if paced:
+                        await asyncio.sleep(self.token_s)
+                    body = {"type": "content_block_delta", "index": index, "delta": d}
+                    await ev("content_block_delta", body)
+                await ev("content_block_stop", {"type": "content_block_stop", "index": index})
+                index += 1
+
+            if thought:
+                signed = "a_thinking_unsigned" not in self.faults
+                sign = [{"type": "signature_delta", "signature": "c2lnbmVk"}] if signed else []
+                thinking = [{"type": "thinking_delta", "thinking": "a"}] * thought
+                await block({"type": "thinking", "thinking": "", "signature": ""},
+                            thinking + sign, False)  # fmt: skip
+            if tool is not None:
+                start = {"type": "tool_use", "id": "toolu_1", "name": tool, "input": {}}
+                args = [{"type": "input_json_delta", "partial_json": c} for c in pieces]
+                await block(start, args, False)
+            else:
+                text = [{"type": "text_delta", "text": "a"}] * (texts - thought)
+                await block({"type": "text", "text": ""}, text, True)
             delta = {
                 "type": "message_delta",
-                "delta": {"stop_reason": self._reason(api)},
+                "delta": {"stop_reason": "tool_use" if tool else self._reason(api)},
                 "usage": {"output_tokens": n},
             }
             stop = {"type": "message_stop"}
@@ -664,12 +701,52 @@ class FakeServer:
                 }
 
             await ev(None, chunk({"role": "assistant", "content": ""}))
-            for _ in range(texts):
-                await asyncio.sleep(self.token_s)
-                await ev(None, chunk({"content": "a"}))
-            await ev(None, chunk({}, self._reason(api)))
+            late = "o_reasoning_late" in self.faults and thought > 0
+            for _ in range(thought - late):
+                await ev(None, chunk({"reasoning": "a"}))
+            if tool is not None:
+                name = {"name": tool, "arguments": ""}
+                await ev(
+                    None,
+                    chunk(
+                        {
+                            "tool_calls": [
+                                {"index": 0, "id": "call_1", "type": "function", "function": name}
+                            ]
+                        }
+                    ),
+                )
+                for c in pieces:
+                    args = {"index": 0, "function": {"arguments": c}}
+                    await ev(None, chunk({"tool_calls": [args]}))
+            else:
+                for _ in range(texts - thought):
+                    await asyncio.sleep(self.token_s)
+                    await ev(None, chunk({"content": "a"}))
+            if late:
+                await ev(None, chunk({"reasoning": "a"}))
+            await ev(None, chunk({}, "tool_calls" if tool else self._reason(api)))
             usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
+            if thought:
+                usage["completion_tokens_details"] = {"reasoning_tokens": thought}
             await ev(None, {**chunk({}), "choices": [], "usage": usage})
             if "o_no_done" not in self.faults:
                 await ev(None, "[DONE]")
         await self._chunk(w, b"")
+
+
+def _named_tool(choice: Any) -> str | None:
+    """The tool a tool_choice names, in either API's words (None: none named)."""
+    if not isinstance(choice, dict):
+        return None
+    fn = choice.get("function")
+    name = fn.get("name") if isinstance(fn, dict) else choice.get("name")
+    return name if isinstance(name, str) else None
+
+
+def _budget(thinking: Any) -> int | None:
+    """The thinking tokens a `thinking` object asks for (None: none)."""
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        return budget if isinstance(budget, int) else None
+    return None

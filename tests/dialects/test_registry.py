@@ -116,7 +116,7 @@ def test_the_conform_catalogue_has_an_api_group_per_dialect() -> None:
     assert groups == [f"api.{name}" for name in DIALECTS]
     for name, cls in DIALECTS.items():
         checks = [c for c in CATALOGUE if c.group == f"api.{name}"]
-        assert [c.id for c in checks] == [f"api.{name}.{n}" for n in range(1, 6)]
+        assert [c.id for c in checks] == [f"api.{name}.{n}" for n in range(1, 8)]
         assert cls.shapes.noun in checks[0].statement
         assert checks[2].statement == cls.usage_statement
         assert checks[3].statement.startswith(cls.stop_field)
@@ -178,6 +178,6 @@ def test_a_new_dialect_is_one_registry_line() -> None:
     assert _api_choices(got["help"]["conform"]) == ("auto", *names, "all")
     assert got["scenario"] == [names, "fake"]
     assert got["conform_options"] == ["fake"]
-    assert got["catalogue"] == [f"api.fake.{n}" for n in range(1, 6)]
+    assert got["catalogue"] == [f"api.fake.{n}" for n in range(1, 8)]
     assert got["statement"] == ["Fake usage."]
     assert got["dialect"] == "fake"

@@ -23,6 +23,7 @@ from openai.types.chat import ChatCompletionChunk
 from tests.dialects.frames import feed
 from tests.servers.process_group import need_engine
 from tests.vllm.target import VllmServer, free_port, start_vllm, vllm_available
+from zqbench.conform import ConformOptions, run_conformance
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import TOOL, DialectConfig, RequestSpec, ToolDef, Tools
 
@@ -103,3 +104,30 @@ def test_a_named_tool_choice_streams_one_call_that_zqbench_counts_as_the_sdk_doe
             # When this fails, vLLM constrains them there too: compare with the SDK then.
             with pytest.raises(ValueError, match="Unable to parse tool parameter JSON"):
                 _sdk_read(api, frames)
+
+
+def test_conform_fails_the_named_calls_arguments_on_both_routes(vllm: VllmServer) -> None:
+    """api.*.6 (#42 item 4): vLLM 0.32 calls the tool tool_choice named, on both routes, but
+    streams arguments that are no JSON object: a JSON scalar ('true', 'null', '8E22') or not
+    JSON at all ('1499e'); 24 of 24 streamed calls here (2026-12-06), never the object of
+    the tool's schema. The openai SDK's accumulator takes them (it parses no arguments), but
+    any caller that reads the arguments as an object fails. .7 skips: the model does not
+    reason (no --reasoning-parser), and the Messages route refuses a budget under 1,024, as
+    Anthropic's API does. When .6 passes, vLLM constrains the arguments to the schema."""
+    options = ConformOptions(target=vllm.base_url, apis=("anthropic", "openai"), only=("api",))
+    checks = {o.id: o for o in run_conformance(options).outcomes}
+    for api, stop in (("anthropic", "stop_reason"), ("openai", "finish_reason")):
+        call = checks[f"api.{api}.6"]
+        assert call.status == "fail", call
+        assert call.reason.endswith("are not a JSON object"), call.reason
+        (made,) = call.evidence["calls"]
+        assert made["name"] == "lookup" and made["pieces"] >= 1, call.evidence
+        # The call ended (not cut): a format that is wrong, not a call left unfinished.
+        assert call.evidence[stop] in ("tool_use", "stop"), call.evidence
+    thought = checks["api.anthropic.7"]
+    assert thought.status == "skip", thought
+    assert thought.reason.startswith("not applicable: the request for thinking got status 400")
+    assert (checks["api.openai.7"].status, checks["api.openai.7"].reason) == (
+        "skip",
+        "the answer carries no reasoning piece: the target does not reason, or not asked so",
+    )

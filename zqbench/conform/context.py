@@ -18,7 +18,7 @@ from zqbench.conform.evidence import Evidence, Recorder, Request
 from zqbench.conform.hung import OutOfTime
 from zqbench.conform.options import ConformOptions
 from zqbench.dialects import get_dialect
-from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec
+from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, Tools
 from zqbench.target.control import ControlClient
 from zqbench.transport.base import HttpRequest
 from zqbench.transport.origin import Origin, parse_base_url
@@ -53,10 +53,25 @@ class Target:
         """The dialect of `api` (default: `self.api`), sending `api_key` (None: no key)."""
         return get_dialect(api or self.api, DialectConfig(model=self.model, api_key=api_key))
 
-    def generate(self, api: str, *, stream: bool, max_tokens: int | None = None) -> Request:
+    def generate(
+        self,
+        api: str,
+        *,
+        stream: bool,
+        max_tokens: int | None = None,
+        tools: Tools | None = None,
+        thinking_budget: int | None = None,
+    ) -> Request:
         """A generation request, read by the dialect's parser when it is answered."""
         dialect = self.dialect(api)
-        spec = RequestSpec("conform", PROMPT, max_tokens or self.options.max_tokens, stream)
+        spec = RequestSpec(
+            "conform",
+            PROMPT,
+            max_tokens or self.options.max_tokens,
+            stream,
+            tools=tools,
+            thinking_budget=thinking_budget,
+        )
         return Request(dialect.build(spec), lambda hook: dialect.parser(spec, on_event=hook))
 
     def get(self, path: str, api: str | None = None) -> Request:

@@ -199,8 +199,8 @@ class AnthropicDialect(DialectBase):
         return HttpRequest("POST", PATH, self.headers, body)
 
     def _full_body(self, spec: RequestSpec) -> bytes:
-        """A system prompt, earlier turns or tools: the whole body as JSON (the API has no
-        way to ask for an exact output length, so `exact_output` changes nothing)."""
+        """A system prompt, earlier turns, tools or thinking: the whole body as JSON (the API
+        has no way to ask for an exact output length, so `exact_output` changes nothing)."""
         messages = [{"role": role, "content": text} for role, text in spec.history]
         messages.append({"role": "user", "content": spec.prompt})
         body: dict[str, Any] = {"model": self.config.model, "max_tokens": int(spec.max_tokens)}
@@ -216,6 +216,8 @@ class AnthropicDialect(DialectBase):
             body["tool_choice"] = (
                 {"type": "tool", "name": choice} if spec.tools.named else {"type": choice}
             )
+        if spec.thinking_budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": int(spec.thinking_budget)}
         body["stream"] = spec.stream
         return json.dumps(body, separators=(",", ":")).encode("ascii")
 

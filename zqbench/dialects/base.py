@@ -62,11 +62,20 @@ class RequestSpec:
     keep_answer: bool = False  # keep the answer's text (a conversation's next turn needs it)
     headers: tuple[tuple[str, str], ...] = ()  # sent besides the dialect's (a class's own)
     tools: Tools | None = None  # tools offered to the model (a tool-calling workload)
+    # Ask the model to think first, with this many tokens at most (< max_tokens): the
+    # Messages API's `thinking` object, sent to either API (servers without it ignore it)
+    thinking_budget: int | None = None
 
     @property
     def plain(self) -> bool:
         """One user message and nothing else: the dialects' fast path."""
-        return self.system is None and not self.history and not self.exact_output and not self.tools
+        return (
+            self.system is None
+            and not self.history
+            and not self.exact_output
+            and not self.tools
+            and self.thinking_budget is None
+        )
 
 
 @dataclass(frozen=True, slots=True)

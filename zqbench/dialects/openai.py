@@ -229,7 +229,9 @@ class OpenAIDialect(DialectBase):
         return HttpRequest("POST", PATH, self.headers, body)
 
     def _full_body(self, spec: RequestSpec) -> bytes:
-        """A system prompt, earlier turns, an exact length or tools: the whole body as JSON."""
+        """A system prompt, earlier turns, an exact length, tools or thinking: the whole body
+        as JSON. Thinking is the Messages API's object: the reference server honours it;
+        vLLM and SGLang ignore it (their reasoning parser decides), OpenAI refuses it."""
         messages = [{"role": "system", "content": spec.system}] if spec.system else []
         messages += [{"role": role, "content": text} for role, text in spec.history]
         messages.append({"role": "user", "content": spec.prompt})
@@ -258,6 +260,8 @@ class OpenAIDialect(DialectBase):
                 body["tool_choice"] = {"type": "function", "function": {"name": choice}}
             else:
                 body["tool_choice"] = "required" if choice == "any" else choice
+        if spec.thinking_budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": int(spec.thinking_budget)}
         body["stream"] = spec.stream
         if spec.stream and self.config.include_usage:
             body["stream_options"] = {"include_usage": True}

@@ -17,6 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from zqbench.dialects.sse import SSEEvent
+from zqbench.printable import shown
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What a rule over a streamed tool call or thinking found: the problems (empty =
+    conforms), the facts a report shows, and why nothing could be judged (None: judged)."""
+
+    problems: list[str]
+    facts: dict[str, Any]
+    unjudged: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +36,10 @@ class ApiShapes:
     body: Callable[[Any], list[str]]  # a non-streamed response body's JSON
     stream: Callable[[list[SSEEvent]], list[str]]  # a streamed response's events
     models: Callable[[Any], list[str]]  # GET /v1/models's JSON
+    # A streamed answer to a request that named the one tool (its name) it must call.
+    tool_call: Callable[[list[SSEEvent], str], Reading]
+    # A streamed answer to a request that asked for thinking.
+    thinking: Callable[[list[SSEEvent]], Reading]
 
 
 def is_count(x: Any) -> bool:
@@ -95,3 +110,22 @@ def usage_counts(usage: Any, where: str, problems: list[str], counts: tuple[str,
         return
     for key in counts:
         need(f"{where}.{key}", is_count(usage.get(key)), problems, "not a count")
+
+
+def arguments_object(text: str, where: str, problems: list[str], *, cut: bool) -> str | None:
+    """A call's arguments, its pieces joined into `text`, must be a JSON object (what the
+    SDKs parse them into). A call cut at max_tokens may end unfinished: then `text` must at
+    least open an object (`1499e`, `null` never become one), and the reason that nothing
+    more can be judged is returned."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        if cut and text.lstrip().startswith("{"):
+            return (
+                f"the call was cut at max_tokens before its arguments closed "
+                f"({len(text)} characters): inconclusive"
+            )
+        value = None
+    if not isinstance(value, dict):
+        problems.append(f"{where}: the arguments {shown(text, 80)!r} are not a JSON object")
+    return None

@@ -1,15 +1,17 @@
 """api.<name>.* for each registered dialect (api.anthropic.*, api.openai.*): does the
 endpoint speak the API the SDKs expect?
 
-Every group has the same five checks, built by `api_checks(api)`:
+Every group has the same seven checks, built by `api_checks(api)`:
     .1 the non-streamed response's JSON shape      .2 the stream's event order and shapes
     .3 usage output tokens match the text events   .4 stop_reason/finish_reason at max_tokens
-    .5 GET /v1/models
+    .5 GET /v1/models                              .6 a named tool's call, streamed
+    .7 thinking, streamed, where the target thinks
 
 What a response says (its text events, usage, stop reason) is what the dialect's parser,
 the one `zqbench run` measures with, reads from it. .3 and .4 judge a stream only when it
 has the API's shape: a stream out of order is .2's failure, not theirs. The shapes, the
-stop-reason facts and .3's statement are the dialect's own (`zqbench.dialects`).
+stop-reason facts and .3's statement are the dialect's own (`zqbench.dialects`), and so
+are the wire formats of a tool call and of thinking that .6 and .7 judge (`ApiShapes`).
 """
 
 from __future__ import annotations
@@ -21,14 +23,34 @@ from zqbench.conform.evidence import Evidence, excerpt
 from zqbench.conform.model import Check, CheckResult, Phase, failed, passed, sequential, skipped
 from zqbench.conform.observations import Observations
 from zqbench.dialects import DIALECTS
-from zqbench.dialects.base import Dialect
+from zqbench.dialects.base import Dialect, ToolDef, Tools
+from zqbench.dialects.shapes import Reading
+from zqbench.dialects.sse import SSEEvent
+from zqbench.printable import shown
 
 if TYPE_CHECKING:
     from zqbench.conform.context import Target
     from zqbench.conform.evidence import Request
     from zqbench.conform.model import Cases
 
-STREAM_EXCERPT = 16 * 1024  # api.<name>.3 keeps this much of the stream it counted
+STREAM_EXCERPT = 16 * 1024  # api.<name>.3, .6, .7 keep this much of the stream they judged
+
+# api.<name>.6: one tool, named in tool_choice, so that a server that calls tools must call
+# it. TOOL_MAX_TOKENS leaves room for the call to close: the reference server's fills it
+# exactly; vLLM's tiny random model closes within about 100 tokens, or is cut (then only
+# what was streamed is judged: inconclusive, not a failure of the format).
+LOOKUP = ToolDef(
+    "lookup",
+    "Look a word up.",
+    {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+)
+CALL = Tools((LOOKUP,), LOOKUP.name, named=True)
+TOOL_MAX_TOKENS = 128
+# api.<name>.7: think at most THINKING_BUDGET tokens, then answer. Small, so that a target
+# that ignores the request costs little; Anthropic's own API asks at least 1,024 and answers
+# 400, which .7 takes as "not asked the way it thinks" (a skip).
+THINKING_BUDGET = 16
+THINKING_MAX_TOKENS = 32
 
 
 def phases(api: str) -> list[Phase]:
@@ -38,10 +60,19 @@ def phases(api: str) -> list[Phase]:
     def one(build: Callable[[Target], Request]) -> Callable[[Target], Cases]:
         return lambda t: [(api, build(t))] if api in t.options.apis else []
 
+    def call(t: Target) -> Request:
+        return t.generate(api, stream=True, max_tokens=TOOL_MAX_TOKENS, tools=CALL)
+
+    def think(t: Target) -> Request:
+        limit, budget = THINKING_MAX_TOKENS, THINKING_BUDGET
+        return t.generate(api, stream=True, max_tokens=limit, thinking_budget=budget)
+
     return [
         sequential(f"api.{api}.body", one(lambda t: t.generate(api, stream=False))),
         sequential(f"api.{api}.stream", one(lambda t: t.generate(api, stream=True))),
         sequential(f"api.{api}.models", one(lambda t: t.get("/v1/models", api))),
+        sequential(f"api.{api}.tool", one(call)),
+        sequential(f"api.{api}.thinking", one(think)),
     ]
 
 
@@ -151,6 +182,62 @@ def models(obs: Observations, api: str) -> CheckResult:
     return _shape(shapes.models(ex.json()), ex, "a model list of the API's shape")
 
 
+def tool_call(obs: Observations, api: str) -> CheckResult:
+    facts = obs.target.dialect(api)
+    return _wire(
+        obs.exchange(f"api.{api}.tool"),
+        facts,
+        lambda events: facts.shapes.tool_call(events, LOOKUP.name),
+        lambda seen: (
+            f"a call of {LOOKUP.name!r}, its arguments a JSON object ({seen[facts.stop_field]})"
+        ),
+    )
+
+
+def thinking(obs: Observations, api: str) -> CheckResult:
+    ex = obs.exchange(f"api.{api}.thinking")
+    if ex.status in (400, 422):
+        # The target refuses the request's thinking object (Anthropic's API and vLLM's
+        # Messages route: a budget under 1,024; OpenAI's: an unknown field): it does not
+        # think when asked so, which is no failure of a format.
+        words = shown(ex.error_words() or excerpt(ex.body), 120)
+        why = f"not applicable: the request for thinking got status {ex.status} ({words})"
+        return skipped(why, response=ex.evidence())
+    facts = obs.target.dialect(api)
+    return _wire(
+        ex,
+        facts,
+        facts.shapes.thinking,
+        lambda _: "thinking streamed before the answer, in the API's format",
+    )
+
+
+def _wire(
+    ex: Evidence,
+    facts: Dialect,
+    read: Callable[[list[SSEEvent]], Reading],
+    ok: Callable[[dict[str, Any]], str],
+) -> CheckResult:
+    """A streamed answer judged by the API's stream shape and `read`, the rule of a wire
+    format (a tool call's, thinking's): a fail names the first problem, a skip why nothing
+    could be judged, a pass says `ok` of what the rule saw."""
+    if r := _bad_status(ex):
+        return r
+    if not ex.is_sse:
+        return failed("a streamed request did not get text/event-stream", response=ex.evidence())
+    if ex.sse_error:
+        return failed(f"the event stream is not valid SSE ({ex.sse_error})", response=ex.evidence())
+    events = [e for e, _ in ex.events]
+    reading = read(events)
+    problems = [*facts.shapes.stream(events), *reading.problems]
+    evidence = {**reading.facts, "stream": excerpt(ex.body, STREAM_EXCERPT)}
+    if problems:
+        return failed(problems[0], problems=problems[:10], **evidence)
+    if reading.unjudged is not None:
+        return skipped(reading.unjudged, **evidence)
+    return passed(ok(reading.facts), **evidence)
+
+
 def _for(
     api: str, check: Callable[[Observations, str], CheckResult]
 ) -> Callable[[Observations], CheckResult]:
@@ -175,8 +262,19 @@ def api_checks(api: str) -> list[Check]:
         (dialect.usage_statement, usage_tokens),
         (f"{stop_field} says the output stopped at max_tokens exactly when it did.", stop_at_max),
         ("GET /v1/models returns a model list of the API's shape.", models),
+        (
+            "A streamed request that names its one tool in tool_choice gets a call of it in "
+            "the API's wire format, its arguments a JSON object.",
+            tool_call,
+        ),
+        (
+            "Where the target thinks, a streamed request for thinking gets it in the API's "
+            "wire format, before the answer.",
+            thinking,
+        ),
     ]
     needs = [(body,), (stream,), (stream,), (body, stream), (f"api.{api}.models",)]
+    needs += [(f"api.{api}.tool",), (f"api.{api}.thinking",)]
     return [
         Check(f"api.{api}.{n}", statement, _for(api, check), need)
         for n, ((statement, check), need) in enumerate(zip(statements, needs, strict=True), 1)
