@@ -234,8 +234,7 @@ class NativeWorker:
             summary.output_tokens,
         )
         reasoning = summary.reasoning_tokens
-        if reasoning is None and summary.reasoning_events:
-            reasoning = summary.reasoning_events
+        reasoning = (summary.reasoning_events or None) if reasoning is None else reasoning
         if not all(_fits(v) for v in (status, prompt_tokens, output_tokens, reasoning)):
             # A number from the target no int64 column holds (usage 10^30, :status 99999999999)
             # would break the Arrow batch and lose every sample: keep the row, drop the value.
