@@ -25,7 +25,7 @@ keys they leave out (`_absent`), so a file read back re-serializes byte for byte
 
 Changing the format: adding a key to an open mapping (environment, telemetry, scenario
 config), or an optional field that is absent when it has nothing to say (a report section:
-resent, cut_at_end, ttft_split, connection_wait), keeps the version: every file written
+resent, cut_at_end, ttft_split, connection_wait, reasoning), keeps the version: every file written
 before it still reads. A zqbench older than such a field refuses a file that has it, naming
 the key (extra keys are forbidden), which tells its user to upgrade. Anything else (a
 renamed, removed or retyped field, a new required one) changes what a reader accepts: bump
@@ -673,6 +673,22 @@ class TtftSplit(_Record):
     after_head_share: float  # the part of their summed TTFT after the head, 0..1
 
 
+class Reasoning(_Record):
+    """What reasoning models and tool calls did (docs/metrics.md, "Reasoning and tool
+    calls"); absent when no successful request's answer carried thinking or a tool call."""
+
+    requests: int  # successful requests
+    thinking_requests: int  # of them, those whose answer carried thinking
+    redacted: int  # of those, the ones whose thinking the server said was redacted
+    unanswered: int  # of those, the ones that only thought: no text or tool call came
+    thinking_p50: JsonFloat  # t_first_answer - t_first_token, s: the thinking before the answer
+    thinking_p99: JsonFloat
+    reasoning_tokens_mean: JsonFloat  # over the requests that thought and gave a count
+    reasoning_tokens_counted: int  # of those counts, the ones zqbench counted (no usage)
+    tool_requests: int  # successful requests whose answer called a tool
+    tool_calls: int  # the calls they made
+
+
 # --- [stop] rules: a stage or the run ended at saturation ------------------------------
 
 
@@ -939,6 +955,8 @@ class Summary(_Document, _SparseRecord):
     # Where the time to first token went: before the response head or after it; absent
     # when no request had both.
     ttft_split: TtftSplit | None = None
+    # Thinking and tool calls; absent when no answer carried either.
+    reasoning: Reasoning | None = None
 
 
 # --- sweep.json: `zqbench sweep`, one step per run -----------------------------------------

@@ -67,6 +67,14 @@ def test_a_thinking_phase_is_served_and_a_real_queue_is_still_queued(tmp_path: P
     assert calm.outcomes.evidence.get("ttft") == calm.requests.sent, calm.outcomes.evidence
     # TTFT is the first thinking token: far below the 48 thinking steps plus the answer.
     assert calm.metrics["ttft"].p99 < 0.5 * calm.metrics["latency"].p50
+    # The run says so: every answer thought, 48 tokens counted (no usage count on this API),
+    # and the answer came later than the first token by the thinking's 48 steps.
+    r = calm.reasoning
+    assert r is not None and r.thinking_requests == r.requests == calm.requests.ok, r
+    assert r.reasoning_tokens_mean == 48 and r.reasoning_tokens_counted == r.requests
+    assert (r.redacted, r.unanswered, r.tool_requests, r.tool_calls) == (0, 0, 0, 0)
+    ttfa, ttft = calm.metrics["ttfa"], calm.metrics["ttft"]
+    assert r.thinking_p50 is not None and ttfa.p50 > ttft.p50 + 0.5 * r.thinking_p50
     # Each row says what its stream carried: 48 thinking tokens counted (the Messages API
     # gives no count of its own), then the text; its first answer token after the thinking.
     rows = pq.read_table(tmp_path / "calm" / "samples.parquet").to_pylist()

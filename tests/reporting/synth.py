@@ -93,6 +93,11 @@ def write_synthetic_run(
         "turn": None,
         "resent": np.zeros(n, dtype=bool),
         "connection_wait": np.zeros(n, dtype=np.int64),
+        "t_first_answer": np.where(failed, None, t_send + ttft_ns),  # text answers, no thinking
+        "carried": np.where(failed, 0, 2).astype(np.int32),
+        "reasoning_tokens": None,
+        "reasoning_from_usage": np.zeros(n, dtype=bool),
+        "tool_calls": np.zeros(n, dtype=np.int32),
     }
     arrays = []
     for field in ARROW_SCHEMA:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from zqbench.dialects.base import THINKING, TOOL
 from zqbench.metrics.classify import REFUSAL_STATUSES, REFUSED_IN_STREAM_ERROR, answer_of
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class Columns:
     t_send: np.ndarray
     t_headers: np.ndarray
     t_first_token: np.ndarray
+    t_first_answer: np.ndarray  # NaN in a run saved before the column existed
     t_last_token: np.ndarray  # t_end for samples recorded before the column existed
     t_end: np.ndarray
     status: np.ndarray  # int64
@@ -89,6 +91,10 @@ def columns_of(
     ok = samples["error"].isna().to_numpy() & two_xx
     disguised = (samples["error"] == REFUSED_IN_STREAM_ERROR).to_numpy(dtype=bool, na_value=False)
     values = {name: float_column(samples, name) for name in FLOAT_COLUMNS}
+    if "t_first_answer" not in samples.columns:
+        # Saved before zqbench told answers from thinking: only text was a token then, so
+        # the first token was the first answer.
+        values["t_first_answer"] = values["t_first_token"]
     if "t_last_token" not in samples.columns:
         # Saved before zqbench recorded the last token: TPOT then ran to t_end, and a
         # re-rendered old run keeps the numbers it was published with.
@@ -176,6 +182,13 @@ def ttfb(c: Columns) -> np.ndarray:
 def ttft(c: Columns) -> np.ndarray:
     """ttft = t_first_token - t_send, successful requests."""
     return _ok_only(c, c.t_first_token - c.t_send)
+
+
+@_metric(True, "no answer token was recorded (or the samples predate t_first_answer)")
+def ttfa(c: Columns) -> np.ndarray:
+    """ttfa = t_first_answer - t_send, successful requests: the first text or tool-call
+    token, after any thinking (a request that only thought has none); ttft without it."""
+    return _ok_only(c, c.t_first_answer - c.t_send)
 
 
 @_metric(True, "no successful request had more than one output token in two or more token events")
@@ -322,6 +335,13 @@ class MetricFrame:
     turn: np.ndarray
     # bool: sent again on a new connection (the transport's one resend); False when absent
     resent: np.ndarray
+    # What each answer carried (Sample.carried's bits; 0 when absent), its thinking tokens
+    # (NaN: none, or not recorded) and whether the server counted them, its tool calls
+    # (sections/reasoning.py)
+    carried: np.ndarray
+    reasoning_tokens: np.ndarray
+    reasoning_from_usage: np.ndarray
+    tool_calls: np.ndarray
     # Each request's outcome (zqbench.metrics.outcomes); None: the run judged none (a run
     # saved before zqbench judged outcomes)
     outcomes: Classified | None = None
@@ -329,6 +349,14 @@ class MetricFrame:
     @property
     def n(self) -> int:
         return len(self.stage)
+
+    def listed_metrics(self) -> tuple[str, ...]:
+        """The metrics summary.json lists: all, but `ttfa` only where an answer carried
+        thinking or a tool call. Elsewhere it equals ttft (a file need not say so twice, and
+        one written before ttfa existed re-gates unchanged); its SLOs are judged either way."""
+        if np.any(self.carried & (THINKING | TOOL)):
+            return DURATION_METRICS
+        return tuple(name for name in DURATION_METRICS if name != "ttfa")
 
     @property
     def ok(self) -> np.ndarray:
@@ -446,6 +474,10 @@ def build_frame(
         session=float_column(samples, "session"),
         turn=float_column(samples, "turn"),
         resent=bool_column(samples, "resent"),
+        carried=np.nan_to_num(float_column(samples, "carried")).astype(np.int64),
+        reasoning_tokens=float_column(samples, "reasoning_tokens"),
+        reasoning_from_usage=bool_column(samples, "reasoning_from_usage"),
+        tool_calls=np.nan_to_num(float_column(samples, "tool_calls")).astype(np.int64),
     )
 
 

@@ -24,7 +24,6 @@ from zqbench import summary as model
 from zqbench.load.spans import StageInfo
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import (
-    DURATION_METRICS,
     NS_PER_S,
     MetricFrame,
     build_frame,
@@ -321,7 +320,7 @@ def summarize_frame(frame: MetricFrame, *, run: RunInfo, slos: Sequence[Slo]) ->
         migration=migration(frame, [(s.name, s.start_s, s.end_s) for s in run.stages]),
         retry_after=retry_after(frame, frame.retry_after_s),
         head_of_line=head_of_line(frame, [s.classes for s in run.stages]),
-        metrics={name: metric_summary(frame, name) for name in DURATION_METRICS},
+        metrics={name: metric_summary(frame, name) for name in frame.listed_metrics()},
         ratios={
             name: ratio_summary(frame, name, run.validity.min_ratio_samples)
             for name in RATIO_METRICS
