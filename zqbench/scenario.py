@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from zqbench.dialects import DEFAULT_API, DIALECTS
+from zqbench.dialects.base import Tools
+from zqbench.dialects.tools import ToolsFileError, read_tools
 from zqbench.errors import OptionError, ScenarioError
-from zqbench.load import LOAD_KEYS, LoadSpec, TraceLoad, parse_load
+from zqbench.load import LOAD_KEYS, LoadSpec, SessionsLoad, TraceLoad, parse_load
 from zqbench.load.bounds import MAX_PROMPT_TOKENS
 from zqbench.redact import is_sensitive
 from zqbench.stop.config import STOP_KEYS, StopConfig, parse_stop
@@ -73,7 +75,11 @@ _REQUEST_KEYS = (
     "cold_connections",
     "dataset",
     "shared_prefix",
+    "tools",
+    "tool_choice",
+    "thinking_budget",
 )
+TOOL_CHOICES = ("auto", "any", "none")  # or a tool's name
 _SHARED_PREFIX_KEYS = ("prefixes", "prefix_tokens", "suffix_tokens")
 _DATASET_KEYS = ("path", "format", "order", "prompt_tokens", "output_tokens", "force_output")
 DATASET_FORMATS = ("auto", "jsonl", "chat-completions", "sharegpt")
@@ -144,6 +150,8 @@ class RequestConfig:
     cold_connections: bool = False  # a new connection per request
     dataset: DatasetConfig | None = None  # None: synthetic prompts of the mix's sizes
     shared_prefix: SharedPrefixConfig | None = None
+    tools: Tools | None = None  # offered with every request (a tool-calling workload)
+    thinking_budget: int | None = None  # ask the model to think first, at most this many tokens
 
     def max_tokens_for(self, cls: RequestClass) -> int:
         return self.max_tokens if cls.max_tokens is None else cls.max_tokens
@@ -415,6 +423,12 @@ def parse_scenario(
         Table(label, "request", data.get("request", {}), _REQUEST_KEYS), Path(source).parent
     )
     _check_trace_request(label, load, data.get("request", {}))
+    if isinstance(load, SessionsLoad) and request.tools is not None:
+        raise ScenarioError(
+            f'{label}: request.tools and load.executor = "sessions" are exclusive: a '
+            "conversation's next turn would have to send the call's result, which zqbench "
+            "does not write yet"
+        )
 
     def table(key: str, keys: tuple[str, ...], parse: Callable[[Table], T], default: T) -> T:
         """The optional top-level table `key`, parsed; `default` when the file has none."""
@@ -533,7 +547,33 @@ def _parse_request(t: Table, folder: Path) -> RequestConfig:
         s.require(*_SHARED_PREFIX_KEYS, why=f" (give {', '.join(_SHARED_PREFIX_KEYS)})")
         shared = SharedPrefixConfig(*(s.integer(k, minimum=1) for k in _SHARED_PREFIX_KEYS))
         _check_shared_prefix(s, shared)
-    return RequestConfig(max_tokens, stream, timeout, mix, cold, dataset, shared)
+    tools = _parse_tools(t, folder) if t.has("tools") else None
+    if t.has("tool_choice") and tools is None:
+        raise t.fail("tool_choice", "needs request.tools, the tools it chooses among")
+    budget = t.integer("thinking_budget", minimum=1) if t.has("thinking_budget") else None
+    smallest = min(max_tokens if c.max_tokens is None else c.max_tokens for c in mix)
+    if budget is not None and budget >= smallest:
+        raise t.fail(
+            "thinking_budget", f"must be below max_tokens ({smallest}), which counts the thinking"
+        )
+    return RequestConfig(max_tokens, stream, timeout, mix, cold, dataset, shared, tools, budget)
+
+
+def _parse_tools(t: Table, folder: Path) -> Tools:
+    """`tools = "tools.json"` (zqbench.dialects.tools), and `tool_choice`: auto (the model
+    may call one), any (it must call one), none, or the name of the one it must call."""
+    path = t.string("tools") or ""
+    try:
+        offered = read_tools(folder / path)
+    except ToolsFileError as exc:
+        raise t.fail("tools", str(exc)) from None
+    choice = t.string("tool_choice", "auto") or "auto"
+    names = [tool.name for tool in offered]
+    if choice not in TOOL_CHOICES and choice not in names:
+        raise t.fail(
+            "tool_choice", f"is not {', '.join(TOOL_CHOICES)} or a tool's name ({', '.join(names)})"
+        )
+    return Tools(offered, choice, named=choice not in TOOL_CHOICES)
 
 
 def _parse_dataset(t: Table, folder: Path) -> DatasetConfig:

@@ -247,7 +247,7 @@ ERRORS = [
         MINIMAL + "[request]\nmax_token = 5\n",
         'unknown key "request.max_token"; did you mean "request.max_tokens"? (allowed in '
         "[request]: max_tokens, stream, timeout, prompt_tokens, mix, cold_connections, dataset, "
-        "shared_prefix)",
+        "shared_prefix, tools, tool_choice, thinking_budget)",
     ),
     (
         MINIMAL + 'think_time = "1s"\n',

@@ -67,7 +67,7 @@ def analyze(
     )
     environment = dict(at_start.environment)
     environment["prompts"] = {**environment["prompts"], "bytes": execution.prompt_bytes}
-    if execution.request_source.get("source") != "synthetic":  # synthetic: as before
+    if execution.request_source != {"source": "synthetic"}:  # plain synthetic: as before
         environment["request_source"] = execution.request_source
     offered = at_start.offered_requests
     if offered is not None and execution.stop is not None and execution.stop.not_sent:

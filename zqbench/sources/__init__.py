@@ -6,6 +6,7 @@ name; `base.py` is the protocol every one of them follows.
     shared-prefix  groups of prompts sharing a prefix: [request.shared_prefix]
     trace        a trace's rows, prompts built from their blocks: [load] executor = "trace"
     sessions     conversations, each turn with the answers so far: executor = "sessions"
+    offer        any of them, each request offering [request]'s tools and thinking budget
 
 An executor (`zqbench.load`) decides when each request goes; a source decides what it is.
 """
@@ -18,6 +19,7 @@ from zqbench.load import SessionsLoad, TraceLoad
 from zqbench.sources import dataset, sessions, shared_prefix, synthetic, trace
 from zqbench.sources.base import Requests, RequestSource
 from zqbench.sources.dataset import DatasetSource
+from zqbench.sources.offer import OfferSource
 from zqbench.sources.sessions import SessionsSource
 from zqbench.sources.shared_prefix import SharedPrefixSource
 from zqbench.sources.synthetic import SyntheticSource
@@ -29,7 +31,14 @@ if TYPE_CHECKING:
 
 SOURCES: dict[str, Any] = {
     s.wire_name: s
-    for s in (SyntheticSource, DatasetSource, SharedPrefixSource, TraceSource, SessionsSource)
+    for s in (
+        SyntheticSource,
+        DatasetSource,
+        SharedPrefixSource,
+        TraceSource,
+        SessionsSource,
+        OfferSource,
+    )
 }
 
 
@@ -49,7 +58,15 @@ def fit_source(scenario: Scenario, seed: int, calibration: Calibration | None) -
     """The request source the scenario's [request] table asks for, fitted to the target
     (prompts sized by the calibration): a trace's rows and a conversation's turns by
     their executors, a source with [request] keys of its own by those keys, synthetic
-    requests otherwise."""
+    requests otherwise; each offering the tools and thinking budget of [request]."""
+    source = _prompts(scenario, seed, calibration)
+    request = scenario.request
+    if request.tools is None and request.thinking_budget is None:
+        return source
+    return OfferSource(source, request.tools, request.thinking_budget)
+
+
+def _prompts(scenario: Scenario, seed: int, calibration: Calibration | None) -> RequestSource:
     if isinstance(scenario.load, TraceLoad):
         return trace.fit(scenario, seed, calibration)
     if isinstance(scenario.load, SessionsLoad):
