@@ -668,8 +668,8 @@ class FakeServer:
                 signed = "a_thinking_unsigned" not in self.faults
                 sign = [{"type": "signature_delta", "signature": "c2lnbmVk"}] if signed else []
                 thinking = [{"type": "thinking_delta", "thinking": "a"}] * thought
-                await block({"type": "thinking", "thinking": "", "signature": ""},
-                            thinking + sign, False)  # fmt: skip
+                start = {"type": "thinking", "thinking": "", "signature": ""}
+                await block(start, thinking + sign, False)
             if tool is not None:
                 start = {"type": "tool_use", "id": "toolu_1", "name": tool, "input": {}}
                 args = [{"type": "input_json_delta", "partial_json": c} for c in pieces]

@@ -234,14 +234,25 @@ def test_a_target_that_does_not_think_skips(api: str, frames: list[bytes], reaso
     assert (result.status, result.reason) == ("skip", reason)
 
 
-def test_a_refused_request_for_thinking_is_not_applicable() -> None:
-    """vLLM's Messages route refuses a budget under 1,024, as Anthropic's API does: 400."""
-    words = b'{"type":"error","error":{"type":"invalid_request_error","message":"budget\\nlow"}}'
+@pytest.mark.parametrize(
+    ("phase", "message", "reason"),
+    [
+        # vLLM's Messages route refuses a budget under 1,024, as Anthropic's API does.
+        ("thinking", "budget\\nlow", "the request for thinking got status 400 (budget\\x0alow)"),
+        # vLLM launched without a tool parser.
+        ("tool", "requires --tool-call-parser",
+         "the request for a named tool's call got status 400 (requires --tool-call-parser)"),
+    ],
+)  # fmt: skip
+def test_a_request_the_target_does_not_serve_is_not_applicable(
+    phase: str, message: str, reason: str
+) -> None:
+    error = {"type": "error", "error": {"type": "invalid_request_error", "message": "MSG"}}
+    body = json.dumps(error).replace("MSG", message).encode()
     target = Target(ConformOptions(target="http://127.0.0.1:9", apis=("anthropic",)))
-    ex = recorded("anthropic", [words], status=400)
+    ex = recorded("anthropic", [body], status=400)
     ex.headers = {"content-type": "application/json"}
-    result = thinking(Observations(target, {"api.anthropic.thinking": [("a", ex)]}), "anthropic")
-    assert (result.status, result.reason) == (
-        "skip",
-        "not applicable: the request for thinking got status 400 (budget\\x0alow)",
-    )
+    check = tool_call if phase == "tool" else thinking
+    result = check(Observations(target, {f"api.anthropic.{phase}": [("a", ex)]}), "anthropic")
+    assert (result.status, result.reason) == ("skip", f"not applicable: {reason}")
+    assert result.evidence["response"]["status"] == 400

@@ -1,6 +1,7 @@
 """Tool calls on a real vLLM (#42 item 5): started with `--enable-auto-tool-choice
 --tool-call-parser hermes`, a named tool_choice makes even the tiny random model call the
-tool, its arguments streamed as tool-call deltas.
+tool, its arguments streamed as tool-call deltas. conform's api.*.6 finds those arguments no
+JSON object on either route (the last test).
 
 Its own server: with auto tool choice on, vLLM 0.32 streams plain answers differently (21 and
 26 of 100 smoke requests one chunk per token in two runs, against at least 90 without the

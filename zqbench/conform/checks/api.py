@@ -183,9 +183,14 @@ def models(obs: Observations, api: str) -> CheckResult:
 
 
 def tool_call(obs: Observations, api: str) -> CheckResult:
+    ex = obs.exchange(f"api.{api}.tool")
+    if r := _not_served(ex, "a named tool's call"):
+        # vLLM launched without --tool-call-parser: "tool_choice=function "lookup" requires
+        # --tool-call-parser to be set". A server that ignores the tools fails below.
+        return r
     facts = obs.target.dialect(api)
     return _wire(
-        obs.exchange(f"api.{api}.tool"),
+        ex,
         facts,
         lambda events: facts.shapes.tool_call(events, LOOKUP.name),
         lambda seen: (
@@ -196,13 +201,10 @@ def tool_call(obs: Observations, api: str) -> CheckResult:
 
 def thinking(obs: Observations, api: str) -> CheckResult:
     ex = obs.exchange(f"api.{api}.thinking")
-    if ex.status in (400, 422):
-        # The target refuses the request's thinking object (Anthropic's API and vLLM's
-        # Messages route: a budget under 1,024; OpenAI's: an unknown field): it does not
-        # think when asked so, which is no failure of a format.
-        words = shown(ex.error_words() or excerpt(ex.body), 120)
-        why = f"not applicable: the request for thinking got status {ex.status} ({words})"
-        return skipped(why, response=ex.evidence())
+    if r := _not_served(ex, "thinking"):
+        # Anthropic's API and vLLM's Messages route: a budget under 1,024; OpenAI's: an
+        # unknown field. It does not think when asked so, which is no failure of a format.
+        return r
     facts = obs.target.dialect(api)
     return _wire(
         ex,
@@ -210,6 +212,16 @@ def thinking(obs: Observations, api: str) -> CheckResult:
         facts.shapes.thinking,
         lambda _: "thinking streamed before the answer, in the API's format",
     )
+
+
+def _not_served(ex: Evidence, what: str) -> CheckResult | None:
+    """A skip when the target refused the request as one it does not serve (400 or 422, in
+    its own words): it was not launched or built to answer with `what`."""
+    if ex.status not in (400, 422):
+        return None
+    words = shown(ex.error_words() or excerpt(ex.body), 120)
+    why = f"not applicable: the request for {what} got status {ex.status} ({words})"
+    return skipped(why, response=ex.evidence())
 
 
 def _wire(
