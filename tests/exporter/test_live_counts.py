@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
 import numpy as np
 import pytest
 
+from zqbench.dialects.base import TEXT, THINKING
 from zqbench.exporter import live_slos
 from zqbench.metrics.classify import ANSWERS, answer_of
 from zqbench.metrics.slo import parse_slo
@@ -162,3 +164,20 @@ def test_live_slo_estimates_from_the_counts() -> None:
     assert ratio is not None and ratio > 1.15
     assert live_slos.holds(parse_slo("latency:p99/p50<=1.15"), ratio) is False
     assert live_slos.estimate(parse_slo("goodput>1"), snap) is None
+
+
+def test_ttfa_is_timed_where_the_answer_came_after_thinking_or_as_a_call() -> None:
+    """A thinking answer's first answer token 30 ms after its send; a plain one's first
+    token is its answer (no ttfa of its own, as in summary.json)."""
+    counts = LiveCounts()
+    plain = _sample(0, stage=0, cls="a", status=200, error=None, latency_ms=40)
+    thought = dataclasses.replace(
+        _sample(1, stage=0, cls="a", status=200, error=None, latency_ms=40),
+        carried=THINKING | TEXT,
+        t_first_answer=1 * MS + 30 * MS,
+    )
+    counts.record(plain)
+    counts.record(thought)
+    h = counts.snapshot().histograms
+    assert sum(h["ttft", 0, "a"].bins) == 2
+    assert sum(h["ttfa", 0, "a"].bins) == 1 and h["ttfa", 0, "a"].sum_s == pytest.approx(0.03)

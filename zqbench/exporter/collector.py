@@ -27,6 +27,7 @@ from zqbench.samples.live_counts import BUCKETS_S, HISTOGRAMS, LiveCountsSnapsho
 _HELP = {
     "latency": "t_end - t_send of successful requests",
     "ttft": "time to the first token of successful requests",
+    "ttfa": "time to the first answer token (text or a tool call, after any thinking)",
     "time_to_reject": "t_end - t_send of refused requests (429, 503, 529, or in disguise)",
     "schedule_lag": (
         "t_send - t_intended - connection_wait of open-loop requests: the generator's own lateness"

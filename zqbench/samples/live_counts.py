@@ -24,6 +24,8 @@ Histograms hold seconds in fixed buckets (BUCKETS_S, about 1.5x apart from 1 ms 
 
     latency         t_end - t_send, ok requests
     ttft            t_first_token - t_send, ok requests with a first token
+    ttfa            t_first_answer - t_send, ok requests whose answer came after thinking
+                    or as a tool call (elsewhere it is their ttft)
     time_to_reject  t_end - t_send, refused requests (those in disguise too)
     schedule_lag    t_send - t_intended, open-loop requests
 """
@@ -34,6 +36,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from zqbench.dialects.base import THINKING, TOOL
 from zqbench.metrics.classify import ANSWERS, REFUSALS, Answer, answer_of
 from zqbench.samples.sample import Sample
 
@@ -43,7 +46,7 @@ BUCKETS_S: tuple[float, ...] = (
     20.0, 30.0, 60.0, 120.0,
 )  # fmt: skip
 N_BINS = len(BUCKETS_S) + 1  # the last bin is +Inf
-HISTOGRAMS = ("latency", "ttft", "time_to_reject", "schedule_lag")
+HISTOGRAMS = ("latency", "ttft", "ttfa", "time_to_reject", "schedule_lag")
 KNOWN_STATUSES = frozenset(
     {200, 201, 204, 400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504, 529}
 )
@@ -119,6 +122,8 @@ class LiveCounts:
             self._observe("latency", s.stage, cls, s.t_end - s.t_send)
             if s.t_first_token is not None:
                 self._observe("ttft", s.stage, cls, s.t_first_token - s.t_send)
+            if s.carried & (THINKING | TOOL) and s.t_first_answer is not None:
+                self._observe("ttfa", s.stage, cls, s.t_first_answer - s.t_send)
         elif kind in REFUSALS:
             self._observe("time_to_reject", s.stage, cls, s.t_end - s.t_send)
         if s.t_intended is not None:
