@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
+import pyarrow.parquet as pq
 import pydantic
 import pytest
 from anthropic.lib.streaming._messages import accumulate_event
@@ -23,6 +25,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from tests.dialects.frames import feed
 from tests.servers.process_group import need_engine
+from tests.vllm.conftest import zqbench_pinned
 from tests.vllm.target import VllmServer, free_port, start_vllm, vllm_available
 from zqbench.conform import ConformOptions, run_conformance
 from zqbench.dialects import get_dialect
@@ -132,3 +135,29 @@ def test_conform_fails_the_named_calls_arguments_on_both_routes(vllm: VllmServer
         "skip",
         "the answer carries no reasoning piece: the target does not reason, or not asked so",
     )
+
+
+def test_the_tool_workload_counts_one_call_a_request_exactly(
+    vllm: VllmServer, tmp_path: Path
+) -> None:
+    """scenarios/tool-calls.toml (two tools offered, one named) against vLLM: every answer
+    one call, summary and samples agree with it, and the tokens are vLLM's usage."""
+    out = tmp_path / "tools"
+    args = ["run", "tool-calls", "--target", vllm.base_url, "--duration-scale", "0.3"]
+    args += ["--min-samples", "20", "--max-schedule-lag", "250ms"]  # 30 requests, a busy core
+    result = zqbench_pinned(*args, "-q", "--out", str(out))
+    assert result.returncode in (0, 1), result.stderr  # judged on its SLOs, either way
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["validity"]["ok"], summary["validity"]
+    ok = summary["requests"]["ok"]
+    r = summary["reasoning"]
+    assert ok >= 20 and r["tool_requests"] == r["tool_calls"] == ok, (ok, r)
+    rows = [row for row in pq.read_table(out / "samples.parquet").to_pylist() if not row["error"]]
+    assert len(rows) == ok and all(
+        row["tool_calls"] == 1
+        and row["carried"] == TOOL
+        and row["tokens_from_usage"]
+        and 1 <= row["n_chunks"] <= row["output_tokens"]
+        for row in rows
+    ), rows[0]
+    assert "ttfa" in summary["metrics"]
