@@ -38,7 +38,7 @@ def thinking_server() -> Iterator[EmbeddedServer]:
         yield server
 
 
-async def _requests(url: str, api: str) -> list[tuple[object, dict]]:
+async def _requests(url: str, api: str) -> list[tuple[object, dict, Exchange]]:
     dialect = get_dialect(api, DialectConfig(model=MODEL))
     transport = make_transport(url, http2=False, limits=PoolLimits(warm_connections=1))
     await transport.open()
@@ -53,8 +53,9 @@ async def _requests(url: str, api: str) -> list[tuple[object, dict]]:
                     timing.update(json.loads(event.data)["zq_timing"])
 
             parser = dialect.parser(spec, on_event=keep)
-            await transport.send(dialect.build(spec), parser, 30.0, Exchange())
-            out.append((parser.summary, timing))
+            ex = Exchange()
+            await transport.send(dialect.build(spec), parser, 30.0, ex)
+            out.append((parser.summary, timing, ex))
     finally:
         await transport.close()
     return out
@@ -64,8 +65,8 @@ async def _requests(url: str, api: str) -> list[tuple[object, dict]]:
 def test_the_thinking_phase_is_timed_within_a_millisecond_of_the_servers_stamps(
     thinking_server: EmbeddedServer, api: str
 ) -> None:
-    errors_ms = []
-    for s, timing in asyncio.run(_requests(thinking_server.base_url, api)):
+    errors_ms, ttft_errors_ms = [], []
+    for s, timing, ex in asyncio.run(_requests(thinking_server.base_url, api)):
         assert s.error is None and s.carried == THINKING | TEXT, s  # type: ignore[attr-defined]
         assert s.reasoning_events == THINKING_TOKENS  # type: ignore[attr-defined]
         if api == "openai":
@@ -73,7 +74,14 @@ def test_the_thinking_phase_is_timed_within_a_millisecond_of_the_servers_stamps(
         client_ms = (s.t_first_answer - s.t_first_token) / 1e6  # type: ignore[attr-defined]
         server_ms = (timing["first_answer"] - timing["first_token"]) * 1e3
         errors_ms.append(client_ms - server_ms)
+        # TTFT: from the send on the client, from reading the request on the server; the
+        # request's trip to the server is the whole difference.
+        client_ttft_ms = (s.t_first_token - ex.t_send) / 1e6  # type: ignore[attr-defined]
+        ttft_errors_ms.append(client_ttft_ms - (timing["first_token"] - timing["received"]) * 1e3)
     # A stamp is taken just before its write, so the client can only be later, never
     # earlier, for each moment; their difference has either sign, within the 1 ms.
     assert statistics.median(abs(e) for e in errors_ms) < 1.0, errors_ms
     assert max(abs(e) for e in errors_ms) < 5.0, errors_ms  # one descheduled read at most
+    # Measured on a quiet machine: 0.56-1.0 ms (median 0.65), the request's trip and the
+    # server's read of it; the bound leaves room for a busy 2-core CI machine.
+    assert statistics.median(abs(e) for e in ttft_errors_ms) < 3.0, ttft_errors_ms

@@ -12,11 +12,16 @@ import json
 from collections.abc import Iterator
 
 import httpx
+import pydantic
 import pytest
+from anthropic.lib.streaming._messages import accumulate_event
+from anthropic.types import RawMessageStreamEvent
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
 
 from tests.dialects.frames import JSON_HEADERS, feed, vllm_chunk, vllm_content, vllm_usage
 from tests.reference_server.conftest import MODEL, Server, start_server
-from zqbench.dialects import AnthropicDialect, OpenAIDialect
+from zqbench.dialects import AnthropicDialect, OpenAIDialect, get_dialect
 from zqbench.dialects.base import (
     REDACTED,
     TEXT,
@@ -186,3 +191,56 @@ def test_tool_calls_are_counted_by_their_ids_and_blocks() -> None:
     plain = RequestSpec("short", "hi", 20, stream=False)
     s = feed(AnthropicDialect(CONFIG).parser(plain), [body], headers=JSON_HEADERS)
     assert s.tool_calls == 2 and s.carried == TOOL and s.t_first_answer == 1001
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+def test_the_sdks_read_the_same_stream_as_zqbench(server: Server, api: str) -> None:
+    """One stream of the reference server (thinking, then a named tool's call), read by the
+    official SDK's accumulator and by zqbench's parser: the same thinking, the same call."""
+    lookup = ToolDef("lookup", "look a word up", LOOKUP)
+    spec = RequestSpec("sdk", "hi", 40, tools=Tools((lookup,), "auto"), thinking_budget=10)
+    d = get_dialect(api, CONFIG)
+    request = d.build(spec)
+    r = httpx.post(
+        server.url + request.path, content=request.body, headers=dict(d.headers), timeout=30
+    )
+    frames = [e + b"\n\n" for e in r.content.split(b"\n\n") if e]
+    s = feed(d.parser(spec), frames)
+    thinking, calls, tokens = _sdk_read(api, frames)
+    # The reference model's thinking is one character a token, its call's arguments too.
+    assert (s.reasoning_events, s.tool_calls, s.output_tokens) == (len(thinking), calls, tokens)
+    assert s.reasoning_events == 10 and s.tool_events == 30 and calls == 1
+
+
+def _sdk_read(api: str, frames: list[bytes]) -> tuple[str, int, int]:
+    """(thinking text, tool calls, output tokens) as the official SDK accumulates them."""
+    datas = [
+        line[5:].strip()
+        for frame in frames
+        for line in frame.decode().splitlines()
+        if line.startswith("data:") and line[5:].strip() != "[DONE]"
+    ]
+    if api == "openai":
+        state = ChatCompletionStreamState()
+        usage = None
+        for data in datas:
+            chunk = ChatCompletionChunk.model_validate(json.loads(data))
+            state.handle_chunk(chunk)
+            usage = chunk.usage or usage
+        message = state.current_completion_snapshot.choices[0].message
+        thought = (message.model_extra or {}).get("reasoning", "")
+        assert usage is not None
+        return thought, len(message.tool_calls or []), usage.completion_tokens
+    events = pydantic.TypeAdapter(RawMessageStreamEvent)
+    snapshot = None
+    bufs: dict[int, bytes] = {}
+    for data in datas:
+        obj = json.loads(data)
+        if obj["type"] == "ping":  # the SDK's stream skips pings before accumulating
+            continue
+        event = events.validate_python(obj)
+        snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=bufs)
+    assert snapshot is not None
+    thought = "".join(b.thinking for b in snapshot.content if b.type == "thinking")
+    calls = sum(b.type == "tool_use" for b in snapshot.content)
+    return thought, calls, snapshot.usage.output_tokens
