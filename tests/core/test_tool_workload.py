@@ -4,13 +4,14 @@ and the source travels to a distributed worker with its offer."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from tests.core.conftest import MODEL
-from zqbench.dialects.base import TOOL
+from zqbench.dialects.base import TEXT, TOOL
 from zqbench.pipeline.run import RunOptions, run_scenario
 from zqbench.scenario import load_scenario
 from zqbench.sources import fit_source, source_from_wire, source_to_wire
@@ -60,3 +61,34 @@ def test_the_offer_travels_to_a_worker_whole() -> None:
     assert isinstance(source, OfferSource)
     again = source_from_wire(source_to_wire(source))
     assert again == source
+
+
+def test_a_datasets_rows_offer_their_own_tools(ref_server: EmbeddedServer, tmp_path: Path) -> None:
+    """Rows carrying `tools` and `tool_choice` in either API's words (a BFCL-like dataset):
+    each is sent with its own, and the reference model calls the one each names."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    openai_tool = {"type": "function", "function": {"name": "weather", "parameters": schema}}
+    anthropic_tool = {"name": "lookup", "input_schema": schema}
+    rows = [
+        {"prompt": "rain?", "output_tokens": 20, "tools": [openai_tool], "tool_choice": "required"},
+        {"prompt": "define", "output_tokens": 20, "tools": [anthropic_tool, openai_tool],
+         "tool_choice": {"type": "tool", "name": "weather"}},
+        {"prompt": "hello", "output_tokens": 20},
+    ]  # fmt: skip
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "run"
+    run_scenario(
+        RunOptions.of(
+            scenario="smoke",
+            target=ref_server.base_url,
+            model=MODEL,
+            dataset=str(path),
+            out=out,
+            min_samples=10,
+            duration_scale=0.5,
+        )
+    )
+    sent = pq.read_table(out / "samples.parquet").to_pylist()
+    by_row = {r["source_row"]: (r["tool_calls"], r["carried"]) for r in sent if not r["error"]}
+    assert by_row == {0: (1, TOOL), 1: (1, TOOL), 2: (0, TEXT)}, by_row

@@ -43,6 +43,11 @@ def read_tools(path: Path) -> tuple[ToolDef, ...]:
         doc = json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise ToolsFileError(f"is not JSON ({exc})") from None
+    return parse_tools(doc)
+
+
+def parse_tools(doc: Any) -> tuple[ToolDef, ...]:
+    """A list of tools (a tools file's, or a dataset row's `tools`)."""
     if not isinstance(doc, list) or not doc:
         raise ToolsFileError("must be a JSON list of tools, at least one")
     if len(doc) > MAX_TOOLS:
@@ -73,3 +78,23 @@ def _tool(entry: Any, i: int) -> ToolDef:
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         raise ToolsFileError(f'{where}: its input schema must be an object ("type": "object")')
     return ToolDef(name, description, {"type": "object", **schema})
+
+
+def parse_choice(value: Any, names: list[str]) -> tuple[str, bool]:
+    """A request's tool_choice in either API's words: (auto, any, none or a tool's name;
+    whether it names one). OpenAI's "required" is any; its and the Messages API's objects
+    name a tool or give the type."""
+    if isinstance(value, dict):
+        fn = value.get("function")
+        if isinstance(fn, dict):
+            value = {"type": "tool", "name": fn.get("name")}
+        kind = value.get("type")
+        value = value.get("name") if kind == "tool" else kind
+    value = "any" if value == "required" else value
+    if value in ("auto", "any", "none"):
+        return value, False
+    if value in names:
+        return value, True
+    raise ToolsFileError(
+        f"tool_choice {json.dumps(value)} is not auto, any, none or an offered tool's name"
+    )

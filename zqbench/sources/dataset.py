@@ -209,6 +209,7 @@ class DatasetRequests:
             history=row.history,
             exact_output=s.exact_output and out >= 1,
             source_row=int(s.rows[i]),
+            tools=row.tools,
         )
 
     def answered(self, slot: Slot, request: RequestSpec, response: ResponseSummary) -> None:

@@ -1,7 +1,8 @@
 """Reading a dataset file row by row, without holding it: the index pass and the row reader.
 
     jsonl             one object a line: `prompt` or `messages`, optional `system`,
-                      optional `max_tokens` or `output_tokens` (the answer's length)
+                      optional `max_tokens` or `output_tokens` (the answer's length),
+                      optional `tools` and `tool_choice` (either API's words; any format)
     chat-completions  one OpenAI chat-completions request a line (`messages`, `max_tokens`
                       or `max_completion_tokens`; `model` and the rest ignored), or a Batch
                       API line whose `body` is one
@@ -30,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from zqbench.dialects.base import Tools
+from zqbench.dialects.tools import ToolsFileError, parse_choice, parse_tools
 from zqbench.errors import UsageError
 from zqbench.load.bounds import MAX_DATASET_ROWS, MAX_OUTPUT_TOKENS, MAX_ROW_BYTES
 from zqbench.load.trace_file import open_rows
@@ -52,6 +55,7 @@ class Row:
     history: tuple[tuple[str, str], ...]  # (role, text) turns before the prompt
     prompt: str  # the last user message
     output_tokens: int | None  # the answer's length the row asks for, if it says
+    tools: Tools | None = None  # the tools the row offers (`tools`, `tool_choice`)
 
 
 @dataclass(frozen=True)
@@ -258,7 +262,21 @@ def parse_row(raw: bytes, fmt: str, *, where: str) -> Row:
                 f'{where}: "{given[0]}" is {output}, past {MAX_OUTPUT_TOKENS:,} (longer than '
                 "any model answers); fix it or leave it out"
             )
-    return Row(system, history, prompt, output)
+    return Row(system, history, prompt, output, _tools(obj, where))
+
+
+def _tools(obj: dict[str, Any], where: str) -> Tools | None:
+    """A row's `tools` (in either API's words) and its `tool_choice` (default auto)."""
+    if obj.get("tools") is None:
+        if obj.get("tool_choice") is not None:
+            raise DatasetError(f'{where}: "tool_choice" without "tools"; give both or neither')
+        return None
+    try:
+        offered = parse_tools(obj["tools"])
+        choice, named = parse_choice(obj.get("tool_choice", "auto"), [t.name for t in offered])
+    except ToolsFileError as exc:
+        raise DatasetError(f'{where}: "tools" {exc}') from None
+    return Tools(offered, choice, named)
 
 
 def _text(value: Any, field: str, where: str) -> str:

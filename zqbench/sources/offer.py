@@ -63,7 +63,8 @@ class OfferRequests:
     def request(self, slot: Slot) -> RequestSpec:
         s = self.source
         spec = self.inner.request(slot)
-        return dataclasses.replace(spec, tools=s.tools, thinking_budget=s.thinking_budget)
+        tools = s.tools if spec.tools is None else spec.tools  # a dataset row's own win
+        return dataclasses.replace(spec, tools=tools, thinking_budget=s.thinking_budget)
 
     def answered(self, slot: Slot, request: RequestSpec, response: ResponseSummary) -> None:
         self.inner.answered(slot, request, response)
