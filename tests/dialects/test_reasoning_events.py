@@ -12,14 +12,10 @@ import json
 from collections.abc import Iterator
 
 import httpx
-import pydantic
 import pytest
-from anthropic.lib.streaming._messages import accumulate_event
-from anthropic.types import RawMessageStreamEvent
-from openai.lib.streaming.chat import ChatCompletionStreamState
-from openai.types.chat import ChatCompletionChunk
 
 from tests.dialects.frames import JSON_HEADERS, feed, vllm_chunk, vllm_content, vllm_usage
+from tests.dialects.sdk import sdk_read
 from tests.reference_server.conftest import MODEL, Server, start_server
 from zqbench.dialects import AnthropicDialect, OpenAIDialect, get_dialect
 from zqbench.dialects.base import (
@@ -206,41 +202,7 @@ def test_the_sdks_read_the_same_stream_as_zqbench(server: Server, api: str) -> N
     )
     frames = [e + b"\n\n" for e in r.content.split(b"\n\n") if e]
     s = feed(d.parser(spec), frames)
-    thinking, calls, tokens = _sdk_read(api, frames)
+    thinking, calls, tokens = sdk_read(api, frames)
     # The reference model's thinking is one character a token, its call's arguments too.
     assert (s.reasoning_events, s.tool_calls, s.output_tokens) == (len(thinking), calls, tokens)
     assert s.reasoning_events == 10 and s.tool_events == 30 and calls == 1
-
-
-def _sdk_read(api: str, frames: list[bytes]) -> tuple[str, int, int]:
-    """(thinking text, tool calls, output tokens) as the official SDK accumulates them."""
-    datas = [
-        line[5:].strip()
-        for frame in frames
-        for line in frame.decode().splitlines()
-        if line.startswith("data:") and line[5:].strip() != "[DONE]"
-    ]
-    if api == "openai":
-        state = ChatCompletionStreamState()
-        usage = None
-        for data in datas:
-            chunk = ChatCompletionChunk.model_validate(json.loads(data))
-            state.handle_chunk(chunk)
-            usage = chunk.usage or usage
-        message = state.current_completion_snapshot.choices[0].message
-        thought = (message.model_extra or {}).get("reasoning", "")
-        assert usage is not None
-        return thought, len(message.tool_calls or []), usage.completion_tokens
-    events = pydantic.TypeAdapter(RawMessageStreamEvent)
-    snapshot = None
-    bufs: dict[int, bytes] = {}
-    for data in datas:
-        obj = json.loads(data)
-        if obj["type"] == "ping":  # the SDK's stream skips pings before accumulating
-            continue
-        event = events.validate_python(obj)
-        snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=bufs)
-    assert snapshot is not None
-    thought = "".join(b.thinking for b in snapshot.content if b.type == "thinking")
-    calls = sum(b.type == "tool_use" for b in snapshot.content)
-    return thought, calls, snapshot.usage.output_tokens

@@ -16,14 +16,10 @@ from pathlib import Path
 
 import httpx
 import pyarrow.parquet as pq
-import pydantic
 import pytest
-from anthropic.lib.streaming._messages import accumulate_event
-from anthropic.types import RawMessageStreamEvent
-from openai.lib.streaming.chat import ChatCompletionStreamState
-from openai.types.chat import ChatCompletionChunk
 
 from tests.dialects.frames import feed
+from tests.dialects.sdk import sdk_read
 from tests.servers.process_group import need_engine
 from tests.vllm.conftest import zqbench_pinned
 from tests.vllm.target import VllmServer, free_port, start_vllm, vllm_available
@@ -44,33 +40,6 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
         yield server
     finally:
         server.stop()
-
-
-def _sdk_read(api: str, frames: list[bytes]) -> tuple[int, int]:
-    """(tool calls, output tokens) as the official SDK's stream accumulator reads the frames."""
-    datas = [
-        line[5:].strip()
-        for frame in frames
-        for line in frame.decode().splitlines()
-        if line.startswith("data:") and line[5:].strip() != "[DONE]"
-    ]
-    if api == "openai":
-        state = ChatCompletionStreamState()
-        tokens = 0
-        for data in datas:
-            chunk = ChatCompletionChunk.model_validate(json.loads(data))
-            state.handle_chunk(chunk)
-            tokens = chunk.usage.completion_tokens if chunk.usage else tokens
-        message = state.current_completion_snapshot.choices[0].message
-        return len(message.tool_calls or []), tokens
-    events = pydantic.TypeAdapter(RawMessageStreamEvent)
-    snapshot = None
-    bufs: dict[int, bytes] = {}
-    for data in datas:
-        event = events.validate_python(json.loads(data))
-        snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=bufs)
-    assert snapshot is not None
-    return sum(b.type == "tool_use" for b in snapshot.content), snapshot.usage.output_tokens
 
 
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
@@ -101,13 +70,13 @@ def test_a_named_tool_choice_streams_one_call_that_zqbench_counts_as_the_sdk_doe
         assert s.error is None and s.carried == TOOL and s.tool_calls == 1, s
         assert 1 <= s.tool_events <= s.output_tokens
         if api == "openai":
-            assert _sdk_read(api, frames) == (1, s.output_tokens)
+            assert sdk_read(api, frames)[1:] == (1, s.output_tokens)
         else:
             # vLLM 0.32's Messages route streams the random model's arguments as they came,
             # not constrained to an object ("1499e", "null"): the anthropic SDK refuses them.
             # When this fails, vLLM constrains them there too: compare with the SDK then.
             with pytest.raises(ValueError, match="Unable to parse tool parameter JSON"):
-                _sdk_read(api, frames)
+                sdk_read(api, frames)
 
 
 def test_conform_fails_the_named_calls_arguments_on_both_routes(vllm: VllmServer) -> None:
