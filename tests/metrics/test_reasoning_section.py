@@ -10,6 +10,8 @@ from tests.metrics.conftest import MS, build_samples
 from tests.metrics.test_summary import run_info
 from zqbench.cli.live_view import section_lines
 from zqbench.dialects.base import REDACTED, TEXT, THINKING, TOOL
+from zqbench.errors import UsageError
+from zqbench.metrics.slo import parse_slo
 from zqbench.metrics.summarize import summarize
 from zqbench.outputs.render import render_report_html, render_summary_md
 
@@ -81,3 +83,26 @@ def test_every_output_shows_it() -> None:
     page = render_report_html(summary, [])
     assert '<td>called a tool</td><td class="num">2</td>' in page
     assert f"{said}." in page
+
+
+def test_reasoning_tokens_gate_as_a_count_of_the_answers_that_thought() -> None:
+    """The thinking counts of the five answers that thought: 100, 200, 300, 400, 50."""
+    summary = _summary(["reasoning_tokens:mean<250", "reasoning_tokens:max<=400"])
+    assert [(s.verdict, s.value) for s in summary.slos] == [("pass", 210.0), ("pass", 400.0)]
+    plain = summarize(build_samples([40.0] * 3), run=run_info(), slos=["reasoning_tokens:mean<1"])
+    assert plain.slos[0].verdict == "inconclusive"
+    assert "no successful answer carried thinking" in plain.slos[0].message
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("reasoning_tokens<100", "reasoning_tokens needs an aggregate, e.g. reasoning_tokens:mean"),
+        ("reasoning_tokens:mean<100ms", "reasoning_tokens is a count of tokens and takes no unit"),
+        ("reasoning_tokens:p99/p50<2", "reasoning_tokens needs an aggregate"),
+    ],
+)
+def test_a_count_slo_takes_an_aggregate_and_no_unit(text: str, problem: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_slo(text)
+    assert problem in str(err.value)

@@ -382,6 +382,12 @@ class MetricFrame:
             raw = raw[~np.isnan(raw)]
         return np.sort(raw) / NS_PER_S
 
+    def sorted_counts(self, name: str) -> np.ndarray:
+        """Ascending per-request counts (`reasoning_tokens`) of the successful requests
+        that have one."""
+        counts = {"reasoning_tokens": self.reasoning_tokens}[name]
+        return np.sort(counts[self.ok & ~np.isnan(counts)])
+
     def grouped_sorted_seconds(
         self, name: str
     ) -> tuple[np.ndarray, dict[int, np.ndarray], dict[str, np.ndarray]]:

@@ -2,7 +2,8 @@
 
 Grammar (whitespace around OP and before UNIT is allowed):
 
-    METRIC   a duration metric (latency, ttft, ...), a rate (errors, status_<code>, or
+    METRIC   a duration metric (latency, ttft, ...), a count (reasoning_tokens: thinking
+             tokens of the answers that thought), a rate (errors, status_<code>, or
              an outcome: served, queued, refused_fast, refused_slow, ... over every request,
              or false_refusals: refusals made while a slot was free, over every request),
              or a scalar (goodput, throughput, gpu_density)
@@ -45,7 +46,10 @@ from zqbench.summary import SloRecord, SloVerdict, Verdict, json_number
 FALSE_REFUSALS = "false_refusals"  # refusals made while a slot was free, over every request
 RATE_METRICS = ("errors", "status_<code>", *OUTCOMES, FALSE_REFUSALS)
 SCALAR_METRICS = ("goodput", "throughput", "gpu_density")
-KNOWN_METRICS = (*DURATION_METRICS, *RATE_METRICS, *SCALAR_METRICS)
+# Per-request counts (no unit), over the requests that have one: thinking tokens, over the
+# successful answers that carried thinking (zqbench.metrics.sections.reasoning).
+COUNT_METRICS = ("reasoning_tokens",)
+KNOWN_METRICS = (*DURATION_METRICS, *COUNT_METRICS, *RATE_METRICS, *SCALAR_METRICS)
 # units per second
 TIME_UNITS = {"us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0, "min": 1 / 60, "h": 1 / 3600}
 
@@ -127,6 +131,14 @@ def _parse(text: str) -> Slo:
         if unit not in TIME_UNITS:
             raise _bad(text, f"{metric}:{agg} needs a time unit: us, ms, s, min or h")
         return Slo(text, metric, agg, op, value / TIME_UNITS[unit], unit, q=q)
+
+    if metric in COUNT_METRICS:
+        if agg is None or "/" in agg:
+            raise _bad(text, f"{metric} needs an aggregate, e.g. {metric}:mean; allowed: {_AGGS}")
+        if unit:
+            raise _bad(text, f"{metric} is a count of tokens and takes no unit")
+        q = None if agg in ("mean", "min", "max") else _percentile(text, agg)
+        return Slo(text, metric, agg, op, value, "", q=q)
 
     if metric in ("errors", FALSE_REFUSALS) or metric in OUTCOMES or _STATUS.match(metric):
         if agg not in (None, "rate"):
@@ -379,12 +391,17 @@ def evaluate_slo(slo: Slo, frame: MetricFrame, evidence: Evidence) -> SloRecord:
         return _evaluate_rate(slo, frame)
     if slo.agg == "value":
         return _evaluate_scalar(slo, evidence)
-    reason = frame.unavailable_reason(slo.metric)
-    if reason is not None:
-        return _unavailable(slo, reason)
-    if slo.ratio is not None:
-        return _evaluate_ratio(slo, slo.ratio, frame, evidence)
-    values = frame.sorted_seconds(slo.metric)
+    if slo.metric in COUNT_METRICS:
+        values = frame.sorted_counts(slo.metric)
+        if len(values) == 0:
+            return _unavailable(slo, "no successful answer carried thinking")
+    else:
+        reason = frame.unavailable_reason(slo.metric)
+        if reason is not None:
+            return _unavailable(slo, reason)
+        if slo.ratio is not None:
+            return _evaluate_ratio(slo, slo.ratio, frame, evidence)
+        values = frame.sorted_seconds(slo.metric)
     if len(values) == 0:
         return _unavailable(slo, "no value")
     if slo.q is not None:
