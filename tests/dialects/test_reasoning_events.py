@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -45,6 +46,16 @@ def events_of(server: Server, path: str, body: dict) -> list[bytes]:
     """The server's stream, cut into its SSE events."""
     r = httpx.post(server.url + path, json={"model": MODEL, "stream": True, **body}, timeout=30)
     assert r.status_code == 200, r.text
+    return [e + b"\n\n" for e in r.content.split(b"\n\n") if e]
+
+
+def sent(server: Server, dialect: Any, spec: RequestSpec) -> list[bytes]:
+    """`spec` as the dialect writes it, sent to the server: its stream, cut into events."""
+    request = dialect.build(spec)
+    r = httpx.post(
+        server.url + request.path, content=request.body, headers=dict(dialect.headers), timeout=30
+    )
+    assert r.status_code == 200, (r.text, json.loads(request.body))
     return [e + b"\n\n" for e in r.content.split(b"\n\n") if e]
 
 
@@ -146,15 +157,8 @@ def test_a_request_offering_tools_is_answered_with_a_call_both_apis(
         offered = offered[::-1]  # "any": the server calls the first
     spec = RequestSpec("tools", "hi", 20, tools=Tools(offered, choice, named))
     d = dialect(CONFIG)
-    request = d.build(spec)
-    body = json.loads(request.body)
-    r = httpx.post(
-        server.url + request.path, content=request.body, headers=dict(d.headers), timeout=30
-    )
-    assert r.status_code == 200, (r.text, body)
-    frames = [e + b"\n\n" for e in r.content.split(b"\n\n") if e]
-    s = feed(d.parser(spec), frames)
-    assert s.error is None and s.carried == TOOL and s.tool_events == 20, body
+    s = feed(d.parser(spec), sent(server, d, spec))
+    assert s.error is None and s.carried == TOOL and s.tool_events == 20, d.build(spec).body
     assert s.tool_calls == 1
     assert s.t_first_answer == s.t_first_token
 
@@ -196,11 +200,7 @@ def test_the_sdks_read_the_same_stream_as_zqbench(server: Server, api: str) -> N
     lookup = ToolDef("lookup", "look a word up", LOOKUP)
     spec = RequestSpec("sdk", "hi", 40, tools=Tools((lookup,), "auto"), thinking_budget=10)
     d = get_dialect(api, CONFIG)
-    request = d.build(spec)
-    r = httpx.post(
-        server.url + request.path, content=request.body, headers=dict(d.headers), timeout=30
-    )
-    frames = [e + b"\n\n" for e in r.content.split(b"\n\n") if e]
+    frames = sent(server, d, spec)
     s = feed(d.parser(spec), frames)
     thinking, calls, tokens = sdk_read(api, frames)
     # The reference model's thinking is one character a token, its call's arguments too.
