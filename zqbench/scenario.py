@@ -34,7 +34,7 @@ from zqbench.dialects import DEFAULT_API, DIALECTS
 from zqbench.dialects.base import Tools
 from zqbench.dialects.tools import ToolsFileError, read_tools
 from zqbench.errors import OptionError, ScenarioError
-from zqbench.load import LOAD_KEYS, LoadSpec, SessionsLoad, TraceLoad, parse_load
+from zqbench.load import LOAD_KEYS, LoadSpec, TraceLoad, parse_load
 from zqbench.load.bounds import MAX_PROMPT_TOKENS
 from zqbench.redact import is_sensitive
 from zqbench.stop.config import STOP_KEYS, StopConfig, parse_stop
@@ -423,12 +423,6 @@ def parse_scenario(
         Table(label, "request", data.get("request", {}), _REQUEST_KEYS), Path(source).parent
     )
     _check_trace_request(label, load, data.get("request", {}))
-    if isinstance(load, SessionsLoad) and request.tools is not None:
-        raise ScenarioError(
-            f'{label}: request.tools and load.executor = "sessions" are exclusive: a '
-            "conversation's next turn would have to send the call's result, which zqbench "
-            "does not write yet"
-        )
 
     def table(key: str, keys: tuple[str, ...], parse: Callable[[Table], T], default: T) -> T:
         """The optional top-level table `key`, parsed; `default` when the file has none."""

@@ -4,6 +4,7 @@ packages), to compare with what zqbench's parser read from the same bytes."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pydantic
 from anthropic.lib.streaming._messages import accumulate_event
@@ -14,12 +15,7 @@ from openai.types.chat import ChatCompletionChunk
 
 def sdk_read(api: str, frames: list[bytes]) -> tuple[str, int, int]:
     """(thinking text, tool calls, output tokens) as the official SDK accumulates them."""
-    datas = [
-        line[5:].strip()
-        for frame in frames
-        for line in frame.decode().splitlines()
-        if line.startswith("data:") and line[5:].strip() != "[DONE]"
-    ]
+    datas = _datas(frames)
     if api == "openai":
         state = ChatCompletionStreamState()
         usage = None
@@ -31,6 +27,36 @@ def sdk_read(api: str, frames: list[bytes]) -> tuple[str, int, int]:
         thought = (message.model_extra or {}).get("reasoning", "")
         assert usage is not None
         return thought, len(message.tool_calls or []), usage.completion_tokens
+    snapshot = _anthropic_snapshot(datas)
+    thought = "".join(b.thinking for b in snapshot.content if b.type == "thinking")
+    calls = sum(b.type == "tool_use" for b in snapshot.content)
+    return thought, calls, snapshot.usage.output_tokens
+
+
+def sdk_calls(api: str, frames: list[bytes]) -> list[tuple[str, str, object]]:
+    """The tool calls of a stream as the official SDK's accumulator finds them: (id, name,
+    arguments) with OpenAI's arguments as their text, the Messages API's input as an object."""
+    datas = _datas(frames)
+    if api == "openai":
+        state = ChatCompletionStreamState()
+        for data in datas:
+            state.handle_chunk(ChatCompletionChunk.model_validate(json.loads(data)))
+        message = state.current_completion_snapshot.choices[0].message
+        return [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or []]
+    snapshot = _anthropic_snapshot(datas)
+    return [(b.id, b.name, b.input) for b in snapshot.content if b.type == "tool_use"]
+
+
+def _datas(frames: list[bytes]) -> list[str]:
+    return [
+        line[5:].strip()
+        for frame in frames
+        for line in frame.decode().splitlines()
+        if line.startswith("data:") and line[5:].strip() != "[DONE]"
+    ]
+
+
+def _anthropic_snapshot(datas: list[str]) -> Any:
     events = pydantic.TypeAdapter(RawMessageStreamEvent)
     snapshot = None
     bufs: dict[int, bytes] = {}
@@ -41,6 +67,4 @@ def sdk_read(api: str, frames: list[bytes]) -> tuple[str, int, int]:
         event = events.validate_python(obj)
         snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=bufs)
     assert snapshot is not None
-    thought = "".join(b.thinking for b in snapshot.content if b.type == "thinking")
-    calls = sum(b.type == "tool_use" for b in snapshot.content)
-    return thought, calls, snapshot.usage.output_tokens
+    return snapshot

@@ -10,6 +10,7 @@ import pytest
 
 from tests.scenario.test_scenario import error_of, write
 from zqbench.dialects.base import ToolDef, Tools
+from zqbench.errors import ScenarioError
 from zqbench.scenario import load_scenario
 
 HEAD = """
@@ -91,20 +92,39 @@ def test_each_mistake_is_one_line_naming_the_key(
     assert error_of(path) == f"{path}: {problem}"
 
 
-def test_a_conversation_cannot_offer_tools_yet(tmp_path: Path) -> None:
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+def test_a_conversation_offers_tools_but_not_with_thinking_on_the_messages_api(
+    tmp_path: Path, api: str
+) -> None:
+    """A call's next turn on the Messages API must send the thinking block before the call
+    back, signed; zqbench does not keep it, so the run is refused before any traffic. The
+    OpenAI route sends no reasoning back."""
+    from zqbench.sources import check_source
+
     tools_file(tmp_path, [{"name": "a"}])
-    body = """
+    body = f"""
     name = "s"
+    api = "{api}"
     [load]
     executor = "sessions"
     rate = 1
     duration = "1s"
     turns = 2
     [request]
+    max_tokens = 32
     tools = "tools.json"
     """
-    path = write(tmp_path, body)
-    assert error_of(path) == (
-        f'{path}: request.tools and load.executor = "sessions" are exclusive: a conversation\'s '
-        "next turn would have to send the call's result, which zqbench does not write yet"
+    plain = load_scenario(write(tmp_path, body))
+    check_source(plain)  # tools alone: a conversation sends each call's result back
+    assert plain.request.tools is not None
+    thinking = load_scenario(write(tmp_path, body + "    thinking_budget = 8\n"))
+    if api == "openai":
+        check_source(thinking)
+        return
+    with pytest.raises(ScenarioError) as info:
+        check_source(thinking)
+    assert str(info.value) == (
+        f"{thinking.source}: request.tools with request.thinking_budget in sessions on the "
+        "Messages API: a call's next turn must send its thinking block back, signed, which "
+        'zqbench does not keep; drop thinking_budget (or tools), or use api = "openai"'
     )

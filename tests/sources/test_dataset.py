@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from zqbench.dialects import DIALECTS
-from zqbench.dialects.base import DialectConfig, RequestSpec
+from zqbench.dialects.base import DialectConfig, Message, RequestSpec
 from zqbench.errors import EXIT_USAGE, ScenarioError
 from zqbench.load import Slot
 from zqbench.scenario import Scenario, load_scenario
@@ -67,7 +67,7 @@ def test_jsonl_rows_keep_their_spans_and_the_file_hash(tmp_path: Path) -> None:
         for o, n in zip(index.offsets, index.lengths, strict=True)
     ]
     assert read[0] == Row(None, (), "héllo wörld", 7)
-    assert read[1] == Row("be terse", (("user", "a"), ("assistant", "b")), "c", None)
+    assert read[1] == Row("be terse", (Message("user", "a"), Message("assistant", "b")), "c", None)
 
 
 def test_openai_request_lines_and_batch_lines(tmp_path: Path) -> None:
@@ -299,8 +299,8 @@ def _body(api: str, spec: RequestSpec) -> dict[str, object]:
 
 
 def test_openai_body_carries_the_conversation_and_the_exact_length() -> None:
-    spec = RequestSpec("c", "last", 12, system="sys", history=(("user", "u"), ("assistant", "a")),
-                       exact_output=True)  # fmt: skip
+    history = (Message("user", "u"), Message("assistant", "a"))
+    spec = RequestSpec("c", "last", 12, system="sys", history=history, exact_output=True)
     assert _body("openai", spec) == {
         "model": "m",
         "messages": [
@@ -321,7 +321,12 @@ def test_openai_body_carries_the_conversation_and_the_exact_length() -> None:
 
 def test_anthropic_body_has_the_system_prompt_at_the_top() -> None:
     spec = RequestSpec(
-        "c", "q", 5, stream=False, system="sys", history=(("user", "u"), ("assistant", "a"))
+        "c",
+        "q",
+        5,
+        stream=False,
+        system="sys",
+        history=(Message("user", "u"), Message("assistant", "a")),
     )
     assert _body("anthropic", spec) == {
         "model": "m",

@@ -7,7 +7,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from zqbench.dialects.base import ResponseSummary
+from zqbench.dialects.base import CallPieces, Message, ResponseSummary, ToolCall
 from zqbench.errors import ScenarioError
 from zqbench.load import Slot
 from zqbench.scenario import load_scenario
@@ -15,9 +15,10 @@ from zqbench.sources import fit_source, source_from_wire, source_to_wire
 from zqbench.sources.sessions import SessionsSource
 
 
-def _source(tmp_path: Path) -> SessionsSource:
+def _source(tmp_path: Path, turns: int = 3) -> SessionsSource:
     (tmp_path / "s.toml").write_text(
-        'name = "s"\n[load]\nexecutor = "sessions"\nrate = 1\nduration = "5s"\nturns = 3\n'
+        'name = "s"\n[load]\nexecutor = "sessions"\nrate = 1\nduration = "5s"\n'
+        f"turns = {turns}\n"
         "[request]\nprompt_tokens = 40\nmax_tokens = 7\n"
     )
     source = fit_source(load_scenario(str(tmp_path / "s.toml")), seed=0, calibration=None)
@@ -36,7 +37,7 @@ def test_each_turn_sends_the_conversation_with_the_servers_answers(tmp_path: Pat
     assert len(first.prompt) == 39 and first.prompt.startswith("0000000002.0000 ")
     requests.answered(Slot(6, 0, session=2, turn=0), first, _answer("the answer"))
     second = requests.request(Slot(7, 0, session=2, turn=1))
-    assert second.history == (("user", first.prompt), ("assistant", "the answer"))
+    assert second.history == (Message("user", first.prompt), Message("assistant", "the answer"))
     assert second.prompt.startswith("0000000002.0001 ") and second.prompt[16:] == first.prompt[16:]
     # A refused turn is left out: the next one goes on from the last answer.
     requests.answered(Slot(7, 0, session=2, turn=1), second, _answer("busy", status=429))
@@ -44,6 +45,36 @@ def test_each_turn_sends_the_conversation_with_the_servers_answers(tmp_path: Pat
     assert third.history == second.history and not third.keep_answer  # the last turn
     requests.answered(Slot(8, 0, session=2, turn=2), third, _answer("end"))
     assert requests.request(Slot(7, 0, session=2, turn=1)).history == ()  # forgotten
+
+
+def _called(*calls: tuple[str, str, list[str]], status: int = 200) -> ResponseSummary:
+    return ResponseSummary(
+        status=status, output_tokens=5, answer=[], calls=[CallPieces(*c) for c in calls]
+    )
+
+
+def test_a_call_is_answered_by_the_next_turn_until_a_turn_answers_it(tmp_path: Path) -> None:
+    """The next turn after a call sends the call back and its result (the turn's message);
+    a result the server refused is sent again; a text answer ends the loop."""
+    requests = _source(tmp_path, turns=5).open()
+    first = requests.request(Slot(6, 0, session=2, turn=0))
+    requests.answered(
+        Slot(6, 0, session=2, turn=0), first, _called(("c1", "lookup", ['{"q": ', '"x"}']))
+    )
+    second = requests.request(Slot(7, 0, session=2, turn=1))
+    call = ToolCall("c1", "lookup", '{"q": "x"}')
+    assert second.results_for == (call,) and second.prompt.startswith("0000000002.0001 ")
+    assert second.history == (Message("user", first.prompt), Message("assistant", "", (call,)))
+    requests.answered(Slot(7, 0, session=2, turn=1), second, _called(status=429))
+    third = requests.request(Slot(8, 0, session=2, turn=2))
+    assert third.results_for == (call,) and third.history == second.history  # sent again
+    requests.answered(Slot(8, 0, session=2, turn=2), third, _answer("found it"))
+    fourth = requests.request(Slot(9, 0, session=2, turn=3))
+    assert fourth.results_for == ()  # the user's next message
+    assert fourth.history[2:] == (
+        Message("user", third.prompt, (call,)),
+        Message("assistant", "found it"),
+    )
 
 
 def test_the_source_travels(tmp_path: Path) -> None:
@@ -66,13 +97,13 @@ def test_an_answer_past_its_max_tokens_is_kept_cut(tmp_path: Path) -> None:
     requests = _source(tmp_path).open()
     first = requests.request(Slot(6, 0, session=2, turn=0))
     requests.answered(Slot(6, 0, session=2, turn=0), first, _answer("é" * 1_000_000))
-    kept = requests.request(Slot(7, 0, session=2, turn=1)).history[1][1]
+    kept = requests.request(Slot(7, 0, session=2, turn=1)).history[1].text
     assert ANSWER_BYTES_PER_TOKEN == 32
     assert len(kept.encode()) == 7 * 32  # max_tokens = 7: 112 two-byte characters
     assert kept == "é" * 112
     whole = "x" * (7 * 32)
     requests.answered(Slot(9, 0, session=3, turn=0), first, _answer(whole))
-    assert requests.request(Slot(10, 0, session=3, turn=1)).history[1][1] == whole
+    assert requests.request(Slot(10, 0, session=3, turn=1)).history[1].text == whole
 
 
 def _check(tmp_path: Path, load: str, timeout: str = "60s") -> None:

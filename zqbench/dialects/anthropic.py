@@ -22,7 +22,16 @@ import json
 from typing import Any
 
 from zqbench.dialects import anthropic_shapes, common
-from zqbench.dialects.base import REDACTED, TEXT, THINKING, TOOL, DialectConfig, RequestSpec
+from zqbench.dialects.base import (
+    REDACTED,
+    TEXT,
+    THINKING,
+    TOOL,
+    DialectConfig,
+    Message,
+    RequestSpec,
+    ToolCall,
+)
 from zqbench.dialects.parser import DialectBase, ResponseParser
 from zqbench.dialects.sse import SSEEvent
 from zqbench.redact import Secret
@@ -77,6 +86,8 @@ class AnthropicParser(ResponseParser):
                     piece = delta.get(kind[0])
                     if isinstance(piece, str) and (piece or kind[1] == TEXT):
                         self._token(piece, t_ns, kind[1])
+                        if kind[1] == TOOL:
+                            self._keep_arguments(piece)
         elif name == "message_start":
             self._began = True
             message = obj.get("message")
@@ -91,6 +102,7 @@ class AnthropicParser(ResponseParser):
                     self.summary.carried |= REDACTED
                 elif block.get("type") == "tool_use":
                     self.summary.tool_calls += 1
+                    self._keep_call(block.get("id"), block.get("name"))
                 self._text(block, "text", t_ns, empty_counts=False)
         elif name == "message_delta":
             usage = obj.get("usage")
@@ -146,7 +158,11 @@ class AnthropicParser(ResponseParser):
                 texts.append(block["text"])
             elif kind in _BLOCKS:
                 carried |= _BLOCKS[kind]
-                self.summary.tool_calls += kind == "tool_use"
+                if kind == "tool_use":
+                    self.summary.tool_calls += 1
+                    self._keep_call(
+                        block.get("id"), block.get("name"), json.dumps(block.get("input"))
+                    )
         self._body_text(*texts, carried=carried)
         usage = obj.get("usage")
         if isinstance(usage, dict):
@@ -201,8 +217,8 @@ class AnthropicDialect(DialectBase):
     def _full_body(self, spec: RequestSpec) -> bytes:
         """A system prompt, earlier turns, tools or thinking: the whole body as JSON (the API
         has no way to ask for an exact output length, so `exact_output` changes nothing)."""
-        messages = [{"role": role, "content": text} for role, text in spec.history]
-        messages.append({"role": "user", "content": spec.prompt})
+        messages = [_message(m) for m in spec.history]
+        messages.append(_message(Message("user", spec.prompt, spec.results_for)))
         body: dict[str, Any] = {"model": self.config.model, "max_tokens": int(spec.max_tokens)}
         if spec.system:
             body["system"] = spec.system
@@ -226,3 +242,28 @@ class AnthropicDialect(DialectBase):
         if problem is None and obj.get("type") != "error":
             return 'top-level "type" is not "error"'
         return problem
+
+
+def _message(m: Message) -> dict[str, Any]:
+    """A message in the Messages API's words: a tool result is a user message of
+    `tool_result` blocks, a call an assistant's `tool_use` block (after its text, if any)."""
+    if not m.calls:
+        return {"role": m.role, "content": m.text}
+    if m.role == "user":
+        results = [{"type": "tool_result", "tool_use_id": c.id, "content": m.text} for c in m.calls]
+        return {"role": "user", "content": results}
+    content: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text else []
+    for c in m.calls:
+        content.append({"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c)})
+    return {"role": "assistant", "content": content}
+
+
+def _input(call: ToolCall) -> Any:
+    """A call's arguments as the object `tool_use.input` must be: arguments that are not a
+    JSON object (a model's broken call, or arguments cut where they were kept) are sent as
+    `{}`, so the conversation goes on and the server still sees a call to answer."""
+    try:
+        value = json.loads(call.arguments)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}

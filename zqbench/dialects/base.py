@@ -47,6 +47,37 @@ class Tools:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call the model made, kept so that a conversation's next turn can send it back
+    with its result."""
+
+    id: str
+    name: str
+    arguments: str  # the arguments' JSON text as the model wrote it (maybe not JSON at all)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """An earlier message of a conversation, in neither API's words. An assistant's `calls`
+    are the tool calls it made (beside its text, which may be empty); a user's `calls` are
+    the calls its text is the result of (a tool result: Anthropic's `tool_result` blocks,
+    OpenAI's `tool` messages), one result each."""
+
+    role: str  # "user" or "assistant"
+    text: str
+    calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass
+class CallPieces:
+    """A tool call as a stream delivers it: its id and name first, its arguments in pieces."""
+
+    id: str
+    name: str
+    pieces: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
 class RequestSpec:
     """What to ask for; the dialect decides how it looks on the wire."""
 
@@ -56,7 +87,10 @@ class RequestSpec:
     stream: bool = True
     prompt_tokens_estimate: int | None = None
     system: str | None = None
-    history: tuple[tuple[str, str], ...] = ()  # (role, text) turns before the prompt
+    history: tuple[Message, ...] = ()  # the conversation's messages before the prompt
+    # The calls `prompt` is the result of (the last message of `history` made them): the
+    # prompt is sent as their tool results instead of a user's text
+    results_for: tuple[ToolCall, ...] = ()
     exact_output: bool = False  # ask for exactly max_tokens, where the API has a way
     source_row: int | None = None  # the request source's row it came from (a dataset's)
     keep_answer: bool = False  # keep the answer's text (a conversation's next turn needs it)
@@ -72,6 +106,7 @@ class RequestSpec:
         return (
             self.system is None
             and not self.history
+            and not self.results_for
             and not self.exact_output
             and not self.tools
             and self.thinking_budget is None
@@ -129,6 +164,8 @@ class ResponseSummary:
     # The generated text's pieces, kept when the request asked (`RequestSpec.keep_answer`);
     # None otherwise, or when a piece was too large to keep (skimmed, never held).
     answer: list[str] | None = field(default=None, compare=False, repr=False)
+    # The tool calls the answer made, kept with `answer` (None when it is not kept)
+    calls: list[CallPieces] | None = field(default=None, compare=False, repr=False)
 
     @property
     def token_events(self) -> int:

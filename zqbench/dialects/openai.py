@@ -36,7 +36,7 @@ import json
 from typing import Any
 
 from zqbench.dialects import common, openai_shapes
-from zqbench.dialects.base import THINKING, TOOL, DialectConfig, RequestSpec
+from zqbench.dialects.base import THINKING, TOOL, DialectConfig, Message, RequestSpec
 from zqbench.dialects.parser import DialectBase, ResponseParser
 from zqbench.dialects.sse import SSEEvent
 from zqbench.redact import Secret
@@ -126,13 +126,19 @@ class OpenAIParser(ResponseParser):
         for call in calls:
             if not isinstance(call, dict):
                 continue
+            fn = call.get("function")
+            if not isinstance(fn, dict):
+                fn = {}
             if call.get("id"):  # a call's first piece carries its id
                 self.summary.tool_calls += 1
-            fn = call.get("function")
-            args = fn.get("arguments") if isinstance(fn, dict) else None
-            if isinstance(args, str) and args and not token:
-                self._token(args, t_ns, TOOL)
-                token = True
+                self._keep_call(call["id"], fn.get("name"))
+            args = fn.get("arguments")
+            if isinstance(args, str) and args:
+                if not token:
+                    self._token(args, t_ns, TOOL)
+                    token = True
+                index = call.get("index")
+                self._keep_arguments(args, index if type(index) is int else -1)
         return True
 
     def _usage(self, usage: dict[str, Any]) -> None:
@@ -177,6 +183,10 @@ class OpenAIParser(ResponseParser):
                 if isinstance(calls, list) and calls:
                     carried |= TOOL
                     self.summary.tool_calls = len(calls)
+                    for call in calls:
+                        fn = call.get("function") if isinstance(call, dict) else None
+                        if isinstance(fn, dict):
+                            self._keep_call(call.get("id"), fn.get("name"), fn.get("arguments"))
             if isinstance(choices[0].get("finish_reason"), str):
                 self.stop_reason = choices[0]["finish_reason"]
         self._body_text(text, carried=carried)
@@ -233,8 +243,8 @@ class OpenAIDialect(DialectBase):
         as JSON. Thinking is the Messages API's object: the reference server honours it;
         vLLM and SGLang ignore it (their reasoning parser decides), OpenAI refuses it."""
         messages = [{"role": "system", "content": spec.system}] if spec.system else []
-        messages += [{"role": role, "content": text} for role, text in spec.history]
-        messages.append({"role": "user", "content": spec.prompt})
+        for m in (*spec.history, Message("user", spec.prompt, spec.results_for)):
+            messages += _messages(m)
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
@@ -266,3 +276,17 @@ class OpenAIDialect(DialectBase):
         if spec.stream and self.config.include_usage:
             body["stream_options"] = {"include_usage": True}
         return json.dumps(body, separators=(",", ":")).encode("ascii")
+
+
+def _messages(m: Message) -> list[dict[str, Any]]:
+    """A message in chat-completions words: a tool result is one `tool` message a call, a
+    call an assistant's `tool_calls` entry (its content null when it wrote no text)."""
+    if not m.calls:
+        return [{"role": m.role, "content": m.text}]
+    if m.role == "user":
+        return [{"role": "tool", "tool_call_id": c.id, "content": m.text} for c in m.calls]
+    calls = [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in m.calls
+    ]
+    return [{"role": "assistant", "content": m.text or None, "tool_calls": calls}]

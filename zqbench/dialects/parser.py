@@ -67,6 +67,7 @@ from zqbench.dialects.base import (
     TEXT,
     THINKING,
     TOOL,
+    CallPieces,
     DialectConfig,
     EventHook,
     RequestSpec,
@@ -126,7 +127,9 @@ class ResponseParser(abc.ABC):
         on_event: EventHook | None = None,
         keep_answer: bool = False,
     ) -> None:
-        self.summary = ResponseSummary(answer=[] if keep_answer else None)
+        self.summary = ResponseSummary(
+            answer=[] if keep_answer else None, calls=[] if keep_answer else None
+        )
         self.stream = stream
         self.stop_reason: str | None = None  # stop_reason / finish_reason, when given
         self._cap = max_body_bytes
@@ -323,6 +326,22 @@ class ResponseParser(abc.ABC):
             for part in parts:
                 self._keep_text(part)
 
+    def _keep_call(self, call_id: Any, name: Any, arguments: Any = None) -> None:
+        """A tool call begins (with its whole `arguments` where a body gave them at once)."""
+        calls = self.summary.calls
+        if calls is not None:
+            call = CallPieces(_string(call_id), _string(name))
+            if isinstance(arguments, str):
+                call.pieces.append(arguments)
+            calls.append(call)
+
+    def _keep_arguments(self, piece: str, index: int = -1) -> None:
+        """A piece of the arguments of call `index` (of those kept); a skimmed piece was
+        never held, as with text."""
+        calls = self.summary.calls
+        if calls and self._skimmed is NO_SKIMMED and -len(calls) <= index < len(calls):
+            calls[index].pieces.append(piece)
+
     def _keep_text(self, text: str) -> None:
         """Keep a piece of the answer; a skimmed one was never held, so none is kept."""
         if self._skimmed is NO_SKIMMED:
@@ -467,3 +486,7 @@ class DialectBase(abc.ABC):
     def error_problem(self, obj: Any) -> str | None:
         """Why `obj`, a non-2xx body's JSON, is not this API's error object; None if it is."""
         return error_object_problem(obj)
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from zqbench.dialects.base import Tools
+from zqbench.dialects.base import Message, Tools
 from zqbench.dialects.tools import ToolsFileError, parse_choice, parse_tools
 from zqbench.errors import UsageError
 from zqbench.load.bounds import MAX_DATASET_ROWS, MAX_OUTPUT_TOKENS, MAX_ROW_BYTES
@@ -52,7 +52,7 @@ class Row:
     """One request of the dataset: the conversation before the prompt, and the prompt."""
 
     system: str | None
-    history: tuple[tuple[str, str], ...]  # (role, text) turns before the prompt
+    history: tuple[Message, ...]  # the conversation's messages before the prompt
     prompt: str  # the last user message
     output_tokens: int | None  # the answer's length the row asks for, if it says
     tools: Tools | None = None  # the tools the row offers (`tools`, `tool_choice`)
@@ -296,11 +296,11 @@ def _content(value: Any, field: str, where: str) -> str:
 
 def _messages(
     messages: Any, system: str | None, where: str
-) -> tuple[str | None, tuple[tuple[str, str], ...], str]:
+) -> tuple[str | None, tuple[Message, ...], str]:
     """(system, earlier turns, last user message) of a chat `messages` list."""
     if not isinstance(messages, list) or not messages:
         raise DatasetError(f'{where}: "messages" is not a non-empty list; give the messages')
-    turns: list[tuple[str, str]] = []
+    turns: list[Message] = []
     for i, m in enumerate(messages):
         field = f"messages[{i}]"
         role = m.get("role") if isinstance(m, dict) else None
@@ -312,10 +312,10 @@ def _messages(
                 f'{where}: "{field}.role" is {json.dumps(role)}; give user or assistant '
                 "(a system message only first)"
             )
-        turns.append((role, _content(m.get("content"), f"{field}.content", where)))
-    if not turns or turns[-1][0] != "user":
+        turns.append(Message(role, _content(m.get("content"), f"{field}.content", where)))
+    if not turns or turns[-1].role != "user":
         raise DatasetError(f'{where}: "messages" does not end with a user message; end it so')
-    return system, tuple(turns[:-1]), turns[-1][1]
+    return system, tuple(turns[:-1]), turns[-1].text
 
 
 def _sharegpt(obj: dict[str, Any], where: str) -> Row:
@@ -354,7 +354,7 @@ def _sharegpt_answer_bytes(raw: bytes) -> int | None:
 
 
 def _prompt_bytes(row: Row, where: str) -> int:
-    texts = [row.system or "", *(t for _, t in row.history), row.prompt]
+    texts = [row.system or "", *(m.text for m in row.history), row.prompt]
     try:
         return sum(len(t.encode()) for t in texts)
     except UnicodeEncodeError as e:  # JSON's "\\ud800" without its pair: no UTF-8 for it

@@ -7,8 +7,14 @@ server's own answers to them, then a new user message of the same class. The ans
 the text the server streamed (`RequestSpec.keep_answer`), so the server's prefix cache and
 its context grow as they would with a real client.
 
+With tools offered (`[request] tools`), an answer that calls a tool is answered in turn:
+the next turn sends the call back (its id, name and arguments as the model wrote them) and
+its result, a message of the session's class in place of the user's next message; the model
+then answers from the result, or calls again. A conversation is an agent's loop.
+
 A turn that failed (or answered nothing) is left out of the conversation, as a user would
-ask again in other words: the next turn goes on from the last answered one. An answer is
+ask again in other words: the next turn goes on from the last answered one (a call's result
+is sent again). An answer is
 kept up to ANSWER_BYTES_PER_TOKEN bytes (UTF-8) a token asked: a target that streams far
 more than `max_tokens` (up to the 64 MiB body limit) would otherwise have every session
 hold that much a turn until its last.
@@ -19,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from zqbench.dialects.base import RequestSpec, ResponseSummary
+from zqbench.dialects.base import Message, RequestSpec, ResponseSummary, ToolCall
 from zqbench.errors import ScenarioError
 from zqbench.load import SessionsLoad, Slot
 from zqbench.load.arrival_rate import MAX_PLANNED_REQUESTS
@@ -77,6 +83,13 @@ def check(scenario: Scenario) -> None:
             f"{largest:,} tokens in a session's last turn ({load.turns * largest:,} tokens "
             "before the answers), past any model's context (the largest, 10M); give fewer "
             "turns or shorter messages"
+        )
+    request = scenario.request
+    if scenario.api == "anthropic" and request.tools and request.thinking_budget is not None:
+        raise ScenarioError(
+            f"{scenario.source}: request.tools with request.thinking_budget in sessions on the "
+            "Messages API: a call's next turn must send its thinking block back, signed, which "
+            "zqbench does not keep; drop thinking_budget (or tools), or use api = \"openai\""
         )
     _check_held(scenario, load)
 
@@ -143,8 +156,10 @@ class SessionsRequests:
     def __init__(self, source: SessionsSource) -> None:
         self.source = source
         self._by_session = SlotClasses(source.messages.mix(), source.messages.seed)
-        self._history: dict[int, list[tuple[str, str]]] = {}
+        self._history: dict[int, list[Message]] = {}
         self._answered_tokens: dict[int, int] = {}
+        # session -> the calls its last answer made, which its next turn sends results for
+        self._calls: dict[int, tuple[ToolCall, ...]] = {}
 
     def request(self, slot: Slot) -> RequestSpec:
         session = slot.session if slot.session is not None else slot.request_id
@@ -159,6 +174,7 @@ class SessionsRequests:
             stream=self.source.messages.stream,
             prompt_tokens_estimate=estimate + self._answered_tokens.get(session, 0),
             history=tuple(history),
+            results_for=self._calls.get(session, ()),
             keep_answer=turn + 1 < self.source.turns,
         )
 
@@ -167,13 +183,22 @@ class SessionsRequests:
         if (slot.turn or 0) + 1 >= self.source.turns:  # its last turn: forget it
             self._history.pop(session, None)
             self._answered_tokens.pop(session, None)
+            self._calls.pop(session, None)
             return
-        answer = _kept(response.answer, request.max_tokens * ANSWER_BYTES_PER_TOKEN)
-        if response.error is not None or not 200 <= response.status < 300 or not answer:
+        limit = request.max_tokens * ANSWER_BYTES_PER_TOKEN
+        answer = _kept(response.answer, limit)
+        calls = tuple(ToolCall(c.id, c.name, _kept(c.pieces, limit)) for c in response.calls or ())
+        if response.error is not None or not 200 <= response.status < 300:
+            return
+        if not answer and not calls:
             return
         self._history.setdefault(session, []).extend(
-            (("user", request.prompt), ("assistant", answer))
+            (
+                Message("user", request.prompt, request.results_for),
+                Message("assistant", answer, calls),
+            )
         )
+        self._calls[session] = calls
         self._answered_tokens[session] = self._answered_tokens.get(session, 0) + (
             response.output_tokens or 0
         )
