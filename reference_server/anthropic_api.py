@@ -103,6 +103,8 @@ class Stream:
             return out
         if kind == "thinking":
             self.thought += text
+            if not self.seq.thinking_shown:
+                return out
             delta = {"type": "thinking_delta", "thinking": text}
         elif kind == "tool":
             delta = {"type": "input_json_delta", "partial_json": text}
@@ -170,9 +172,8 @@ def _content(seq: Sequence, msg_id: str) -> list[dict[str, Any]]:
     """The message's content blocks, in the order the stream sends them."""
     blocks: list[dict[str, Any]] = []
     if seq.thinking:
-        blocks.append(
-            {"type": "thinking", "thinking": seq.thinking, "signature": signature(seq.thinking)}
-        )
+        shown = seq.thinking if seq.thinking_shown else ""
+        blocks.append({"type": "thinking", "thinking": shown, "signature": signature(seq.thinking)})
     if seq.tool is not None:
         if len(seq.thinking) == seq.output_tokens:
             return blocks  # it ran out of tokens while thinking

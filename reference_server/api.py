@@ -329,6 +329,8 @@ class App:
         )
         seq.trace_id = resp.trace_id
         seq.thinking_tokens = req.plan.thinking(self.config.thinking_tokens, req.max_tokens)
+        shown = req.plan.thinking_shown
+        seq.thinking_shown = self.config.thinking_display != "omitted" if shown is None else shown
         seq.tool = req.plan.tool
         refusal = self.scheduler.submit(seq)
         if refusal is not None:

@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a reasoning model: every request thinks this many tokens before it answers, "
         "unless it sends thinking: {type: disabled} (default 0)",
     )
+    a(
+        "--thinking-display",
+        choices=("summarized", "omitted"),
+        help="Anthropic route: omitted streams each thinking block with only its signature, "
+        "unless the request's thinking.display says summarized (default summarized)",
+    )
     a("--body-limit", type=int, help="request body limit in bytes (default 32 MiB)")
     a("--retry-after", type=float, help="Retry-After seconds on refusals; 0 omits (default 1)")
     no_retry = "send x-should-retry: false on refusals, so SDK clients do not retry them"

@@ -63,6 +63,9 @@ class ServerConfig:
     max_tokens_limit: int = 2048  # largest max_tokens a request may ask for
     default_max_tokens: int = 256  # OpenAI route, when the request names none
     thinking_tokens: int = 0  # each request thinks this many tokens first (a reasoning model)
+    # Anthropic route: "omitted" streams a thinking block with its signature only, unless the
+    # request's thinking.display asks for "summarized" (the newest Claude models' default)
+    thinking_display: str = "summarized"
     body_limit: int = 32 * 1024 * 1024  # bytes, as the Messages API
     retry_after_s: float = 1.0  # Retry-After on refusals; 0 omits the header
     no_sdk_retry: bool = False  # send x-should-retry: false, so SDKs show raw refusals
@@ -111,6 +114,8 @@ class ServerConfig:
             raise ValueError("default_max_tokens must be in 1..max_tokens_limit")
         if self.thinking_tokens < 0:
             raise ValueError("thinking_tokens must be >= 0")
+        if self.thinking_display not in ("summarized", "omitted"):
+            raise ValueError("thinking_display must be summarized or omitted")
         if self.body_limit < 1024:
             raise ValueError("body_limit must be >= 1024 bytes")
         if self.retry_after_s < 0:

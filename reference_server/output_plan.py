@@ -7,6 +7,9 @@ measuring tool needs from its ground truth:
   `thinking: {type: enabled, budget_tokens: N}` asks for N; the OpenAI route takes the same
   object, or `reasoning_effort` as a share of max_tokens). `--thinking-tokens N` makes every
   request think N tokens unless it says `thinking: {type: disabled}`: a reasoning model.
+  `thinking.display: "omitted"` (the Messages API's; `--thinking-display omitted` makes it the
+  default, as on its newest models) thinks as much but streams the thinking block with only
+  its signature, no thinking text.
 - tools: when the request offers tools and lets or makes the model call one, it calls the named
   tool (or the first): its arguments are `{"<key>": "<generated>"}` for the first string
   property of the tool's schema (`{}` when it has none), the value filling the tokens left to
@@ -68,6 +71,7 @@ class ToolCall:
 class OutputPlan:
     thinking_tokens: int | None  # None: the server's --thinking-tokens
     tool: ToolCall | None
+    thinking_shown: bool | None = None  # thinking.display; None: the server's --thinking-display
 
     def thinking(self, default: int, max_tokens: int) -> int:
         """Thinking tokens this request generates first: the server's default runs out
@@ -92,7 +96,7 @@ def anthropic_plan(data: dict[str, Any], max_tokens: int) -> OutputPlan:
         kind, name = choice["type"], choice.get("name")
     if kind in ("any", "tool") and thinking:
         raise bad("thinking may not be enabled when tool_choice forces tool use")
-    return OutputPlan(thinking, _chosen(tools, kind, name))
+    return OutputPlan(thinking, _chosen(tools, kind, name), _shown(data.get("thinking")))
 
 
 def openai_plan(data: dict[str, Any], max_tokens: int) -> OutputPlan:
@@ -131,6 +135,17 @@ def _thinking(value: Any, max_tokens: int) -> int | None:
     if budget >= max_tokens:
         raise bad(f"max_tokens ({max_tokens}) must be greater than thinking.budget_tokens")
     return budget
+
+
+def _shown(value: Any) -> bool | None:
+    """Whether the thinking is streamed (`display`: summarized) or omitted; None when the
+    request does not say."""
+    display = value.get("display") if isinstance(value, dict) else None
+    if display is None:
+        return None
+    if display not in ("summarized", "omitted"):
+        raise bad('thinking.display: must be "summarized" or "omitted"')
+    return display == "summarized"
 
 
 def _anthropic_tool(tool: dict[str, Any], where: str) -> tuple[Any, Any]:

@@ -71,6 +71,7 @@ class Sequence:
         self.state = State.WAITING
         self.aborted = False  # set by Scheduler.abort (asyncio thread); read by the engine
         self.thinking_tokens = 0  # the first tokens are thinking (output_plan.py)
+        self.thinking_shown = True  # False: display "omitted", only the signature is sent
         self.tool: ToolCall | None = None  # then a tool call's arguments instead of text
         self.thinking = ""  # thinking text (one char per token)
         self.tool_args = ""  # the tool call's arguments, JSON (one char per token)

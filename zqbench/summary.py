@@ -680,6 +680,7 @@ class Reasoning(_Record):
     requests: int  # successful requests
     thinking_requests: int  # of them, those whose answer carried thinking
     redacted: int  # of those, the ones whose thinking the server said was redacted
+    omitted: int = 0  # of those, the ones whose thinking block streamed no text (display omitted)
     unanswered: int  # of those, the ones that only thought: no text or tool call came
     thinking_p50: JsonFloat  # t_first_answer - t_first_token, s: the thinking before the answer
     thinking_p99: JsonFloat

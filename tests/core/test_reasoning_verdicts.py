@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.core.conftest import MODEL
-from zqbench.dialects.base import TEXT, THINKING
+from zqbench.dialects.base import OMITTED, TEXT, THINKING
 from zqbench.pipeline.run import RunOptions, run_scenario
 from zqbench.summary import AtRest
 from zqbench.target.embedded import EmbeddedServer
@@ -41,13 +41,13 @@ max_schedule_lag = "250ms"
 """
 
 
-def _run(scheduler: str, slots: int, rate: int, out: Path):  # type: ignore[no-untyped-def]
+def _run(scheduler: str, slots: int, rate: int, out: Path, *shown: str):  # type: ignore[no-untyped-def]
     with EmbeddedServer(
         engine="sim",
         scheduler=scheduler,
         max_batch_size=slots,
         # Silent about its queue, as vLLM is: the first token is the only evidence.
-        extra_args=("--thinking-tokens", "48", "--no-timing-headers"),
+        extra_args=("--thinking-tokens", "48", "--no-timing-headers", *shown),
         log_path=out.with_suffix(".log"),
     ) as server:
         scenario = out.with_suffix(".toml")
@@ -91,3 +91,26 @@ def test_a_thinking_phase_is_served_and_a_real_queue_is_still_queued(tmp_path: P
     busy = _run("fifo", 2, 60, tmp_path / "busy")
     assert busy.outcomes is not None
     assert busy.outcomes.counts.get("queued", 0) > 0.5 * busy.requests.sent, busy.outcomes.counts
+
+
+def test_thinking_the_server_does_not_show_is_served_too(tmp_path: Path) -> None:
+    """The newest Claude models stream a thinking block with only its signature (display
+    omitted): its start is the first token, so 48 hidden thinking steps are no queue either;
+    the run counts no thinking tokens (none were shown) and says the thinking was omitted."""
+    calm = _run("zero-queue", 8, 5, tmp_path / "calm", "--thinking-display", "omitted")
+    assert calm.outcomes is not None
+    counts = calm.outcomes.counts
+    assert counts.get("served", 0) == calm.requests.sent and counts.get("queued", 0) == 0, counts
+    assert calm.metrics["ttft"].p99 < 0.5 * calm.metrics["latency"].p50
+    r = calm.reasoning
+    assert r is not None and r.thinking_requests == r.omitted == r.requests == calm.requests.ok
+    assert r.reasoning_tokens_mean is None and r.redacted == 0
+    rows = pq.read_table(tmp_path / "calm" / "samples.parquet").to_pylist()
+    ok = [r for r in rows if r["error"] is None]
+    assert ok and all(
+        r["carried"] == THINKING | OMITTED | TEXT
+        and r["reasoning_tokens"] is None
+        and r["n_chunks"] == 64 - 48 + 1  # the hidden thinking is one event
+        and r["t_first_token"] < r["t_first_answer"]
+        for r in ok
+    ), ok[0]

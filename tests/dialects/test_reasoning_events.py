@@ -20,6 +20,7 @@ from tests.dialects.sdk import sdk_read
 from tests.reference_server.conftest import MODEL, Server, start_server
 from zqbench.dialects import AnthropicDialect, OpenAIDialect, get_dialect
 from zqbench.dialects.base import (
+    OMITTED,
     REDACTED,
     TEXT,
     THINKING,
@@ -115,6 +116,47 @@ def test_sglang_reasoning_content_and_vllm_reasoning_are_thinking() -> None:
     s = feed(OpenAIDialect(CONFIG).parser(SPEC), frames)
     assert s.token_times == [1001, 1002, 1003, 1004] and s.reasoning_events == 3
     assert s.t_first_token == 1001 and s.t_first_answer == 1004 and s.text_chars == 2
+
+
+def test_thinking_not_shown_is_one_token_at_its_blocks_start(server: Server) -> None:
+    """display "omitted" (the newest Claude models' default) streams the thinking block with
+    its signature only: its start is the model's first token, so TTFT still marks the start
+    of generation and the thinking is never read as a queue."""
+    body = {
+        "max_tokens": 20,
+        "thinking": {"type": "enabled", "budget_tokens": 8, "display": "omitted"},
+        "messages": [{"role": "user", "content": "hi"},
+    ]}  # fmt: skip
+    frames = events_of(server, "/v1/messages", body)
+    assert b"thinking_delta" not in b"".join(frames)
+    s = feed(AnthropicDialect(CONFIG).parser(SPEC), frames)
+    assert s.error is None and s.output_tokens == 20
+    assert (s.token_events, s.reasoning_events, s.text_chars) == (13, 1, 12)
+    assert s.carried == THINKING | OMITTED | TEXT
+    # message_start is event 0, the thinking block's start event 1; then ping, the
+    # signature, the block's stop, the text block's start: the first text delta is event 6.
+    assert s.t_first_token == 1002 and s.t_first_answer == 1007
+
+
+def test_a_redacted_block_in_a_stream_is_a_thinking_token() -> None:
+    frames = [
+        b'event: message_start\ndata: {"type":"message_start","message":{"usage":'
+        b'{"input_tokens":3,"output_tokens":1}}}\n\n',
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        b'"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3"}}\n\n',
+        b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":1,'
+        b'"content_block":{"type":"text","text":""}}\n\n',
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":1,'
+        b'"delta":{"type":"text_delta","text":"Hi"}}\n\n',
+        b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":'
+        b'"end_turn"},"usage":{"output_tokens":9}}\n\n',
+        b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+    ]
+    s = feed(AnthropicDialect(CONFIG).parser(SPEC), frames)
+    assert s.error is None and s.carried == THINKING | REDACTED | TEXT
+    assert s.token_times == [1002, 1005] and s.reasoning_events == 1
+    assert s.t_first_token == 1002 and s.t_first_answer == 1005
 
 
 def test_redacted_thinking_is_recorded_as_such() -> None:

@@ -11,9 +11,12 @@ Token events (see `zqbench.dialects.parser`): each `content_block_delta` whose d
 character); so is a `thinking_delta` (thinking) and an `input_json_delta` (a tool call's
 input) whose piece is not empty. A `signature_delta` is none. A `content_block_start` opens
 its block empty, `{"type":"text","text":""}`: that is no token; text there, if a server
-sends some, is generated text and counts; a `redacted_thinking` block marks the thinking
-redacted. `message_delta`'s cumulative `usage.output_tokens` is the server's count (thinking
-included); `message_start`'s is a placeholder.
+sends some, is generated text and counts. Thinking the server does not show is one thinking
+token event, so that TTFT still marks the model's start: a `redacted_thinking` block at its
+arrival (marked redacted), and a thinking block that streamed no thinking text (display
+`omitted`: only its signature comes) at its start (marked omitted). `message_delta`'s
+cumulative `usage.output_tokens` is the server's count (thinking included); `message_start`'s
+is a placeholder.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from zqbench.dialects import anthropic_shapes, common
 from zqbench.dialects.base import (
+    OMITTED,
     REDACTED,
     TEXT,
     THINKING,
@@ -66,7 +70,19 @@ _BLOCKS = {"thinking": THINKING, "redacted_thinking": THINKING | REDACTED, "tool
 
 
 class AnthropicParser(ResponseParser):
-    __slots__ = ()
+    __slots__ = ("_hidden_since",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The start of a thinking block that has streamed no thinking text so far
+        self._hidden_since: int | None = None
+
+    def _settle_hidden(self) -> None:
+        """The thinking block before this event showed no text: its start is a token."""
+        if self._hidden_since is not None:
+            t_start, self._hidden_since = self._hidden_since, None
+            self.summary.carried |= OMITTED
+            self._token("", t_start, THINKING)
 
     def _event(self, event: SSEEvent, t_ns: int, at_eof: bool) -> None:
         name = event.event
@@ -85,6 +101,8 @@ class AnthropicParser(ResponseParser):
                 if kind is not None:
                     piece = delta.get(kind[0])
                     if isinstance(piece, str) and (piece or kind[1] == TEXT):
+                        if kind[1] == THINKING:
+                            self._hidden_since = None
                         self._token(piece, t_ns, kind[1])
                         if kind[1] == TOOL:
                             self._keep_arguments(piece)
@@ -96,15 +114,20 @@ class AnthropicParser(ResponseParser):
                 self._usage(usage, output=False)
         elif name == "content_block_start":
             # The block normally starts empty; text here, if any, is generated text too.
+            self._settle_hidden()
             block = obj.get("content_block")
             if isinstance(block, dict):
                 if block.get("type") == "redacted_thinking":
                     self.summary.carried |= REDACTED
+                    self._token("", t_ns, THINKING)
+                elif block.get("type") == "thinking" and not block.get("thinking"):
+                    self._hidden_since = t_ns
                 elif block.get("type") == "tool_use":
                     self.summary.tool_calls += 1
                     self._keep_call(block.get("id"), block.get("name"))
                 self._text(block, "text", t_ns, empty_counts=False)
         elif name == "message_delta":
+            self._settle_hidden()
             usage = obj.get("usage")
             if isinstance(usage, dict):
                 self._usage(usage, output=True)
@@ -113,6 +136,7 @@ class AnthropicParser(ResponseParser):
                 self.stop_reason = delta["stop_reason"]
             common.apply_zq_timing(self.summary, obj.get("zq_timing"))
         elif name == "message_stop":
+            self._settle_hidden()
             common.apply_zq_timing(self.summary, obj.get("zq_timing"))
             self._finish_stream()
         elif name == "error":
@@ -158,6 +182,8 @@ class AnthropicParser(ResponseParser):
                 texts.append(block["text"])
             elif kind in _BLOCKS:
                 carried |= _BLOCKS[kind]
+                if kind == "thinking" and not block.get("thinking"):
+                    carried |= OMITTED
                 if kind == "tool_use":
                     self.summary.tool_calls += 1
                     self._keep_call(

@@ -131,6 +131,9 @@ class DialectConfig:
 # think before they answer, and an answer may be a tool call instead of text.
 THINKING, TEXT, TOOL = 1, 2, 4
 REDACTED = 8  # the server said its thinking was redacted (Anthropic's redacted_thinking block)
+# A thinking block that streamed no thinking text: the Messages API's `display: "omitted"`,
+# the default of its newest models (the signature carries the thinking, encrypted)
+OMITTED = 16
 
 
 @dataclass(slots=True)
@@ -141,7 +144,7 @@ class ResponseSummary:
     t_headers: int | None = None
     t_first_token: int | None = None  # the first token event of any kind, thinking included
     t_first_answer: int | None = None  # the first text or tool-call token event
-    carried: int = 0  # THINKING | TEXT | TOOL | REDACTED: what the token events carried
+    carried: int = 0  # THINKING | TEXT | TOOL | REDACTED | OMITTED: what the token events carried
     reasoning_events: int = 0  # token events of thinking (of `token_events`)
     tool_events: int = 0  # token events of a tool call's arguments (of `token_events`)
     tool_calls: int = 0  # the tool calls the answer made

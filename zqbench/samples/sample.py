@@ -57,8 +57,9 @@ class Sample:
     # Reasoning models and tool calls (docs/metrics.md, "Token events"): the first text or
     # tool-call token event (`t_first_token` is the first of any kind, thinking included);
     # what the token events carried, bits 1 thinking, 2 text, 4 tool call, 8 thinking said
-    # redacted; thinking tokens, the server's count where its usage gave one
-    # (`reasoning_from_usage`), else the thinking token events; the tool calls made.
+    # redacted, 16 thinking not shown; thinking tokens, the server's count where its usage
+    # gave one (`reasoning_from_usage`), else the thinking token events where the thinking
+    # was shown; the tool calls made.
     t_first_answer: int | None = None
     carried: int = 0
     reasoning_tokens: int | None = None

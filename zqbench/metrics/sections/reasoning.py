@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zqbench.dialects.base import REDACTED, TEXT, THINKING, TOOL
+from zqbench.dialects.base import OMITTED, REDACTED, TEXT, THINKING, TOOL
 from zqbench.metrics import quantiles
 from zqbench.metrics.frame import NS_PER_S, MetricFrame
 from zqbench.metrics.sections.base import Section
@@ -44,6 +44,7 @@ def reasoning(frame: MetricFrame) -> Reasoning | None:
         requests=int(np.count_nonzero(ok)),
         thinking_requests=int(np.count_nonzero(thought)),
         redacted=int(np.count_nonzero(thought & (carried & REDACTED != 0))),
+        omitted=int(np.count_nonzero(thought & (carried & OMITTED != 0))),
         unanswered=int(np.count_nonzero(thought & ~answered)),
         thinking_p50=json_number(quantiles.quantile(phase, 0.5)),
         thinking_p99=json_number(quantiles.quantile(phase, 0.99)),
@@ -69,6 +70,8 @@ def thinking_text(r: Reasoning) -> str:
         parts.append(f"{r.reasoning_tokens_mean:.4g} thinking tokens on average{source}")
     if r.redacted:
         parts.append(f"{r.redacted:,} redacted")
+    if r.omitted:
+        parts.append(f"{r.omitted:,} not shown (display omitted)")
     text = ", ".join(parts)
     if r.thinking_p50 is not None:
         text += (
