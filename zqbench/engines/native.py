@@ -21,7 +21,14 @@ from typing import Any
 import pyarrow as pa
 
 from zqbench.dialects import get_dialect
-from zqbench.dialects.base import Dialect, DialectConfig, RequestSpec, ResponseSummary
+from zqbench.dialects.base import (
+    OMITTED,
+    REDACTED,
+    Dialect,
+    DialectConfig,
+    RequestSpec,
+    ResponseSummary,
+)
 from zqbench.engines.follow_up import FollowUps, FollowUpSpec
 from zqbench.engines.live import LiveStats, WorkerProgress
 from zqbench.load import Slot, Work
@@ -234,7 +241,9 @@ class NativeWorker:
             summary.output_tokens,
         )
         reasoning = summary.reasoning_tokens
-        reasoning = (summary.reasoning_events or None) if reasoning is None else reasoning
+        if reasoning is None and not summary.carried & (REDACTED | OMITTED):
+            # Counted where the thinking was shown; hidden thinking is one event of any length
+            reasoning = summary.reasoning_events or None
         if not all(_fits(v) for v in (status, prompt_tokens, output_tokens, reasoning)):
             # A number from the target no int64 column holds (usage 10^30, :status 99999999999)
             # would break the Arrow batch and lose every sample: keep the row, drop the value.
