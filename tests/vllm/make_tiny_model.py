@@ -16,9 +16,10 @@ template opens the thinking at the end of the prompt (`<|assistant|>\n<think>`),
 R1's and Qwen3's thinking templates do, except for a turn offered tools (`<think></think>`,
 thinking closed, so that a named tool's call is constrained from its first token). Its weights
 never choose `</think>`, `<think>`, EOS, another special token or a token that is part of a
-character (see `never_choose`): the thinking ends where vLLM forces `</think>` (a request's
-`thinking_token_budget`), the answer runs to max_tokens, and every token streams as a chunk
-of its own, so a request's token counts are exact, not chance.
+character (see `never_choose`): the thinking ends where vLLM forces `</think>` (after 16
+tokens with plugins/end_thinking.py, or at a request's `thinking_token_budget`), the answer
+runs to max_tokens, and every token streams as a chunk of its own, so a request's token
+counts are exact, not chance.
 
 Idempotent: DIR is built in a sibling temporary folder and renamed into place, and a marker
 file records the recipe; a DIR whose marker matches is left alone.
