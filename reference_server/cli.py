@@ -56,30 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-context", type=int, help="prompt + output tokens per request (default 2048)")
     a("--max-tokens-limit", type=int, help="largest max_tokens accepted (default 2048)")
     a("--default-max-tokens", type=int, help="OpenAI route default max_tokens (default 256)")
-    a(
-        "--thinking-tokens",
-        type=int,
-        help="a reasoning model: every request thinks this many tokens before it answers, "
-        "unless it sends thinking: {type: disabled} (default 0)",
-    )
-    a(
-        "--thinking-display",
-        choices=("summarized", "omitted"),
-        help="Anthropic route: omitted streams each thinking block with only its signature, "
-        "unless the request's thinking.display says summarized (default summarized)",
-    )
+    _answer_flags(a)
     a("--body-limit", type=int, help="request body limit in bytes (default 32 MiB)")
     a("--retry-after", type=float, help="Retry-After seconds on refusals; 0 omits (default 1)")
     no_retry = "send x-should-retry: false on refusals, so SDK clients do not retry them"
     a("--no-sdk-retry", action="store_const", const=True, help=no_retry)
-    a(
-        "--no-timing-headers",
-        dest="timing_headers",
-        action="store_const",
-        const=False,
-        help="send no X-Request-*-Time headers and no received/dispatch/start in zq_timing, "
-        "as an engine that does not say when it dispatched (vLLM, llama.cpp)",
-    )
     a("--queue-timeout", type=float, help="fifo: seconds a request may wait before 429")
     a("--gpu-memory-utilization", type=float, help="fraction of the KV cache admission may use")
     a("--max-concurrent-kernels", type=int, help="CPU: torch intra-op threads")
@@ -120,6 +101,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--api-key", help="require this API key (prefer --api-key-env: argv is visible)")
     return p
+
+
+def _answer_flags(a: Any) -> None:
+    """What an answer holds and says: thinking, and the timing headers."""
+    a(
+        "--thinking-tokens",
+        type=int,
+        help="a reasoning model: every request thinks this many tokens before it answers, "
+        "unless it sends thinking: {type: disabled} (default 0)",
+    )
+    a(
+        "--thinking-display",
+        choices=("summarized", "omitted"),
+        help="Anthropic route: omitted streams each thinking block with only its signature, "
+        "unless the request's thinking.display says summarized (default summarized)",
+    )
+    a(
+        "--no-timing-headers",
+        dest="timing_headers",
+        action="store_const",
+        const=False,
+        help="send no X-Request-*-Time headers and no received/dispatch/start in zq_timing, "
+        "as an engine that does not say when it dispatched (vLLM, llama.cpp)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:

@@ -89,7 +89,7 @@ def check(scenario: Scenario) -> None:
         raise ScenarioError(
             f"{scenario.source}: request.tools with request.thinking_budget in sessions on the "
             "Messages API: a call's next turn must send its thinking block back, signed, which "
-            "zqbench does not keep; drop thinking_budget (or tools), or use api = \"openai\""
+            'zqbench does not keep; drop thinking_budget (or tools), or use api = "openai"'
         )
     _check_held(scenario, load)
 
