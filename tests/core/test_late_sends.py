@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -152,3 +153,22 @@ def test_sends_still_waiting_for_a_connection_at_the_end_keep_their_rows(
         assert 0.5e9 <= r["connection_wait"] <= r["t_end"] - r["t_intended"] + 1e6, r
     outcomes = result.summary.outcomes
     assert outcomes is not None and outcomes.counts["interrupted"] == 20
+
+
+def test_twenty_thousand_sends_waiting_at_the_end_each_keep_one_row(tmp_path: Path) -> None:
+    """The waiting sends are four numbers each (engines.native.Waiting), and the end of the
+    run records them a batch at a time: 19,998 of 20,000 planned never reach a connection,
+    each has its row, and the two that were sent are the only ones the target saw."""
+    many = CUT.replace("rate = 20\n", "rate = 10000\n").replace('"1s"', '"2s"')
+    result, truth = run_programmed(tmp_path, many, HUNG, max_connections=2, html=False)
+    table = pq.read_table(result.out_dir / "samples.parquet")
+    ids = table.column("request_id").to_pylist()
+    assert sorted(ids) == list(range(20_000))  # every planned request, once
+    reached = [k for k in truth["truth"] if k.startswith("zq-")]
+    assert len(reached) == 2, reached
+    never = table.filter(pc.equal(table["t_send"], table["t_end"]))
+    assert never.num_rows == 19_998
+    assert set(never.column("error").to_pylist()) == {"interrupted"}
+    waits = never.column("connection_wait").to_numpy()
+    assert waits.min() >= 0.5e9  # each waited from its due time to the cut, grace included
+    assert result.summary.requests.sent == 20_000

@@ -10,9 +10,9 @@ so lateness is charged to the run and `schedule_lag` shows whether the generator
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +87,43 @@ class WorkerControl:
 _INT64 = (-(2**63), 2**63 - 1)
 SKIP_PAUSE_S = 0.05  # a virtual user of a stage a [stop] rule ended idles this long a turn
 OUT_OF_RANGE = "out_of_range"  # the error class of a sample whose number no column holds
+# The sends still waiting at the run's end are recorded this many rows to a flush: recorded
+# all at once, the 994,000 left by a 100,000 req/s load on a target that never answered
+# were all in the recorder's buffer, and one flush of them held the event loop for seconds.
+RECORD_BATCH = 8192
+# How long the cut sends get to record their rows, each time one of them does (5 s without
+# any: a send that ignores its cancel must not hold the run's end forever).
+CUT_WAIT_S = 5.0
+
+
+class Waiting:
+    """Open-loop sends due while every connection is taken, oldest first: four int64s each
+    (request id, stage, due, since) in one array, 32 bytes a send. As a tuple of a Slot and
+    three ints a send took 244 bytes, and a target that answers nothing keeps every later
+    send of the run here (#44): a whole schedule may wait."""
+
+    __slots__ = ("_head", "_items")
+
+    def __init__(self) -> None:
+        self._items = array("q")
+        self._head = 0  # the oldest send's index; the ones before it have left
+
+    def __len__(self) -> int:
+        return (len(self._items) - self._head) // 4
+
+    def push(self, slot: Slot, due_abs: int, since: int) -> None:
+        self._items.extend((slot.request_id, slot.stage, due_abs, since))
+
+    def pop(self) -> tuple[Slot, int, int]:
+        """The oldest send: its slot, when it was due and when it began to wait."""
+        items, head = self._items, self._head
+        request_id, stage, due, since = items[head : head + 4]
+        head += 4
+        if head >= 1 << 16 and head * 2 >= len(items):
+            del items[:head]  # the space of the sends that left, once it is half the array
+            head = 0
+        self._head = head
+        return Slot(request_id, stage), due, since
 
 
 def _fits(value: int | None) -> bool:
@@ -114,12 +151,12 @@ class NativeWorker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._cut = False  # the drain is over: nothing more is sent
         # HTTP/1.1 takes a connection per request: once every one the pool may open is taken,
-        # a due open-loop send waits here as a record (slot, due, since), not as a task with
-        # its request and parser built. A FIFO target that held all 1,024 connections left
+        # a due open-loop send waits here as a record (Waiting), not as a task with its
+        # request and parser built. A FIFO target that held all 1,024 connections left
         # ~19,500 waiting tasks, 517,000 objects whose GC passes paused the generator for up to
         # 3.5 s (docs/performance.md). HTTP/2 multiplexes: its sends never wait here (None).
         self._free_sends: int | None = None if spec.http2 else spec.limits.max_connections
-        self._backlog: collections.deque[tuple[Slot, int, int]] = collections.deque()
+        self._waiting = Waiting()
         self._follow_up_tasks: set[asyncio.Task[None]] = set()
         self.follow_ups: FollowUps | None = None
         if spec.follow_ups is not None and spec.follow_ups.budget > 0:
@@ -141,10 +178,24 @@ class NativeWorker:
     def stop_early(self) -> None:
         self.control.stopped_early = True
 
-    async def send(self, slot: Slot, t_intended_abs: int | None, *, waiting_since: int = 0) -> None:
+    async def send(
+        self,
+        slot: Slot,
+        t_intended_abs: int | None,
+        *,
+        waiting_since: int = 0,
+        dispatched: bool = False,
+    ) -> None:
         """One slot's request, from the source's spec to its sample on disk. `waiting_since`:
-        when it began to wait in the backlog for a connection (0: it did not)."""
+        when it began to wait for a connection (0: it did not); `dispatched`: an open-loop
+        send the schedule planned (dispatch), which keeps its row whatever happens."""
         if self._cut:
+            if dispatched:
+                # Started from the waiting ones as the drain cut the run: never sent, and
+                # interrupted, as the ones still waiting are.
+                assert t_intended_abs is not None  # dispatch() always gives the due time
+                self._record_unsent(slot, t_intended_abs, waiting_since)
+                return
             # The drain has cut the run: a loop whose cancel was lost (or that was between
             # two awaits) must not send a request no row will stand for (#44 item 2).
             raise asyncio.CancelledError
@@ -310,19 +361,20 @@ class NativeWorker:
         task.add_done_callback(self._tasks.discard)
 
     def dispatch(self, slot: Slot, due_abs: int) -> None:
-        """Send now, or queue as a record until a send ends and frees its connection."""
+        """Send now, or queue as a record until a send ends and frees its connection. An
+        open-loop arrival: its slot is its request id and stage (all Waiting keeps)."""
         free = self._free_sends
         if free is None:
-            self.spawn(self.send(slot, due_abs))
+            self.spawn(self.send(slot, due_abs, dispatched=True))
         elif free > 0:
             self._free_sends = free - 1
             self._start(slot, due_abs, 0)
         else:
-            self._backlog.append((slot, due_abs, now_ns()))
+            self._waiting.push(slot, due_abs, now_ns())
 
     def _start(self, slot: Slot, due_abs: int, waiting_since: int) -> None:
         task = asyncio.get_running_loop().create_task(
-            self.send(slot, due_abs, waiting_since=waiting_since)
+            self.send(slot, due_abs, waiting_since=waiting_since, dispatched=True)
         )
         self._tasks.add(task)
         task.add_done_callback(self._sent)
@@ -330,24 +382,32 @@ class NativeWorker:
     def _sent(self, task: asyncio.Task[None]) -> None:
         """A dispatched send ended: its connection goes to the oldest waiting one."""
         self._tasks.discard(task)
-        if self._backlog:
-            self._start(*self._backlog.popleft())
+        if self._waiting and not self._cut:
+            self._start(*self._waiting.pop())
         elif self._free_sends is not None:
             self._free_sends += 1
 
-    def _record_backlog(self) -> None:
+    def _record_waiting(self) -> None:
         """The run ended with sends still waiting for a connection: each keeps its row, as
-        a waiting task cut at the end would (interrupted, never written)."""
-        backlog, self._backlog = self._backlog, collections.deque()
-        for slot, due_abs, since in backlog:
-            if self._stage_ended(slot.stage, due_abs):
-                continue  # left unsent by a [stop] rule, as send() leaves it
-            rspec = self._requests.request(slot)
-            end = now_ns()
-            exchange = Exchange(t_send=end, t_end=end, error=Cancelled("interrupted"))
-            exchange.connection_wait = end - since
-            self.control.stats.sent += 1
-            self._record(slot, due_abs, rspec, exchange, self.dialect.parser(rspec).summary)
+        a waiting task cut at the end would (interrupted, never written), flushed a batch at
+        a time so that neither the buffer nor one flush grows with them."""
+        waiting, self._waiting = self._waiting, Waiting()
+        for n in range(len(waiting)):
+            self._record_unsent(*waiting.pop())
+            if n % RECORD_BATCH == RECORD_BATCH - 1:
+                self.recorder.flush()
+
+    def _record_unsent(self, slot: Slot, due_abs: int, since: int) -> None:
+        """The row of a planned send the run's end cut before it was written; `since`: when
+        it began to wait for a connection (0: it did not wait)."""
+        if self._stage_ended(slot.stage, due_abs):
+            return  # left unsent by a [stop] rule, as send() leaves it
+        rspec = self._requests.request(slot)
+        end = now_ns()
+        exchange = Exchange(t_send=end, t_end=end, error=Cancelled("interrupted"))
+        exchange.connection_wait = end - since if since else 0
+        self.control.stats.sent += 1
+        self._record(slot, due_abs, rspec, exchange, self.dialect.parser(rspec).summary)
 
     async def sleep_until(self, due_abs: int) -> bool:
         """Sleep, then spin for the last `spin_ns`; False if asked to stop meanwhile."""
@@ -381,7 +441,7 @@ class NativeWorker:
 
     async def _drain(self) -> None:
         """Wait for in-flight requests; after a stop request, give them a short grace only."""
-        if not self._tasks and not self._backlog:
+        if not self._tasks and not self._waiting:
             return
         if self.control.stopped_early:
             grace = 1.0
@@ -390,17 +450,20 @@ class NativeWorker:
         else:
             grace = self.spec.timeout_s + 1.0
         deadline = time.monotonic() + grace
-        while (self._tasks or self._backlog) and time.monotonic() < deadline:
+        while (self._tasks or self._waiting) and time.monotonic() < deadline:
             if self.control.should_stop() and not self.control.stopped_early:
                 self.control.stopped_early = True
                 deadline = min(deadline, time.monotonic() + 1.0)
             await asyncio.wait(set(self._tasks), timeout=0.1)
         self._cut = True
-        self._record_backlog()  # before the cancels: a cancelled send would start one
+        self._record_waiting()  # before the cancels: a cancelled send would start one
+        # A send a connection was just handed to may not have begun: cancelled before its
+        # first step, it would end without its row. One turn of the loop lets each begin
+        # (and, the run being cut, record itself unsent).
+        await asyncio.sleep(0)
         for task in list(self._tasks):
             task.cancel()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=5.0)
+        await _wait_while_ending(self._tasks)
         await self._cut_follow_ups()
 
     async def _cut_follow_ups(self) -> None:
@@ -429,6 +492,18 @@ class NativeWorker:
             if self.control.on_progress is not None:
                 self.control.on_progress(self.control.stats.snapshot())
         return self.control.stats
+
+
+async def _wait_while_ending(tasks: set[asyncio.Task[None]]) -> None:
+    """Wait for cancelled sends to end, each recording its row as it does, for as long as
+    one of them ends every CUT_WAIT_S: a loop held for seconds (a large flush) must not
+    leave rows behind, and a send that ignores its cancel must not hold the run forever."""
+    pending = set(tasks)
+    while pending:
+        before = len(pending)
+        _, pending = await asyncio.wait(pending, timeout=CUT_WAIT_S)
+        if len(pending) == before:
+            return
 
 
 async def open_worker(spec: WorkerSpec, control: WorkerControl) -> NativeWorker:
