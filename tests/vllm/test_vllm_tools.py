@@ -243,3 +243,49 @@ def test_a_run_reports_every_answers_thinking_as_vllms_usage_counts_it(
     ), rows[0]
     metrics = summary["metrics"]
     assert metrics["ttfa"]["p50"] > metrics["ttft"]["p50"], (metrics["ttfa"], metrics["ttft"])
+
+
+AGENT = """
+name = "agent"
+api = "{api}"
+[load]
+executor = "sessions"
+rate = 2
+duration = "3s"
+turns = 3
+[request]
+prompt_tokens = 48
+max_tokens = 64
+timeout = "60s"
+tools = "{tools}"
+tool_choice = "lookup"
+"""
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_an_agents_loop_sends_each_call_back_with_its_result_and_vllm_takes_it(
+    vllm: VllmServer, tmp_path: Path, api: str
+) -> None:
+    """Sessions offering tools (#42 item 4): each turn after a call sends the call back and
+    its result, in the API's words; vLLM's own request models accept both (a malformed tool
+    message is a 400), and the context it counts grows turn by turn by the call and result."""
+    tools = Path(__file__).resolve().parents[2] / "scenarios" / "data" / "tools.json"
+    scenario = tmp_path / "agent.toml"
+    scenario.write_text(AGENT.format(api=api, tools=tools))
+    out = tmp_path / "agent"
+    args = ["run", str(scenario), "--target", vllm.base_url, "--min-samples", "6"]
+    result = zqbench_pinned(*args, "--max-schedule-lag", "250ms", "-q", "--out", str(out))
+    assert result.returncode in (0, 1), result.stderr
+    rows = pq.read_table(out / "samples.parquet").to_pylist()
+    by_session: dict[int, dict[int, dict]] = {}
+    for row in rows:
+        assert row["error"] is None and row["status"] == 200, row
+        assert row["tool_calls"] == 1 and row["carried"] & TOOL, row
+        by_session.setdefault(row["session"], {})[row["turn"]] = row
+    assert len(by_session) >= 4 and all(len(t) == 3 for t in by_session.values()), by_session
+    for turns in by_session.values():
+        for k in (1, 2):
+            # The last turn's prompt, then its call and the result: a message of the first
+            # turn's length (the first turn's prompt adds the chat template's few tokens).
+            grown = turns[k]["prompt_tokens"] - turns[k - 1]["prompt_tokens"]
+            assert grown > 0.5 * turns[0]["prompt_tokens"], (k, turns)
