@@ -159,6 +159,37 @@ def test_a_redacted_block_in_a_stream_is_a_thinking_token() -> None:
     assert s.t_first_token == 1002 and s.t_first_answer == 1005
 
 
+def _thinking_then(usage_reasoning: int | None) -> tuple[int | None, bool]:
+    """Three reasoning pieces and one text chunk, then usage with its reasoning count."""
+    details = "" if usage_reasoning is None else (
+        f',"completion_tokens_details":{{"reasoning_tokens":{usage_reasoning}}}'
+    )  # fmt: skip
+    usage = vllm_usage(4).replace(
+        b'"completion_tokens":4', b'"completion_tokens":4' + details.encode()
+    )
+    frames = [
+        vllm_chunk('{"role":"assistant","content":null,"reasoning":"Let"}'),
+        vllm_chunk('{"content":null,"reasoning":" me"}'),
+        vllm_chunk('{"content":null,"reasoning":" see"}'),
+        vllm_content("Hi"),
+        usage,
+        b"data: [DONE]\n\n",
+    ]
+    s = feed(OpenAIDialect(CONFIG).parser(SPEC), frames)
+    assert s.reasoning_events == 3 and s.reasoning_tokens == usage_reasoning
+    return s.thinking_tokens()
+
+
+def test_thinking_tokens_are_usages_unless_usage_says_fewer_than_streamed() -> None:
+    """vLLM's deepseek_r1 parser reports 0 reasoning tokens when the chat template opened the
+    thinking, though it streamed the thinking as reasoning: a count below the pieces is
+    wrong (each is a token at least), so zqbench counts the pieces."""
+    assert _thinking_then(5) == (5, True)  # more tokens than pieces: pieces may merge
+    assert _thinking_then(3) == (3, True)
+    assert _thinking_then(0) == (3, False)
+    assert _thinking_then(None) == (3, False)
+
+
 def test_redacted_thinking_is_recorded_as_such() -> None:
     body = (
         b'{"id":"msg_1","type":"message","role":"assistant","model":"m","content":['

@@ -182,6 +182,19 @@ class ResponseSummary:
         """Arrival of the last token event; None when there was none."""
         return self.token_times[-1] if self.token_times else None
 
+    def thinking_tokens(self) -> tuple[int | None, bool]:
+        """(thinking tokens, whether the server's usage gave them): usage's count, else the
+        thinking token events where the thinking was shown (hidden thinking is one event of
+        any length: no count). Usage below the pieces streamed is wrong, each piece being a
+        token at least (vLLM's deepseek_r1 parser says 0 when the template opened the
+        thinking): the pieces are counted instead."""
+        usage = self.reasoning_tokens
+        if usage is not None and usage >= self.reasoning_events:
+            return usage, True
+        if self.carried & (REDACTED | OMITTED):
+            return None, False
+        return self.reasoning_events or None, False
+
     def add_token(self, t_ns: int) -> None:
         """One more token event, arrived at `t_ns` (not before the last one)."""
         times = self.token_times

@@ -22,8 +22,6 @@ import pyarrow as pa
 
 from zqbench.dialects import get_dialect
 from zqbench.dialects.base import (
-    OMITTED,
-    REDACTED,
     Dialect,
     DialectConfig,
     RequestSpec,
@@ -31,6 +29,7 @@ from zqbench.dialects.base import (
 )
 from zqbench.engines.follow_up import FollowUps, FollowUpSpec
 from zqbench.engines.live import LiveStats, WorkerProgress
+from zqbench.engines.loop_lag import LoopLag, lag_path
 from zqbench.load import Slot, Work
 from zqbench.samples.live_counts import LiveCounts
 from zqbench.samples.sample import Sample
@@ -291,10 +290,7 @@ class NativeWorker:
             summary.prompt_tokens,
             summary.output_tokens,
         )
-        reasoning = summary.reasoning_tokens
-        if reasoning is None and not summary.carried & (REDACTED | OMITTED):
-            # Counted where the thinking was shown; hidden thinking is one event of any length
-            reasoning = summary.reasoning_events or None
+        reasoning, reasoning_from_usage = summary.thinking_tokens()
         if not all(_fits(v) for v in (status, prompt_tokens, output_tokens, reasoning)):
             # A number from the target no int64 column holds (usage 10^30, :status 99999999999)
             # would break the Arrow batch and lose every sample: keep the row, drop the value.
@@ -343,7 +339,7 @@ class NativeWorker:
             else summary.t_first_answer - start,
             carried=summary.carried,
             reasoning_tokens=reasoning,
-            reasoning_from_usage=reasoning is not None and summary.reasoning_tokens is not None,
+            reasoning_from_usage=reasoning_from_usage and reasoning is not None,
             tool_calls=min(summary.tool_calls, 2**31 - 1),
         )
         self.recorder.add(sample)
@@ -474,16 +470,21 @@ class NativeWorker:
             await asyncio.wait(set(self._follow_up_tasks), timeout=5.0)
 
     async def run(self, work: Work) -> LiveStats:
-        housekeeping = asyncio.get_running_loop().create_task(self._housekeeping())
+        loop = asyncio.get_running_loop()
+        housekeeping = loop.create_task(self._housekeeping())
+        lag = LoopLag()
+        probe = loop.create_task(lag.watch())
         try:
             await self.sleep_until(self.start_ns)  # t = 0 of every t_* column
             self._work = work
             await work.run(self)
             await self._drain()
         finally:
-            housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await housekeeping
+            for task in (housekeeping, probe):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            lag.write(lag_path(Path(self.spec.out_dir), self.spec.worker))
             self.recorder.close()
             if self.follow_ups is not None:
                 await self._cut_follow_ups()  # a run that raised skipped the drain

@@ -41,8 +41,9 @@ COMPARE_MD = "compare.md"
 COMPARE_HTML = "compare.html"
 RUN_START_JSON = "run-start.json"  # what a run knows at t = 0; removed once summary.json is
 # What marks a folder as holding a run: the workers' sample streams (samples.w<N>.arrows,
-# named by zqbench.samples.writer), the merged samples, the summary.
-RUN_FILES = ("samples*.arrows", "samples.parquet", SUMMARY_JSON)
+# named by zqbench.samples.writer), their client-lag histograms (zqbench.engines.loop_lag),
+# the merged samples, the summary. A new run there would merge an earlier run's.
+RUN_FILES = ("samples*.arrows", "client_lag.w*.json", "samples.parquet", SUMMARY_JSON)
 
 
 def scenario_slug(scenario: str) -> str:
