@@ -27,11 +27,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from zqbench.load.spans import StageInfo
 from zqbench.metrics import quantiles
-from zqbench.metrics.frame import NS_PER_S, columns_of, latency
+from zqbench.metrics.frame import NS_PER_S, Samples, columns_of, latency
 from zqbench.summary import LossWindow, PacketLoss
 
 RECOVERY_WINDOW_S = 2.0
@@ -80,7 +79,7 @@ def recovery_time_s(
 
 
 def packet_loss_analysis(
-    samples: pd.DataFrame, stages: Sequence[StageInfo], impaired: Sequence[int]
+    samples: Samples, stages: Sequence[StageInfo], impaired: Sequence[int]
 ) -> dict[str, Any]:
     """Baseline vs loss P99, error share per stage and the recovery time (module docstring)."""
     impaired_set = set(impaired)
@@ -146,7 +145,7 @@ def packet_loss_analysis(
 
 
 def packet_loss_record(
-    samples: pd.DataFrame, stages: Sequence[StageInfo], hook_record: Mapping[str, Any] | None
+    samples: Samples, stages: Sequence[StageInfo], hook_record: Mapping[str, Any] | None
 ) -> PacketLoss | None:
     """summary.json's `packet_loss` of a run whose PacketLossHook left `hook_record` (its
     environment entry); None when the run had no packet-loss impairment."""

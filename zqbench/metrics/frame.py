@@ -14,9 +14,9 @@ run's start; server stamps (`srv_*`) are the server's epoch seconds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,18 @@ if TYPE_CHECKING:
 
 NS_PER_S = 1_000_000_000
 JITTER_WINDOW = 100  # successful requests per dispatch_jitter window
+
+
+class Samples(Protocol):
+    """What the frame reads of the samples: a pandas DataFrame, or samples.parquet read a
+    column at a time (zqbench.samples.columns.SampleColumns)."""
+
+    @property
+    def columns(self) -> Any: ...  # the column names (`name in samples.columns`)
+
+    def __getitem__(self, name: str) -> pd.Series: ...
+
+    def __len__(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -69,27 +81,34 @@ FLOAT_COLUMNS = tuple(
 )
 
 
-def float_column(df: pd.DataFrame, name: str) -> np.ndarray:
-    """A sample column as float64, NaN for null; all NaN when the samples lack it."""
+def float_column(df: Samples, name: str) -> np.ndarray:
+    """A sample column as float64, NaN for null; all NaN when the samples lack it. A column
+    of nothing but nulls is one read-only NaN seen at every row (no memory a row): most are,
+    in a run (sessions, thinking, Retry-After, a target without timing headers), and held as
+    arrays they were 8 bytes a row each (#44)."""
     if name not in df.columns:
-        return np.full(len(df), np.nan)
-    return df[name].to_numpy(dtype=np.float64, na_value=np.nan)
+        return _none_of(len(df))
+    values = df[name].to_numpy(dtype=np.float64, na_value=np.nan)
+    return _none_of(len(values)) if np.isnan(values).all() else values
 
 
-def bool_column(df: pd.DataFrame, name: str) -> np.ndarray:
+def _none_of(n: int) -> np.ndarray:
+    return np.broadcast_to(np.float64(np.nan), (n,))
+
+
+def bool_column(df: Samples, name: str) -> np.ndarray:
     """A sample column as bool, False for null; all False when the samples lack it."""
     if name not in df.columns:
         return np.zeros(len(df), dtype=bool)
     return df[name].fillna(False).to_numpy(dtype=bool)
 
 
-def columns_of(
-    samples: pd.DataFrame, *, start_epoch_ns: int = 0, clock_offset_ns: int = 0
-) -> Columns:
+def columns_of(samples: Samples, *, start_epoch_ns: int = 0, clock_offset_ns: int = 0) -> Columns:
     status = samples["status"].to_numpy(dtype=np.int64)
     two_xx = (status >= 200) & (status < 300)
-    ok = samples["error"].isna().to_numpy() & two_xx
-    disguised = (samples["error"] == REFUSED_IN_STREAM_ERROR).to_numpy(dtype=bool, na_value=False)
+    error = samples["error"]
+    ok = error.isna().to_numpy() & two_xx
+    disguised = (error == REFUSED_IN_STREAM_ERROR).to_numpy(dtype=bool, na_value=False)
     values = {name: float_column(samples, name) for name in FLOAT_COLUMNS}
     if "t_first_answer" not in samples.columns:
         # Saved before zqbench told answers from thinking: only text was a token then, so
@@ -99,7 +118,8 @@ def columns_of(
         # Saved before zqbench recorded the last token: TPOT then ran to t_end, and a
         # re-rendered old run keeps the numbers it was published with.
         values["t_last_token"] = values["t_end"]
-    interrupted = (samples["error"] == "interrupted").to_numpy(dtype=bool, na_value=False)
+    interrupted = (error == "interrupted").to_numpy(dtype=bool, na_value=False)
+    del error
     return Columns(
         **values,
         status=status,
@@ -311,6 +331,42 @@ def status_key(status: int, error: str | None) -> str:
     return f"{status}:{error}"
 
 
+class MetricValues(Mapping[str, np.ndarray]):
+    """Every per-request metric by name (REQUEST_METRICS), computed from the columns when it
+    is asked for: all held at once, the 16 metrics were 128 bytes a row beside the columns'
+    139 (#44). The last few asked for are kept, as a summary asks for one several times in
+    a row; each is read-only, as it may be handed out again."""
+
+    KEPT = 2  # the outcomes read two at a time (ttft, server_queue)
+
+    def __init__(self, columns: Columns) -> None:
+        self._columns = columns
+        self._kept: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        kept = self._kept
+        values = kept.pop(name, None)
+        if values is None:
+            spec = REQUEST_METRICS[name]  # an unknown name is a KeyError, as in a dict
+            # Stamps of 1e308 (a damaged file) overflow to infinity quietly: numpy's warning
+            # would be a stray line on the terminal, or under a strict warnings filter an
+            # exception, and infinity is already a value the analysis reads (an
+            # error-adjusted failure).
+            with np.errstate(over="ignore", invalid="ignore"):
+                values = spec.func(self._columns)
+            values.flags.writeable = False
+        kept[name] = values  # the most recent last
+        while len(kept) > self.KEPT:
+            del kept[next(iter(kept))]
+        return values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(REQUEST_METRICS)
+
+    def __len__(self) -> int:
+        return len(REQUEST_METRICS)
+
+
 @dataclass(frozen=True)
 class MetricFrame:
     """Per-request metric values (ns, NaN = undefined) with the grouping columns.
@@ -319,14 +375,14 @@ class MetricFrame:
     so a group mask is one integer comparison."""
 
     columns: Columns
-    stage: np.ndarray  # int64 stage index per request
-    class_code: np.ndarray  # int64 index into `classes`
+    stage: np.ndarray  # int32 stage index per request
+    class_code: np.ndarray  # int32 index into `classes`
     classes: tuple[str, ...]  # sorted
     stages: tuple[int, ...]  # sorted
     status_keys: np.ndarray  # object array of str
     answers: np.ndarray  # int8: how the server answered (zqbench.metrics.classify.ANSWERS)
     retry_after_s: np.ndarray  # float64: a refusal's Retry-After in s, NaN when none
-    values: dict[str, np.ndarray]
+    values: Mapping[str, np.ndarray]  # MetricValues: computed when asked for
     # float64 token counts from the responses' usage, NaN when not given (prefix_cache.py)
     prompt_tokens: np.ndarray
     cached_tokens: np.ndarray
@@ -453,27 +509,22 @@ def _status_keys(status: np.ndarray, error: pd.Series) -> tuple[np.ndarray, np.n
 
 
 def build_frame(
-    samples: pd.DataFrame, *, start_epoch_ns: int = 0, clock_offset_ns: int = 0
+    samples: Samples, *, start_epoch_ns: int = 0, clock_offset_ns: int = 0
 ) -> MetricFrame:
     """Derive every per-request metric column (vectorised; no per-row Python)."""
     c = columns_of(samples, start_epoch_ns=start_epoch_ns, clock_offset_ns=clock_offset_ns)
     class_code, class_names = pd.factorize(samples["request_class"].astype(str), sort=True)
-    stage = samples["stage"].to_numpy(dtype=np.int64)
+    stage = samples["stage"].to_numpy(dtype=np.int32)  # the samples' type: a stage index
     status_keys, answers = _status_keys(c.status, samples["error"])
-    # Stamps of 1e308 (a damaged file) overflow to infinity quietly: numpy's warning would be
-    # a stray line on the terminal, or under a strict warnings filter an exception, and
-    # infinity is already a value the analysis reads (an error-adjusted failure).
-    with np.errstate(over="ignore", invalid="ignore"):
-        values = {name: spec.func(c) for name, spec in REQUEST_METRICS.items()}
     return MetricFrame(
         columns=c,
         stage=stage,
-        class_code=class_code.astype(np.int64),
+        class_code=class_code.astype(np.int32),
         classes=tuple(str(name) for name in class_names),
         stages=tuple(int(s) for s in np.unique(stage)),
         status_keys=status_keys,
         answers=answers,
-        values=values,
+        values=MetricValues(c),
         retry_after_s=float_column(samples, "retry_after_s"),
         prompt_tokens=float_column(samples, "prompt_tokens"),
         cached_tokens=float_column(samples, "cached_tokens"),

@@ -26,6 +26,7 @@ from zqbench.metrics import quantiles
 from zqbench.metrics.frame import (
     NS_PER_S,
     MetricFrame,
+    Samples,
     build_frame,
     goodput_count,
 )
@@ -260,14 +261,14 @@ def throughput(frame: MetricFrame, evidence: Evidence, good: int) -> model.Throu
     )
 
 
-def summarize(samples: pd.DataFrame, *, run: RunInfo, slos: Sequence[str]) -> model.Summary:
+def summarize(samples: Samples, *, run: RunInfo, slos: Sequence[str]) -> model.Summary:
     """The summary of a run from its samples and SLO expressions (`zqbench gate`, tests).
 
     Raises UsageError for a bad SLO expression."""
     return summarize_frame(run_frame(samples, run), run=run, slos=parse_slos(list(slos)))
 
 
-def run_frame(samples: pd.DataFrame, run: RunInfo) -> MetricFrame:
+def run_frame(samples: Samples, run: RunInfo) -> MetricFrame:
     """The per-request metric frame on the run's clock anchor and server offset, with
     each request's outcome when the run judges them."""
     frame = build_frame(

@@ -33,10 +33,8 @@ from zqbench.safe_files import make_dir
 from zqbench.summary import Summary, SweepReport
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from zqbench.conform.model import ConformReport
-    from zqbench.metrics.frame import MetricFrame
+    from zqbench.metrics.frame import MetricFrame, Samples
     from zqbench.saved.compare import Comparison
 
 D = TypeVar("D")
@@ -80,7 +78,7 @@ class RunOutput:
     samples (read only when a figure needs them)."""
 
     summary: Summary
-    samples: Callable[[], pd.DataFrame]
+    samples: Callable[[], Samples]  # a DataFrame, or samples.parquet a column at a time
     inconclusive_fails: bool = True
     # The per-request metrics the figures read; None: built from the samples when needed.
     frame: Callable[[], MetricFrame] | None = None

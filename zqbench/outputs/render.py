@@ -16,11 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow.parquet as pq
 
 import zqbench
-from zqbench.metrics.frame import MetricFrame, build_frame
+from zqbench.metrics.frame import MetricFrame, Samples, build_frame
 from zqbench.outputs.json_out import write_atomic
 from zqbench.outputs.paths import PLOTS_DIR, REPORT_HTML
 from zqbench.outputs.templating import html_environment, markdown_environment
@@ -41,7 +40,7 @@ def render_report_html(summary: Summary, figures: Sequence[FigureData]) -> str:
     return template.render(view=build_view(summary, figures), version=zqbench.__version__)
 
 
-def frame_of(summary: Summary, samples: pd.DataFrame) -> MetricFrame:
+def frame_of(summary: Summary, samples: Samples) -> MetricFrame:
     """The per-request metric frame, on the run's own clock anchor and server offset."""
     return build_frame(
         samples,
@@ -67,7 +66,7 @@ def load_gpu(out_dir: Path, start_epoch_ns: int) -> dict[str, np.ndarray] | None
 
 
 def render_html(
-    out_dir: Path, summary: Summary, samples: pd.DataFrame, frame: MetricFrame | None = None
+    out_dir: Path, summary: Summary, samples: Samples, frame: MetricFrame | None = None
 ) -> list[Path]:
     """plots/*.png and report.html (the PNGs are embedded in the page, and kept beside it);
     `frame`: the run's metric frame when the caller has it (else built from the samples)."""

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 import zqbench
 from zqbench.impair import PacketLossHook, packet_loss_record
@@ -30,6 +29,7 @@ from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
 from zqbench.samples import follow_up_file, writer
+from zqbench.samples.columns import SampleColumns
 from zqbench.scenario import OutcomesConfig, ValidityConfig
 from zqbench.summary import Summary
 
@@ -39,7 +39,6 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Analysis:
     summary: Summary
-    samples: pd.DataFrame  # samples.parquet, one row per request
     frame: MetricFrame  # its per-request metrics, built once for the summary and the report
 
 
@@ -53,9 +52,9 @@ def analyze(
 ) -> Analysis:
     clock = {"start_monotonic_ns": execution.start_ns, "start_epoch_ns": execution.start_epoch_ns}
     metadata = {"zqbench.clock." + k: str(v) for k, v in clock.items()}
-    writer.finalize(out_dir, metadata, execution.sample_files)
-    table = pq.read_table(out_dir / writer.PARQUET_NAME)
-    samples = table.to_pandas()
+    # Read a column at a time: the frame keeps what it needs of each, and neither the table
+    # nor a DataFrame of it is held beside the frame (#44).
+    samples = SampleColumns(writer.finalize(out_dir, metadata, execution.sample_files))
     # The run's record: what it knew at t = 0, then what the load and the hooks report.
     at_start = start_info(
         options,
@@ -94,14 +93,13 @@ def analyze(
         info = execution.distributed.adjust(info)
     frame = run_frame(samples, info)
     if frame.outcomes is not None:
-        columns = frame.outcomes.columns()
-        writer.add_columns(out_dir, table, columns)
-        samples = samples.assign(**columns)
+        writer.add_columns(out_dir, frame.outcomes.columns())
     summary = summarize_frame(frame, run=info, slos=plan.slo_checks)
     summary = _with_follow_ups(summary, target.scenario.outcomes, out_dir)
     if execution.distributed is not None:
-        summary = execution.distributed.attach(summary, samples)
-    return Analysis(summary, samples, frame)
+        lags = samples.frame(("worker", "t_send", "t_intended"))  # each worker's schedule_lag
+        summary = execution.distributed.attach(summary, lags)
+    return Analysis(summary, frame)
 
 
 def _with_follow_ups(summary: Summary, config: OutcomesConfig, out_dir: Path) -> Summary:

@@ -104,7 +104,6 @@ def run_scenario(
             write_outputs(
                 out_dir,
                 analysis.summary,
-                analysis.samples,
                 analysis.frame,
                 inconclusive_fails=out.inconclusive_fails,
                 html=out.html,

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from zqbench.metrics.frame import MetricFrame
 from zqbench.outputs.paths import RUN_START_JSON
 from zqbench.outputs.registry import RunOutput, write_run
+from zqbench.samples.columns import SampleColumns
+from zqbench.samples.writer import PARQUET_NAME
 from zqbench.summary import Summary
 
 
 def write_outputs(
     out_dir: Path,
     summary: Summary,
-    samples: pd.DataFrame,
     frame: MetricFrame,
     *,
     inconclusive_fails: bool,
@@ -29,7 +28,10 @@ def write_outputs(
     """Every output of a run; an inconclusive SLO is a JUnit failure or a skip. The figures
     read the frame the summary was computed from."""
     run = RunOutput(
-        summary, lambda: samples, inconclusive_fails=inconclusive_fails, frame=lambda: frame
+        summary,
+        lambda: SampleColumns(out_dir / PARQUET_NAME),
+        inconclusive_fails=inconclusive_fails,
+        frame=lambda: frame,
     )
     written = write_run(out_dir, run, html=html)
     (out_dir / RUN_START_JSON).unlink(missing_ok=True)

@@ -211,7 +211,7 @@ def compare_runs(
     runs = [load_run(Path(d)) for d in run_dirs]
     labels = unique_labels(runs)
     frames = {
-        label: frame_of(r.summary, r.samples()) for label, r in zip(labels, runs, strict=True)
+        label: frame_of(r.summary, r.columns()) for label, r in zip(labels, runs, strict=True)
     }
     base = frames[labels[0]]
     pairs = []

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from zqbench.distributed.outcome import DistributedOutcome
+from zqbench.metrics.frame import Samples
 from zqbench.metrics.slo import parse_slos
 from zqbench.metrics.summarize import summarize
 from zqbench.outputs.json_out import write_summary
@@ -33,16 +34,17 @@ def gate_run(run_dir: Path, slos: Sequence[str] = ()) -> Summary:
     parse_slos(list(slos))  # a bad expression fails before the samples are read
     run = load_run(Path(run_dir))
     own = [slo.expr for slo in run.summary.slos]
-    summary = summarize(run.samples(), run=run_info(run.summary), slos=list(slos) or own)
-    return _carried_over(run.summary, summary, run.samples())
+    summary = summarize(run.columns(), run=run_info(run.summary), slos=list(slos) or own)
+    return _carried_over(run.summary, summary, run.columns())
 
 
-def _carried_over(saved: Summary, summary: Summary, samples: pd.DataFrame) -> Summary:
+def _carried_over(saved: Summary, summary: Summary, samples: Samples) -> Summary:
     """The sections a run adds after `summarize`: a distributed run's workers (their lag
     and the lost share judged again, so a lost worker still fails the gate) and the
     profile capture."""
     if saved.distributed is not None:
-        summary = DistributedOutcome.of_record(saved.distributed).attach(summary, samples)
+        lags = pd.DataFrame({k: samples[k] for k in ("worker", "t_send", "t_intended")})
+        summary = DistributedOutcome.of_record(saved.distributed).attach(summary, lags)
     if saved.profile is not None:
         summary = summary.model_copy(update={"profile": saved.profile})
     return summary

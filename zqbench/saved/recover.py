@@ -1,7 +1,7 @@
 """A run that was killed before it wrote summary.json, recovered from what is on disk.
 
     if unfinished(folder):
-        summary, samples = recover_run(folder)
+        summary, frame = recover_run(folder)
 
 The workers' Arrow streams (samples.w<N>.arrows) keep every batch flushed before the kill;
 they are merged into samples.parquet (zqbench.samples.writer). run-start.json, written at the
@@ -16,14 +16,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import pandas as pd
-
 from zqbench.errors import UsageError
+from zqbench.metrics.frame import MetricFrame, Samples
 from zqbench.metrics.slo import Slo, parse_slos
 from zqbench.metrics.summarize import RunInfo, run_frame, summarize_frame
 from zqbench.outputs.paths import RUN_START_JSON, SUMMARY_JSON
 from zqbench.outputs.start_record import read_start
 from zqbench.samples import writer
+from zqbench.samples.columns import SampleColumns
 from zqbench.summary import AtRest, Summary, TargetResolution
 
 UNKNOWN = "unknown"
@@ -47,9 +47,9 @@ def unfinished(folder: Path) -> bool:
     return (folder / writer.PARQUET_NAME).is_file() or any(folder.glob(writer.STREAM_GLOB))
 
 
-def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
-    """The summary of the samples on disk, marked interrupted, and those samples (now in
-    samples.parquet)."""
+def recover_run(folder: Path) -> tuple[Summary, MetricFrame]:
+    """The summary of the samples on disk (now in samples.parquet), marked interrupted, and
+    the frame it was computed from."""
     folder = Path(folder)
     record = _read_record(folder)
     info, slos = record if record is not None else (UNKNOWN_RUN, [])
@@ -58,8 +58,11 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
         if record is not None:
             clock["start_epoch_ns"] = info.start_epoch_ns
         writer.finalize(folder, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
-    table = writer.load_samples(folder)
-    samples = table.to_pandas()
+    parquet = writer.checked_file(folder)
+    # A column at a time, as a run's analysis reads them (zqbench.samples.columns).
+    samples: Samples = (
+        SampleColumns(parquet) if parquet is not None else writer.load_samples(folder).to_pandas()
+    )
     unknown = [] if record is not None else ["scenario", "target", "clock", "schedule", "SLOs"]
     info = dataclasses.replace(
         info,
@@ -74,12 +77,10 @@ def recover_run(folder: Path) -> tuple[Summary, pd.DataFrame]:
     frame = run_frame(samples, info)
     if frame.outcomes is not None and "outcome" not in samples.columns:
         # As the run's analysis would have: each request's outcome beside its sample.
-        columns = frame.outcomes.columns()
-        writer.add_columns(folder, table, columns)
-        samples = samples.assign(**columns)
+        writer.add_columns(folder, frame.outcomes.columns())
     summary = summarize_frame(frame, run=info, slos=slos)
     why = "is unreadable" if (folder / RUN_START_JSON).exists() else "is missing"
-    return _marked_interrupted(summary, len(samples), unknown, why), samples
+    return _marked_interrupted(summary, len(samples), unknown, why), frame
 
 
 def _read_record(folder: Path) -> tuple[RunInfo, list[Slo]] | None:

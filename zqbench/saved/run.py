@@ -21,10 +21,13 @@ from zqbench.metrics.summarize import RunInfo, ValidityThresholds
 from zqbench.outputs.json_out import load_summary
 from zqbench.outputs.paths import SUMMARY_JSON
 from zqbench.samples import writer
+from zqbench.samples.columns import SampleColumns
 from zqbench.summary import Summary
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from zqbench.metrics.frame import Samples
 
 
 @dataclass
@@ -41,15 +44,32 @@ class SavedRun:
         """The samples, read once (Parquet, or the worker streams of an unfinished run)."""
         if self._samples is None:
             samples = writer.load_samples(self.path).to_pandas()
-            repeated = samples["request_id"][samples["request_id"].duplicated()]
-            if len(repeated):
-                # One run sends each request id once: repeats are rows of another run.
-                raise UsageError(
-                    f"{self.path}: request id {int(repeated.iloc[0])} is in the samples more "
-                    f"than once ({len(repeated)} repeated rows): not one run's samples"
-                )
+            _check_ids(self.path, samples["request_id"])
             self._samples = samples
         return self._samples
+
+    def columns(self) -> Samples:
+        """The samples as the metric frame reads them, checked as `samples()` checks them:
+        samples.parquet a column at a time (SampleColumns), never the whole table at once;
+        the worker streams of an unfinished run as a DataFrame."""
+        if self._samples is not None:
+            return self._samples
+        parquet = writer.checked_file(self.path)
+        if parquet is None:
+            return self.samples()
+        columns = SampleColumns(parquet)
+        _check_ids(self.path, columns["request_id"])
+        return columns
+
+
+def _check_ids(path: Path, ids: pd.Series) -> None:
+    repeated = ids[ids.duplicated()]
+    if len(repeated):
+        # One run sends each request id once: repeats are rows of another run.
+        raise UsageError(
+            f"{path}: request id {int(repeated.iloc[0])} is in the samples more "
+            f"than once ({len(repeated)} repeated rows): not one run's samples"
+        )
 
 
 def load_run(path: Path) -> SavedRun:
