@@ -88,7 +88,13 @@ _MIX_KEYS = ("name", "weight", "prompt_tokens", "max_tokens", "headers")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 _SLO_KEYS = ("checks",)
 _NETWORK_KEYS = ("impairment", "loss", "stages")
-_VALIDITY_KEYS = ("min_samples", "max_schedule_lag", "min_achieved_ratio", "min_ratio_samples")
+_VALIDITY_KEYS = (
+    "min_samples",
+    "max_schedule_lag",
+    "max_client_lag",
+    "min_achieved_ratio",
+    "min_ratio_samples",
+)
 _METRICS_KEYS = ("port", "host")
 _OUTCOMES_KEYS = (
     "server_queue",
@@ -203,6 +209,7 @@ class ValidityConfig:
 
     min_samples: int | None = None  # requests sent
     max_schedule_lag_s: float | None = None  # schedule_lag p99 limit
+    max_client_lag_s: float | None = None  # the client's loop lag p99 limit (client_lag)
     min_achieved_ratio: float | None = None  # achieved / offered load
     min_ratio_samples: int | None = None  # per class, for p99/p50 ratios
 
@@ -737,6 +744,9 @@ def _parse_validity(t: Table) -> ValidityConfig:
         min_samples=t.integer("min_samples", minimum=1) if t.has("min_samples") else None,
         max_schedule_lag_s=(
             t.duration("max_schedule_lag", positive=True) if t.has("max_schedule_lag") else None
+        ),
+        max_client_lag_s=(
+            t.duration("max_client_lag", positive=True) if t.has("max_client_lag") else None
         ),
         min_achieved_ratio=ratio,
         min_ratio_samples=(

@@ -180,7 +180,7 @@ class Stage(_SparseRecord):
     classes: list[str] | None = None  # the classes it draws from; key absent: all
 
 
-class Load(_Record):
+class Load(_SparseRecord):
     """Offered versus achieved load (req/s); the ratio is null in closed loop."""
 
     loop: Loop
@@ -188,6 +188,10 @@ class Load(_Record):
     offered_rate: float | None
     achieved_rate: float | None
     achieved_ratio: float | None
+    # How late the client's event loops ran a ready timer (zqbench.engines.loop_lag), p99 and
+    # the largest, s: what the token stamps may be late by; null before the probe existed
+    client_lag_p99_s: float | None = None
+    client_lag_max_s: float | None = None
 
 
 class Requests(_Record):
@@ -673,14 +677,16 @@ class TtftSplit(_Record):
     after_head_share: float  # the part of their summed TTFT after the head, 0..1
 
 
-class Reasoning(_Record):
+class Reasoning(_SparseRecord):
     """What reasoning models and tool calls did (docs/metrics.md, "Reasoning and tool
     calls"); absent when no successful request's answer carried thinking or a tool call."""
 
     requests: int  # successful requests
     thinking_requests: int  # of them, those whose answer carried thinking
     redacted: int  # of those, the ones whose thinking the server said was redacted
-    omitted: int = 0  # of those, the ones whose thinking block streamed no text (display omitted)
+    # of those, the ones whose thinking block streamed no text (display omitted); None: a
+    # run saved before it
+    omitted: int | None = None
     unanswered: int  # of those, the ones that only thought: no text or tool call came
     thinking_p50: JsonFloat  # t_first_answer - t_first_token, s: the thinking before the answer
     thinking_p99: JsonFloat
@@ -833,10 +839,11 @@ class SloRecord(_Record):
     message: str
 
 
-class Thresholds(_Record):
+class Thresholds(_SparseRecord):
     """When a run is invalid rather than slow (metrics.summarize.ValidityThresholds)."""
 
     max_schedule_lag_p99_s: float
+    max_client_lag_p99_s: float | None = None  # None: a run judged before the probe
     min_achieved_ratio: float
     min_samples: int
     min_ratio_samples: int

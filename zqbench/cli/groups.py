@@ -169,6 +169,15 @@ def _validity(
             "Highest schedule_lag p99 of a valid run, e.g. 20ms (default 10ms).",
         ),
     ] = None,
+    max_client_lag_s: Annotated[
+        float | None,
+        opt.duration_option(
+            "--max-client-lag",
+            "max_client_lag_s",
+            "Highest client_lag p99 of a valid run: how late the client's event loop ran what "
+            "was ready, e.g. 20ms (default 10ms).",
+        ),
+    ] = None,
     min_achieved_ratio: Annotated[
         float | None,
         typer.Option(help="Lowest achieved/offered load of a valid run, 0..1 (default 0.97)."),

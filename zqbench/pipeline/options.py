@@ -179,6 +179,7 @@ class ValidityOptions:
 
     min_samples: int | None = None
     max_schedule_lag_s: float | None = None
+    max_client_lag_s: float | None = None
     min_achieved_ratio: float | None = None
     min_ratio_samples: int | None = None
 
@@ -187,6 +188,8 @@ class ValidityOptions:
         check_at_least("min_ratio_samples", self.min_ratio_samples, 2)
         if self.max_schedule_lag_s is not None:
             check_above("max_schedule_lag", self.max_schedule_lag_s, 0)
+        if self.max_client_lag_s is not None:
+            check_above("max_client_lag", self.max_client_lag_s, 0)
         if self.min_achieved_ratio is not None:
             check_above("min_achieved_ratio", self.min_achieved_ratio, 0)
             if self.min_achieved_ratio > 1:
