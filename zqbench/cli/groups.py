@@ -175,7 +175,7 @@ def _validity(
             "--max-client-lag",
             "max_client_lag_s",
             "Highest client_lag p99 of a valid run: how late the client's event loop ran what "
-            "was ready, e.g. 20ms (default 10ms).",
+            "was ready, e.g. 5ms (default 50ms).",
         ),
     ] = None,
     min_achieved_ratio: Annotated[

@@ -61,6 +61,10 @@ class ValidityThresholds:
     """When a run is invalid rather than slow (all configurable)."""
 
     max_schedule_lag_p99_s: float = 0.010  # the generator fell behind its schedule
+    # The client fell behind its streams (client_lag); None: a run saved before the probe.
+    # A client hopelessly behind is hundreds of ms late; a busy machine's scheduler alone
+    # makes an idle loop's p99 10 ms (measured on this 2-core host with the suite running).
+    max_client_lag_p99_s: float | None = 0.050
     min_achieved_ratio: float = 0.97  # achieved / offered load
     min_samples: int = 100  # requests sent
     min_ratio_samples: int = 100  # per class, for p99/p50 ratios
@@ -97,6 +101,10 @@ class RunInfo:
     # (a run saved before zqbench judged outcomes keeps its summary as it was)
     outcome_basis: model.OutcomeBasis | None = None
     stop: model.Stop | None = None  # what the scenario's [stop] rules ended; None: no rules
+    # How late the workers' loops ran a ready timer (zqbench.engines.loop_lag), p99 and the
+    # largest, s; None: not probed (a run saved before the probe, remote workers)
+    client_lag_p99_s: float | None = None
+    client_lag_max_s: float | None = None
 
 
 def stats(sorted_s: np.ndarray) -> model.Stats:
@@ -199,6 +207,8 @@ def load_summary(frame: MetricFrame, run: RunInfo) -> model.Load:
         offered_rate=run.offered_rate,
         achieved_rate=achieved_rate,
         achieved_ratio=ratio,
+        client_lag_p99_s=run.client_lag_p99_s,
+        client_lag_max_s=run.client_lag_max_s,
     )
 
 
@@ -226,6 +236,13 @@ def validity(frame: MetricFrame, run: RunInfo, load: model.Load) -> model.Validi
                 f"the generator fell behind its schedule: schedule_lag p99 = {_ms(lag)}"
                 f" > {_ms(limits.max_schedule_lag_p99_s)}"
             )
+    client, client_limit = run.client_lag_p99_s, limits.max_client_lag_p99_s
+    if client is not None and client_limit is not None and client > client_limit:
+        reasons.append(
+            f"the client fell behind its streams: client_lag p99 = {_ms(client)} > "
+            f"{_ms(client_limit)} (its event loop ran what was ready that late, so token "
+            "times are late by as much: give it --workers, or less load)"
+        )
     ratio = load.achieved_ratio
     if ratio is not None and ratio < limits.min_achieved_ratio:
         reasons.append(

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 import zqbench
+from zqbench.engines import loop_lag
 from zqbench.impair import PacketLossHook, packet_loss_record
 from zqbench.metrics.frame import MetricFrame
 from zqbench.metrics.retry_after_honesty import follow_up_summary
@@ -89,6 +90,11 @@ def analyze(
             samples, plan.stages, execution.hooks.environment.get(PacketLossHook.name)
         ),
     )
+    lag = loop_lag.merged(sorted(out_dir.glob(loop_lag.FILE_PATTERN)))
+    if lag is not None:
+        info = dataclasses.replace(
+            info, client_lag_p99_s=lag.quantile_s(0.99), client_lag_max_s=lag.max_ns / 1e9
+        )
     if execution.distributed is not None:
         info = execution.distributed.adjust(info)
     frame = run_frame(samples, info)
@@ -156,6 +162,9 @@ def validity_thresholds(options: ValidityOptions, scenario: ValidityConfig) -> V
         min_samples=_first(options.min_samples, scenario.min_samples, d.min_samples),
         max_schedule_lag_p99_s=_first(
             options.max_schedule_lag_s, scenario.max_schedule_lag_s, d.max_schedule_lag_p99_s
+        ),
+        max_client_lag_p99_s=_first(
+            options.max_client_lag_s, scenario.max_client_lag_s, d.max_client_lag_p99_s
         ),
         min_achieved_ratio=_first(
             options.min_achieved_ratio, scenario.min_achieved_ratio, d.min_achieved_ratio

@@ -117,7 +117,8 @@ def run_info(summary: Summary) -> RunInfo:
             )
             for s in summary.stages
         ],
-        validity=ValidityThresholds(**summary.validity.thresholds.model_dump()),
+        # Every field, a None among them: a run judged before a limit existed stays so
+        validity=ValidityThresholds(**dict(summary.validity.thresholds)),
         clock_offset_ns=clock.server_offset_ns,
         clock_offset_source=clock.server_offset_source,
         telemetry=summary.telemetry,
@@ -130,4 +131,6 @@ def run_info(summary: Summary) -> RunInfo:
         packet_loss=summary.packet_loss,
         outcome_basis=None if summary.outcomes is None else summary.outcomes.basis,
         stop=summary.stop,  # what the rules saw while the load ran: judged again as it was
+        client_lag_p99_s=load.client_lag_p99_s,
+        client_lag_max_s=load.client_lag_max_s,
     )
