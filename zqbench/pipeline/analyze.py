@@ -30,7 +30,7 @@ from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.target import Target
 from zqbench.redact import redact_url
 from zqbench.samples import follow_up_file, writer
-from zqbench.samples.columns import SampleColumns
+from zqbench.samples.columns import SampleColumns, give_back
 from zqbench.scenario import OutcomesConfig, ValidityConfig
 from zqbench.summary import Summary
 
@@ -56,6 +56,7 @@ def analyze(
     # Read a column at a time: the frame keeps what it needs of each, and neither the table
     # nor a DataFrame of it is held beside the frame (#44).
     samples = SampleColumns(writer.finalize(out_dir, metadata, execution.sample_files))
+    give_back()  # the merge's table, before the frame is built
     # The run's record: what it knew at t = 0, then what the load and the hooks report.
     at_start = start_info(
         options,
@@ -100,11 +101,13 @@ def analyze(
     frame = run_frame(samples, info)
     if frame.outcomes is not None:
         writer.add_columns(out_dir, frame.outcomes.columns())
+    give_back()  # the columns read and written, before the summary's sorts and the figures
     summary = summarize_frame(frame, run=info, slos=plan.slo_checks)
     summary = _with_follow_ups(summary, target.scenario.outcomes, out_dir)
     if execution.distributed is not None:
         lags = samples.frame(("worker", "t_send", "t_intended"))  # each worker's schedule_lag
         summary = execution.distributed.attach(summary, lags)
+    give_back()  # the summary's sorts, before the figures
     return Analysis(summary, frame)
 
 

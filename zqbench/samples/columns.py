@@ -12,10 +12,13 @@ pandas' row selection (the distributed workers' lag).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ctypes
+import ctypes.util
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 
@@ -45,3 +48,26 @@ class SampleColumns:
     def frame(self, names: Sequence[str]) -> pd.DataFrame:
         """A DataFrame of these columns only."""
         return pq.read_table(self.path, columns=list(names)).to_pandas()
+
+
+def give_back() -> None:
+    """Hand back to the system what the analysis' last step freed, before its next: pyarrow's
+    allocator and the C heap each keep freed memory for their own reuse, and the next
+    step's arrays come from the other one as often as not. At 3,600,000 rows the two held
+    about 250 MiB between steps that no step was using (#44)."""
+    pa.default_memory_pool().release_unused()
+    if _TRIM is not None:
+        _TRIM(0)
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim; None elsewhere (musl, macOS, Windows)."""
+    name = ctypes.util.find_library("c")
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None
+    return trim
+
+
+_TRIM = _malloc_trim()

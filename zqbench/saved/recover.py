@@ -23,7 +23,7 @@ from zqbench.metrics.summarize import RunInfo, run_frame, summarize_frame
 from zqbench.outputs.paths import RUN_START_JSON, SUMMARY_JSON
 from zqbench.outputs.start_record import read_start
 from zqbench.samples import writer
-from zqbench.samples.columns import SampleColumns
+from zqbench.samples.columns import SampleColumns, give_back
 from zqbench.summary import AtRest, Summary, TargetResolution
 
 UNKNOWN = "unknown"
@@ -59,6 +59,7 @@ def recover_run(folder: Path) -> tuple[Summary, MetricFrame]:
             clock["start_epoch_ns"] = info.start_epoch_ns
         writer.finalize(folder, {"zqbench.clock." + k: str(v) for k, v in clock.items()})
     parquet = writer.checked_file(folder)
+    give_back()  # the merge's table, before the frame is built
     # A column at a time, as a run's analysis reads them (zqbench.samples.columns).
     samples: Samples = (
         SampleColumns(parquet) if parquet is not None else writer.load_samples(folder).to_pandas()
@@ -78,7 +79,9 @@ def recover_run(folder: Path) -> tuple[Summary, MetricFrame]:
     if frame.outcomes is not None and "outcome" not in samples.columns:
         # As the run's analysis would have: each request's outcome beside its sample.
         writer.add_columns(folder, frame.outcomes.columns())
+    give_back()
     summary = summarize_frame(frame, run=info, slos=slos)
+    give_back()
     why = "is unreadable" if (folder / RUN_START_JSON).exists() else "is missing"
     return _marked_interrupted(summary, len(samples), unknown, why), frame
 
