@@ -73,11 +73,13 @@ def test_flags_override_the_scenario(ref_server: EmbeddedServer, tmp_path: Path)
     out = tmp_path / "cli"
     args = ["run", str(scenario), "--target", ref_server.base_url, "--model", MODEL, "-q"]
     flags = ["--min-samples", "50", "--max-schedule-lag", "25ms", "--min-achieved-ratio", "0.9"]
+    flags += ["--max-client-lag", "400ms"]
     result = zqbench(*args, *flags, "--calibration", "off", "--out", str(out))
     assert result.returncode == 4, result.stderr  # 40 < 50: invalid
     thresholds = json.loads((out / "summary.json").read_text())["validity"]["thresholds"]
     assert thresholds == {
         "max_schedule_lag_p99_s": 0.025,
+        "max_client_lag_p99_s": 0.4,
         "min_achieved_ratio": 0.9,
         "min_samples": 50,
         "min_ratio_samples": 100,
