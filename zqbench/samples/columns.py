@@ -21,6 +21,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from zqbench.samples.writer import unreadable
+
 
 class SampleColumns:
     """The samples of one Parquet file: `name in`, `[name]` (a pandas Series, as
@@ -30,7 +32,8 @@ class SampleColumns:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        meta = pq.read_metadata(self.path)
+        with unreadable(self.path):
+            meta = pq.read_metadata(self.path)
         self._n = meta.num_rows
         self.columns: tuple[str, ...] = tuple(meta.schema.to_arrow_schema().names)
 
@@ -43,11 +46,14 @@ class SampleColumns:
     def __getitem__(self, name: str) -> pd.Series:
         if name not in self.columns:
             raise KeyError(name)
-        return pq.read_table(self.path, columns=[name]).column(0).to_pandas()
+        # Read as the analysis asks: a damaged saved file fails here, one UsageError line
+        with unreadable(self.path):
+            return pq.read_table(self.path, columns=[name]).column(0).to_pandas()
 
     def frame(self, names: Sequence[str]) -> pd.DataFrame:
         """A DataFrame of these columns only."""
-        return pq.read_table(self.path, columns=list(names)).to_pandas()
+        with unreadable(self.path):
+            return pq.read_table(self.path, columns=list(names)).to_pandas()
 
 
 def give_back() -> None:

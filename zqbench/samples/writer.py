@@ -209,7 +209,7 @@ def load_samples(out_dir: Path, columns: Sequence[str] | None = None) -> pa.Tabl
     UsageError naming it and what is wrong, before anything reads a column of it."""
     parquet = sample_file(out_dir)
     if parquet is not None:
-        with _unreadable(parquet):
+        with unreadable(parquet):
             table = pq.read_table(parquet, columns=None if columns is None else list(columns))
             check_samples(table, parquet, columns)  # a damaged name fails here (ValueError)
         return table
@@ -227,7 +227,7 @@ def sample_file(out_dir: Path) -> Path | None:
 
 
 @contextlib.contextmanager
-def _unreadable(parquet: Path) -> Iterator[None]:
+def unreadable(parquet: Path) -> Iterator[None]:
     """Whatever pyarrow says of a file that is not readable Parquet: one UsageError line."""
     try:
         yield
@@ -243,7 +243,7 @@ def checked_file(out_dir: Path) -> Path | None:
     parquet = sample_file(out_dir)
     if parquet is None:
         return None
-    with _unreadable(parquet):
+    with unreadable(parquet):
         schema = pq.read_schema(parquet)
 
         def nulls(name: str) -> int:
