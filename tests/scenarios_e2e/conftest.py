@@ -17,9 +17,13 @@ def run_bundled(
     scheduler: str = "zero-queue",
     slots: int = 4,
     server_args: tuple[str, ...] = (),
+    html: bool = False,
     **options: Any,
 ) -> RunResult:
-    """One run of a bundled scenario on a fresh embedded sim server with `slots` slots."""
+    """One run of a bundled scenario on a fresh embedded sim server with `slots` slots.
+
+    No report.html by default: its eight figures cost about 3 s of CPU a run, and these
+    tests read summary.json, summary.md and the samples (tests/reporting renders pages)."""
     return run_scenario(
         RunOptions.of(
             scenario=scenario,
@@ -27,6 +31,7 @@ def run_bundled(
             server_scheduler=scheduler,
             server_args=("--max-batch-size", str(slots), *server_args),
             out=out,
+            html=html,
             **options,
         )
     )
