@@ -52,9 +52,11 @@ def _run(scheduler: str, slots: int, rate: int, out: Path, *shown: str):  # type
     ) as server:
         scenario = out.with_suffix(".toml")
         scenario.write_text(SCENARIO.format(rate=rate))
-        return run_scenario(
-            RunOptions.of(scenario=str(scenario), target=server.base_url, model=MODEL, out=out)
-        ).summary
+        # No report.html: nothing here reads it, and its figures cost about 3 s of CPU a run.
+        options = RunOptions.of(
+            scenario=str(scenario), target=server.base_url, model=MODEL, out=out, html=False
+        )
+        return run_scenario(options).summary
 
 
 def test_a_thinking_phase_is_served_and_a_real_queue_is_still_queued(tmp_path: Path) -> None:
