@@ -28,6 +28,11 @@ def _options(scenario: Path, out: Path, **kw: object) -> RunOptions:
     return RunOptions.of(scenario=str(scenario), out=out, server_scheduler="fifo", **kw)  # type: ignore[arg-type]
 
 
+# The tests that read no report.html render none: its figures cost about 3 s of CPU a run
+# (test_torch_profile_of_the_pulse renders the page and checks its Profile section).
+NO_PAGE = {"html": False}
+
+
 def test_torch_profile_of_the_pulse(
     scenario_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -90,7 +95,7 @@ def test_nsys_profile_with_a_fake_nsys(
     and tabled. The sim engine has no CUDA: the capture's refusal is a note, not a failure."""
     out = tmp_path / "run"
     job = ProfileJob("nsys", WindowSpec(start_s=1.0, end_s=2.0))
-    result = profile(_options(scenario_file, out, server_engine="sim"), job)
+    result = profile(_options(scenario_file, out, server_engine="sim", **NO_PAGE), job)
     assert result is not None
     calls = [json.loads(line) for line in fake_tools.read_text().splitlines()]
     assert [c[:2] for c in calls] == [["nsys", "profile"], ["nsys", "stats"]]
@@ -114,7 +119,7 @@ def test_nsys_profile_with_a_fake_nsys(
 def test_ncu_profile_with_a_fake_ncu(scenario_file: Path, tmp_path: Path, fake_tools: Path) -> None:
     out = tmp_path / "run"
     job = ProfileJob("ncu", WindowSpec(stage="pulse"))
-    result = profile(_options(scenario_file, out, server_engine="sim"), job)
+    result = profile(_options(scenario_file, out, server_engine="sim", **NO_PAGE), job)
     assert result is not None and result.summary.profile is not None
     calls = [json.loads(line) for line in fake_tools.read_text().splitlines()]
     assert len(calls) == 1 and calls[0][0] == "ncu" and "--launch-count=20" in calls[0]
@@ -129,7 +134,8 @@ def test_torch_profile_of_a_server_command(scenario_file: Path, tmp_path: Path) 
     command = (sys.executable, "-m", "reference_server", "--engine", "sim", "--port", str(port))
     out = tmp_path / "run"
     job = ProfileJob("torch", WindowSpec(start_s=1.5, end_s=3.0), server_command=command)
-    options = RunOptions.of(scenario=str(scenario_file), out=out, target=f"http://127.0.0.1:{port}")
+    target = f"http://127.0.0.1:{port}"
+    options = RunOptions.of(scenario=str(scenario_file), out=out, target=target, **NO_PAGE)
     result = profile(options, job)
     assert result is not None and result.summary.profile is not None
     prof = result.summary.profile
