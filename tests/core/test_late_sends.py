@@ -172,3 +172,24 @@ def test_twenty_thousand_sends_waiting_at_the_end_each_keep_one_row(tmp_path: Pa
     waits = never.column("connection_wait").to_numpy()
     assert waits.min() >= 0.5e9  # each waited from its due time to the cut, grace included
     assert result.summary.requests.sent == 20_000
+
+
+def test_over_http2_sends_past_100_streams_a_connection_wait_as_rows_without_a_deadline(
+    tmp_path: Path,
+) -> None:
+    """HTTP/2 multiplexes, but not without end: past 100 streams a connection, sends wait as
+    records, as HTTP/1.1's do, and their timeout starts when they go. Before, each was a task
+    with its request built, waiting in the transport until its timeout (500,000 on a silent
+    target peaked at 1,715 MiB, and ended as timeouts that were never sent)."""
+    many = CUT.replace("rate = 20\n", "rate = 1000\n").replace('"1s"', '"2s"')
+    many += 'timeout = "1s"\n'  # each round of 100 sent times out, and 100 more go
+    result, truth = run_programmed(tmp_path, many, HUNG, max_connections=1, http2=True, html=False)
+    table = pq.read_table(result.out_dir / "samples.parquet")
+    assert sorted(table.column("request_id").to_pylist()) == list(range(2_000))
+    reached = len([k for k in truth["truth"] if k.startswith("zq-")])
+    sent = table.filter(pc.not_equal(table["t_send"], table["t_end"]))
+    assert sent.num_rows == reached and 100 <= reached <= 400, (sent.num_rows, reached)
+    never = table.filter(pc.equal(table["t_send"], table["t_end"]))
+    assert never.num_rows == 2_000 - reached
+    assert set(never.column("error").to_pylist()) == {"interrupted"}  # none a timeout
+    assert set(table.column("http_version").to_pylist()) == {"2"}

@@ -90,6 +90,13 @@ OUT_OF_RANGE = "out_of_range"  # the error class of a sample whose number no col
 # all at once, the 994,000 left by a 100,000 req/s load on a target that never answered
 # were all in the recorder's buffer, and one flush of them held the event loop for seconds.
 RECORD_BATCH = 8192
+# What a parser that never read a byte says: the response of a send the end cut before it
+# was written (read only; a parser built for each was a fifth of their recording's time).
+NO_RESPONSE = ResponseSummary()
+# Requests at once on an HTTP/2 connection before further sends wait as records: the
+# concurrent streams RFC 9113 recommends a server allow at least (its SETTINGS may allow
+# more; --max-connections raises the whole).
+H2_STREAMS = 100
 # How long the cut sends get to record their rows, each time one of them does (5 s without
 # any: a send that ignores its cancel must not hold the run's end forever).
 CUT_WAIT_S = 5.0
@@ -153,8 +160,11 @@ class NativeWorker:
         # a due open-loop send waits here as a record (Waiting), not as a task with its
         # request and parser built. A FIFO target that held all 1,024 connections left
         # ~19,500 waiting tasks, 517,000 objects whose GC passes paused the generator for up to
-        # 3.5 s (docs/performance.md). HTTP/2 multiplexes: its sends never wait here (None).
-        self._free_sends: int | None = None if spec.http2 else spec.limits.max_connections
+        # 3.5 s (docs/performance.md). HTTP/2 carries H2_STREAMS a connection before its
+        # sends wait here too: as tasks in the transport, a target that answered nothing held
+        # every later send of the run, its request built (#44).
+        streams = H2_STREAMS if spec.http2 else 1
+        self._free_sends = spec.limits.max_connections * streams
         self._waiting = Waiting()
         self._follow_up_tasks: set[asyncio.Task[None]] = set()
         self.follow_ups: FollowUps | None = None
@@ -359,11 +369,8 @@ class NativeWorker:
     def dispatch(self, slot: Slot, due_abs: int) -> None:
         """Send now, or queue as a record until a send ends and frees its connection. An
         open-loop arrival: its slot is its request id and stage (all Waiting keeps)."""
-        free = self._free_sends
-        if free is None:
-            self.spawn(self.send(slot, due_abs, dispatched=True))
-        elif free > 0:
-            self._free_sends = free - 1
+        if self._free_sends > 0:
+            self._free_sends -= 1
             self._start(slot, due_abs, 0)
         else:
             self._waiting.push(slot, due_abs, now_ns())
@@ -380,7 +387,7 @@ class NativeWorker:
         self._tasks.discard(task)
         if self._waiting and not self._cut:
             self._start(*self._waiting.pop())
-        elif self._free_sends is not None:
+        else:
             self._free_sends += 1
 
     def _record_waiting(self) -> None:
@@ -402,8 +409,9 @@ class NativeWorker:
         end = now_ns()
         exchange = Exchange(t_send=end, t_end=end, error=Cancelled("interrupted"))
         exchange.connection_wait = end - since if since else 0
+        exchange.http_version = "2" if self.spec.http2 else "1.1"  # what it would have been
         self.control.stats.sent += 1
-        self._record(slot, due_abs, rspec, exchange, self.dialect.parser(rspec).summary)
+        self._record(slot, due_abs, rspec, exchange, NO_RESPONSE)
 
     async def sleep_until(self, due_abs: int) -> bool:
         """Sleep, then spin for the last `spin_ns`; False if asked to stop meanwhile."""
