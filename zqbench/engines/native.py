@@ -187,24 +187,10 @@ class NativeWorker:
     def stop_early(self) -> None:
         self.control.stopped_early = True
 
-    async def send(
-        self,
-        slot: Slot,
-        t_intended_abs: int | None,
-        *,
-        waiting_since: int = 0,
-        dispatched: bool = False,
-    ) -> None:
+    async def send(self, slot: Slot, t_intended_abs: int | None, *, waiting_since: int = 0) -> None:
         """One slot's request, from the source's spec to its sample on disk. `waiting_since`:
-        when it began to wait for a connection (0: it did not); `dispatched`: an open-loop
-        send the schedule planned (dispatch), which keeps its row whatever happens."""
+        when it began to wait for a connection (0: it did not)."""
         if self._cut:
-            if dispatched:
-                # Started from the waiting ones as the drain cut the run: never sent, and
-                # interrupted, as the ones still waiting are.
-                assert t_intended_abs is not None  # dispatch() always gives the due time
-                self._record_unsent(slot, t_intended_abs, waiting_since)
-                return
             # The drain has cut the run: a loop whose cancel was lost (or that was between
             # two awaits) must not send a request no row will stand for (#44 item 2).
             raise asyncio.CancelledError
@@ -376,11 +362,18 @@ class NativeWorker:
             self._waiting.push(slot, due_abs, now_ns())
 
     def _start(self, slot: Slot, due_abs: int, waiting_since: int) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self.send(slot, due_abs, waiting_since=waiting_since, dispatched=True)
-        )
+        task = asyncio.get_running_loop().create_task(self._planned(slot, due_abs, waiting_since))
         self._tasks.add(task)
         task.add_done_callback(self._sent)
+
+    async def _planned(self, slot: Slot, due_abs: int, waiting_since: int) -> None:
+        """A send the schedule planned: it keeps its row whatever happens."""
+        if self._cut:
+            # Handed a connection as the drain cut the run: never sent, and interrupted, as
+            # the ones still waiting are.
+            self._record_unsent(slot, due_abs, waiting_since)
+            return
+        await self.send(slot, due_abs, waiting_since=waiting_since)
 
     def _sent(self, task: asyncio.Task[None]) -> None:
         """A dispatched send ended: its connection goes to the oldest waiting one."""
