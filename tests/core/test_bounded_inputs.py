@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.core.conftest import write_scenario, zqbench_here
+from tests.servers import ProgrammedServer
 
 DEAD = "http://127.0.0.1:9"  # nothing listens: a run that got past its checks would exit 3
 
@@ -107,3 +108,60 @@ def test_a_sharegpt_answer_with_a_lone_surrogate_is_measured_not_exit_5(tmp_path
     )
     code, err = _run(path)
     assert code == 3, err  # past its checks: only the dead target stops it
+
+
+# --- the requests a run plans (#44 item 1): each is a row its analysis holds in memory -----
+TOO_MANY = "a run plans at most 3,600,000 (its analysis holds every request's row in memory): "
+LOWER = (
+    "lower the rate or the duration (or --rate-scale, --duration-scale), or split the load "
+    "into several runs"
+)
+
+
+@pytest.mark.parametrize(
+    ("load", "extra", "asked"),
+    [
+        # Ten thousand a second for six minutes is the most; a hair more is refused.
+        ('executor = "constant-arrival-rate"\nrate = 10000.003\nduration = "360s"', (),
+         "3,600,002 requests (rate x duration)"),
+        ('executor = "constant-arrival-rate"\nrate = 1000\nduration = "1h"',
+         ("--duration-scale", "1.5"), "5,400,000 requests (rate x duration)"),
+        ('executor = "sessions"\nrate = 100\nturns = 4\nduration = "10000s"\n'
+         '[request]\ntimeout = "5s"\nmax_tokens = 8\nprompt_tokens = 8', (),
+         "4,000,000 requests (rate x duration x turns)"),
+    ],
+)  # fmt: skip
+def test_a_load_past_the_planned_requests_is_exit_2_and_reaches_no_server(
+    tmp_path: Path, load: str, extra: tuple[str, ...], asked: str
+) -> None:
+    path = write_scenario(tmp_path, f"[load]\n{load}\n")
+    with ProgrammedServer() as server:
+        result = zqbench_here("run", str(path), "--target", server.url, "--api", "openai", *extra)
+        reached = server.all_truth()["requests"]
+    assert (result.returncode, result.stderr.strip(), reached) == (
+        2,
+        f"zqbench: error: the load asks for {asked}; {TOO_MANY}{LOWER}",
+        0,
+    )
+
+
+def test_a_trace_replaying_past_the_planned_requests_is_exit_2_and_reaches_no_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bound lowered rather than a 3,600,001-row trace built: four rows past a bound of 3.
+    monkeypatch.setattr("zqbench.load.trace.MAX_PLANNED_REQUESTS", 3)
+    path = _trace(tmp_path, [_tokens(t) for t in (0, 10, 20, 30)])
+    with ProgrammedServer() as server:
+        result = zqbench_here("run", str(path), "--target", server.url, "--api", "openai")
+        reached = server.all_truth()["requests"]
+    assert (result.returncode, result.stderr.strip(), reached) == (
+        2,
+        "zqbench: error: the load asks for 4 requests (the trace's rows replayed); a run plans "
+        "at most 3 (its analysis holds every request's row in memory): replay a part of it "
+        "([load] duration, or --duration-scale), or split the trace into several runs",
+        0,
+    )
+    cut = _trace(tmp_path, [_tokens(t) for t in (0, 10, 20, 30)], 'duration = "25ms"')
+    with ProgrammedServer() as server:  # the first three rows are replayed: under the bound
+        result = zqbench_here("run", str(cut), "--target", server.url, "--api", "openai")
+        assert server.all_truth()["requests"] > 0, result.stderr

@@ -22,8 +22,9 @@ def _file(tmp_path: Path, load: str) -> str:
 
 
 REQUESTS = (
-    "a run plans at most 20,000,000: lower the rate or the duration (or --rate-scale, "
-    "--duration-scale)"
+    "a run plans at most 3,600,000 (its analysis holds every request's row in memory): lower "
+    "the rate or the duration (or --rate-scale, --duration-scale), or split the load into "
+    "several runs"
 )
 
 
@@ -31,10 +32,15 @@ REQUESTS = (
     ("load", "asked"),
     [
         ('executor = "constant-arrival-rate"\nrate = 1e308\nduration = "10s"', "inf"),
-        ('executor = "constant-arrival-rate"\nrate = 5e8\nduration = "10s"', "5e+09"),
-        ('executor = "constant-arrival-rate"\nrate = 100\nduration = "700h"', "2.52e+08"),
+        ('executor = "constant-arrival-rate"\nrate = 5e8\nduration = "10s"', "5,000,000,000"),
+        ('executor = "constant-arrival-rate"\nrate = 100\nduration = "700h"', "252,000,000"),
+        # One past the bound: 10,000 req/s for six minutes is the most a run plans.
+        ('executor = "constant-arrival-rate"\nrate = 10000.003\nduration = "360s"',
+         "3,600,002"),
+        ('executor = "ramping-arrival-rate"\nstages = [{duration = "720s", target = 10000.01}]',
+         "3,600,004"),
     ],
-)
+)  # fmt: skip
 def test_a_schedule_past_the_bound_is_refused_before_it_is_allocated(
     tmp_path: Path, load: str, asked: str
 ) -> None:
@@ -62,8 +68,8 @@ def test_a_load_past_30_days_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_largest_schedule_allowed_still_plans(tmp_path: Path) -> None:
-    load = 'executor = "constant-arrival-rate"\nrate = 2000\nduration = "1000s"'  # 2,000,000
-    assert make_plan(_options(_file(tmp_path, load))).load.offered == 2_000_000
+    load = 'executor = "constant-arrival-rate"\nrate = 10000\nduration = "360s"'  # 3,600,000
+    assert make_plan(_options(_file(tmp_path, load))).load.offered == 3_600_000
 
 
 USERS = "a run holds at most 100,000: lower it (or --rate-scale)"

@@ -222,7 +222,7 @@ def test_a_line_past_16_mib_is_refused_before_the_rest_of_it_is_read(tmp_path: P
 # bound rather than build the big input.
 
 
-def test_rows_past_the_planned_requests_are_refused_as_they_are_read(
+def test_rows_past_the_bound_are_refused_as_they_are_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("zqbench.load.trace_file.MAX_TRACE_ROWS", 3)
@@ -230,8 +230,8 @@ def test_rows_past_the_planned_requests_are_refused_as_they_are_read(
     with pytest.raises(TraceError) as e:
         scan(path, "auto", 8)
     assert str(e.value) == (
-        f"trace {path} line 4: more than 3 rows; a run plans at most 3 requests: replay a "
-        "part of the trace (cut the file)"
+        f"trace {path} line 4: more than 3 rows; a trace holds at most 3 (its index keeps "
+        "each row's time): cut the file"
     )
 
 

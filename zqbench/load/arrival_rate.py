@@ -39,24 +39,33 @@ from zqbench.strict_toml import Table
 ARRIVALS = ("uniform", "poisson", "gamma")
 KEYS = ("arrivals", "burstiness", "graceful_stop")  # besides each executor's own
 YIELD_EVERY = 32  # when behind schedule, still let responses be read between sends
-# The schedule holds 18 bytes a request (time, id, stage) before any is sent: bounded so
-# that a typo (rate = 5e8) is a clear error, not an allocation of tens of GiB.
-MAX_PLANNED_REQUESTS = 20_000_000
+# The requests one run plans: each is a row of samples.parquet, and the analysis holds what
+# it derives of every row in memory at once (its exact percentiles need all of them), about
+# 400 bytes a row at its peak: 3,600,000 rows (an hour at 1,000 req/s, six minutes at
+# 10,000) stay under 2 GiB (docs/performance.md). The 20,000,000 accepted before would need
+# about 8 GB; a typo (rate = 5e8) is one clear line, never an allocation.
+MAX_PLANNED_REQUESTS = 3_600_000
+
+
+def too_many(bound: int) -> str:
+    """What a load past the bound is told, before how to fix it."""
+    return f"a run plans at most {bound:,} (its analysis holds every request's row in memory): "
 
 
 def check_planned(asked: float, how: str) -> None:
     """UsageError (exit 2) before any allocation or traffic unless the load asks for at
     least one request and at most MAX_PLANNED_REQUESTS (`how` says how they were counted)."""
+    options = "the rate or the duration (or --rate-scale, --duration-scale)"
     if not math.isfinite(asked) or asked > MAX_PLANNED_REQUESTS:
-        fix = f"at most {MAX_PLANNED_REQUESTS:,}: lower"
+        split = "split the load into several runs"
+        fix = f"{too_many(MAX_PLANNED_REQUESTS)}lower {options}, or {split}"
     elif asked < 1:
-        fix = "at least one: raise"  # a run that sends nothing measures nothing
+        fix = f"a run plans at least one: raise {options}"  # a run that sends nothing
     else:
         return
-    raise UsageError(
-        f"the load asks for {asked:.3g} requests ({how}); a run plans {fix} the rate or the "
-        "duration (or --rate-scale, --duration-scale)"
-    )
+    # In full near the bound (3,600,001, not 3.6e+06), else as 5e+15, inf or 1e-300.
+    shown = f"{math.ceil(asked):,}" if 1 <= asked < 1e15 else f"{asked:.3g}"
+    raise UsageError(f"the load asks for {shown} requests ({how}); {fix}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """The memory budget: the bounds one value of a scenario, a trace or a dataset is checked
 against before anything is allocated for it (exit 2 naming the value and the bound).
 
-Each bound is past what any real workload asks for, and the run's peak RSS with the
-largest value accepted stays under 2 GiB (measured figures: docs/scenarios.md, "Bounds").
+Each bound is past what a real workload asks of one run (a longer load is split into runs),
+and the run's peak RSS with the largest value accepted stays under 2 GiB (measured figures:
+docs/scenarios.md, "Bounds").
 The users at once (`executor.MAX_USERS`) and the requests an arrival-rate load plans
 (`arrival_rate.MAX_PLANNED_REQUESTS`) are checked where they are counted.
 """
@@ -24,7 +25,8 @@ MAX_ROW_BYTES = 16 << 20
 # Rows of a dataset file: the index keeps 40 bytes a row, the source and each worker's copy
 # 40 more, with the filters' passes beside them.
 MAX_DATASET_ROWS = 5_000_000
-# Rows of a trace file: each is a request, as many as an arrival-rate load may plan.
+# Rows of a trace file, each one's time kept by the index pass (431 MiB at the bound); a
+# run replays at most arrival_rate.MAX_PLANNED_REQUESTS of them ([load] duration cuts it).
 MAX_TRACE_ROWS = 20_000_000
 # A trace's hash ids of 2^32 or more are remembered one by one (a set, about 100 bytes an
 # id) to count the ideal reuse; traces number theirs from 0 in order of first use.

@@ -19,8 +19,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from zqbench.errors import OptionError, ScenarioError
-from zqbench.load.arrival_rate import CHUNK, Chunk, send_open_loop
+from zqbench.errors import OptionError, ScenarioError, UsageError
+from zqbench.load.arrival_rate import (
+    CHUNK,
+    MAX_PLANNED_REQUESTS,
+    Chunk,
+    send_open_loop,
+    too_many,
+)
 from zqbench.load.bounds import MAX_PROMPT_TOKENS
 from zqbench.load.executor import (
     Driver,
@@ -82,6 +88,12 @@ class TraceLoad:
 
     def plan(self, n_workers: int, seed: int) -> LoadPlan:
         times = self.times_ns()
+        if len(times) > MAX_PLANNED_REQUESTS:
+            raise UsageError(
+                f"the load asks for {len(times):,} requests (the trace's rows replayed); "
+                f"{too_many(MAX_PLANNED_REQUESTS)}replay a part of it ([load] duration, or "
+                "--duration-scale), or split the trace into several runs"
+            )
         works: list[Any] = [
             # One worker replays the times as they are; more take copies of their rows.
             TraceWork(times if n_workers == 1 else times[w::n_workers].copy(), w, n_workers)

@@ -123,8 +123,8 @@ def scan(path: Path, fmt: str, block_tokens: int) -> TraceIndex:
                 )
             if len(times) == MAX_TRACE_ROWS:
                 raise TraceError(
-                    f"{where}: more than {MAX_TRACE_ROWS:,} rows; a run plans at most "
-                    f"{MAX_TRACE_ROWS:,} requests: replay a part of the trace (cut the file)"
+                    f"{where}: more than {MAX_TRACE_ROWS:,} rows; a trace holds at most "
+                    f"{MAX_TRACE_ROWS:,} (its index keeps each row's time): cut the file"
                 )
             times.append(row.timestamp_ms)
             inputs += row.input_tokens
