@@ -31,8 +31,6 @@ from zqbench.summary import Summary, json_number
 if TYPE_CHECKING:
     from zqbench.saved.compare import Comparison, Diff
 
-COMPARE_PLOT_METRICS = ("latency", "latency_corrected", "ttft")
-
 
 def _value(v: float | None, rate: bool, signed: bool = False) -> str:
     if v is None:
@@ -66,7 +64,7 @@ def _cells(d: Diff) -> list[str]:
 
 def _run_rows(comparison: Comparison) -> list[list[str]]:
     rows = []
-    for label, run in zip(comparison.frames, comparison.runs, strict=True):
+    for label, run in zip(comparison.stats, comparison.runs, strict=True):
         s = redacted(run.summary)
         server = s.environment.get("reference_server") or {}
         scheduler = server.get("scheduler") if isinstance(server, dict) else None
@@ -134,7 +132,7 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
                 "queued_share": json_number(_queued_share(r.summary)),
                 "latency_p99_p50": _latency_ratio(r.summary),
             }
-            for label, r in zip(comparison.frames, comparison.runs, strict=True)
+            for label, r in zip(comparison.stats, comparison.runs, strict=True)
         ],
         "pairs": [
             {
@@ -156,9 +154,9 @@ def dumps(comparison: Comparison) -> str:
 def render_compare_page(comparison: Comparison, folder: Path) -> tuple[str, list[Path]]:
     """compare.html's text, and its figure, plots/compare_percentiles.png, written into
     `folder` for the page to embed."""
-    plot = compare_percentiles(
-        list(comparison.frames.items()), COMPARE_PLOT_METRICS, folder / PLOTS_DIR
-    )
+    runs = [(label, stats.curves) for label, stats in comparison.stats.items()]
+    metrics = list(runs[0][1])  # the curves every run has (saved/compare.py's FIGURE_METRICS)
+    plot = compare_percentiles(runs, metrics, folder / PLOTS_DIR)
     template = html_environment().get_template("compare.html.j2")
     page = template.render(
         comparison=comparison,

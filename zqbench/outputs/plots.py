@@ -334,18 +334,6 @@ def timeline(run: RunData) -> Drawn:
     )
 
 
-def _percentile_curve(sorted_s: np.ndarray, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
-    """(x, value_ms) of an HDR percentile plot, x = log10(1 / (1 - q)), sampled on a grid
-    so a million values draw as a few hundred points (nearest-rank quantiles). The last
-    point is the maximum, drawn at x = log10(n)."""
-    n = len(sorted_s)
-    top = np.log10(n) if n > 1 else 1.0
-    x = np.linspace(0.0, top, points)
-    q = np.append(1.0 - 10.0 ** (-x[:-1]), 1.0)
-    values = np.array([quantiles.quantile(sorted_s, float(qi)) for qi in q], dtype=float)
-    return x, values * MS
-
-
 def _percentile_axis(ax: Axes, max_x: float) -> None:
     ticks = {k: np.log10(1 / (1 - q)) for k, q in PERCENTILE_TICKS.items()}
     # A tick a hair beyond the data (n = 99 reaches 99% at 1.996) is still shown.
@@ -357,22 +345,21 @@ def _percentile_axis(ax: Axes, max_x: float) -> None:
 
 
 def _draw_percentiles(
-    ax: Axes, curves: list[tuple[str, np.ndarray, str]], title: str, *, empty: str
+    ax: Axes, curves: list[tuple[str, series.Curve | None, str]], title: str, *, empty: str
 ) -> None:
-    """One HDR panel: a line per (label, sorted seconds, color); without any, `empty` says
-    why."""
+    """One HDR panel: a line per (label, percentile curve in seconds, color); without any,
+    `empty` says why."""
     ax.set_title(title, fontsize=10)
     if not curves:
         _no_data(ax, empty)
         return
     max_x = 0.0
-    for label, sorted_s, color in curves:
-        finite = sorted_s[np.isfinite(sorted_s)]
-        if len(finite) == 0:
+    for label, curve, color in curves:
+        if curve is None:
             continue
-        x, v = _percentile_curve(finite)
-        counted = f"{label} (n={len(finite):,})"
-        ax.plot(x, np.maximum(v, FLOOR_MS), color=color, linewidth=1.4, label=counted)
+        x, values_s, n = curve
+        counted = f"{label} (n={n:,})"
+        ax.plot(x, np.maximum(values_s * MS, FLOOR_MS), color=color, linewidth=1.4, label=counted)
         max_x = max(max_x, float(x[-1]))
     _log_axis(ax)
     _percentile_axis(ax, max_x)
@@ -391,9 +378,8 @@ def percentiles(run: RunData) -> Drawn:
         for i, cls in enumerate(classes):
             keep = run.frame.mask(request_class=cls) if len(classes) > 1 else None
             label = cls if len(classes) > 1 else "all requests"
-            curves.append(
-                (label, run.frame.sorted_seconds(metric, keep), RUN_COLORS[i % len(RUN_COLORS)])
-            )
+            curve = series.percentile_curve(run.frame.sorted_seconds(metric, keep))
+            curves.append((label, curve, RUN_COLORS[i % len(RUN_COLORS)]))
         _draw_percentiles(ax, curves, metric, empty=f"unavailable:\n{reason}")
     fig.axes[0].set_ylabel("ms (log)")
     return (
@@ -773,15 +759,18 @@ def render_plots(
 
 
 def compare_percentiles(
-    runs: Sequence[tuple[str, MetricFrame]], metrics: Sequence[str], plots_dir: Path
+    runs: Sequence[tuple[str, Mapping[str, series.Curve | None]]],
+    metrics: Sequence[str],
+    plots_dir: Path,
 ) -> Plot:
-    """HDR percentile curves of several runs overlaid, one panel per metric."""
+    """HDR percentile curves of several runs overlaid, one panel per metric; each run gives
+    its curve of each metric (None: it has none)."""
     fig = _figure(1, len(metrics), height=3.8)
     for ax, metric in zip(fig.axes, metrics, strict=True):
         curves = [
-            (label, frame.sorted_seconds(metric), RUN_COLORS[i % len(RUN_COLORS)])
-            for i, (label, frame) in enumerate(runs)
-            if frame.unavailable_reason(metric) is None
+            (label, curves_of[metric], RUN_COLORS[i % len(RUN_COLORS)])
+            for i, (label, curves_of) in enumerate(runs)
+            if curves_of.get(metric) is not None
         ]
         _draw_percentiles(ax, curves, metric, empty="unavailable in every run")
     fig.axes[0].set_ylabel("ms (log)")

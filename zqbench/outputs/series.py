@@ -93,3 +93,20 @@ def window_times(t_send_s: np.ndarray, defined: np.ndarray, window: int) -> np.n
     if n == 0:
         return np.empty(0)
     return t[: n * window].reshape(n, window).mean(axis=1)
+
+
+Curve = tuple[np.ndarray, np.ndarray, int]  # x, the values at x, how many values
+
+
+def percentile_curve(sorted_values: np.ndarray, points: int = 400) -> Curve | None:
+    """The HDR percentile curve of ascending values, infinities left out: x = log10(1 / (1 -
+    q)) on a grid, so a million values draw as a few hundred points (nearest-rank
+    quantiles); the last point is the maximum, at x = log10(n). None without a finite one."""
+    finite = sorted_values[np.isfinite(sorted_values)]
+    n = len(finite)
+    if n == 0:
+        return None
+    top = np.log10(n) if n > 1 else 1.0
+    x = np.linspace(0.0, top, points)
+    q = np.append(1.0 - 10.0 ** (-x[:-1]), 1.0)
+    return x, np.array([quantiles.quantile(finite, float(qi)) for qi in q], dtype=float), n

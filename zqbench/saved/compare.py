@@ -36,6 +36,8 @@ from zqbench.metrics import quantiles
 from zqbench.metrics.frame import DURATION_METRICS, MetricFrame
 from zqbench.metrics.summarize import PERCENTILES
 from zqbench.outputs.render import frame_of
+from zqbench.outputs.series import Curve, percentile_curve
+from zqbench.samples.columns import give_back
 from zqbench.saved.run import SavedRun, load_run
 
 CONFIDENCE_EACH = 0.975  # per run, so the difference's interval has >= 95% coverage
@@ -119,6 +121,45 @@ class Pair:
     verdict: str
 
 
+# The metrics compare.html draws as percentile curves, each run's overlaid.
+FIGURE_METRICS = ("latency", "latency_corrected", "ttft")
+Estimate = tuple[float | None, float | None, float | None]  # a percentile and its CI
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """What a comparison reads of one run, taken from its metric frame so that the frame is
+    let go before the next run's is built: two frames of 3,600,000 requests held together
+    peaked at 2,104 MiB (#44). Seconds; each percentile with its CONFIDENCE_EACH interval."""
+
+    n: int
+    failed: int  # requests that did not succeed (errors:rate)
+    unavailable: dict[str, str | None]  # why each compared metric has no value; None: it has
+    estimates: dict[str, Estimate]  # by stat key, for the metrics that have values
+    curves: dict[str, Curve | None]  # FIGURE_METRICS' percentile curves
+
+    @classmethod
+    def of(cls, frame: MetricFrame, stats: Sequence[Stat]) -> RunStats:
+        metrics = {s.metric for s in stats if s.stat != "rate"} | set(FIGURE_METRICS)
+        unavailable = {m: frame.unavailable_reason(m) for m in sorted(metrics)}
+        estimates: dict[str, Estimate] = {}
+        curves: dict[str, Curve | None] = dict.fromkeys(FIGURE_METRICS)
+        for metric, reason in unavailable.items():
+            if reason is not None:
+                continue
+            values = frame.sorted_seconds(metric)  # one sort, let go with the loop
+            for s in stats:
+                if s.metric == metric and s.stat != "rate":
+                    estimates[s.key] = (
+                        quantiles.quantile(values, s.q),
+                        *quantiles.quantile_ci(values, s.q, CONFIDENCE_EACH),
+                    )
+            if metric in curves:
+                curves[metric] = percentile_curve(values)
+        failed = int(np.count_nonzero(~frame.ok))
+        return cls(frame.n, failed, unavailable, estimates, curves)
+
+
 @dataclass
 class Comparison:
     runs: list[SavedRun]
@@ -127,7 +168,7 @@ class Comparison:
     max_regression: float
     max_error_increase: float
     gated: list[str]
-    frames: dict[str, MetricFrame] = field(default_factory=dict, repr=False)
+    stats: dict[str, RunStats] = field(default_factory=dict, repr=False)  # by run label
     warnings: list[str] = field(default_factory=list)  # e.g. the runs sent other requests
 
 
@@ -147,34 +188,30 @@ def _decide(low: float | None, high: float | None, allowed: float) -> str:
 
 
 def _percentile_diff(
-    stat: Stat, a: MetricFrame, b: MetricFrame, max_regression: float, gated: bool
+    stat: Stat, a: RunStats, b: RunStats, max_regression: float, gated: bool
 ) -> Diff:
-    missing = [f.unavailable_reason(stat.metric) for f in (a, b)]
+    missing = [r.unavailable[stat.metric] for r in (a, b)]
     note = "; ".join(m for m in missing if m)
     if all(missing):
         return Diff.without_value(stat.key, "unavailable", gated, note)
-    xa, xb = (
-        None if m else f.sorted_seconds(stat.metric) for f, m in zip((a, b), missing, strict=True)
-    )
-    pa, pb = (None if x is None else quantiles.quantile(x, stat.q) for x in (xa, xb))
-    if xa is None or xb is None:
+    ea, eb = (None if m else r.estimates[stat.key] for r, m in zip((a, b), missing, strict=True))
+    pa, pb = (None if e is None else e[0] for e in (ea, eb))
+    if ea is None or eb is None:
         # The run that has it shows its value (a zero-queue twin's time to reject beside a
         # FIFO baseline that refused nothing); there is no difference to judge.
         return Diff(stat.key, pa, pb, None, None, None, None, "inconclusive", gated, note)
-    la, ha = quantiles.quantile_ci(xa, stat.q, CONFIDENCE_EACH)
-    lb, hb = quantiles.quantile_ci(xb, stat.q, CONFIDENCE_EACH)
+    _, la, ha = ea
+    _, lb, hb = eb
     low, high = _sub(lb, ha), _sub(hb, la)
     allowed = max_regression * abs(pa) if pa is not None and math.isfinite(pa) else None
     verdict = "inconclusive" if allowed is None else _decide(low, high, allowed)
     return Diff(stat.key, pa, pb, _sub(pb, pa), low, high, allowed, verdict, gated)
 
 
-def _rate_diff(
-    stat: Stat, a: MetricFrame, b: MetricFrame, max_increase: float, gated: bool
-) -> Diff:
+def _rate_diff(stat: Stat, a: RunStats, b: RunStats, max_increase: float, gated: bool) -> Diff:
     if a.n == 0 or b.n == 0:
         return Diff.without_value(stat.key, "unavailable", gated)
-    fa, fb = int(np.count_nonzero(~a.ok)), int(np.count_nonzero(~b.ok))
+    fa, fb = a.failed, b.failed
     z = 2.241402727604947  # standard normal 0.9875 quantile: a 97.5% Wilson interval each
     la, ha = quantiles.wilson_interval(fa, a.n, z)
     lb, hb = quantiles.wilson_interval(fb, b.n, z)
@@ -210,16 +247,18 @@ def compare_runs(
     shown = gated + [parse_stat(m) for m in SHOWN if m not in keys]
     runs = [load_run(Path(d)) for d in run_dirs]
     labels = unique_labels(runs)
-    frames = {
-        label: frame_of(r.summary, r.columns()) for label, r in zip(labels, runs, strict=True)
-    }
-    base = frames[labels[0]]
+    # One run's frame at a time: each gives what the comparison reads of it, then goes.
+    stats = {}
+    for label, run in zip(labels, runs, strict=True):
+        stats[label] = RunStats.of(frame_of(run.summary, run.columns()), shown)
+        give_back()
+    base = stats[labels[0]]
     pairs = []
     for label in labels[1:]:
         diffs = [
-            _rate_diff(s, base, frames[label], max_error_increase, s in gated)
+            _rate_diff(s, base, stats[label], max_error_increase, s in gated)
             if s.stat == "rate"
-            else _percentile_diff(s, base, frames[label], max_regression, s in gated)
+            else _percentile_diff(s, base, stats[label], max_regression, s in gated)
             for s in shown
         ]
         judged = {d.verdict for d in diffs if d.gated and d.verdict != "unavailable"}
@@ -233,7 +272,7 @@ def compare_runs(
         if (w := _other_requests(labels[0], runs[0], label, run)) is not None
     ]
     return Comparison(
-        runs, pairs, verdict, max_regression, max_error_increase, keys, frames, warnings
+        runs, pairs, verdict, max_regression, max_error_increase, keys, stats, warnings
     )
 
 
