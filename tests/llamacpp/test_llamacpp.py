@@ -6,7 +6,8 @@ response's connection although its headers promise keep-alive. These tests drive
 user would, with `--target` alone, and check that zqbench reads it right: the deferred queue
 from its /metrics, capacity from /props, no false resets on the connections it closes, the
 queue's requests cut at the graceful stop said so, both APIs' prompt tokens alike, and
-conform's zero-queue group failed for the queue.
+conform's zero-queue group failed for the queue. The runs about what it serves (streams back
+to back, both APIs' prompt tokens) are made without report.html (run_pinned).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import pytest
 from tests.conform.test_usage_tokens import judged
 from tests.conform.util import judged_on_behaviour
 from tests.llamacpp.target import SLOTS, LlamaServer
-from tests.vllm.conftest import zqbench_pinned
+from tests.vllm.conftest import run_pinned, zqbench_pinned
 
 pytestmark = pytest.mark.slow
 
 # As in tests/vllm: these tests are about what llama.cpp serves and how zqbench reads it, not
 # about the generator's timing on a core it shares with the other pytest worker.
-LAG_OK = ("--max-schedule-lag", "250ms")
+LAG_OK_S = 0.25
+LAG_OK = ("--max-schedule-lag", f"{LAG_OK_S * 1e3:g}ms")
 
 BACK_TO_BACK = """
 name = "back-to-back"
@@ -105,8 +107,10 @@ def test_back_to_back_streams_on_connections_it_closes_are_never_false_resets(
     scenario = tmp_path / "back-to-back.toml"
     scenario.write_text(BACK_TO_BACK)
     out = tmp_path / client
-    args = ["run", str(scenario), "--target", llama.base_url, "--h1-client", client, *LAG_OK]
-    result = zqbench_pinned(*args, "-q", "--out", str(out))
+    result = run_pinned(
+        scenario=str(scenario), target=llama.base_url, h1_client=client,
+        max_schedule_lag_s=LAG_OK_S, out=str(out),
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     samples = pq.read_table(out / "samples.parquet").to_pandas()
     # 8 s, not a count: one stream took 15 ms on CI's llama-server build and 35-55 ms on a
@@ -182,8 +186,10 @@ def test_both_apis_count_the_same_prompts_tokens(llama: LlamaServer, tmp_path: P
     totals = {}
     for api in ("anthropic", "openai"):
         out = tmp_path / api
-        args = ["run", "smoke", "--target", llama.base_url, "--api", api, "--seed", "5"]
-        result = zqbench_pinned(*args, *LAG_OK, "-q", "--out", str(out))
+        result = run_pinned(
+            scenario="smoke", target=llama.base_url, api=api, seed=5,
+            max_schedule_lag_s=LAG_OK_S, out=str(out),
+        )  # fmt: skip
         assert result.returncode in (0, 1), result.stderr
         rows = pq.read_table(out / "samples.parquet").to_pandas()
         ok = rows[rows["error"].isna()].sort_values("request_id")

@@ -4,7 +4,9 @@ vLLM is the server most users benchmark, and it queues: past its 8 slots a reque
 the engine's queue, with its response headers already sent. These tests drive the CLI as a
 user would, with `--target` alone, and check that zqbench says so: a valid FAIL with the
 queue shown from vLLM's own metrics, conform's zero-queue group failed for that reason,
-probe's TTFT, and a wrong model refused in vLLM's words before any load.
+probe's TTFT, and a wrong model refused in vLLM's words before any load. The tests of what
+vLLM serves (each API's tokens, a dataset's lengths, its prefix cache, a trace, sessions)
+make the same runs without report.html (conftest.run_pinned).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conform.util import judged_on_behaviour
-from tests.vllm.conftest import zqbench_pinned
+from tests.vllm.conftest import run_pinned, zqbench_pinned
 from tests.vllm.target import VllmServer
 
 pytestmark = pytest.mark.slow
@@ -186,8 +188,8 @@ def test_each_api_vllm_serves_measures_its_tokens(
     vllm: VllmServer, tmp_path: Path, api: str
 ) -> None:
     out = tmp_path / api
-    result = zqbench_pinned(
-        "run", "smoke", "--target", vllm.base_url, "--api", api, *LAG_OK, "-q", "--out", str(out)
+    result = run_pinned(
+        scenario="smoke", target=vllm.base_url, api=api, max_schedule_lag_s=LAG_OK_S, out=str(out)
     )
     assert result.returncode in (0, 1), result.stderr  # judged on its SLOs, either way
     summary = _json(out / "summary.json")
@@ -228,8 +230,10 @@ def test_a_dataset_run_gets_each_rows_output_length_from_vllm(
                             {"role": "user", "content": "and now?"}]}  # fmt: skip
     dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "dataset"
-    args = ["run", "smoke", "--target", vllm.base_url, "--api", "openai", "--dataset"]
-    result = zqbench_pinned(*args, str(dataset), *LAG_OK, "-q", "--out", str(out))
+    result = run_pinned(
+        scenario="smoke", target=vllm.base_url, api="openai", dataset=str(dataset),
+        max_schedule_lag_s=LAG_OK_S, out=str(out),
+    )  # fmt: skip
     assert result.returncode in (0, 1), result.stderr
     summary = _json(out / "summary.json")
     source = summary["environment"]["request_source"]
@@ -257,10 +261,12 @@ def test_shared_prefixes_hit_vllms_prefix_cache_and_cold_prompts_do_not(
     runs = {}
     for name in ("shared-prefix", "shared-prefix-cold"):
         out = tmp_path / name
-        args = ["run", name, "--target", vllm.base_url, "--api", "openai", *LAG_OK]
-        args += ["--duration-scale", "0.35", "--min-samples", "40"]  # about 70 requests in 7 s
-        args += ["--seed", str(attempt_seed)]  # prompts no earlier run (or attempt) sent
-        result = zqbench_pinned(*args, "-q", "--out", str(out))
+        result = run_pinned(
+            scenario=name, target=vllm.base_url, api="openai", max_schedule_lag_s=LAG_OK_S,
+            duration_scale=0.35, min_samples=40,  # about 70 requests in 7 s
+            seed=attempt_seed,  # prompts no earlier run (or attempt) sent
+            out=str(out),
+        )  # fmt: skip
         assert result.returncode in (0, 1), result.stderr
         runs[name] = _json(out / "summary.json")
     warm, cold = runs["shared-prefix"], runs["shared-prefix-cold"]
@@ -282,9 +288,10 @@ def test_a_trace_replay_gives_vllm_the_traces_own_prefix_reuse(
     # The bundled trace's first half, 3x faster: about 90 requests in 6 s. A seed of this
     # attempt's own, so no earlier run (or attempt) against this vLLM sent the same text.
     out = tmp_path / "trace"
-    args = ["run", "trace", "--target", vllm.base_url, "--api", "openai", *LAG_OK]
-    args += ["--rate-scale", "3", "--duration-scale", "0.5", "--min-samples", "40"]
-    result = zqbench_pinned(*args, "--seed", str(attempt_seed), "-q", "--out", str(out))
+    result = run_pinned(
+        scenario="trace", target=vllm.base_url, api="openai", max_schedule_lag_s=LAG_OK_S,
+        rate_scale=3, duration_scale=0.5, min_samples=40, seed=attempt_seed, out=str(out),
+    )  # fmt: skip
     assert result.returncode in (0, 1), result.stderr
     summary = _json(out / "summary.json")
     assert summary["validity"]["ok"], summary["validity"]
@@ -328,9 +335,10 @@ def test_each_sessions_turn_carries_the_last_one_and_its_answer_on_vllm(
     )
     for api in ("openai", "anthropic"):
         out = tmp_path / api
-        args = ["run", str(scenario), "--target", vllm.base_url, "--api", api, *LAG_OK]
-        args += ["--min-samples", "20"]
-        result = zqbench_pinned(*args, "-q", "--out", str(out))
+        result = run_pinned(
+            scenario=str(scenario), target=vllm.base_url, api=api, max_schedule_lag_s=LAG_OK_S,
+            min_samples=20, out=str(out),
+        )  # fmt: skip
         assert result.returncode in (0, 1), result.stderr
         summary = _json(out / "summary.json")
         assert summary["sessions"]["completed"] == summary["sessions"]["sessions"] >= 6

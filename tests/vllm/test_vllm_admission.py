@@ -21,7 +21,7 @@ import pytest
 
 from tests.conform.util import judged_on_behaviour
 from tests.servers.process_group import need_engine
-from tests.vllm.conftest import zqbench_pinned
+from tests.vllm.conftest import run_pinned, zqbench_pinned
 from tests.vllm.target import VllmServer, free_port, start_vllm, vllm_available
 
 pytestmark = pytest.mark.slow
@@ -57,10 +57,9 @@ def test_a_burst_on_vllms_zero_queue_mode_refuses_what_vllm_counts_and_queues_no
 ) -> None:
     before = _rejections(capped)
     out = tmp_path / "burst"
-    result = zqbench_pinned(
-        "run", "burst", "--target", capped.base_url, "--rate-scale", "0.04",
-        "--duration-scale", "0.5", "--max-tokens", "32", "--max-schedule-lag", "250ms",
-        "--out", str(out),
+    result = run_pinned(
+        scenario="burst", target=capped.base_url, rate_scale=0.04, duration_scale=0.5,
+        max_tokens=32, max_schedule_lag_s=0.25, out=str(out),
     )  # fmt: skip
     grown = _rejections(capped) - before
     assert result.returncode in (0, 1), result.stderr  # an SLO verdict, not invalid

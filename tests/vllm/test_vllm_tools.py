@@ -14,6 +14,9 @@ chooses EOS); usage's completion_tokens_details.reasoning_tokens counts the 16.
 Its own server: with auto tool choice on, vLLM 0.32 streams plain answers differently (21 and
 26 of 100 smoke requests one chunk per token in two runs, against at least 90 without the
 flags), so test_vllm.py's server stays without them, and on its plain model.
+
+The thinking run goes through the CLI; the tool workload and the agent's loop are made
+without report.html (conftest.run_pinned): what they check is what vLLM served.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import pytest
 from tests.dialects.frames import feed
 from tests.dialects.sdk import sdk_read
 from tests.servers.process_group import need_engine
-from tests.vllm.conftest import zqbench_pinned
+from tests.vllm.conftest import run_pinned, zqbench_pinned
 from tests.vllm.target import VllmServer, free_port, start_vllm, think_model_dir, vllm_available
 from zqbench.conform import ConformOptions, run_conformance
 from zqbench.dialects import get_dialect
@@ -134,9 +137,11 @@ def test_the_tool_workload_counts_one_call_a_request_exactly(
     """scenarios/tool-calls.toml (two tools offered, one named) against vLLM: every answer
     one call, summary and samples agree with it, and the tokens are vLLM's usage."""
     out = tmp_path / "tools"
-    args = ["run", "tool-calls", "--target", vllm.base_url, "--duration-scale", "0.3"]
-    args += ["--min-samples", "20", "--max-schedule-lag", "250ms"]  # 30 requests, a busy core
-    result = zqbench_pinned(*args, "-q", "--out", str(out))
+    result = run_pinned(
+        scenario="tool-calls", target=vllm.base_url, duration_scale=0.3,
+        min_samples=20, max_schedule_lag_s=0.25,  # 30 requests, a busy core
+        out=str(out),
+    )  # fmt: skip
     assert result.returncode in (0, 1), result.stderr  # judged on its SLOs, either way
     summary = json.loads((out / "summary.json").read_text())
     assert summary["validity"]["ok"], summary["validity"]
@@ -273,8 +278,10 @@ def test_an_agents_loop_sends_each_call_back_with_its_result_and_vllm_takes_it(
     scenario = tmp_path / "agent.toml"
     scenario.write_text(AGENT.format(api=api, tools=tools))
     out = tmp_path / "agent"
-    args = ["run", str(scenario), "--target", vllm.base_url, "--min-samples", "6"]
-    result = zqbench_pinned(*args, "--max-schedule-lag", "250ms", "-q", "--out", str(out))
+    result = run_pinned(
+        scenario=str(scenario), target=vllm.base_url, min_samples=6, max_schedule_lag_s=0.25,
+        out=str(out),
+    )  # fmt: skip
     assert result.returncode in (0, 1), result.stderr
     rows = pq.read_table(out / "samples.parquet").to_pylist()
     by_session: dict[int, dict[int, dict]] = {}
