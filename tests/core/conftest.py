@@ -70,11 +70,12 @@ def calibration_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_programmed(
-    tmp_path: Path, scenario: str, program: str, **options: Any
+    tmp_path: Path, scenario: str, program: str, *, html: bool = False, **options: Any
 ) -> tuple[RunResult, dict]:
     """`scenario` (TOML text) run against a fresh programmed server whose every request
     follows `program` (an x-program header); the result and the server's ground truth.
-    `options`: more RunOptions fields."""
+    `options`: more RunOptions fields. report.html only with `html`: its figures cost about
+    3 s of CPU a run, and most of these tests read the summary and the samples."""
     path = write_scenario(tmp_path, scenario)
     with ProgrammedServer() as server:
         result = run_scenario(
@@ -85,6 +86,7 @@ def run_programmed(
                 headers=(program,),
                 out=tmp_path / "run",
                 calibration="off",
+                html=html,
                 **options,
             )
         )

@@ -46,7 +46,7 @@ at_rest_probes = 0  # the probes would wait too
 def test_requests_cut_by_the_graceful_stop_say_so(
     tmp_path: Path, program: str, waiting: bool
 ) -> None:
-    result, _ = run_programmed(tmp_path, SCENARIO, program)
+    result, _ = run_programmed(tmp_path, SCENARIO, program, html=True)  # read below
     summary = result.summary
     cut = summary.cut_at_end
     assert cut is not None
