@@ -97,6 +97,7 @@ def test_a_server_stall_shows_in_latency_corrected_not_only_in_latency(
             max_schedule_lag_s=0.05,
             out=tmp_path / "run",
             calibration="off",  # no probe requests among the server's truth
+            html=False,  # nothing here reads report.html (~3 s of CPU a run)
         ),
         on_progress=on_progress,
     )

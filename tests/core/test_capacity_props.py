@@ -107,6 +107,7 @@ def test_a_run_takes_the_capacity_props_states(tmp_path: Path) -> None:
                 model=MODEL,
                 out=tmp_path / "run",
                 calibration="off",
+                html=False,  # nothing here reads report.html (~3 s of CPU a run)
             )
         )
     outcomes = result.summary.outcomes
