@@ -24,7 +24,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 
-from tests.core.conftest import REPO, write_scenario, zqbench
+from tests.core.conftest import REPO, write_scenario, zqbench, zqbench_here
 from zqbench.errors import (
     EXIT_INTERRUPTED,
     EXIT_INVALID,
@@ -289,14 +289,16 @@ def test_too_few_workers_is_one_line_and_exit_3(tmp_path: Path, ref_server: Embe
 
 
 def test_retry_after_follow_ups_are_refused_for_a_distributed_run(
-    tmp_path: Path, ref_server: EmbeddedServer
+    tmp_path: Path, ref_server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     body = SCENARIO.format(duration="1s") + "[outcomes]\nretry_after_follow_ups = 5\n"
     scenario = write_scenario(tmp_path, body)
-    result = zqbench(
+    for name, value in SECRET_ENV.items():
+        monkeypatch.setenv(name, value)
+    result = zqbench_here(  # refused before any traffic: the CLI in this process
         "run", str(scenario), "--target", ref_server.base_url, "--calibration", "off",
         "--out", str(tmp_path / "run"), "-q", "--distributed", "--expect-workers", "1",
-        "--master-bind", f"127.0.0.1:{_free_port()}", "--worker-wait", "1", env=SECRET_ENV,
+        "--master-bind", f"127.0.0.1:{_free_port()}", "--worker-wait", "1",
     )  # fmt: skip
     assert result.returncode == EXIT_USAGE
     assert result.stderr.strip().splitlines()[-1] == (
@@ -307,14 +309,16 @@ def test_retry_after_follow_ups_are_refused_for_a_distributed_run(
 
 
 def test_stop_rules_are_refused_for_a_distributed_run(
-    tmp_path: Path, ref_server: EmbeddedServer
+    tmp_path: Path, ref_server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     body = SCENARIO.format(duration="1s") + "[stop.error_rate]\nabove = 0.5\n"
     scenario = write_scenario(tmp_path, body)
-    result = zqbench(
+    for name, value in SECRET_ENV.items():
+        monkeypatch.setenv(name, value)
+    result = zqbench_here(  # refused before any traffic: the CLI in this process
         "run", str(scenario), "--target", ref_server.base_url, "--calibration", "off",
         "--out", str(tmp_path / "run"), "-q", "--distributed", "--expect-workers", "1",
-        "--master-bind", f"127.0.0.1:{_free_port()}", "--worker-wait", "1", env=SECRET_ENV,
+        "--master-bind", f"127.0.0.1:{_free_port()}", "--worker-wait", "1",
     )  # fmt: skip
     assert result.returncode == EXIT_USAGE
     assert result.stderr.strip().splitlines()[-1] == (
