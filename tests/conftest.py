@@ -10,12 +10,23 @@ else.
 
 from __future__ import annotations
 
+import os
+import sys
 import zlib
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import settings
+
+# Bytecode is cached for this run and the processes it starts (each xdist worker inherits the
+# environment from here). With PYTHONDONTWRITEBYTECODE set, as on this project's CI machine,
+# nothing was: every CLI run, reference server and worker the tests start compiled each
+# zqbench module it imports from source again, and each worker's assertion rewriting every
+# test file (collecting took 16 CPU-s a worker, 12 with the cache; test_run_cli and
+# test_recovery 122 CPU-s, 116). __pycache__ is in .gitignore.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Property tests draw the same cases every run: a suite that passes passes every time, and a
 # case one finds is kept as a regular test (tests/dialects: an OpenAI stream of only
