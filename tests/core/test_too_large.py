@@ -39,8 +39,8 @@ class _Samples:
     def add(self, sample: Sample) -> None:
         self.samples.append(sample)
 
-    def maybe_flush(self) -> None:
-        pass
+    def due(self) -> bool:
+        return False
 
     def close(self) -> None:
         pass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 
@@ -171,8 +170,7 @@ def test_ttfa_is_timed_where_the_answer_came_after_thinking_or_as_a_call() -> No
     token is its answer (no ttfa of its own, as in summary.json)."""
     counts = LiveCounts()
     plain = _sample(0, stage=0, cls="a", status=200, error=None, latency_ms=40)
-    thought = dataclasses.replace(
-        _sample(1, stage=0, cls="a", status=200, error=None, latency_ms=40),
+    thought = _sample(1, stage=0, cls="a", status=200, error=None, latency_ms=40)._replace(
         carried=THINKING | TEXT,
         t_first_answer=1 * MS + 30 * MS,
     )

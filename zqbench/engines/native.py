@@ -427,7 +427,13 @@ class NativeWorker:
         last_progress = 0.0
         while True:
             await asyncio.sleep(min(self.spec.flush_interval_s, interval) / 2)
-            self.recorder.maybe_flush()
+            if self.recorder.due():
+                steps = self.recorder.flush_steps()
+                try:
+                    for _ in steps:
+                        await asyncio.sleep(0)
+                finally:
+                    steps.close()  # cancelled mid-flush: its rows go back for close()
             now = time.monotonic()
             if self.control.on_progress is not None and now - last_progress >= interval:
                 last_progress = now

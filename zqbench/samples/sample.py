@@ -9,14 +9,16 @@ the same columns.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow as pa
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
+class Sample(NamedTuple):
+    """A tuple in the schema's order, so the recorder buffers it as it is: a frozen
+    dataclass of these 37 fields cost 7.6 us to build and 1 us more to turn into the row the
+    recorder converts, a NamedTuple 3.2 us in all, on a send path of about 150 (#45)."""
+
     request_id: int
     worker: int
     stage: int
@@ -67,7 +69,7 @@ class Sample:
     tool_calls: int = 0
 
 
-SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sample))
+SAMPLE_FIELDS: tuple[str, ...] = Sample._fields
 
 # samples.parquet's schema is read off Sample's annotations, so the two never drift apart.
 _ARROW_TYPES = {"int": pa.int64(), "str": pa.string(), "bool": pa.bool_(), "float": pa.float64()}
@@ -77,11 +79,17 @@ _INT32 = frozenset({"worker", "stage", "status", "n_chunks", "turn", "carried", 
 _NULLABLE = frozenset({"resent", "carried", "reasoning_from_usage", "tool_calls"})
 
 
-def _arrow_field(f: dataclasses.Field[object]) -> pa.Field:
+def _arrow_field(name: str, annotation: str) -> pa.Field:
     """A field's column: its type's, int32 for the small counts; nullable where it may be None."""
-    kind, _, none = str(f.type).partition(" | ")
-    arrow = pa.int32() if f.name in _INT32 else _ARROW_TYPES[kind]
-    return pa.field(f.name, arrow, nullable=bool(none) or f.name in _NULLABLE)
+    kind, _, none = annotation.partition(" | ")
+    arrow = pa.int32() if name in _INT32 else _ARROW_TYPES[kind]
+    return pa.field(name, arrow, nullable=bool(none) or name in _NULLABLE)
 
 
-ARROW_SCHEMA = pa.schema([_arrow_field(f) for f in dataclasses.fields(Sample)])
+def _annotation(name: str) -> str:
+    """A field's annotation as written (NamedTuple keeps a string one as a ForwardRef)."""
+    a = Sample.__annotations__[name]
+    return str(getattr(a, "__forward_arg__", a))
+
+
+ARROW_SCHEMA = pa.schema([_arrow_field(name, _annotation(name)) for name in SAMPLE_FIELDS])
