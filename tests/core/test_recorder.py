@@ -127,6 +127,7 @@ def test_kill_9_loses_at_most_the_last_flush_interval(tmp_path: Path) -> None:
     assert ids == list(range(len(ids))), "no gaps: batches are whole"
     assert len(ids) >= flushed >= last, f"{len(ids)} samples after the kill, {flushed} before"
 
+
 def test_a_flush_cut_between_columns_loses_no_row(tmp_path: Path) -> None:
     """The engine flushes a column at a time, its loop taking a turn between two (#45): a
     flush closed part way (the run's housekeeping cancelled) hands its rows back, and rows
