@@ -77,9 +77,11 @@ class CallPieces:
     pieces: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestSpec:
-    """What to ask for; the dialect decides how it looks on the wire."""
+    """What to ask for; the dialect decides how it looks on the wire. Built once a request
+    and never changed after (not frozen: a frozen dataclass's __init__ sets each of its 14
+    fields through object.__setattr__, 2.5 us a request against 0.7, #45)."""
 
     request_class: str
     prompt: str  # the user message the request ends with

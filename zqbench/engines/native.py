@@ -187,13 +187,20 @@ class NativeWorker:
     def stop_early(self) -> None:
         self.control.stopped_early = True
 
-    async def send(self, slot: Slot, t_intended_abs: int | None, *, waiting_since: int = 0) -> None:
+    async def send(
+        self,
+        slot: Slot,
+        t_intended_abs: int | None,
+        *,
+        waiting_since: int = 0,
+        planned: bool = False,
+    ) -> None:
         """One slot's request, from the source's spec to its sample on disk. `waiting_since`:
-        when it began to wait for a connection (0: it did not)."""
+        when it began to wait for a connection (0: it did not); `planned`: an arrival the
+        schedule planned, which keeps its row whatever happens."""
         if self._cut:
-            # The drain has cut the run: a loop whose cancel was lost (or that was between
-            # two awaits) must not send a request no row will stand for (#44 item 2).
-            raise asyncio.CancelledError
+            self._cut_before_send(slot, t_intended_abs, waiting_since, planned)
+            return
         waited = now_ns() - waiting_since if waiting_since else 0
         if self._stage_ended(slot.stage, t_intended_abs):
             if t_intended_abs is None:
@@ -257,6 +264,19 @@ class NativeWorker:
             task = asyncio.get_running_loop().create_task(coro)
             self._follow_up_tasks.add(task)
             task.add_done_callback(self._follow_up_tasks.discard)
+
+    def _cut_before_send(
+        self, slot: Slot, t_intended_abs: int | None, waiting_since: int, planned: bool
+    ) -> None:
+        """The drain has cut the run before this send began."""
+        if planned and t_intended_abs is not None:
+            # Handed a connection as the drain cut the run: never sent, and interrupted, as
+            # the ones still waiting are.
+            self._record_unsent(slot, t_intended_abs, waiting_since)
+            return
+        # A loop whose cancel was lost (or that was between two awaits) must not send a
+        # request no row will stand for (#44 item 2).
+        raise asyncio.CancelledError
 
     def _stage_ended(self, stage: int, t_intended_abs: int | None) -> bool:
         """A [stop] rule ended the stage before this request was due: it is not sent (the
@@ -362,18 +382,11 @@ class NativeWorker:
             self._waiting.push(slot, due_abs, now_ns())
 
     def _start(self, slot: Slot, due_abs: int, waiting_since: int) -> None:
-        task = asyncio.get_running_loop().create_task(self._planned(slot, due_abs, waiting_since))
+        """A send the schedule planned: it keeps its row whatever happens."""
+        coro = self.send(slot, due_abs, waiting_since=waiting_since, planned=True)
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._sent)
-
-    async def _planned(self, slot: Slot, due_abs: int, waiting_since: int) -> None:
-        """A send the schedule planned: it keeps its row whatever happens."""
-        if self._cut:
-            # Handed a connection as the drain cut the run: never sent, and interrupted, as
-            # the ones still waiting are.
-            self._record_unsent(slot, due_abs, waiting_since)
-            return
-        await self.send(slot, due_abs, waiting_since=waiting_since)
 
     def _sent(self, task: asyncio.Task[None]) -> None:
         """A dispatched send ended: its connection goes to the oldest waiting one."""

@@ -60,6 +60,9 @@ MAX_HEAD_BYTES = 64 * 1024  # status line + headers; more is not a plausible res
 MAX_CHUNK_LINE = 1024  # a chunk-size line with extensions
 NO_CL_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
 OUR_HEADERS = frozenset({"content-length", "transfer-encoding"})  # we frame the body ourselves
+# Header lines kept encoded, first seen first kept: a dialect's own headers come with every
+# request, so they are in; the per-request ones (x-request-id) fill the rest and miss.
+MAX_KNOWN_LINES = 256
 
 # Parser states.
 _IDLE, _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_EOF = range(8)
@@ -352,6 +355,7 @@ class RawH1Transport(PoolBase):
         self._permits = asyncio.Semaphore(self.limits.max_connections)
         host = self.origin.authority
         self._host_line = f"Host: {host}\r\n"
+        self._lines: dict[tuple[str, str], tuple[str, str]] = {}  # (name, value) -> (lower, line)
 
     # -- setup
     async def _open(self) -> None:
@@ -416,12 +420,19 @@ class RawH1Transport(PoolBase):
         """The request as bytes: built per request (the engine makes each one unique)."""
         names = set()
         parts = [f"{request.method} {self.origin.prefix}{request.path} HTTP/1.1\r\n"]
-        for k, v in request.headers:
-            lk = k.lower()
+        lines = self._lines
+        for kv in request.headers:
+            known = lines.get(kv)
+            if known is None:
+                k, v = kv
+                known = (k.lower(), f"{k}: {v}\r\n")
+                if len(lines) < MAX_KNOWN_LINES:
+                    lines[kv] = known
+            lk, line = known
             if lk in OUR_HEADERS:
                 continue
             names.add(lk)
-            parts.append(f"{k}: {v}\r\n")
+            parts.append(line)
         user = len(parts) - 1
         text = "".join(parts)
         # A CR or LF inside a name or value would let it forge headers: refuse, as aiohttp does.
