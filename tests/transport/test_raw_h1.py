@@ -401,6 +401,21 @@ def test_parser_handles_every_split_point(raw: bytes, body: bytes) -> None:
         assert sink.status == 200 and sink.headers["x-a"] == "1, 2"
 
 
+def test_many_whole_chunks_in_one_read() -> None:
+    """A read of several whole chunks (what a stream read behind its server holds), sizes in
+    either case, with spaces and extensions: each chunk's data once, in order."""
+    chunks = b"".join(
+        b"%x%s\r\n%s\r\n" % (len(d), ext, d)
+        for d, ext in [(b"a" * 26, b""), (b"data: {}\n\n", b" ;x=1"), (b"Z" * 171, b";y")]
+    )
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    for raw in (head + chunks + b"0\r\n\r\n", head + chunks.upper() + b"0\r\n\r\n"):
+        sink, ex, conn, err = feed([raw])
+        assert err is None and conn.reusable
+        body = b"a" * 26 + b"data: {}\n\n" + b"Z" * 171
+        assert sink.body.upper() == body.upper() and ex.bytes_in == len(body)
+
+
 def test_parser_edge_cases() -> None:
     # 1xx interim response, then the real one; a HEAD response has no body.
     sink, _, conn, err = feed([b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"])
@@ -433,6 +448,10 @@ def test_parser_edge_cases() -> None:
         b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n",
+        # int(x, 16) takes these; HTTP does not (the whole-chunk fast path must not either)
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\n0123456789abcdef\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x2\r\nab\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+2\r\nab\r\n",
     ],
 )
 def test_parser_rejects_invalid_responses(raw: bytes) -> None:

@@ -34,6 +34,7 @@ Not done: write flow control (request bodies are buffered whole), pipelining, 10
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import ssl
 from collections.abc import Callable
@@ -58,6 +59,10 @@ from zqbench.transport.origin import client_ssl_context
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers; more is not a plausible response
 MAX_CHUNK_LINE = 1024  # a chunk-size line with extensions
+# A well-formed chunk-size line, read in one step: the common case of a stream, where each
+# read is one token event's chunk (the step-by-step parse took 21% of the loop at 50,000
+# events/s, #43). Anything else goes through the checks of the general path.
+_CHUNK_LINE = re.compile(rb"[ \t]*([0-9a-fA-F]{1,15})[ \t]*(?:;[^\r\n]*)?\r\n").match
 NO_CL_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
 OUR_HEADERS = frozenset({"content-length", "transfer-encoding"})  # we frame the body ourselves
 # Header lines kept encoded, first seen first kept: a dialect's own headers come with every
@@ -192,6 +197,14 @@ class _Conn(SlicedProtocol):
                     return True, pos
                 self.state = _CHUNK_CRLF
             elif st == _CHUNK_SIZE:
+                m = _CHUNK_LINE(buf, pos)
+                if m is not None:
+                    data = m.end()
+                    data_end = data + int(m.group(1), 16)
+                    if data_end > data and buf[data_end : data_end + 2] == b"\r\n":
+                        self._body(buf[data:data_end], out)  # a whole chunk and its CRLF
+                        pos = data_end + 2
+                        continue
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
                     return self._more(buf, pos, MAX_CHUNK_LINE, "chunk-size line")
