@@ -98,6 +98,7 @@ class CpuSampler:
     def __init__(self, pid: int, every: float = 0.02) -> None:
         self.pid, self.every = pid, every
         self.samples: list[tuple[int, float]] = []
+        self.peak_rss_kib = 0  # VmHWM, the process's own high-water mark (see run_measured)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -110,12 +111,20 @@ class CpuSampler:
             return None
         return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
 
+    def _hwm(self) -> None:
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    self.peak_rss_kib = max(self.peak_rss_kib, int(line.split()[1]))
+                    return
+
     def _run(self) -> None:
         while not self._stop.is_set():
             cpu = self._read()
             if cpu is None:
                 return
             self.samples.append((time.perf_counter_ns(), cpu))
+            self._hwm()
             self._stop.wait(self.every)
 
     def stop(self) -> None:
@@ -161,7 +170,11 @@ def run_measured(
         "exit": proc.returncode,
         "wall_s": round(time.monotonic() - t0, 2),
         "cpu_s_total": round(usage.ru_utime + usage.ru_stime, 3),
-        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        # Not wait4's ru_maxrss: Linux carries it across exec, so every child of this
+        # process (which grows as it reads the server's logs) reported at least this
+        # process's own peak (the 2026-12-07 sweep's 362.5 MiB rows). VmHWM is the child's
+        # (its top process only: a peer's worker processes are not in it).
+        "peak_rss_mib": round(sampler.peak_rss_kib / 1024, 1),
         "sampler": sampler,
     }
 
