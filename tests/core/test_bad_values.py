@@ -59,6 +59,28 @@ def test_a_worker_count_past_the_bound_is_refused_before_any_plan(option: str) -
     assert "at most 1024 (one process, or machine, each)" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "problem"),
+    [
+        ("max_connections", 0, "max_connections 0: must be at least 1"),
+        (
+            "max_connections",
+            10**9,
+            "max_connections 1000000000: at most 65535 (one TCP port each, to one target)",
+        ),
+        ("warm_connections", -1, "warm_connections -1: must be at least 0"),
+        ("spin_us", -5, "spin_us -5: must be at least 0"),
+    ],
+)
+def test_a_connection_pool_no_run_can_use_is_refused(option: str, value: int, problem: str):
+    """--max-connections 0 left every send waiting for the whole run (#44)."""
+    from zqbench.pipeline.options import RunOptions
+
+    with pytest.raises(OptionError) as err:
+        RunOptions.of(scenario="smoke", **{option: value})  # type: ignore[arg-type]
+    assert str(err.value) == problem
+
+
 EMPTY_TARGET = (
     "zqbench: error: --target '': is empty; give the endpoint's base URL (http://HOST:PORT), "
     "or leave --target out to start the bundled reference server"

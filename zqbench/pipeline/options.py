@@ -136,6 +136,9 @@ class HookOptions:
             )
 
 
+MAX_CONNECTIONS = 65_535
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionOptions:
     h1_client: H1Client = H1Client.raw
@@ -145,6 +148,18 @@ class ConnectionOptions:
 
     def __post_init__(self) -> None:
         _choose(self, "h1_client", H1Client)
+        # 0 left every send waiting for a connection none could open, for the whole run; a
+        # pool past the TCP port space cannot be opened to one target (#44).
+        check_at_least("max_connections", self.max_connections, 1)
+        if self.max_connections > MAX_CONNECTIONS:
+            raise OptionError(
+                "max_connections",
+                f"at most {MAX_CONNECTIONS} (one TCP port each, to one target)",
+                value=str(self.max_connections),
+            )
+        if self.warm_connections is not None:
+            check_at_least("warm_connections", self.warm_connections, 0)
+        check_at_least("spin_us", self.spin_us, 0)
 
 
 @dataclass(frozen=True, slots=True)
