@@ -192,6 +192,9 @@ class Load(_SparseRecord):
     # the largest, s: what the token stamps may be late by; null before the probe existed
     client_lag_p99_s: float | None = None
     client_lag_max_s: float | None = None
+    # A closed loop that reached the rows a run's analysis holds stopped there, before its
+    # duration: the requests it had sent (absent when it did not)
+    stopped_at_bound: int | None = None
 
 
 class Requests(_Record):

@@ -66,6 +66,9 @@ class WorkerSpec:
     # Refusals followed at their Retry-After ([outcomes] retry_after_follow_ups); None: off
     follow_ups: FollowUpSpec | None = None
     watched: bool = False  # the scenario has [stop] rules: report every answer (live_answer)
+    # Sends at most (its share of the rows a run's analysis holds): a closed loop has no
+    # plan to count beforehand, so it stops here (#44); None: no bound
+    max_sends: int | None = None
 
 
 @dataclass(slots=True)
@@ -182,7 +185,10 @@ class NativeWorker:
 
     # ------------------------------------------------------------------ the Driver
     def should_stop(self) -> bool:
-        return self.control.should_stop()
+        bound = self.spec.max_sends
+        return self.control.should_stop() or (
+            bound is not None and self.control.stats.sent >= bound
+        )
 
     def stop_early(self) -> None:
         self.control.stopped_early = True

@@ -105,6 +105,9 @@ class RunInfo:
     # largest, s; None: not probed (a run saved before the probe, remote workers)
     client_lag_p99_s: float | None = None
     client_lag_max_s: float | None = None
+    # The requests sent when the load stopped at the row bound before its end; None: it
+    # did not (zqbench.pipeline.execute.max_sends)
+    stopped_at_bound: int | None = None
 
 
 def stats(sorted_s: np.ndarray) -> model.Stats:
@@ -209,6 +212,7 @@ def load_summary(frame: MetricFrame, run: RunInfo) -> model.Load:
         achieved_ratio=ratio,
         client_lag_p99_s=run.client_lag_p99_s,
         client_lag_max_s=run.client_lag_max_s,
+        stopped_at_bound=run.stopped_at_bound,
     )
 
 

@@ -96,6 +96,8 @@ def analyze(
         info = dataclasses.replace(
             info, client_lag_p99_s=lag.quantile_s(0.99), client_lag_max_s=lag.max_ns / 1e9
         )
+    if execution.stopped_at_bound is not None:
+        info = dataclasses.replace(info, stopped_at_bound=execution.stopped_at_bound)
     if execution.distributed is not None:
         info = execution.distributed.adjust(info)
     frame = run_frame(samples, info)

@@ -28,6 +28,7 @@ from zqbench.engines.workers import StopFlag, run_workers
 from zqbench.errors import UsageError
 from zqbench.hooks.contract import HookContext, HookResult, RunHook
 from zqbench.hooks.running import RunningHooks
+from zqbench.load.arrival_rate import MAX_PLANNED_REQUESTS, too_many
 from zqbench.pipeline.options import ConnectionOptions, DistributedOptions
 from zqbench.pipeline.plan import Plan
 from zqbench.pipeline.stopping import StopWatch
@@ -53,6 +54,9 @@ class Execution:
     sample_files: tuple[Path, ...]  # each worker's Arrow stream (a lost worker's may be absent)
     distributed: DistributedOutcome | None = None  # the workers of a --distributed run
     stop: Stop | None = None  # what the scenario's [stop] rules ended; None: it has none
+    # The requests sent when a worker reached its share of the row bound (a closed loop
+    # stopped before its end); None: no worker did
+    stopped_at_bound: int | None = None
 
 
 def execute(
@@ -92,6 +96,8 @@ def execute(
         specs = [dataclasses.replace(spec, watched=True) for spec in specs]
         on_progress = tee(watch.observe, on_progress)
         on_start = tee(watch.start, run_hooks.start)
+    sent: dict[int, int] = {}  # each worker's sends, from its progress (the last at its end)
+    on_progress = tee(lambda p: sent.update((w.worker, w.sent) for w in p.per_worker), on_progress)
     start_epoch_ns = time.time_ns()
     start_mono_ns = time.perf_counter_ns()
     stop = stop or StopFlag()
@@ -114,6 +120,7 @@ def execute(
         hook_results = run_hooks.stop()
     interrupted = interrupted or stop.is_set()
     end_ns = time.perf_counter_ns()
+    stopped_at_bound = _at_bound(specs, sent, on_note)
     distributed = None
     if master is not None:
         distributed = master.outcome(offered=plan.offered, duration_s=(end_ns - start_ns) / 1e9)
@@ -129,6 +136,7 @@ def execute(
         sample_files=tuple(stream_path(out_dir, spec.worker) for spec in specs),
         distributed=distributed,
         stop=None if watch is None else watch.record(plan.works),
+        stopped_at_bound=stopped_at_bound,
     )
 
 
@@ -208,9 +216,34 @@ def _worker_specs(
             cold_connections=scenario.request.cold_connections,
             live_counts=live_counts,
             follow_ups=_follow_ups(scenario, w, n_workers),
+            max_sends=max_sends(n_workers),
         )
         for w in range(n_workers)
     ]
+
+
+def max_sends(n_workers: int) -> int:
+    """One worker's share of the rows a run's analysis holds (MAX_PLANNED_REQUESTS): never
+    reached by a plan counted beforehand (each worker's share of it is at most this), only
+    by a closed loop, which has no plan to count (#44: 4,500,000 rows passed 2 GiB)."""
+    return -(-MAX_PLANNED_REQUESTS // n_workers)
+
+
+def _at_bound(
+    specs: list[WorkerSpec], sent: dict[int, int], on_note: Callable[[str], None] | None
+) -> int | None:
+    """The requests sent when a worker stopped at its bound (the run ended before its
+    duration, and says so); None: none did."""
+    bounds = {s.worker: s.max_sends for s in specs if s.max_sends is not None}
+    if not any(sent.get(w, 0) >= bound for w, bound in bounds.items()):
+        return None
+    total = sum(sent.values())
+    if on_note is not None:
+        on_note(
+            f"the load stopped at {total:,} requests, before its end: "
+            f"{too_many(MAX_PLANNED_REQUESTS)}give it a shorter duration, or fewer users"
+        )
+    return total
 
 
 def _follow_ups(scenario: Scenario, worker: int, n_workers: int) -> FollowUpSpec | None:
