@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,13 @@ def calibration_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_programmed(
-    tmp_path: Path, scenario: str, program: str, *, html: bool = False, **options: Any
+    tmp_path: Path,
+    scenario: str,
+    program: str,
+    *,
+    html: bool = False,
+    on_target: Callable[[str], None] | None = None,
+    **options: Any,
 ) -> tuple[RunResult, dict]:
     """`scenario` (TOML text) run against a fresh programmed server whose every request
     follows `program` (an x-program header); the result and the server's ground truth.
@@ -88,7 +94,8 @@ def run_programmed(
                 calibration="off",
                 html=html,
                 **options,
-            )
+            ),
+            on_target=on_target,
         )
         truth = server.all_truth()
     return result, truth

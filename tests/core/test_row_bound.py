@@ -9,12 +9,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.core.conftest import write_scenario
-from tests.servers import ProgrammedServer
+from tests.core.conftest import run_programmed
 from zqbench.load import arrival_rate
 from zqbench.pipeline import execute
-from zqbench.pipeline.options import RunOptions
-from zqbench.pipeline.run import run_scenario
 
 VUS = """
 name = "vus-bound"
@@ -39,18 +36,7 @@ def test_a_closed_loop_stops_at_its_row_bound_and_says_so(
 ) -> None:
     monkeypatch.setattr(execute, "MAX_PLANNED_REQUESTS", 60)
     notes: list[str] = []
-    with ProgrammedServer() as server:
-        options = RunOptions.of(
-            scenario=str(write_scenario(tmp_path, VUS)),
-            target=server.url,
-            model="m",
-            headers=(FAST,),
-            out=tmp_path / "run",
-            calibration="off",
-            html=False,
-        )
-        result = run_scenario(options, on_target=notes.append)
-        truth = server.all_truth()
+    result, truth = run_programmed(tmp_path, VUS, FAST, on_target=notes.append)
     rows = pq.read_table(result.out_dir / "samples.parquet")
     assert rows.num_rows == 60  # every send has its row, and no more were sent
     assert sum(1 for key in truth["truth"] if key.startswith("zq-")) == 60  # the server's count
@@ -66,17 +52,8 @@ def test_a_closed_loop_stops_at_its_row_bound_and_says_so(
 
 def test_a_run_within_its_bound_says_nothing_of_it(tmp_path: Path) -> None:
     notes: list[str] = []
-    with ProgrammedServer() as server:
-        options = RunOptions.of(
-            scenario=str(write_scenario(tmp_path, VUS.replace('"20s"', '"1s"'))),
-            target=server.url,
-            model="m",
-            headers=(FAST,),
-            out=tmp_path / "run",
-            calibration="off",
-            html=False,
-        )
-        result = run_scenario(options, on_target=notes.append)
+    short = VUS.replace('"20s"', '"1s"')
+    result, _ = run_programmed(tmp_path, short, FAST, on_target=notes.append)
     assert result.summary.load.stopped_at_bound is None
     load = json.loads((result.out_dir / "summary.json").read_text())["load"]
     assert "stopped_at_bound" not in load
