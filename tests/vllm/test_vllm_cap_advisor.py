@@ -77,10 +77,12 @@ def test_the_advisor_recommends_the_cap_at_vllms_slots(tmp_path: Path) -> None:
     assert basis["capacity"]["value"] == 4 and basis["capacity"]["source"] == "stated", basis
     assert low["false_refusals"] > 0, low
     assert at["false_refusals"] == 0, at
-    assert (
-        f"cap=2 admitted {low['admitted_per_s']:.3g} req/s and refused "
-        f"{low['false_refusals']} requests while a slot was free" in rec["why"]
-    ), rec["why"]
+    # Its clause names the refusals; a cap of 2 may also let a few wait (1% in one CI run),
+    # and then the clause says that too.
+    (low_clause,) = [c for c in rec["why"].split("; ") if c.startswith("cap=2 ")]
+    assert low_clause.startswith(f"cap=2 admitted {low['admitted_per_s']:.3g} req/s"), low_clause
+    assert f"refused {low['false_refusals']:,} requests while a slot was free" in low_clause
+    assert ("queue (TTFT p99" in low_clause) == bool(low["queued"]), (low_clause, low)
     # Far above them: a queue, and TTFT with it (it admitted about as much: 15.9 and 17.8 req/s
     # measured against 12.9 and 18.9 at the slots), so its SLO fails.
     assert high["queued_share"] > 0.5, high
