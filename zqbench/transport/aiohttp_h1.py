@@ -281,7 +281,7 @@ class AiohttpTransport(PoolBase):
         stamp = _Stamp()
         _SEND_STAMP.set(stamp)
         try:
-            with Deadline(timeout_s), _map_errors(self.origin.address):
+            with Deadline(timeout_s, self.timeouts), _map_errors(self.origin.address):
                 ex.t_send = now_ns()  # replaced by the stamp once a connection is in hand
                 try:
                     resp = await self._request(session, request, url)

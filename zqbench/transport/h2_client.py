@@ -389,7 +389,7 @@ class H2Transport(PoolBase):
         if body:
             headers.append((b"content-length", str(len(body)).encode()))
         try:
-            with Deadline(timeout_s):
+            with Deadline(timeout_s, self.timeouts):
                 conn = await self._pick(ex)
                 done = asyncio.get_running_loop().create_future()
                 sid = conn.h2.get_next_available_stream_id()

@@ -478,7 +478,7 @@ class RawH1Transport(PoolBase):
                 ex.connection_wait += perf_counter_ns() - asked
             conn: _Conn | None = None
             try:
-                with Deadline(timeout_s):
+                with Deadline(timeout_s, self.timeouts):
                     conn = self._idle_conn()
                     # A connection in hand: write now; none: latency includes its setup.
                     ex.t_send = perf_counter_ns()
