@@ -20,7 +20,7 @@ from zqbench.transport.base import (
     ProtocolViolation,
     RequestTimeout,
 )
-from zqbench.transport.raw_h1 import RawH1Transport, _Conn
+from zqbench.transport.raw_h1 import MAX_KNOWN_HEADS, RawH1Transport, _Conn
 
 
 def make(url: str, **limits: object) -> RawH1Transport:
@@ -541,3 +541,59 @@ def test_connection_the_server_closed_while_idle_is_not_reused() -> None:
     results, accepted, opened = run(go)
     assert all(ex.error is None for ex in results), [ex.error for ex in results]
     assert accepted == opened == 3
+
+
+# ------------------------------------------------------------------ heads seen before
+def _heads_through(responses: list[tuple[bytes, str]], heads: dict) -> list[tuple]:
+    """Each (response, method) through a fresh _Conn sharing the pool's `heads`; what its sink
+    and its framing made of it."""
+
+    async def go():
+        seen = []
+        for raw, method in responses:
+            conn = _Conn(1 << 20, lambda c: None, heads=heads)
+            conn.connection_made(_FakeTransport())  # type: ignore[arg-type]
+            sink, ex = RecordingSink(), Exchange()
+            waiter = conn.request(b"req", method == "HEAD", sink, ex)
+            conn.data_received(raw)
+            error = waiter.exception() if waiter.done() else "pending"
+            seen.append((sink.status, sink.headers, sink.body, conn.reusable, error))
+        return seen
+
+    return run(go)
+
+
+def test_a_head_seen_before_reads_as_it_did_the_first_time() -> None:
+    """The second answer with the same head comes from the pool's cache, and reads exactly as
+    the first; the answer to a HEAD request with those bytes has no body all the same (it is
+    neither taken from the cache nor put in it)."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\nx-a: 2\r\n\r\n"
+    heads: dict = {}
+    first, second, for_head = _heads_through(
+        [(head + b"hello", "GET"), (head + b"world", "GET"), (head, "HEAD")], heads
+    )
+    assert first == (200, {"content-length": "5", "x-a": "1, 2"}, b"hello", True, None)
+    assert second == (200, {"content-length": "5", "x-a": "1, 2"}, b"world", True, None)
+    assert for_head == (200, {"content-length": "5", "x-a": "1, 2"}, b"", True, None)
+    assert list(heads) == [head[:-4]]
+
+
+def test_a_bad_head_fails_every_time_and_is_never_kept() -> None:
+    bad = b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello"
+    heads: dict = {}
+    results = _heads_through([(bad, "GET"), (bad, "GET")], heads)
+    for status, _, _, reusable, error in results:
+        assert status == 0 and not reusable
+        assert str(error) == "bad Content-Length '5, 6'"
+    assert heads == {}
+
+
+def test_the_cache_of_heads_stays_bounded() -> None:
+    """A server that stamps every head (timing headers) never hits: the cache starts over at
+    its bound instead of growing."""
+    heads: dict = {}
+    responses = [(b"HTTP/1.1 204 No Content\r\nX-T: %d\r\n\r\n" % i, "GET") for i in range(150)]
+    results = _heads_through(responses, heads)
+    assert [r[0] for r in results] == [204] * 150
+    assert [r[1]["x-t"] for r in results] == [str(i) for i in range(150)]
+    assert 0 < len(heads) <= MAX_KNOWN_HEADS

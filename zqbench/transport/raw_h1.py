@@ -39,6 +39,7 @@ import socket
 import ssl
 from collections.abc import Callable
 from time import perf_counter_ns
+from typing import NamedTuple
 
 from zqbench.transport import base
 from zqbench.transport._common import (
@@ -68,19 +69,90 @@ OUR_HEADERS = frozenset({"content-length", "transfer-encoding"})  # we frame the
 # Header lines kept encoded, first seen first kept: a dialect's own headers come with every
 # request, so they are in; the per-request ones (x-request-id) fill the rest and miss.
 MAX_KNOWN_LINES = 256
+# Response heads already parsed, by their bytes: a server's heads repeat but for a Date that
+# changes each second, and parsing one took about 5 µs of a request's ~150 at 10,000 req/s
+# (#45). A server that stamps each one (timing headers) misses every time and clears it.
+MAX_KNOWN_HEADS = 64
 
 # Parser states.
 _IDLE, _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_EOF = range(8)
+
+
+class Head(NamedTuple):
+    """A response head read: what the sink is told and how its body is framed."""
+
+    status: int  # -1: an interim (1xx) response, a real one follows
+    headers: dict[str, str]  # names lower-cased; repeated fields joined by ", "
+    keep_alive: bool  # False: the connection closes after this response
+    state: int  # the parser state its body starts in (_IDLE: no body)
+    remaining: int  # Content-Length, for _LENGTH
+
+
+def parse_head(head: bytes, head_only: bool) -> Head:
+    """A status line and headers (without the blank line), checked; ProtocolViolation if
+    they are not HTTP/1.1. `head_only`: the answer to a HEAD request, which has no body."""
+    lines = head.split(b"\r\n")
+    line = lines[0]
+    code = line[9:12]
+    if (
+        not line.startswith(b"HTTP/1.")
+        or len(line) < 12
+        or line[8:9] != b" "
+        or not (code.isdigit() and code.isascii())
+        or (len(line) > 12 and line[12:13] != b" ")
+    ):
+        raise base.ProtocolViolation(f"bad status line {line[:40]!r}")
+    status = int(code)
+    headers: dict[str, str] = {}
+    for raw in lines[1:]:
+        name, colon, value = raw.partition(b":")
+        # No colon, an empty name, or whitespace in it (obs-fold included) is not HTTP.
+        if not colon or not name or name != name.strip(b" \t") or b" " in name:
+            raise base.ProtocolViolation(f"bad header line {raw[:40]!r}")
+        k = name.decode("latin-1").lower()
+        v = value.strip(b" \t").decode("utf-8", "surrogateescape")
+        headers[k] = f"{headers[k]}, {v}" if k in headers else v
+    if 100 <= status < 200 and status != 101:
+        return Head(-1, headers, True, _HEAD, 0)
+    conn = headers.get("connection", "").lower()
+    keep_alive = not ("close" in conn or (line[7:8] == b"0" and "keep-alive" not in conn))
+    te = headers.get("transfer-encoding")
+    state, remaining = _IDLE, 0
+    if head_only or status in (204, 304) or status < 200:
+        if status == 101:
+            keep_alive = False  # switched protocols: no longer HTTP/1.1 to us
+    elif te is not None:
+        if te.rsplit(",", 1)[-1].strip().lower() == "chunked":
+            state = _CHUNK_SIZE
+        else:
+            state = _UNTIL_EOF  # RFC 9112 6.3: no chunked last means until close
+            keep_alive = False
+    elif "content-length" in headers:
+        values = {v.strip() for v in headers["content-length"].split(",")}
+        cl = values.pop()
+        if values or not (cl.isdigit() and cl.isascii()):
+            shown = headers["content-length"][:40]
+            raise base.ProtocolViolation(f"bad Content-Length {shown!r}")
+        remaining = int(cl)
+        state = _LENGTH if remaining else _IDLE
+    else:
+        state, keep_alive = _UNTIL_EOF, False
+    return Head(status, headers, keep_alive, state, remaining)
 
 
 class _Conn(SlicedProtocol):
     """One keep-alive connection and the parser of the response in flight on it."""
 
     def __init__(
-        self, cap: int, on_lost: Callable[[_Conn], None], slice_bytes: int = 16 * 1024
+        self,
+        cap: int,
+        on_lost: Callable[[_Conn], None],
+        slice_bytes: int = 16 * 1024,
+        heads: dict[bytes, Head] | None = None,
     ) -> None:
         super().__init__(slice_bytes)  # reads reach `_received` a slice per loop iteration
         self.cap = cap
+        self.heads: dict[bytes, Head] = {} if heads is None else heads  # the pool's, shared
         self.on_lost = on_lost
         self.transport: asyncio.Transport | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -268,56 +340,21 @@ class _Conn(SlicedProtocol):
 
     def _head(self, head: bytes, t: int) -> int:
         """Parse a status line and headers, tell the sink, and pick the body framing."""
-        lines = head.split(b"\r\n")
-        line = lines[0]
-        code = line[9:12]
-        if (
-            not line.startswith(b"HTTP/1.")
-            or len(line) < 12
-            or line[8:9] != b" "
-            or not (code.isdigit() and code.isascii())
-            or (len(line) > 12 and line[12:13] != b" ")
-        ):
-            raise base.ProtocolViolation(f"bad status line {line[:40]!r}")
-        status = int(code)
-        headers: dict[str, str] = {}
-        for raw in lines[1:]:
-            name, colon, value = raw.partition(b":")
-            # No colon, an empty name, or whitespace in it (obs-fold included) is not HTTP.
-            if not colon or not name or name != name.strip(b" \t") or b" " in name:
-                raise base.ProtocolViolation(f"bad header line {raw[:40]!r}")
-            k = name.decode("latin-1").lower()
-            v = value.strip(b" \t").decode("utf-8", "surrogateescape")
-            headers[k] = f"{headers[k]}, {v}" if k in headers else v
-        if 100 <= status < 200 and status != 101:
+        known = self.heads.get(head)
+        if known is None or self.head_only:
+            known = parse_head(head, self.head_only)
+            if known.status >= 200 and not self.head_only:
+                heads = self.heads
+                if len(heads) >= MAX_KNOWN_HEADS:
+                    heads.clear()  # a server whose heads all differ: start over
+                heads[head] = known
+        if known.status < 0:
             return -1  # interim: no sink event, keep reading heads
-        conn = headers.get("connection", "").lower()
-        if "close" in conn or (line[7:8] == b"0" and "keep-alive" not in conn):
+        if not known.keep_alive:
             self.keep_alive = False
-        self.sink.on_headers(status, headers, t)  # type: ignore[union-attr]
-        te = headers.get("transfer-encoding")
-        if self.head_only or status in (204, 304) or status < 200:
-            self.state = _IDLE
-            if status == 101:
-                self.keep_alive = False  # switched protocols: no longer HTTP/1.1 to us
-        elif te is not None:
-            if te.rsplit(",", 1)[-1].strip().lower() == "chunked":
-                self.state = _CHUNK_SIZE
-            else:
-                self.state = _UNTIL_EOF  # RFC 9112 6.3: no chunked last means until close
-                self.keep_alive = False
-        elif "content-length" in headers:
-            values = {v.strip() for v in headers["content-length"].split(",")}
-            cl = values.pop()
-            if values or not (cl.isdigit() and cl.isascii()):
-                shown = headers["content-length"][:40]
-                raise base.ProtocolViolation(f"bad Content-Length {shown!r}")
-            self.remaining = int(cl)
-            self.state = _LENGTH if self.remaining else _IDLE
-        else:
-            self.state = _UNTIL_EOF
-            self.keep_alive = False
-        return status
+        self.sink.on_headers(known.status, known.headers, t)  # type: ignore[union-attr]
+        self.state, self.remaining = known.state, known.remaining
+        return known.status
 
     # -- the end of one response
     def _finish(self, t: int) -> None:
@@ -369,6 +406,7 @@ class RawH1Transport(PoolBase):
         host = self.origin.authority
         self._host_line = f"Host: {host}\r\n"
         self._lines: dict[tuple[str, str], tuple[str, str]] = {}  # (name, value) -> (lower, line)
+        self._heads: dict[bytes, Head] = {}  # response heads parsed, by their bytes
 
     # -- setup
     async def _open(self) -> None:
@@ -418,7 +456,7 @@ class RawH1Transport(PoolBase):
     async def _connect(self) -> _Conn:
         cap, slice_bytes = self.limits.max_body_bytes, self.limits.slice_bytes
         conn = await open_connection(
-            lambda: _Conn(cap, self._conns.discard, slice_bytes),
+            lambda: _Conn(cap, self._conns.discard, slice_bytes, self._heads),
             self.origin,
             self.limits.connect_timeout_s,
             ssl_ctx=self._ssl,
