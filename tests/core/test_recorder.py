@@ -153,3 +153,17 @@ def test_a_stepped_flush_yields_once_a_column(tmp_path: Path) -> None:
     assert rec.written == 1
     assert sum(1 for _ in rec.flush_steps()) == 0  # nothing buffered: nothing to convert
     rec.close()
+
+
+def test_a_full_buffer_is_due_before_its_interval(tmp_path: Path) -> None:
+    """At 10,000 req/s a 0.5 s buffer is 5,000 rows, whose flush held the loop 2-3 ms and
+    made the schedule lag's p99 (#45): a flush is due at FLUSH_ROWS rows, interval or not."""
+    rec = recorder.SampleRecorder(recorder.stream_path(tmp_path, 0), flush_interval_s=3600)
+    for i in range(recorder.FLUSH_ROWS - 1):
+        rec.add(_sample(i))
+    assert not rec.due()
+    rec.add(_sample(recorder.FLUSH_ROWS))
+    assert rec.due()
+    rec.maybe_flush()
+    assert rec.written == recorder.FLUSH_ROWS and not rec.due()
+    rec.close()
