@@ -128,7 +128,8 @@ class Timeouts:
     timer, armed and cancelled); a set entry costs well under one. A bucket spans 1 ms, or a
     ten-thousandth of its timeout where that is longer (6 ms of the default 60 s), so that at
     most 10,000 of them are pending for a timeout, empty or not; a deadline fires in the first
-    sweep at or after its bucket's end (libuv's timers have 1 ms resolution anyway)."""
+    sweep at or after its bucket's end (libuv's timers have 1 ms resolution anyway). Like its
+    transport, it serves one event loop: its timer is set on the loop of the first deadline."""
 
     __slots__ = ("_armed", "due", "keys")
 
