@@ -170,6 +170,8 @@ def run_measured(
         "exit": proc.returncode,
         "wall_s": round(time.monotonic() - t0, 2),
         "cpu_s_total": round(usage.ru_utime + usage.ru_stime, 3),
+        "cpu_s_user": round(usage.ru_utime, 3),  # the kernel's share is the rest
+        "cpu_s_system": round(usage.ru_stime, 3),
         # Not wait4's ru_maxrss: Linux carries it across exec, so every child of this
         # process (which grows as it reads the server's logs) reported at least this
         # process's own peak (the 2026-12-07 sweep's 362.5 MiB rows). VmHWM is the child's
@@ -275,7 +277,8 @@ def run_zqbench(
     srv.stop()
     log = srv.log()
     row = {"tool": "zqbench", **point, "exit": proc["exit"], "peak_rss_mib": proc["peak_rss_mib"]}
-    row["cpu_s_total"] = proc["cpu_s_total"]
+    for key in ("cpu_s_total", "cpu_s_user", "cpu_s_system"):
+        row[key] = proc[key]
     samples = out / "samples.parquet"
     if not samples.exists():
         row["failed"] = f"no samples.parquet (exit {proc['exit']}); see {folder / 'zqbench.log'}"

@@ -106,6 +106,8 @@ class AnthropicParser(ResponseParser):
                         self._token(piece, t_ns, kind[1])
                         if kind[1] == TOOL:
                             self._keep_arguments(piece)
+                        elif piece:
+                            self._pure = (piece, kind[1])  # one token and nothing else
         elif name == "message_start":
             self._began = True
             message = obj.get("message")

@@ -36,7 +36,7 @@ import json
 from typing import Any
 
 from zqbench.dialects import common, openai_shapes
-from zqbench.dialects.base import THINKING, TOOL, DialectConfig, Message, RequestSpec
+from zqbench.dialects.base import TEXT, THINKING, TOOL, DialectConfig, Message, RequestSpec
 from zqbench.dialects.parser import DialectBase, ResponseParser
 from zqbench.dialects.sse import SSEEvent
 from zqbench.redact import Secret
@@ -76,21 +76,28 @@ class OpenAIParser(ResponseParser):
             self._server_error(err)
             return
         choices = obj.get("choices")
+        text = None  # the text of a chunk that is one text token and nothing else
         if choices and isinstance(choices, list):
             choice = choices[0]
             if isinstance(choice, dict):
                 reason = choice.get("finish_reason")
                 if not isinstance(reason, str):
                     reason = None
-                self._delta(choice.get("delta"), reason is not None, t_ns)
+                delta = choice.get("delta")
+                self._delta(delta, reason is not None, t_ns)
                 if reason is not None:
                     self.stop_reason = reason
+                elif isinstance(delta, dict):
+                    text = delta.get("content")
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self._usage(usage)
+            text = None
         timing = obj.get("zq_timing")
         if timing is not None:
             common.apply_zq_timing(self.summary, timing)
+        elif text and isinstance(text, str) and event.event == "message":
+            self._pure = (text, TEXT)  # `_delta` made it a token and nothing else
 
     def _delta(self, delta: Any, finishing: bool, t_ns: int) -> None:
         """A chunk's delta as a token event, by the rule in the module docstring."""

@@ -49,6 +49,15 @@ body at its end, and of one large event's data. Past `SKIM_AFTER` both are read 
 measured, not kept, and only the small skeleton is parsed at the end. A dialect hands its
 text to `_token` / `_body_text` as usual: they count a skimmed string's true length.
 
+Repeated events. Nearly every piece of a token stream is one event whose bytes repeat the
+previous event's but for the token's text. Once a piece was parsed the slow way into one
+event that did nothing but add one token (the dialect says so: `_pure`), and the same bytes
+with another plain text in that place are proven to decode to the same event but for the
+text (`_learn`), a later piece of that shape is read as that token directly (`_repeat`):
+no SSE lines, no JSON. A plain text has no quote, backslash, control character or invalid
+UTF-8; anything else, and any other piece, goes the slow way and drops the template. At
+50,000 token events a second this took a token's parse from about 5 to 1 µs (#43).
+
 A dialect may hold one event as *provisional* (`_provisional_token`): a chunk that is a
 token for one server and a mere trailer for another (OpenAI: empty text beside the
 finish_reason). At the end of the stream it counts unless the server's usage is already
@@ -60,6 +69,7 @@ from __future__ import annotations
 import abc
 import codecs
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,6 +98,13 @@ from zqbench.dialects.sse import SkimmedData, SSEDecoder, SSEEvent
 from zqbench.redact import secret_headers
 from zqbench.transport.base import HttpRequest
 
+# What a token's text may not hold for a repeated event to be read without JSON: a quote
+# or backslash (an escape or the string's end), or a control character (not JSON, or an
+# SSE line end).
+_NOT_PLAIN = re.compile(rb'[\x00-\x1f"\\]').search
+_SENTINEL = "zq\ue000"  # a plain text no server sends: the proof's stand-in for a token
+MAX_TEMPLATE_BYTES = 4096  # a longer piece is not learned: the proof would cost more
+
 
 class ResponseParser(abc.ABC):
     """One response: a `StreamParser` whose dialect-specific part is `_event` / `_body`.
@@ -109,11 +126,13 @@ class ResponseParser(abc.ABC):
         "_ok",
         "_on_event",
         "_provisional",
+        "_pure",
         "_skim",
         "_skim_decoder",
         "_skimmed",
         "_sse",
         "_stopped",
+        "_template",
         "stop_reason",
         "stream",
         "summary",
@@ -148,6 +167,10 @@ class ResponseParser(abc.ABC):
         self._ended = False
         self._on_event = on_event
         self._provisional: int | None = None  # arrival of a token event not yet settled
+        # Set by a dialect's `_event` when the event only added this token (text, kind).
+        self._pure: tuple[str, int] | None = None
+        # The last pure event's piece around its text (before, after, kind): see `_repeat`.
+        self._template: tuple[bytes, bytes, int] | None = None
 
     # -------------------------------------------------------------- ResponseSink
     def on_headers(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
@@ -180,12 +203,21 @@ class ResponseParser(abc.ABC):
                 return
             if self._stopped:
                 return
-            for event in sse.feed(data):
+            template = self._template
+            if template is not None:
+                if self._repeat(template, data, t_ns):
+                    return
+                self._template = None
+            self._pure = None
+            events = sse.feed(data)
+            for event in events:
                 self._event(event, t_ns, False)
                 if self._stopped:
                     return
             if sse.error is not None:
                 self._fail(sse.error)
+            elif self._pure is not None and len(events) == 1 and sse.idle():
+                self._template = _learn(data, events[0], self._pure)
         except Exception:
             self._fail("parse_error")
 
@@ -216,6 +248,22 @@ class ResponseParser(abc.ABC):
             self._finish_tokens(s)
         except Exception:
             self._fail("parse_error")
+
+    def _repeat(self, template: tuple[bytes, bytes, int], data: bytes, t_ns: int) -> bool:
+        """Read `data` as the template's event with another text, if it is one."""
+        before, after, kind = template
+        end = len(data) - len(after)
+        if end <= len(before) or not data.startswith(before) or not data.endswith(after):
+            return False
+        raw = data[len(before) : end]
+        if _NOT_PLAIN(raw) is not None:
+            return False
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            return False
+        self._token(text, t_ns, kind)
+        return True
 
     @property
     def sse_error(self) -> str | None:
@@ -490,3 +538,42 @@ class DialectBase(abc.ABC):
 
 def _string(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _learn(data: bytes, event: SSEEvent, pure: tuple[str, int]) -> tuple[bytes, bytes, int] | None:
+    """The template of a piece that was one pure token event, or None.
+
+    The token's text must stand in the piece once, plain, between quotes; the proof: the
+    piece with a stand-in text there decodes (SSE, then JSON) to the same event, field for
+    field, but for that one string. So any plain text there is that event with that text."""
+    text, kind = pure
+    raw = text.encode()
+    if not raw or len(data) > MAX_TEMPLATE_BYTES or _NOT_PLAIN(raw) is not None:
+        return None
+    quoted = b'"' + raw + b'"'
+    at = data.find(quoted)
+    if at < 0 or data.find(quoted, at + 1) >= 0 or data.startswith(b"\xef\xbb\xbf"):
+        return None
+    before, after = data[: at + 1], data[at + 1 + len(raw) :]
+    probe = SSEDecoder()
+    events = probe.feed(before + _SENTINEL.encode() + after)
+    if len(events) != 1 or not probe.idle():
+        return None
+    other = events[0]
+    # An id line in the piece must say the same; without one the id is the stream's so far.
+    if other.event != event.event or (probe.last_event_id and other.id != event.id):
+        return None
+    try:
+        same = _swap(loads(other.data), text) == loads(event.data)
+    except Exception:
+        return None
+    return (before, after, kind) if same else None
+
+
+def _swap(value: Any, text: str) -> Any:
+    """`value` with every string equal to the stand-in replaced by `text`."""
+    if isinstance(value, dict):
+        return {k: _swap(v, text) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap(v, text) for v in value]
+    return text if value == _SENTINEL else value

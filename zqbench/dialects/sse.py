@@ -115,6 +115,19 @@ class SSEDecoder:
         self._tail = data[used:] if used < len(data) else b""
         return self._text(text)
 
+    def idle(self) -> bool:
+        """Whether the decoder holds nothing between events: what it read ended an event."""
+        return not (
+            self._tail
+            or self._pend
+            or self._data
+            or self._event
+            or self._skip_lf
+            or self._skim_line
+            or self._skim is not None
+            or self.error is not None
+        )
+
     def finish(self) -> SSEEvent | None:
         """End of stream: return the event that was pending without its closing blank line.
 

@@ -134,10 +134,13 @@ class VuWork:
                     driver.stop_early()
                 break
             wanted = set(range(self.worker, self.plan.target_at(t), self.n_workers))
-            for vu in wanted:
-                if vu not in running:
-                    running[vu] = True
-                    driver.spawn(self._user(driver, vu, running))
+            for vu in sorted(wanted - running.keys()):
+                running[vu] = True
+                driver.spawn(self._user(driver, vu, running))
+                # One user's first send a loop iteration: spawned all at once, 250 users sent
+                # for 30 ms with no read in between, and their streams' first tokens waited
+                # in the sockets (#43). Each iteration now polls the sockets first.
+                await asyncio.sleep(0)
             for vu in list(running):
                 if vu not in wanted:
                     running[vu] = False  # finishes its current request, then stops

@@ -6,6 +6,7 @@ import abc
 import asyncio
 import heapq
 import os
+import socket
 import ssl
 import sys
 import time
@@ -15,8 +16,13 @@ from typing import TypeVar
 
 from zqbench.transport.base import ConnectError, PoolLimits, RequestTimeout
 from zqbench.transport.origin import Origin, parse_base_url
+from zqbench.transport.stamped import StampedTransport, kernel_stamps_ready, stamps_supported
 
 P = TypeVar("P", bound=asyncio.Protocol)
+
+# Plain-TCP connections read through StampedTransport (stamped by the kernel, #43). False:
+# the loop's own transport, each read stamped when its callback runs.
+STAMPED_READS = True
 
 
 class PoolBase(abc.ABC):
@@ -89,6 +95,8 @@ async def open_connection(
     family, host, port = address or (0, origin.host, origin.port)
     task = asyncio.current_task()
     cancels = _cancels(task)
+    if ssl_ctx is None and STAMPED_READS and await kernel_stamps_ready():
+        return await _open_stamped(factory, origin, timeout_s, (family, host, port), cancels)
     try:
         transport, protocol = await asyncio.wait_for(
             asyncio.get_running_loop().create_connection(
@@ -112,6 +120,59 @@ async def open_connection(
         transport.close()
         raise asyncio.CancelledError
     return protocol
+
+
+async def _open_stamped(
+    factory: Callable[[], P],
+    origin: Origin,
+    timeout_s: float,
+    address: tuple[int, str, int],
+    cancels: int,
+) -> P:
+    """`open_connection` on a StampedTransport: a socket of our own whose reads carry the
+    kernel's arrival time; the loop's transport on it where the kernel does not stamp."""
+    loop = asyncio.get_running_loop()
+    try:
+        sock, stamped = await asyncio.wait_for(_connected_socket(address), timeout_s)
+    except asyncio.TimeoutError:  # before OSError: TimeoutError subclasses it
+        raise no_answer(origin, timeout_s) from None
+    except OSError as e:
+        raise cannot_connect(origin, reason(e)) from None
+    transport: asyncio.BaseTransport
+    if stamped:
+        protocol = factory()
+        transport = StampedTransport(loop, sock, protocol)  # type: ignore[arg-type]
+    else:
+        transport, protocol = await loop.create_connection(factory, sock=sock)
+    if _cancels(asyncio.current_task()) > cancels:
+        transport.close()  # as in open_connection: a cancel must not be lost
+        raise asyncio.CancelledError
+    return protocol
+
+
+async def _connected_socket(address: tuple[int, str, int]) -> tuple[socket.socket, bool]:
+    """A non-blocking TCP socket connected to the first of `address`'s addresses that
+    answers, and whether its reads are stamped by the kernel."""
+    loop = asyncio.get_running_loop()
+    family, host, port = address
+    infos = await loop.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM)
+    error: OSError = OSError(f"no address for {host}")
+    for fam, kind, proto, _, addr in infos:
+        sock = socket.socket(fam, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            stamped = stamps_supported(sock)
+            await loop.sock_connect(sock, addr)
+        except OSError as e:
+            sock.close()
+            error = e
+            continue
+        except BaseException:  # cancelled or timed out: the socket is nobody's
+            sock.close()
+            raise
+        return sock, stamped
+    raise error
 
 
 def _cancels(task: asyncio.Task[object] | None) -> int:

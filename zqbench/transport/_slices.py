@@ -36,7 +36,11 @@ class SlicedProtocol(asyncio.Protocol):
         raise NotImplementedError
 
     def data_received(self, data: bytes) -> None:
-        t = perf_counter_ns()  # the moment these bytes were read: every event carries it
+        # The loop's own transport: the moment these bytes were read is their stamp.
+        self.data_received_at(data, perf_counter_ns())
+
+    def data_received_at(self, data: bytes, t: int) -> None:
+        """`data`, stamped `t` (a stamped transport's kernel arrival time, or the read's)."""
         if self.backlog:
             self.backlog.append((data, t))  # read although paused (a loop reading ahead)
             return
