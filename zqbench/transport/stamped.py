@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import struct
 import sys
@@ -96,6 +97,9 @@ def stamps_supported(sock: socket.socket) -> bool:
 
 
 _ready: bool | None = None  # the process's answer from `kernel_stamps_ready`
+# The probe's stamped socket, kept open for the life of the process: Linux turns stamping
+# off when the last socket that asked for it closes, and turning it back on is not at once.
+_keeper: socket.socket | None = None
 READY_WITHIN_S = 1.0
 
 
@@ -106,7 +110,8 @@ async def kernel_stamps_ready() -> bool:
     from a work queue: on a loaded machine reads went unstamped for 35 ms after (the first
     250 requests of a run, each then stamped when the busy loop read it). So a loopback
     pair is tried until its read comes stamped, within READY_WITHIN_S; False if it never
-    does, and the loop's own transport is used."""
+    does, and the loop's own transport is used. The stamped socket stays open (`_keeper`),
+    so that stamping stays on between runs and between connections."""
     global _ready
     if _ready is None:
         _ready = await _probe() if sys.platform.startswith("linux") and _ANC_BYTES else False
@@ -114,6 +119,7 @@ async def kernel_stamps_ready() -> bool:
 
 
 async def _probe() -> bool:
+    global _keeper
     try:
         with contextlib.ExitStack() as stack:
             listener = stack.enter_context(socket.create_server(("127.0.0.1", 0)))
@@ -133,6 +139,7 @@ async def _probe() -> bool:
                 except BlockingIOError:
                     continue
                 if any(kind == SO_TIMESTAMPNS for _, kind, _ in anc):
+                    _keeper = socket.socket(fileno=os.dup(c.fileno()))
                     return True
     except OSError:
         pass
