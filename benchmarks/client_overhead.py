@@ -196,8 +196,19 @@ def _reap(pid: int, seconds: float) -> tuple[int, Any] | None:
 # ---------------------------------------------------------------- the server's own figures
 
 
-def server_figures(log: ServerLog, tokens: int) -> dict[str, Any]:
-    """The server's truth over its complete requests: TTFT and every gap it wrote."""
+STEADY_FROM_S = 1.0  # the steady window starts this long after the server's first token
+
+
+def server_figures(log: ServerLog, point: dict[str, Any]) -> dict[str, Any]:
+    """The server's truth over its complete requests: TTFT and every gap it wrote; and the
+    steady delivery, the same for every tool: the tokens it wrote from STEADY_FROM_S after
+    its first one to the load's end, over what it offers in that window. In a closed loop
+    the server writes a token only to a stream whose request the client sent, and every
+    request the client parsed was whole, so a client that falls behind writes less here.
+    Unlike tokens/s over the run's span, it leaves out the start and the end, where one
+    user starting a last request just before the end stretched the span by a request's
+    length (0.976 instead of 0.99 at 20 s)."""
+    tokens = point["tokens"]
     per = log.per_request()
     recv = {r["seq"]: r["t_recv_ns"] for r in log.requests}
     ttft, gaps = [], []
@@ -207,7 +218,16 @@ def server_figures(log: ServerLog, tokens: int) -> dict[str, Any]:
             gaps.append(np.diff(t) / 1e6)
     allgaps = np.concatenate(gaps) if gaps else np.array([])
     span = (log.tokens["t"].max() - log.tokens["t"].min()) / 1e9 if len(log.tokens) else 0
+    steady = None
+    window_s = point["seconds"] - STEADY_FROM_S
+    if len(log.tokens) and window_s > 0:
+        t0 = log.tokens["t"].min() + STEADY_FROM_S * 1e9
+        t = log.tokens["t"]
+        written = np.count_nonzero((t >= t0) & (t < t0 + window_s * 1e9))
+        offered = point["streams"] * 1000 / point["interval_ms"]
+        steady = round(written / window_s / offered, 4)
     return {
+        "steady_delivered_ratio": steady,
         "srv_requests": len(ttft),
         "srv_tokens_per_s": round(len(log.tokens) / span) if span else None,
         "srv_ttft_p50_ms": r3(pct(ttft, 50)),
@@ -284,7 +304,7 @@ def run_zqbench(
         row["failed"] = f"no samples.parquet (exit {proc['exit']}); see {folder / 'zqbench.log'}"
         return row
     row.update(compare_zqbench(samples, log, point, proc["sampler"]))
-    row.update(server_figures(log, point["tokens"]))
+    row.update(server_figures(log, point))
     return row
 
 
@@ -299,7 +319,7 @@ def compare_zqbench(
     by_xid = {r["x_request_id"]: r for r in log.requests}
     per = log.per_request()
     ok = [r for r in rows if r["error"] is None]
-    ttft_err, itl_err, itl_client, last_lag, first_lag = [], [], [], [], []
+    ttft_err, itl_err, itl_client, last_lag, first_lag, own_ttft = [], [], [], [], [], []
     unmatched = 0
     for r in ok:
         s = by_xid.get(f"zq-{r['request_id']}")
@@ -308,6 +328,7 @@ def compare_zqbench(
             unmatched += 1
             continue
         srv_ttft = t[0] - s["t_recv_ns"]
+        own_ttft.append((r["t_first_token"] - r["t_send"]) / 1e6)
         ttft_err.append(((r["t_first_token"] - r["t_send"]) - srv_ttft) / 1e6)
         first_lag.append((r["t_first_token"] + start - t[0]) / 1e6)
         last_lag.append((r["t_last_token"] + start - t[-1]) / 1e6)
@@ -328,6 +349,8 @@ def compare_zqbench(
         "tokens_per_s": round(parsed / span) if span else None,
         "offered_per_s": round(offered),
         "delivered_ratio": round(parsed / span / offered, 4) if span else None,
+        "peer_ttft_p50_ms": r3(pct(own_ttft, 50)),  # its own TTFT, as the peers' columns
+        "peer_ttft_p99_ms": r3(pct(own_ttft, 99)),
         "ttft_err_p50_ms": r3(pct(ttft_err, 50)),
         "ttft_err_p99_ms": r3(pct(ttft_err, 99)),
         "first_token_lag_p50_ms": r3(pct(first_lag, 50)),
@@ -445,7 +468,7 @@ def run_peer(tool: str, srv: TickServer, point: dict[str, Any], folder: Path) ->
             "offered_per_s": round(point["streams"] * 1000 / point["interval_ms"]),
         }
     )
-    row.update(server_figures(log, point["tokens"]))
+    row.update(server_figures(log, point))
     try:
         row.update(read_peer(tool, out))
     except Exception as exc:  # the peer's own failure is recorded, not raised
@@ -509,6 +532,7 @@ COLUMNS = [
     ("interval_ms", "interval ms"),
     ("tokens_per_s", "tokens/s parsed"),
     ("delivered_ratio", "delivered/offered"),
+    ("steady_delivered_ratio", "steady delivered/offered"),
     ("ttft_err_p50_ms", "TTFT err p50 ms"),
     ("ttft_err_p99_ms", "TTFT err p99 ms"),
     ("itl_p99_err_p50_ms", "ITL p99 err p50 ms"),
