@@ -36,11 +36,9 @@ class SlicedProtocol(asyncio.Protocol):
         raise NotImplementedError
 
     def data_received(self, data: bytes) -> None:
-        # The loop's own transport: the moment these bytes were read is their stamp.
-        self.data_received_at(data, perf_counter_ns())
-
-    def data_received_at(self, data: bytes, t: int) -> None:
-        """`data`, stamped `t` (a stamped transport's kernel arrival time, or the read's)."""
+        """A read of the loop's own transport, stamped now. That transport may read the
+        socket again and again in one go, so what it handed on since our last slice counts."""
+        t = perf_counter_ns()
         if self.backlog:
             self.backlog.append((data, t))  # read although paused (a loop reading ahead)
             return
@@ -48,12 +46,30 @@ class SlicedProtocol(asyncio.Protocol):
         if self.handed <= self.slice_bytes or self.transport is None:
             self._received(data, t)
             return
-        # A large read, or one more read in the same go: a slice at a time from later loop
-        # callbacks, reading paused, so a send due meanwhile is not held up by the parsing.
+        self._defer(data, t, first_now=self.handed == len(data))
+
+    def data_received_at(self, data: bytes, t: int) -> None:
+        """A read stamped `t` by a StampedTransport, which reads once a loop callback: only a
+        read larger than a slice waits (a count across reads paused the connection every
+        16 KiB of a stream, two epoll_ctl calls each time, #43)."""
+        if self.backlog:
+            self.backlog.append((data, t))
+            return
+        if len(data) <= self.slice_bytes or self.transport is None:
+            self._received(data, t)
+            return
+        self.handed = len(data)
+        self._defer(data, t, first_now=True)
+
+    def _defer(self, data: bytes, t: int, first_now: bool) -> None:
+        """A large read, or one more read in the same go: a slice at a time from later loop
+        callbacks, reading paused, so a send due meanwhile is not held up by the parsing.
+        `first_now`: nothing was handed on since the loop last ran ours, so one slice now."""
+        assert self.transport is not None
         self.transport.pause_reading()
         self.backlog.append((data, t))
-        if self.handed == len(data):
-            self._next_slice()  # nothing handed on since the loop last ran ours: one slice now
+        if first_now:
+            self._next_slice()
         else:
             asyncio.get_running_loop().call_soon(self._next_slice)
 

@@ -276,6 +276,8 @@ class _Conn(SlicedProtocol):
                     if data_end > data and buf[data_end : data_end + 2] == b"\r\n":
                         self._body(buf[data:data_end], out)  # a whole chunk and its CRLF
                         pos = data_end + 2
+                        if pos == n:
+                            return False, n  # the read was that chunk: a token event's
                         continue
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:

@@ -38,6 +38,8 @@ from typing import Any, Protocol
 # wheels serve; its control message carries a `struct timespec` of native longs.
 SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("@ll")
+_unpack_timespec = _TIMESPEC.unpack_from
+_SOL_SOCKET = socket.SOL_SOCKET
 READ_BYTES = 64 * 1024  # one recvmsg; larger sizes cost an mmap'd buffer each call
 _ANC_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 OFFSET_REFRESH_NS = 1_000_000_000  # how often the REALTIME - MONOTONIC offset is read again
@@ -73,10 +75,10 @@ class KernelClock:
     def to_perf(self, anc: list[tuple[int, int, bytes]], now: int) -> int:
         """The stamp of a read whose control messages are `anc`, read at `now`."""
         for level, kind, data in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            if kind == SO_TIMESTAMPNS and level == _SOL_SOCKET:
                 if now - self.read_at > OFFSET_REFRESH_NS:
                     self.refresh(now)
-                sec, nsec = _TIMESPEC.unpack_from(data)
+                sec, nsec = _unpack_timespec(data)
                 t = sec * 1_000_000_000 + nsec - self.offset
                 return t if t <= now else now
         return now  # no stamp came with it (the option was set after the bytes arrived)
