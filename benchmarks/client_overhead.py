@@ -21,18 +21,21 @@ interval x API x tool), against the server's own stamps:
 - CPU per token: the client process's user+system time over the load's span (sampled from
   /proc/PID/stat every 20 ms), divided by the tokens parsed; and its peak RSS.
 
-Peers (AIPerf, GuideLLM; `--tools`) run against the same server at the same points, in venvs
-of their own under ~/.cache/zqbench/peers/ (made once with `--install-peers`). They report
-distributions, not per-request rows matched to ours, so for them the table compares their
-own TTFT/ITL p50/p99 with the server's (the server's TTFT per request from its log; its
-ITL from every gap it wrote), and their output token throughput with the server's.
+Peers (AIPerf, GuideLLM, `vllm bench serve`; `--tools`) run against the same server at the
+same points: AIPerf and GuideLLM in venvs of their own under ~/.cache/zqbench/peers/ (made
+once with `--install-peers`), vLLM's from the venv tests/vllm/setup.sh makes (its closed
+loop: `--max-concurrency` streams, `--request-rate inf`, as many prompts as fill the time).
+They report distributions, not per-request rows matched to ours, so for them the table
+compares their own TTFT/ITL p50/p99 with the server's (the server's TTFT per request from its
+log; its ITL from every gap it wrote), and their output token throughput with the server's.
+Every tool's steady delivery comes from the server's log the same way (`server_figures`).
 
 Reproduce (a quiet machine: nothing else on the two cores; ~2 minutes a point a tool):
 
     .venv/bin/python benchmarks/client_overhead.py --install-peers      # once, needs PyPI
     .venv/bin/python benchmarks/client_overhead.py \\
         --streams 10 50 250 1000 --interval-ms 1 5 20 --apis anthropic openai \\
-        --tools zqbench aiperf guidellm --seconds 20 \\
+        --tools zqbench aiperf guidellm vllm --seconds 20 \\
         --json co.json --md co.md --png co.png
     .venv/bin/python benchmarks/tickserver.py --streams 250 --interval-ms 5   # server alone
 
@@ -76,6 +79,7 @@ from zqbench.dialects.itl import summarize_gaps  # noqa: E402
 PEERS = Path.home() / ".cache" / "zqbench" / "peers"
 PEER_VERSIONS = {"aiperf": "aiperf==0.13.0", "guidellm": "guidellm==0.8.1"}
 TOKENIZER = Path.home() / ".cache" / "zqbench" / "tiny-llama"  # tests/vllm's tiny model
+VLLM_VENV = Path(os.environ.get("ZQ_VLLM_VENV", Path.home() / ".cache" / "zqbench" / "vllm-venv"))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -381,9 +385,59 @@ def install_peers() -> None:
         print(f"{name}: {venv / 'bin' / name}")
 
 
+def peer_exe(tool: str) -> Path:
+    """The peer's command: its own venv's, or for vLLM the interpreter of tests/vllm's venv
+    (made by tests/vllm/setup.sh), which runs `vllm` through tests/vllm/vllm_cli.py."""
+    if tool == "vllm":
+        return VLLM_VENV / "bin" / "python"
+    return PEERS / tool / "bin" / tool
+
+
 def peer_cmd(tool: str, srv: TickServer, point: dict[str, Any], out: Path) -> list[str]:
-    exe = str(PEERS / tool / "bin" / tool)
+    exe = str(peer_exe(tool))
     n, secs, tokens = point["streams"], point["seconds"], point["tokens"]
+    if tool == "vllm":
+        # Closed loop at `n` concurrent requests, as many as fill `secs` at the server's pace.
+        prompts = max(n, round(n * secs * 1000 / (tokens * point["interval_ms"])))
+        return [
+            *pinned(0),
+            exe,
+            str(REPO / "tests" / "vllm" / "vllm_cli.py"),
+            "bench",
+            "serve",
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--base-url",
+            srv.url,
+            "--model",
+            "mock",
+            "--tokenizer",
+            str(TOKENIZER),
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            str(tokens),
+            "--request-rate",
+            "inf",
+            "--max-concurrency",
+            str(n),
+            "--num-prompts",
+            str(prompts),
+            "--percentile-metrics",
+            "ttft,tpot,itl",
+            "--metric-percentiles",
+            "50,99",
+            "--disable-tqdm",
+            "--save-result",
+            "--result-dir",
+            str(out),
+            "--result-filename",
+            "vllm.json",
+        ]
     if tool == "aiperf":
         return [
             *pinned(0),
@@ -444,8 +498,9 @@ def peer_cmd(tool: str, srv: TickServer, point: dict[str, Any], out: Path) -> li
 
 def run_peer(tool: str, srv: TickServer, point: dict[str, Any], folder: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"tool": tool, **point}
-    if not (PEERS / tool / "bin" / tool).exists():
-        row["failed"] = f"not installed ({PEERS / tool}; --install-peers)"
+    if not peer_exe(tool).exists():
+        how = "tests/vllm/setup.sh" if tool == "vllm" else "--install-peers"
+        row["failed"] = f"not installed ({peer_exe(tool)}; {how})"
         return row
     out = folder / tool
     out.mkdir(parents=True, exist_ok=True)
@@ -453,8 +508,10 @@ def run_peer(tool: str, srv: TickServer, point: dict[str, Any], folder: Path) ->
     # GuideLLM reads the local tokenizer offline; AIPerf 0.13 in offline mode looks a local
     # path up as a Hub repo and fails, so it runs without (nothing off the machine is reachable).
     env = dict(os.environ)
-    if tool == "guidellm":
+    if tool in ("guidellm", "vllm"):
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    if tool == "vllm":
+        env.update(VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
     cmd = peer_cmd(tool, srv, point, out)
     (folder / f"{tool}.cmd").write_text(" ".join(cmd) + "\n")
     proc = run_measured(cmd, folder, point["seconds"] + 240, env_log, env)
@@ -503,6 +560,16 @@ def read_peer(tool: str, out: Path) -> dict[str, Any]:
             "peer_itl_p99_ms": r3(m("inter_token_latency", "p99")),
             "peer_output_tokens_per_s": r3(m("output_token_throughput", "avg")),
             "peer_requests": m("request_count", "avg"),
+        }
+    if tool == "vllm":
+        data = json.loads((out / "vllm.json").read_text())
+        return {
+            "peer_ttft_p50_ms": r3(data.get("p50_ttft_ms")),
+            "peer_ttft_p99_ms": r3(data.get("p99_ttft_ms")),
+            "peer_itl_p50_ms": r3(data.get("p50_itl_ms")),
+            "peer_itl_p99_ms": r3(data.get("p99_itl_ms")),
+            "peer_output_tokens_per_s": r3(data.get("output_throughput")),
+            "peer_requests": data.get("completed"),
         }
     data = json.loads(_find(out, "*.json").read_text())
     bench = data["benchmarks"][0]
@@ -611,12 +678,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         rs.sort(key=lambda r: r["streams"])
         x = [r["offered_per_s"] for r in rs]
         label = f"{tool} {api} {ms:g} ms"
-        axes[0].plot(x, [r.get("delivered_ratio") for r in rs], "o-", label=label)
+        delivered = [r.get("steady_delivered_ratio") or r.get("delivered_ratio") for r in rs]
+        axes[0].plot(x, delivered, "o-", label=label)
         # zqbench: its own ITL p99 (median over requests); peers: their reported ITL p99;
         # both against the server's interval.
         itl = [r.get("itl_p99_median_ms") or r.get("peer_itl_p99_ms") for r in rs]
         axes[1].plot(x, [None if v is None else v - ms for v in itl], "o-", label=label)
-    axes[0].set(xscale="log", xlabel="offered tokens/s", ylabel="delivered / offered")
+    axes[0].set(xscale="log", xlabel="offered tokens/s", ylabel="delivered / offered (steady)")
     axes[1].set(
         xscale="log",
         xlabel="offered tokens/s",
@@ -639,7 +707,7 @@ def main() -> int:
     ap.add_argument("--streams", type=int, nargs="+", default=[10, 50, 250, 1000])
     ap.add_argument("--interval-ms", type=float, nargs="+", default=[1, 5, 20])
     ap.add_argument("--apis", nargs="+", default=["anthropic", "openai"])
-    ap.add_argument("--tools", nargs="+", default=["zqbench", "aiperf", "guidellm"])
+    ap.add_argument("--tools", nargs="+", default=["zqbench", "aiperf", "guidellm", "vllm"])
     ap.add_argument("--tokens", type=int, default=100, help="tokens a request")
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--no-realtime", action="store_true", help="no SCHED_FIFO for the server")

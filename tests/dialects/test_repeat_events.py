@@ -16,11 +16,11 @@ from zqbench.dialects.anthropic import AnthropicParser
 from zqbench.dialects.openai import OpenAIParser
 
 
-def _oai(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+def _oai(delta: dict[str, Any], finish: str | None = None, created: int = 1, **extra: Any) -> bytes:
     chunk = {
         "id": "chatcmpl-1",
         "object": "chat.completion.chunk",
-        "created": 1,
+        "created": created,
         "model": "m",
         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
         **extra,
@@ -134,4 +134,44 @@ def test_an_escaped_text_is_not_mistaken_for_another_field(
     pieces = [chunk("\\u0061"), chunk("\\u0062"), chunk("\\u0063"), *OAI_END]
     fast = _parse(OpenAIParser, pieces, True, monkeypatch)
     assert "".join(fast["answer"]) == "abc"
+    assert fast == _parse(OpenAIParser, pieces, False, monkeypatch)
+
+
+def test_escaped_texts_are_read_from_the_template_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code streams quotes and newlines: once a template is known, a JSON string body with
+    escapes in its place is decoded as the slow path would, with no SSE or JSON object."""
+    texts = [" x", ' "a"\n', " \\", " \u00e9\t", " y", "\U0001f642"]
+    pieces = [_oai({"content": t}) for t in texts] + OAI_END
+    feeds = 0
+    real_feed = parser_module.SSEDecoder.feed
+
+    def counting(self: Any, data: bytes) -> Any:
+        nonlocal feeds
+        feeds += 1
+        return real_feed(self, data)
+
+    monkeypatch.setattr(parser_module.SSEDecoder, "feed", counting)
+    fast = _parse(OpenAIParser, pieces, True, monkeypatch)
+    assert feeds == 1 + 1 + 2  # the first chunk, its proof; the two end pieces
+    assert fast == _parse(OpenAIParser, pieces, False, monkeypatch)
+    assert "".join(fast["answer"]) == "".join(texts)
+
+
+def test_a_server_whose_chunks_all_differ_stops_the_learning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A counter in every chunk: each template is dropped unused, and after three the
+    response learns no more (each proof costs a decode), with the same result."""
+    pieces = [_oai({"content": f" t{i}"}, created=i) for i in range(40)] + OAI_END
+    proofs = 0
+    real = parser_module._proven
+
+    def counting(*args: Any) -> bool:
+        nonlocal proofs
+        proofs += 1
+        return real(*args)
+
+    monkeypatch.setattr(parser_module, "_proven", counting)
+    fast = _parse(OpenAIParser, pieces, True, monkeypatch)
+    assert proofs == parser_module.MAX_UNUSED_TEMPLATES
     assert fast == _parse(OpenAIParser, pieces, False, monkeypatch)

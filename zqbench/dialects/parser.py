@@ -52,11 +52,13 @@ text to `_token` / `_body_text` as usual: they count a skimmed string's true len
 Repeated events. Nearly every piece of a token stream is one event whose bytes repeat the
 previous event's but for the token's text. Once a piece was parsed the slow way into one
 event that did nothing but add one token (the dialect says so: `_pure`), and the same bytes
-with another plain text in that place are proven to decode to the same event but for the
-text (`_learn`), a later piece of that shape is read as that token directly (`_repeat`):
-no SSE lines, no JSON. A plain text has no quote, backslash, control character or invalid
-UTF-8; anything else, and any other piece, goes the slow way and drops the template. At
-50,000 token events a second this took a token's parse from about 5 to 1 µs (#43).
+with another text in that place are proven to decode to the same event but for the text
+(`_learn`; only from a plain text: no quote, backslash or control character), a later piece
+of that shape is read as that token directly (`_repeat`): no SSE lines, no JSON object. Its
+text may be plain (decoded as UTF-8) or a JSON string's body with escapes (decoded by the
+slow path's decoder); anything else, and any other piece, goes the slow way and drops the
+template. At 50,000 token events a second this took a token's parse from about 3.3 to 0.9 µs
+(#43, benchmarks/parser_events.py).
 
 A dialect may hold one event as *provisional* (`_provisional_token`): a chunk that is a
 token for one server and a mere trailer for another (OpenAI: empty text beside the
@@ -102,8 +104,12 @@ from zqbench.transport.base import HttpRequest
 # or backslash (an escape or the string's end), or a control character (not JSON, or an
 # SSE line end).
 _NOT_PLAIN = re.compile(rb'[\x00-\x1f"\\]').search
+# A JSON string's body with escapes and without its quotes: in the template's place it keeps
+# the event's structure (it cannot end the string early), so it is the token's text too.
+_STRING_BODY = re.compile(rb'(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*').fullmatch
 _SENTINEL = "zq\ue000"  # a plain text no server sends: the proof's stand-in for a token
 MAX_TEMPLATE_BYTES = 4096  # a longer piece is not learned: the proof would cost more
+MAX_UNUSED_TEMPLATES = 3
 
 
 class ResponseParser(abc.ABC):
@@ -127,12 +133,14 @@ class ResponseParser(abc.ABC):
         "_on_event",
         "_provisional",
         "_pure",
+        "_repeats",
         "_skim",
         "_skim_decoder",
         "_skimmed",
         "_sse",
         "_stopped",
         "_template",
+        "_unused",
         "stop_reason",
         "stream",
         "summary",
@@ -171,6 +179,11 @@ class ResponseParser(abc.ABC):
         self._pure: tuple[str, int] | None = None
         # The last pure event's piece around its text (before, after, kind): see `_repeat`.
         self._template: tuple[bytes, bytes, int] | None = None
+        self._repeats = 0  # pieces read from the current template
+        # Templates dropped before they read a piece: a server whose every event differs
+        # (a counter, padding) would have each one's proof paid for nothing; past
+        # MAX_UNUSED_TEMPLATES this response learns no more.
+        self._unused = 0
 
     # -------------------------------------------------------------- ResponseSink
     def on_headers(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
@@ -206,8 +219,11 @@ class ResponseParser(abc.ABC):
             template = self._template
             if template is not None:
                 if self._repeat(template, data, t_ns):
+                    self._repeats += 1
                     return
                 self._template = None
+                if not self._repeats:
+                    self._unused += 1
             self._pure = None
             events = sse.feed(data)
             for event in events:
@@ -216,8 +232,14 @@ class ResponseParser(abc.ABC):
                     return
             if sse.error is not None:
                 self._fail(sse.error)
-            elif self._pure is not None and len(events) == 1 and sse.idle():
+            elif (
+                self._pure is not None
+                and len(events) == 1
+                and self._unused < MAX_UNUSED_TEMPLATES
+                and sse.idle()
+            ):
                 self._template = _learn(data, events[0], self._pure)
+                self._repeats = 0
         except Exception:
             self._fail("parse_error")
 
@@ -256,11 +278,14 @@ class ResponseParser(abc.ABC):
         if end <= len(before) or not data.startswith(before) or not data.endswith(after):
             return False
         raw = data[len(before) : end]
-        if _NOT_PLAIN(raw) is not None:
-            return False
         try:
-            text = raw.decode()
-        except UnicodeDecodeError:
+            if _NOT_PLAIN(raw) is None:
+                text = raw.decode()
+            elif _STRING_BODY(raw) is not None:  # escapes: a newline, a quote, code
+                text = loads(b'"' + raw + b'"')  # the slow path's decoder, on that string
+            else:
+                return False
+        except ValueError:  # not UTF-8, or an escape json refuses: the slow path says what
             return False
         self._token(text, t_ns, kind)
         return True
@@ -543,31 +568,50 @@ def _string(value: Any) -> str:
 def _learn(data: bytes, event: SSEEvent, pure: tuple[str, int]) -> tuple[bytes, bytes, int] | None:
     """The template of a piece that was one pure token event, or None.
 
-    The token's text must stand in the piece once, plain, between quotes; the proof: the
-    piece with a stand-in text there decodes (SSE, then JSON) to the same event, field for
-    field, but for that one string. So any plain text there is that event with that text."""
+    The token's text must stand in the piece once between quotes, as the server encoded it
+    (raw UTF-8, or a JSON escape of it); the proof: the piece with a stand-in text there
+    decodes (SSE, then JSON) to the same event, field for field, but for that one string. So
+    any JSON string body there is that event with that text."""
     text, kind = pure
+    if not text or len(data) > MAX_TEMPLATE_BYTES or data.startswith(b"\xef\xbb\xbf"):
+        return None
+    for raw in _encodings(text):
+        quoted = b'"' + raw + b'"'
+        at = data.find(quoted)
+        if at < 0:
+            continue
+        if data.find(quoted, at + 1) >= 0:
+            return None  # twice: which one is the token's is not known
+        before, after = data[: at + 1], data[at + 1 + len(raw) :]
+        return (before, after, kind) if _proven(before, after, event, text) else None
+    return None
+
+
+def _encodings(text: str) -> list[bytes]:
+    """How a server may have written `text` inside a JSON string, the likeliest first."""
     raw = text.encode()
-    if not raw or len(data) > MAX_TEMPLATE_BYTES or _NOT_PLAIN(raw) is not None:
-        return None
-    quoted = b'"' + raw + b'"'
-    at = data.find(quoted)
-    if at < 0 or data.find(quoted, at + 1) >= 0 or data.startswith(b"\xef\xbb\xbf"):
-        return None
-    before, after = data[: at + 1], data[at + 1 + len(raw) :]
+    if _NOT_PLAIN(raw) is None:
+        return [raw]
+    found = [json.dumps(text, ensure_ascii=False)[1:-1].encode()]  # vLLM, most servers
+    ascii_only = json.dumps(text)[1:-1].encode()
+    if ascii_only not in found:
+        found.append(ascii_only)
+    return found
+
+
+def _proven(before: bytes, after: bytes, event: SSEEvent, text: str) -> bool:
     probe = SSEDecoder()
     events = probe.feed(before + _SENTINEL.encode() + after)
     if len(events) != 1 or not probe.idle():
-        return None
+        return False
     other = events[0]
     # An id line in the piece must say the same; without one the id is the stream's so far.
     if other.event != event.event or (probe.last_event_id and other.id != event.id):
-        return None
+        return False
     try:
-        same = _swap(loads(other.data), text) == loads(event.data)
-    except Exception:
-        return None
-    return (before, after, kind) if same else None
+        return bool(_swap(loads(other.data), text) == loads(event.data))
+    except Exception:  # not JSON after all: no template
+        return False
 
 
 def _swap(value: Any, text: str) -> Any:

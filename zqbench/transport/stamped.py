@@ -101,7 +101,7 @@ def stamps_supported(sock: socket.socket) -> bool:
 _ready: bool | None = None  # the process's answer from `kernel_stamps_ready`
 # The probe's stamped socket, kept open for the life of the process: Linux turns stamping
 # off when the last socket that asked for it closes, and turning it back on is not at once.
-_keeper: socket.socket | None = None
+_keeper: int | None = None  # a file descriptor: the process's exit closes it
 READY_WITHIN_S = 1.0
 
 
@@ -141,7 +141,7 @@ async def _probe() -> bool:
                 except BlockingIOError:
                     continue
                 if any(kind == SO_TIMESTAMPNS for _, kind, _ in anc):
-                    _keeper = socket.socket(fileno=os.dup(c.fileno()))
+                    _keeper = os.dup(c.fileno())
                     return True
     except OSError:
         pass
