@@ -61,6 +61,19 @@ def _parse(cls: type, pieces: list[bytes], templates: bool, monkeypatch: Any) ->
     return {**s, "stop_reason": p.stop_reason}
 
 
+def _count_feeds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts SSEDecoder.feed calls (the slow path and the proofs) in its one item."""
+    feeds = [0]
+    real_feed = parser_module.SSEDecoder.feed
+
+    def counting(self: Any, data: bytes) -> Any:
+        feeds[0] += 1
+        return real_feed(self, data)
+
+    monkeypatch.setattr(parser_module.SSEDecoder, "feed", counting)
+    return feeds
+
+
 TEXTS = st.one_of(
     st.sampled_from(["a", " tok", "é", "日本", "🙂", "", '"', "\\", "a\\nb", "\n", "x\ty"]),
     st.text(max_size=6),
@@ -102,17 +115,9 @@ def test_a_stream_of_plain_tokens_is_read_from_the_template(
     the template) no chunk is decoded as SSE: the shortcut is taken, with the same result."""
     pieces = [_oai({"role": "assistant", "content": "Hi"})]
     pieces += [_oai({"content": f" w{i}"}) for i in range(50)] + OAI_END
-    feeds = 0
-    real_feed = parser_module.SSEDecoder.feed
-
-    def counting(self: Any, data: bytes) -> Any:
-        nonlocal feeds
-        feeds += 1
-        return real_feed(self, data)
-
-    monkeypatch.setattr(parser_module.SSEDecoder, "feed", counting)
+    feeds = _count_feeds(monkeypatch)
     fast = _parse(OpenAIParser, pieces, True, monkeypatch)
-    assert feeds == 2 + 2 + 2  # role, first plain; the two end pieces; the proof's probes
+    assert feeds[0] == 2 + 2 + 2  # role, first plain; the two end pieces; the proof's probes
     assert fast == _parse(OpenAIParser, pieces, False, monkeypatch)
     assert "".join(fast["answer"]) == "Hi" + "".join(f" w{i}" for i in range(50))
     assert len(fast["token_times"]) == 51
@@ -142,17 +147,9 @@ def test_escaped_texts_are_read_from_the_template_too(monkeypatch: pytest.Monkey
     escapes in its place is decoded as the slow path would, with no SSE or JSON object."""
     texts = [" x", ' "a"\n', " \\", " \u00e9\t", " y", "\U0001f642"]
     pieces = [_oai({"content": t}) for t in texts] + OAI_END
-    feeds = 0
-    real_feed = parser_module.SSEDecoder.feed
-
-    def counting(self: Any, data: bytes) -> Any:
-        nonlocal feeds
-        feeds += 1
-        return real_feed(self, data)
-
-    monkeypatch.setattr(parser_module.SSEDecoder, "feed", counting)
+    feeds = _count_feeds(monkeypatch)
     fast = _parse(OpenAIParser, pieces, True, monkeypatch)
-    assert feeds == 1 + 1 + 2  # the first chunk, its proof; the two end pieces
+    assert feeds[0] == 1 + 1 + 2  # the first chunk, its proof; the two end pieces
     assert fast == _parse(OpenAIParser, pieces, False, monkeypatch)
     assert "".join(fast["answer"]) == "".join(texts)
 

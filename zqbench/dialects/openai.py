@@ -96,7 +96,7 @@ class OpenAIParser(ResponseParser):
         timing = obj.get("zq_timing")
         if timing is not None:
             common.apply_zq_timing(self.summary, timing)
-        elif text and isinstance(text, str) and event.event == "message":
+        elif text and isinstance(text, str):
             self._pure = (text, TEXT)  # `_delta` made it a token and nothing else
 
     def _delta(self, delta: Any, finishing: bool, t_ns: int) -> None:
