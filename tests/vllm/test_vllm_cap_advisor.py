@@ -70,8 +70,12 @@ def test_the_advisor_recommends_the_cap_at_vllms_slots(tmp_path: Path) -> None:
     assert all(s["state"] == "ran" and 20 < s["ready_s"] < 180 for s in (low, at, high)), report
     rec = report["recommendation"]
     assert rec["label"] == "cap=4", report["outcome"]
-    # At the slots: nothing waits, the refusals are fast, and it serves most of the passing.
-    assert at["verdict"] == "pass" and at["queued_share"] < 0.05, at
+    # At the slots: hardly anything waits, and it passes. Without timing headers "queued" is
+    # read from TTFT against twice the at-rest TTFT, and on one core the API server's work for
+    # ~60 refusals a second can stretch an admitted request's TTFT that far: CI saw 0%, 1% and
+    # 5.2% (TTFT p99 278 ms) at cap 4, against 99% at cap 32.
+    assert at["verdict"] == "pass" and at["queued_share"] < 0.15, at
+    assert at["queued_share"] < high["queued_share"] / 4, (at, high)
     # Below them: refusals with a slot free. Not fewer admitted: on one CPU core vLLM's
     # throughput barely grows from 2 slots to 4 (the CI of 10b13fb: 23% against 26% of the
     # requests admitted), so that is the engine's figure, not the advisor's judgement.
