@@ -8,12 +8,16 @@ events), best of `--rounds`, and prints microseconds an event. Texts: plain word
 repeated event's template reads without SSE or JSON (dialects/parser.py, `_repeat`); words
 in quotes with a newline (JSON escapes, as code streams have), every one or one in four;
 and, worst case, chunks that each carry a different counter, so no template is ever used.
+Last, the whole read chain of an HTTP/1.1 connection above the socket: each read handed to
+the connection's protocol as a StampedTransport hands it (`data_received_at`), its chunked
+framing, the parser and the response's end, 100 token events a response.
 Run it from two checkouts to compare commits (`PYTHONPATH=<checkout>`).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -23,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from zqbench.dialects.anthropic import AnthropicParser
 from zqbench.dialects.openai import OpenAIParser
+from zqbench.transport.base import Exchange
+from zqbench.transport.raw_h1 import _Conn
 
 
 def openai_piece(text: str, created: int = 1) -> bytes:
@@ -57,6 +63,65 @@ def per_event_us(parser_cls: type, pieces: list[bytes], rounds: int) -> float:
     return best
 
 
+def chunk(piece: bytes) -> bytes:
+    return b"%x\r\n" % len(piece) + piece + b"\r\n"
+
+
+HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+    b"transfer-encoding: chunked\r\n\r\n"
+)
+
+
+class _NullTransport:
+    """What the connection asks of its transport while reading; nothing is written."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def chain_per_event_us(responses: int, rounds: int, tokens: int = 100) -> float:
+    """One read per token event, as a StampedTransport hands reads to an HTTP/1.1 connection,
+    through the chunked framing and the parser to the response's end."""
+    reads = [HEAD, chunk(openai_piece("")) + chunk(openai_piece(" tok0"))]
+    reads += [chunk(openai_piece(f" tok{i % 7}")) for i in range(1, tokens)]
+    finish = (
+        b'data: {"id":"chatcmpl-abc","object":"chat.completion.chunk","created":1,"model":"mock",'
+        b'"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}\n\n'
+    )
+    reads[-1] += chunk(finish) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+    async def run() -> float:
+        conn = _Conn(1 << 30, lambda c: None)
+        conn.connection_made(_NullTransport())  # type: ignore[arg-type]
+        best = float("inf")
+        for _ in range(rounds):
+            t = time.perf_counter()
+            for _ in range(responses):
+                parser = OpenAIParser(True)
+                done = conn.request(b"", False, parser, Exchange())
+                for k, piece in enumerate(reads):
+                    conn.data_received_at(piece, k)
+                assert done.done() and parser.summary.error is None
+            best = min(best, (time.perf_counter() - t) / (responses * tokens) * 1e6)
+        assert len(parser.summary.token_times) == tokens + 1  # the role chunk's "" counts
+        return best
+
+    return asyncio.run(run())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=20_000)
@@ -80,6 +145,8 @@ def main() -> None:
     pieces = [openai_piece(f" tok{i % 7}", created=i) for i in range(args.events)]
     us = per_event_us(OpenAIParser, pieces, args.rounds)
     print(f"{'openai':9s} {'a counter in each chunk':22s} {us:5.2f} us a token event")
+    us = chain_per_event_us(args.events // 100, args.rounds)
+    print(f"{'openai':9s} {'HTTP/1.1 read chain':22s} {us:5.2f} us a token event")
 
 
 if __name__ == "__main__":
