@@ -47,13 +47,20 @@ The smoke run of docs/performance.md ("Client overhead"):
         --md docs/benchmarks/client-overhead-smoke-2026-12-06.md \\
         --png docs/benchmarks/client-overhead-smoke-2026-12-06.png
 
-HTTP/2: the mock server speaks HTTP/1.1 only (h2c is not written yet); `--http2` is refused.
+HTTP/2: `--http 1.1 2` adds zqbench's points over h2c (prior knowledge; the tick server,
+built with libnghttp2, allows 128 streams a connection as nginx does, so 250 streams take two
+connections). The peers run over HTTP/1.1 only: AIPerf and `vllm bench serve` speak nothing
+else (aiohttp).
+
+    .venv/bin/python benchmarks/client_overhead.py --http 1.1 2 --streams 50 250 1000 \\
+        --interval-ms 5 --apis openai anthropic --tools zqbench --seconds 20 --no-server-alone
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -595,6 +602,7 @@ def read_peer(tool: str, out: Path) -> dict[str, Any]:
 COLUMNS = [
     ("tool", "tool"),
     ("api", "API"),
+    ("http", "HTTP"),
     ("streams", "streams"),
     ("interval_ms", "interval ms"),
     ("tokens_per_s", "tokens/s parsed"),
@@ -625,7 +633,7 @@ PAIRS = {
 def cell(row: dict[str, Any], key: str) -> str:
     if key == "tool" and row.get("failed"):
         return f"{row['tool']} (failed)"
-    v = row.get(key)
+    v = row.get(key, "1.1" if key == "http" else None)  # rows saved before HTTP/2 points
     if key == "tokens_per_s" and v is not None:
         return str(round(v))
     if key in PAIRS:
@@ -670,14 +678,15 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str, float], list[dict[str, Any]]] = {}
     for r in rows:
         if not r.get("failed"):
-            groups.setdefault((r["tool"], r["api"], r["interval_ms"]), []).append(r)
-    for (tool, api, ms), rs in sorted(groups.items()):
+            key = (r["tool"], r["api"], r.get("http", "1.1"), r["interval_ms"])
+            groups.setdefault(key, []).append(r)
+    for (tool, api, http, ms), rs in sorted(groups.items()):
         rs.sort(key=lambda r: r["streams"])
         x = [r["offered_per_s"] for r in rs]
-        label = f"{tool} {api} {ms:g} ms"
+        label = f"{tool} {api}{' h2' if http == '2' else ''} {ms:g} ms"
         delivered = [r.get("steady_delivered_ratio") or r.get("delivered_ratio") for r in rs]
         axes[0].plot(x, delivered, "o-", label=label)
         # zqbench: its own ITL p99 (median over requests); peers: their reported ITL p99;
@@ -712,7 +721,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--no-realtime", action="store_true", help="no SCHED_FIFO for the server")
     ap.add_argument("--no-server-alone", action="store_true")
-    ap.add_argument("--http2", action="store_true", help="not available: the server is h1 only")
+    ap.add_argument("--http", nargs="+", choices=["1.1", "2"], default=["1.1"])
     ap.add_argument("--keep", type=Path, help="keep every run's files in this folder")
     ap.add_argument("--install-peers", action="store_true", help="make the peers' venvs; exit")
     ap.add_argument("--render", type=Path, help="only write --md/--png from this saved --json")
@@ -732,9 +741,6 @@ def main() -> int:
         if args.png:
             plot(saved["rows"], args.png)
         return 0
-    if args.http2:
-        print("the tick server speaks HTTP/1.1 only; no HTTP/2 points", file=sys.stderr)
-        return 2
     realtime = not args.no_realtime
     alone = []
     if not args.no_server_alone:
@@ -746,36 +752,43 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     base = args.keep or Path(tempfile.mkdtemp(prefix="client-overhead-"))
     try:
-        for api in args.apis:
-            for ms in args.interval_ms:
-                for n in args.streams:
-                    for tool in args.tools:
-                        if tool != "zqbench" and api != "openai":
-                            continue  # the peers' chat route only
-                        point = {
-                            "api": api,
-                            "streams": n,
-                            "interval_ms": ms,
-                            "tokens": args.tokens,
-                            "seconds": args.seconds,
-                        }
-                        folder = base / f"{tool}-{api}-{n}-{ms:g}"
-                        folder.mkdir(parents=True, exist_ok=True)
-                        srv = TickServer(
-                            interval_us=int(ms * 1000),
-                            tokens=args.tokens,
-                            realtime=realtime,
-                            folder=folder / "server",
-                            max_seconds=args.seconds + 600,
-                        )
-                        with srv:
-                            if tool == "zqbench":
-                                row = run_zqbench(srv, point, folder, [])
-                            else:
-                                row = run_peer(tool, srv, point, folder)
-                        row["server_realtime"] = srv.realtime
-                        print(json.dumps(row), flush=True)
-                        rows.append(row)
+        for http, api, ms, n, tool in itertools.product(
+            args.http, args.apis, args.interval_ms, args.streams, args.tools
+        ):
+            if tool != "zqbench" and (api != "openai" or http != "1.1"):
+                continue  # the peers' chat route over HTTP/1.1 only
+            point = {
+                "api": api,
+                "http": http,
+                "streams": n,
+                "interval_ms": ms,
+                "tokens": args.tokens,
+                "seconds": args.seconds,
+            }
+            folder = base / f"{tool}-{api}-{n}-{ms:g}{'-h2' if http == '2' else ''}"
+            folder.mkdir(parents=True, exist_ok=True)
+            srv = TickServer(
+                interval_us=int(ms * 1000),
+                tokens=args.tokens,
+                realtime=realtime,
+                folder=folder / "server",
+                max_seconds=args.seconds + 600,
+            )
+            with srv:
+                if http == "2" and not srv.h2c:
+                    print(
+                        "client_overhead: the tick server was built without h2c; "
+                        "apt-get install libnghttp2-dev, or leave out --http 2",
+                        file=sys.stderr,
+                    )
+                    return 2
+                if tool == "zqbench":
+                    row = run_zqbench(srv, point, folder, ["--http2"] if http == "2" else [])
+                else:
+                    row = run_peer(tool, srv, point, folder)
+            row["server_realtime"] = srv.realtime
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -45,6 +45,9 @@
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef TICK_H2
+#include <nghttp2/nghttp2.h>
+#endif
 
 #define MAX_IN (1 << 20)
 #define API_ANTHROPIC 1
@@ -70,6 +73,20 @@ typedef struct conn {
     int api, tokens, sent, include_usage;
     char id[48];
     char model[72];
+#ifdef TICK_H2
+    /* HTTP/2: a connection has `session`; each of its streams is a conn_t of its own with
+     * fd -1, `parent` its connection, `out` the body bytes nghttp2 has not taken yet and
+     * `eof` once the body is complete. */
+    nghttp2_session *session;
+    struct conn *parent;
+    int32_t stream_id;
+    int eof;
+    struct conn *next_stream, *prev_stream;  // the connection's open streams
+    char method[16], path[256];              // the request's pseudo-headers
+    int dirty;  // the connection has frames to write after this tick
+    struct conn *next_dirty;
+    int64_t flushed_at;  // now_ns() after the connection's last write
+#endif
 } conn_t;
 
 static volatile sig_atomic_t stop_flag = 0;
@@ -103,6 +120,17 @@ static void add_chunk(buf_t *b, const char *s, size_t n) {
     buf_add(b, "\r\n", 2);
 }
 
+/* Body bytes of a streamed response: an HTTP/1.1 chunk, or an HTTP/2 stream's next bytes. */
+static void emit(conn_t *c, const char *s, size_t n) {
+#ifdef TICK_H2
+    if (c->parent) {
+        buf_add(&c->out, s, n);
+        return;
+    }
+#endif
+    add_chunk(&c->out, s, n);
+}
+
 /* ---- server state ---- */
 static int epfd, lfd, tfd;
 static int64_t interval_ns, t_start;
@@ -134,8 +162,11 @@ static void active_remove(conn_t *c) {
 
 static conn_t *graveyard;
 
+static void h2_end(conn_t *c);
+
 static void conn_close(conn_t *c) {
     if (c->dead) return;
+    h2_end(c);
     active_remove(c);
     epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
@@ -216,9 +247,21 @@ static const char *json_after(const char *body, size_t n, const char *key) {
     return NULL;
 }
 
+#ifdef TICK_H2
+static int h2_submit(conn_t *st, int status, const char *ctype, const char *xid);
+#endif
+
 static void respond_simple(conn_t *c, int status, const char *reason, const char *body) {
     char h[256];
     size_t bl = strlen(body);
+#ifdef TICK_H2
+    if (c->parent) {
+        buf_add(&c->out, body, bl);
+        c->eof = 1;
+        h2_submit(c, status, "application/json", NULL);
+        return;
+    }
+#endif
     int k = snprintf(h, sizeof h,
                      "HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %zu\r\n%s\r\n",
                      status, reason, bl, c->close_after ? "connection: close\r\n" : "");
@@ -232,14 +275,14 @@ static void log_request(conn_t *c, int64_t t_recv, int64_t t_head, const char *x
             (long long)t_head);
 }
 
-static void openai_chunk(conn_t *c, buf_t *b, const char *delta, const char *finish) {
+static void openai_chunk(conn_t *c, const char *delta, const char *finish) {
     char s[768];
     int k = snprintf(s, sizeof s,
                      "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,"
                      "\"model\":\"%s\",\"system_fingerprint\":null,\"choices\":[{\"index\":0,"
                      "\"delta\":%s,\"logprobs\":null,\"finish_reason\":%s}]%s}\n\n",
                      c->id, c->model, delta, finish, c->include_usage ? ",\"usage\":null" : "");
-    add_chunk(b, s, (size_t)k);
+    emit(c, s, (size_t)k);
 }
 
 /* The request in c->in is complete (head_len bytes of head, body_len of body). */
@@ -325,11 +368,19 @@ static int handle_request(conn_t *c, size_t head_len, size_t body_len) {
         return 0;
     }
     char h[256];
-    int k = snprintf(h, sizeof h,
+    int k;
+#ifdef TICK_H2
+    if (c->parent)
+        h2_submit(c, 200, "text/event-stream", xid);  // its body: what emit() adds from now on
+    else
+#endif
+    {
+        k = snprintf(h, sizeof h,
                      "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
                      "x-request-id: %s\r\ntransfer-encoding: chunked\r\n%s\r\n",
                      xid, c->close_after ? "connection: close\r\n" : "");
-    buf_add(&c->out, h, (size_t)k);
+        buf_add(&c->out, h, (size_t)k);
+    }
     if (api == API_ANTHROPIC) {
         char s[1024];
         k = snprintf(s, sizeof s,
@@ -341,7 +392,7 @@ static int handle_request(conn_t *c, size_t head_len, size_t body_len) {
                      "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
                      "event: ping\ndata: {\"type\":\"ping\"}\n\n",
                      c->id, c->model);
-        add_chunk(&c->out, s, (size_t)k);
+        emit(c, s, (size_t)k);
     }
     c->sent = 0;
     c->streaming = 1;
@@ -356,9 +407,17 @@ static int handle_request(conn_t *c, size_t head_len, size_t body_len) {
     return 0;
 }
 
+#ifdef TICK_H2
+static int h2_try(conn_t *c);
+#endif
+
 /* Parse as many complete requests as c->in holds (a client does not pipeline while a
  * stream is open; bytes that arrive then wait in c->in until it ends). */
 static int try_requests(conn_t *c) {
+#ifdef TICK_H2
+    int h2 = h2_try(c);
+    if (h2) return h2 < 0 ? -1 : 0;
+#endif
     while (!c->streaming && c->in.len > 0) {
         char *end = memmem(c->in.p, c->in.len, "\r\n\r\n", 4);
         if (!end) return c->in.len > 65536 ? -1 : 0;
@@ -399,6 +458,242 @@ typedef struct {
     int64_t t;
 } tokrec_t;
 
+/* ---- HTTP/2 (h2c with prior knowledge), on nghttp2 ----
+ * A connection whose first bytes are the HTTP/2 client preface gets an nghttp2 server
+ * session. Each request stream becomes a conn_t of its own (fd -1, `parent` the connection)
+ * that handle_request() and on_tick() treat as an HTTP/1.1 connection's request, with emit()
+ * putting body bytes in the stream's `out`, from which nghttp2 takes DATA frames. On a tick
+ * every stream's token is added first, then each connection's frames go out in one write,
+ * and its tokens are stamped after that write returns. */
+#ifdef TICK_H2
+#define H2_MAX_STREAMS 128  // as nginx's http2_max_concurrent_streams: 250 streams take 2 connections
+static const char H2_PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+static conn_t *dirty_conns;
+static struct {
+    tokrec_t rec;
+    conn_t *conn;
+} *pending_tokens;
+static size_t n_pending, cap_pending;
+
+static ssize_t h2_read(nghttp2_session *session, int32_t stream_id, uint8_t *dst, size_t len,
+                       uint32_t *flags, nghttp2_data_source *source, void *user_data) {
+    (void)session, (void)stream_id, (void)user_data;
+    conn_t *st = source->ptr;
+    size_t avail = st->out.len - st->out_off;
+    if (avail == 0 && !st->eof) return NGHTTP2_ERR_DEFERRED;
+    size_t n = avail < len ? avail : len;
+    memcpy(dst, st->out.p + st->out_off, n);
+    st->out_off += n;
+    if (st->out_off == st->out.len) {
+        st->out.len = st->out_off = 0;
+        if (st->eof) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    }
+    return (ssize_t)n;
+}
+
+static int h2_submit(conn_t *st, int status, const char *ctype, const char *xid) {
+    char code[8];
+    snprintf(code, sizeof code, "%d", status);
+    nghttp2_nv nva[4];
+    size_t n = 0;
+#define NV(NAME, VALUE) \
+    nva[n++] = (nghttp2_nv){(uint8_t *)(NAME), (uint8_t *)(VALUE), strlen(NAME), strlen(VALUE), NGHTTP2_NV_FLAG_NONE}
+    NV(":status", code);
+    NV("content-type", ctype);
+    if (xid) {
+        NV("cache-control", "no-cache");
+        NV("x-request-id", xid);
+    }
+#undef NV
+    nghttp2_data_provider prd = {.source = {.ptr = st}, .read_callback = h2_read};
+    return nghttp2_submit_response(st->parent->session, st->stream_id, nva, n, &prd);
+}
+
+/* The stream has bytes for nghttp2 again: its connection writes after this tick. */
+static void h2_resume(conn_t *st) {
+    conn_t *c = st->parent;
+    nghttp2_session_resume_data(c->session, st->stream_id);
+    if (!c->dirty) {
+        c->dirty = 1;
+        c->next_dirty = dirty_conns;
+        dirty_conns = c;
+    }
+}
+
+static void h2_pending_token(conn_t *c, uint32_t seq, uint32_t idx) {
+    if (n_pending == cap_pending) {
+        cap_pending = cap_pending ? cap_pending * 2 : 1024;
+        pending_tokens = realloc(pending_tokens, sizeof *pending_tokens * cap_pending);
+        if (!pending_tokens) { perror("realloc"); exit(3); }
+    }
+    pending_tokens[n_pending].rec = (tokrec_t){seq, idx, 0};
+    pending_tokens[n_pending++].conn = c;
+}
+
+static void stream_free(conn_t *st) {
+    active_remove(st);
+    conn_t *c = st->parent;
+    if (st->prev_stream) st->prev_stream->next_stream = st->next_stream;
+    else c->next_stream = st->next_stream;
+    if (st->next_stream) st->next_stream->prev_stream = st->prev_stream;
+    free(st->in.p);
+    free(st->out.p);
+    free(st);
+}
+
+/* What nghttp2 has to send goes out; 0 ok, -1 the connection is done with. */
+static int h2_flush(conn_t *c) {
+    int r = flush_out(c);
+    // Frames are gathered into one write (mem_send hands them out a few at a time), up to
+    // 64 KiB; more only once the socket took all of that, so a client that reads slowly
+    // leaves its tokens in the streams' buffers, where the next tick sees them `deferred`.
+    while (r == 0 && c->out_off >= c->out.len) {
+        const uint8_t *data;
+        ssize_t n = 0;
+        while (c->out.len < 65536 && (n = nghttp2_session_mem_send(c->session, &data)) > 0)
+            buf_add(&c->out, (const char *)data, (size_t)n);
+        if (n < 0) r = -1;
+        if (r < 0 || c->out.len == 0) break;
+        r = flush_out(c);
+    }
+    c->flushed_at = now_ns();
+    if (r == 0 && !nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
+        r = -1;
+    return r;
+}
+
+static void h2_flush_tick(void) {
+    while (dirty_conns) {
+        conn_t *c = dirty_conns;
+        dirty_conns = c->next_dirty;
+        c->dirty = 0;
+        if (!c->dead && h2_flush(c) < 0) conn_close(c);
+    }
+    for (size_t i = 0; i < n_pending; i++) {
+        pending_tokens[i].rec.t = pending_tokens[i].conn->flushed_at;
+        fwrite(&pending_tokens[i].rec, sizeof(tokrec_t), 1, f_tokens);
+    }
+    n_pending = 0;
+}
+
+static conn_t *h2_stream(nghttp2_session *session, int32_t stream_id) {
+    return nghttp2_session_get_stream_user_data(session, stream_id);
+}
+
+static int h2_on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    conn_t *c = ud, *st = calloc(1, sizeof *st);
+    st->fd = -1;
+    st->active_idx = -1;
+    st->parent = c;
+    st->stream_id = frame->hd.stream_id;
+    st->next_stream = c->next_stream;
+    if (c->next_stream) c->next_stream->prev_stream = st;
+    c->next_stream = st;
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, st);
+    return 0;
+}
+
+static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                        size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud) {
+    (void)flags, (void)ud;
+    conn_t *st = h2_stream(session, frame->hd.stream_id);
+    if (!st) return 0;
+    if (namelen == 7 && memcmp(name, ":method", 7) == 0) {
+        snprintf(st->method, sizeof st->method, "%.*s", (int)valuelen, (const char *)value);
+    } else if (namelen == 5 && memcmp(name, ":path", 5) == 0) {
+        snprintf(st->path, sizeof st->path, "%.*s", (int)valuelen, (const char *)value);
+    } else if (namelen && name[0] != ':') {  // the head as HTTP/1.1 would have it
+        buf_add(&st->in, (const char *)name, namelen);
+        buf_add(&st->in, ": ", 2);
+        buf_add(&st->in, (const char *)value, valuelen);
+        buf_add(&st->in, "\r\n", 2);
+    }
+    return 0;
+}
+
+static int h2_on_data(nghttp2_session *session, uint8_t flags, int32_t stream_id,
+                      const uint8_t *data, size_t len, void *ud) {
+    (void)flags, (void)ud;
+    conn_t *st = h2_stream(session, stream_id);
+    if (!st) return 0;
+    if (st->out.len + len > MAX_IN) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    buf_add(&st->out, (const char *)data, len);  // the body, until the request is complete
+    return 0;
+}
+
+/* The request is complete: build its HTTP/1.1 form and answer it as one. */
+static int h2_on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
+    (void)ud;
+    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    conn_t *st = h2_stream(session, frame->hd.stream_id);
+    if (!st) return 0;
+    buf_t req = {0};
+    char line[300];
+    int k = snprintf(line, sizeof line, "%s %s HTTP/1.1\r\n", st->method, st->path);
+    buf_add(&req, line, (size_t)k);
+    if (st->in.len) buf_add(&req, st->in.p, st->in.len);
+    buf_add(&req, "\r\n", 2);
+    size_t head_len = req.len, body_len = st->out.len;
+    if (body_len) buf_add(&req, st->out.p, body_len);
+    free(st->in.p);
+    st->in = req;
+    st->out.len = 0;
+    return handle_request(st, head_len, body_len) < 0 ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
+}
+
+static int h2_on_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *ud) {
+    (void)error_code, (void)ud;
+    conn_t *st = h2_stream(session, stream_id);
+    if (st) {
+        nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+        stream_free(st);
+    }
+    return 0;
+}
+
+static int h2_start(conn_t *c) {
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_close);
+    int r = nghttp2_session_server_new(&c->session, cb, c);
+    nghttp2_session_callbacks_del(cb);
+    if (r) return -1;
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS}};
+    return nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, iv, 1) ? -1 : 0;
+}
+
+/* 1: the connection speaks HTTP/2 (its bytes are handled, or its preface is incomplete),
+ * 0: it speaks HTTP/1.1, -1: it is done with. */
+static int h2_try(conn_t *c) {
+    if (!c->session) {
+        size_t n = c->in.len < 24 ? c->in.len : 24;
+        if (n == 0 || memcmp(c->in.p, H2_PREFACE, n) != 0) return 0;
+        if (n < 24) return 1;
+        if (h2_start(c) < 0) return -1;
+    }
+    ssize_t used = nghttp2_session_mem_recv(c->session, (const uint8_t *)c->in.p, c->in.len);
+    c->in.len = 0;
+    if (used < 0) return -1;
+    return h2_flush(c) < 0 ? -1 : 1;
+}
+
+static void h2_end(conn_t *c) {
+    if (!c->session) return;
+    while (c->next_stream) stream_free(c->next_stream);
+    nghttp2_session_del(c->session);  // frees its streams' state without callbacks
+    c->session = NULL;
+}
+#else
+static void h2_end(conn_t *c) { (void)c; }
+#endif
+
 static void on_tick(void) {
     uint64_t expirations = 0;
     if (read(tfd, &expirations, sizeof expirations) != sizeof expirations) return;
@@ -411,15 +706,18 @@ static void on_tick(void) {
     for (int i = 0; i < n_active;) {
         conn_t *c = active[i];
         int deferred = c->out_off < c->out.len;
+#ifdef TICK_H2
+        if (c->parent) deferred |= c->parent->out_off < c->parent->out.len;
+#endif
         c->sent++;
         if (c->api == API_ANTHROPIC) {
-            add_chunk(&c->out, anth_delta, anth_delta_len);
+            emit(c, anth_delta, anth_delta_len);
         } else {
             char delta[160];
             if (c->sent == 1)  // the role chunk with the first token, as vLLM writes it
-                openai_chunk(c, &c->out, "{\"role\":\"assistant\",\"content\":\"\"}", "null");
+                openai_chunk(c, "{\"role\":\"assistant\",\"content\":\"\"}", "null");
             snprintf(delta, sizeof delta, "{\"content\":\"%s\"}", token_text);
-            openai_chunk(c, &c->out, delta, "null");
+            openai_chunk(c, delta, "null");
         }
         int last = c->sent >= c->tokens;
         if (last) {
@@ -433,9 +731,9 @@ static void on_tick(void) {
                                  "\"cache_read_input_tokens\":0}}\n\n"
                                  "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
                                  c->tokens);
-                add_chunk(&c->out, s, (size_t)n);
+                emit(c, s, (size_t)n);
             } else {
-                openai_chunk(c, &c->out, "{}", "\"length\"");
+                openai_chunk(c, "{}", "\"length\"");
                 if (c->include_usage) {
                     char s[512];
                     int n = snprintf(s, sizeof s,
@@ -444,13 +742,29 @@ static void on_tick(void) {
                                      "\"choices\":[],\"usage\":{\"prompt_tokens\":16,\"completion_tokens\":%d,"
                                      "\"total_tokens\":%d,\"prompt_tokens_details\":{\"cached_tokens\":0}}}\n\n",
                                      c->id, c->model, c->tokens, c->tokens + 16);
-                    add_chunk(&c->out, s, (size_t)n);
+                    emit(c, s, (size_t)n);
                 }
-                add_chunk(&c->out, "data: [DONE]\n\n", 14);
+                emit(c, "data: [DONE]\n\n", 14);
             }
-            buf_add(&c->out, "0\r\n\r\n", 5);
+#ifdef TICK_H2
+            if (c->parent)
+                c->eof = 1;
+            else
+#endif
+                buf_add(&c->out, "0\r\n\r\n", 5);
             active_remove(c);  // active[i] is now another stream: do not advance i
         }
+#ifdef TICK_H2
+        if (c->parent) {  // its frames go out with the connection's, after this loop
+            h2_resume(c);
+            if (!last) i++;
+            h2_pending_token(c->parent, c->seq, (uint32_t)(c->sent - 1) | ((uint32_t)deferred << 31));
+            total_tokens++;
+            deferred_tokens += (uint64_t)deferred;
+            written++;
+            continue;
+        }
+#endif
         int gone = flush_out(c) < 0;
         if (!last && !gone) i++;  // (a gone one leaves active[i] below: stay at i)
         tokrec_t r = {c->seq, (uint32_t)(c->sent - 1) | ((uint32_t)deferred << 31), now_ns()};
@@ -464,6 +778,9 @@ static void on_tick(void) {
         }
         if (last && c->in.len > 0 && try_requests(c) < 0) conn_close(c);
     }
+#ifdef TICK_H2
+    h2_flush_tick();
+#endif
     int64_t t1 = now_ns();
     int64_t rec[4] = {deadline, t0 - deadline, t1 - t0, written};
     fwrite(rec, sizeof rec, 1, f_ticks);
@@ -561,7 +878,11 @@ static int serve(int argc, char **argv) {
             conn_t *c = ptr;
             if (c->dead) continue;  // closed by the tick earlier in this batch
             if (evs[i].events & EPOLLOUT) {
-                if (flush_out(c) < 0) { conn_close(c); continue; }
+                int r = flush_out(c);
+#ifdef TICK_H2
+                if (r == 0 && c->session && c->out_off >= c->out.len) r = h2_flush(c);
+#endif
+                if (r < 0) { conn_close(c); continue; }
                 if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(c);
             } else if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
                 on_readable(c);
@@ -651,6 +972,14 @@ static int sink(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "serve") == 0) return serve(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "features") == 0) {  // what this build speaks
+#ifdef TICK_H2
+        puts("h1 h2c");
+#else
+        puts("h1");
+#endif
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "sink") == 0) return sink(argc, argv);
     fprintf(stderr, "usage: tickserver serve PORT INTERVAL_US TOKENS LOG_PREFIX [MAX_S] [TEXT]\n"
                     "       tickserver sink PORT STREAMS TOKENS SECONDS anthropic|openai\n");

@@ -46,10 +46,18 @@ def build(folder: Path) -> Path:
     if gcc is None:
         raise RuntimeError("no C compiler: apt-get install -y gcc")
     exe = folder / "tickserver"
-    subprocess.run(
-        [gcc, "-O2", "-Wall", "-o", str(exe), str(SOURCE)], check=True, capture_output=True
-    )
+    plain = [gcc, "-O2", "-Wall", "-o", str(exe), str(SOURCE)]
+    # h2c needs libnghttp2's headers (apt-get install libnghttp2-dev); without them the server
+    # speaks HTTP/1.1 only, and `speaks_h2c` says so.
+    if subprocess.run([*plain, "-DTICK_H2", "-lnghttp2"], capture_output=True).returncode:
+        subprocess.run(plain, check=True, capture_output=True)
     return exe
+
+
+def speaks_h2c(exe: Path) -> bool:
+    """The binary was built with HTTP/2 (h2c with prior knowledge, on the same port)."""
+    out = subprocess.run([str(exe), "features"], capture_output=True, text=True, check=True)
+    return "h2c" in out.stdout.split()
 
 
 def pinned(cpu: int | None) -> list[str]:
@@ -124,6 +132,7 @@ class TickServer:
     folder: Path | None = None  # where the binary and the logs go (default: a temp dir)
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    h2c: bool = False  # set on start: the binary speaks h2c too
     _tmp: tempfile.TemporaryDirectory[str] | None = None
 
     @property
@@ -141,6 +150,7 @@ class TickServer:
             self.folder = Path(self._tmp.name)
         self.folder.mkdir(parents=True, exist_ok=True)
         exe = build(self.folder)
+        self.h2c = speaks_h2c(exe)
         prio = ["chrt", "-f", "50"] if self.realtime and can_realtime() else []
         self.realtime = bool(prio)
         cmd = [

@@ -118,3 +118,82 @@ def test_both_apis_and_the_log(tmp_path: Path) -> None:
         assert (np.diff(log.ticks[tick, 0]) >= 2_000_000).all(), (times, log.ticks[tick])
     assert not (log.tokens["idx"] & DEFERRED).any()
     assert len(log.ticks) > 0
+
+
+def _chat(tokens: int) -> dict[str, object]:
+    return {"model": "m", "max_tokens": tokens, "stream": True,
+            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+
+
+def test_h2c_streams_both_apis_on_one_connection(tmp_path: Path) -> None:
+    """httpx (h2 underneath) with prior knowledge: two streams at once on one connection, each
+    the same events as over HTTP/1.1, and the log stamps each token's write."""
+    httpx = pytest.importorskip("httpx")
+    with TickServer(interval_us=2000, tokens=50, cpu=None, realtime=False, folder=tmp_path) as srv:
+        if not srv.h2c:
+            pytest.skip("tickserver built without libnghttp2 (apt-get install libnghttp2-dev)")
+        with httpx.Client(http1=False, http2=True, base_url=srv.url, timeout=10) as client:
+            with (
+                client.stream("POST", "/v1/chat/completions", json=_chat(3),
+                              headers={"x-request-id": "zq-1"}) as chat,
+                client.stream("POST", "/v1/messages", json=_chat(4),
+                              headers={"x-request-id": "zq-2"}) as msgs,
+            ):  # fmt: skip
+                responses = [(r, r.read().decode()) for r in (chat, msgs)]
+            models = client.get("/v1/models")
+        srv.stop()
+        log = srv.log()
+    assert models.http_version == "HTTP/2" and models.json()["data"][0]["id"] == "mock"
+    for r, _ in responses:
+        assert r.http_version == "HTTP/2" and r.status_code == 200
+        assert r.headers["content-type"] == "text/event-stream"
+    assert [r.headers["x-request-id"] for r, _ in responses] == ["zq-1", "zq-2"]
+    chat_lines = [line for line in responses[0][1].split("\n") if line.startswith("data: ")]
+    assert chat_lines[-1] == "data: [DONE]"
+    contents = [json.loads(x[6:])["choices"][0]["delta"].get("content") for x in chat_lines[1:4]]
+    assert contents == [" the"] * 3
+    events = [x[7:] for x in responses[1][1].split("\n") if x.startswith("event: ")]
+    assert events == ["message_start", "content_block_start", "ping",
+                      *["content_block_delta"] * 4,
+                      "content_block_stop", "message_delta", "message_stop"]  # fmt: skip
+    by_id = {r["x_request_id"]: r for r in log.requests}
+    per = log.per_request()
+    assert [len(per[by_id[rid]["seq"]]) for rid in ("zq-1", "zq-2")] == [3, 4]
+    for rid in ("zq-1", "zq-2"):
+        times = per[by_id[rid]["seq"]]
+        assert times[0] > by_id[rid]["t_head_ns"] >= by_id[rid]["t_recv_ns"]
+        assert (np.diff(times) > 0).all()
+    assert not (log.tokens["idx"] & DEFERRED).any()
+
+
+def test_zqbench_over_h2c_has_a_row_and_every_token_for_each_request(tmp_path: Path) -> None:
+    """zqbench --http2 against the tick server: each request the server logged has its row,
+    with the token count the server wrote, over HTTP/2."""
+    import subprocess
+
+    import pyarrow.parquet as pq
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        'name = "h2"\napi = "openai"\n[load]\nexecutor = "constant-vus"\nvus = 4\n'
+        'duration = "1s"\n[request]\nmax_tokens = 20\nstream = true\nprompt_tokens = 8\n'
+    )
+    with TickServer(interval_us=2000, tokens=50, cpu=None, realtime=False, folder=tmp_path) as srv:
+        if not srv.h2c:
+            pytest.skip("tickserver built without libnghttp2 (apt-get install libnghttp2-dev)")
+        run = subprocess.run(
+            [sys.executable, "-m", "zqbench", "run", str(scenario), "--target", srv.url,
+             "--http2", "--model", "mock", "--calibration", "off", "--no-server-metrics",
+             "--quiet", "--out", str(tmp_path / "out")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        srv.stop()
+        log = srv.log()
+    assert run.returncode == 0, run.stderr
+    rows = pq.read_table(tmp_path / "out" / "samples.parquet").to_pylist()
+    per = log.per_request()
+    served = {r["x_request_id"]: len(per.get(r["seq"], [])) for r in log.requests}
+    assert len(rows) >= 8
+    for row in rows:
+        assert row["http_version"] == "2" and row["error"] is None, row
+        assert served[f"zq-{row['request_id']}"] == row["output_tokens"] == 20
