@@ -1,6 +1,7 @@
 /* A token-tick mock LLM server for benchmarks/client_overhead.py (#43 item 1).
  *
- * One thread, epoll, non-blocking sockets, HTTP/1.1 keep-alive. A timerfd (CLOCK_MONOTONIC,
+ * One thread, epoll, non-blocking sockets, HTTP/1.1 keep-alive, and h2c with prior knowledge
+ * on the same port when built with -DTICK_H2 -lnghttp2 (`tickserver features` says which). A timerfd (CLOCK_MONOTONIC,
  * absolute, periodic) ticks every --interval-us; on each tick the server writes one token
  * event to every open stream, in one send() each (TCP_NODELAY: one segment a token). A
  * request's HTTP head (and, for the Anthropic API, message_start, content_block_start and

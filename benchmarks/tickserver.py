@@ -2,11 +2,12 @@
 
 The server (C, one thread, epoll) writes one token event to every open stream every
 `interval_us` and stamps each write with CLOCK_MONOTONIC, the clock of Python's
-`perf_counter_ns()` and of zqbench's samples. `TickServer` compiles it with `gcc -O2` into a
-temporary folder, starts it pinned to one core (`taskset -c CPU`; under SCHED_FIFO with
-`chrt -f 50` when `realtime`, so that other jobs on a shared machine cannot delay its ticks)
-and stops it by its PID (SIGTERM: it flushes its logs and exits). `ServerLog` reads what it
-wrote: every token write, every request, every tick.
+`perf_counter_ns()` and of zqbench's samples; HTTP/1.1, and h2c on the same port where
+libnghttp2's headers are installed (`TickServer.h2c`). `TickServer` compiles it with
+`gcc -O2` into a temporary folder, starts it pinned to one core (`taskset -c CPU`; under
+SCHED_FIFO with `chrt -f 50` when `realtime`, so that other jobs on a shared machine cannot
+delay its ticks) and stops it by its PID (SIGTERM: it flushes its logs and exits).
+`ServerLog` reads what it wrote: every token write, every request, every tick.
 
     with TickServer(interval_us=5000, tokens=100) as srv:
         ...  # point a client at srv.url
