@@ -18,6 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from tickserver import DEFERRED, TickServer
 
+from tests.servers.process_group import need_engine
+
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 
@@ -120,6 +122,12 @@ def test_both_apis_and_the_log(tmp_path: Path) -> None:
     assert len(log.ticks) > 0
 
 
+def need_h2c(srv: TickServer) -> None:
+    """Skip without libnghttp2's headers; under CI=true (.ci/run installs them) fail."""
+    missing = "tickserver built without libnghttp2 (apt-get install libnghttp2-dev)"
+    need_engine("tick server's h2c", None if srv.h2c else missing)
+
+
 def _chat(tokens: int) -> dict[str, object]:
     return {"model": "m", "max_tokens": tokens, "stream": True,
             "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
@@ -130,8 +138,7 @@ def test_h2c_streams_both_apis_on_one_connection(tmp_path: Path) -> None:
     the same events as over HTTP/1.1, and the log stamps each token's write."""
     httpx = pytest.importorskip("httpx")
     with TickServer(interval_us=2000, tokens=50, cpu=None, realtime=False, folder=tmp_path) as srv:
-        if not srv.h2c:
-            pytest.skip("tickserver built without libnghttp2 (apt-get install libnghttp2-dev)")
+        need_h2c(srv)
         with httpx.Client(http1=False, http2=True, base_url=srv.url, timeout=10) as client:
             with (
                 client.stream("POST", "/v1/chat/completions", json=_chat(3),
@@ -179,8 +186,7 @@ def test_zqbench_over_h2c_has_a_row_and_every_token_for_each_request(tmp_path: P
         'duration = "1s"\n[request]\nmax_tokens = 20\nstream = true\nprompt_tokens = 8\n'
     )
     with TickServer(interval_us=2000, tokens=50, cpu=None, realtime=False, folder=tmp_path) as srv:
-        if not srv.h2c:
-            pytest.skip("tickserver built without libnghttp2 (apt-get install libnghttp2-dev)")
+        need_h2c(srv)
         run = subprocess.run(
             [sys.executable, "-m", "zqbench", "run", str(scenario), "--target", srv.url,
              "--http2", "--model", "mock", "--calibration", "off", "--no-server-metrics",

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import h2.config
 import h2.connection
 import h2.events
 import pytest
 
-from tests.transport.util import get, make, run, send
+from tests.transport.util import get, make, run, send, serve_in_thread
 from zqbench.transport import h2_client
 
 STREAM_WINDOW = 64 * 1024
@@ -58,16 +56,8 @@ def _serve(sock: socket.socket, body_bytes: int) -> None:
             conn_sock.sendall(conn.data_to_send())
 
 
-@contextmanager
-def _server(body_bytes: int) -> Iterator[str]:
-    sock = socket.create_server(("127.0.0.1", 0))
-    thread = threading.Thread(target=_serve, args=(sock, body_bytes), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        sock.close()
-        thread.join(5)
+def _server(body_bytes: int) -> AbstractContextManager[str]:
+    return serve_in_thread(_serve, body_bytes)
 
 
 HUGE = 1 << 40  # an acknowledgement rule that never fires

@@ -6,9 +6,8 @@ connection's data callback (asyncio tracebacks, `probe --http2` exit 5)."""
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import h2.config
 import h2.connection
@@ -16,7 +15,7 @@ import h2.events
 import pytest
 from hyperframe.frame import PushPromiseFrame
 
-from tests.transport.util import get, make, run, send
+from tests.transport.util import get, make, run, send, serve_in_thread
 from zqbench.errors import TargetError
 from zqbench.target.control import check_reachable
 from zqbench.transport.base import ProtocolViolation
@@ -55,16 +54,8 @@ def _push_promise(conn: h2.connection.H2Connection, stream_id: int) -> bytes:
     return bytes(frame.serialize())
 
 
-@contextmanager
-def _server(status: bytes, push: bool = False) -> Iterator[str]:
-    sock = socket.create_server(("127.0.0.1", 0))
-    thread = threading.Thread(target=_serve, args=(sock, status, push), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        sock.close()
-        thread.join(5)
+def _server(status: bytes, push: bool = False) -> AbstractContextManager[str]:
+    return serve_in_thread(_serve, status, push)
 
 
 @pytest.fixture

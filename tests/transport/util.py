@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import statistics
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from tests.servers import RecordingSink
@@ -53,3 +56,16 @@ def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
 
 def median_ms(xs: list[int]) -> float:
     return statistics.median(xs) / 1e6
+
+
+@contextmanager
+def serve_in_thread(serve: Callable[..., None], *args: object) -> Iterator[str]:
+    """`serve(listening_socket, *args)` in a thread on a loopback port; yields its URL."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    thread = threading.Thread(target=serve, args=(sock, *args), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
+        thread.join(5)
