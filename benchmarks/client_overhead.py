@@ -79,7 +79,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from tickserver import ServerLog, TickServer, measure_alone, pinned  # noqa: E402
+from tickserver import (  # noqa: E402
+    ServerLog,
+    TickServer,
+    build,
+    measure_alone,
+    pinned,
+    speaks_h2c,
+)
 
 from zqbench.dialects.itl import summarize_gaps  # noqa: E402
 
@@ -741,6 +748,16 @@ def main() -> int:
         if args.png:
             plot(saved["rows"], args.png)
         return 0
+    if "2" in args.http:
+        with tempfile.TemporaryDirectory() as tmp:
+            h2c = speaks_h2c(build(Path(tmp)))
+        if not h2c:  # before any point runs, not after the HTTP/1.1 ones
+            print(
+                "client_overhead: the tick server builds without h2c here; "
+                "apt-get install libnghttp2-dev, or leave out --http 2",
+                file=sys.stderr,
+            )
+            return 2
     realtime = not args.no_realtime
     alone = []
     if not args.no_server_alone:
@@ -775,13 +792,6 @@ def main() -> int:
                 max_seconds=args.seconds + 600,
             )
             with srv:
-                if http == "2" and not srv.h2c:
-                    print(
-                        "client_overhead: the tick server was built without h2c; "
-                        "apt-get install libnghttp2-dev, or leave out --http 2",
-                        file=sys.stderr,
-                    )
-                    return 2
                 if tool == "zqbench":
                     row = run_zqbench(srv, point, folder, ["--http2"] if http == "2" else [])
                 else:
