@@ -190,12 +190,16 @@ def test_zqbench_over_h2c_has_a_row_and_every_token_for_each_request(tmp_path: P
         run = subprocess.run(
             [sys.executable, "-m", "zqbench", "run", str(scenario), "--target", srv.url,
              "--http2", "--model", "mock", "--calibration", "off", "--no-server-metrics",
+             # What is tested is the join and the counts. On a busy machine (the suite's other
+             # workers) 1 s of 4 users sent 71-88 requests, under the default 100 of a valid
+             # run (exit 4); and a loop held back is test_client_lag.py's to judge.
+             "--max-client-lag", "60s", "--min-samples", "1",
              "--quiet", "--out", str(tmp_path / "out")],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         srv.stop()
         log = srv.log()
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
     rows = pq.read_table(tmp_path / "out" / "samples.parquet").to_pylist()
     per = log.per_request()
     served = {r["x_request_id"]: len(per.get(r["seq"], [])) for r in log.requests}
